@@ -1,0 +1,12 @@
+/**
+ * @file cdyn.h
+ * Umbrella header of cdyn, constrained dynamics for hydraulic networks,
+ * mechanisms and rigid bodies. Include this, or the module headers.
+ */
+#ifndef CDYN_H
+#define CDYN_H
+
+#include "cdyn/status.h"
+#include "cdyn/nullspace.h"
+
+#endif /* CDYN_H */

@@ -1,0 +1,227 @@
+/**
+ * @file nullspace.h
+ * Null-space reduction of linear velocity constraints (THEORY T1).
+ *
+ * Dynamics  M v' = F + W^T lambda  with constraints  W v = 0  (W is m x n,
+ * full row rank) are reduced to the minimum-order ODE  Mbar vbar' = Fbar  in
+ * d = n - m independent states vbar, and the dependent rates and the
+ * constraint forces lambda (junction pressures) are recovered afterwards.
+ *
+ * The states are split by a column-pivoted QR of W: the first m pivot
+ * columns (the best-conditioned square block W2) become the dependent
+ * states, the other d the independent ones. The split ("partition") is
+ * chosen by cdyn_nullspace_factor() and kept by cdyn_nullspace_update()
+ * while W2 stays well conditioned.
+ *
+ * Lifecycle: cdyn_nullspace_create() (allocates everything), then
+ * cdyn_nullspace_factor() once per constraint pattern, then per step
+ * cdyn_nullspace_update() if W changes and cdyn_nullspace_reduce() /
+ * cdyn_nullspace_recover() or cdyn_nullspace_solve(). No per-step call
+ * allocates memory. One object must not be used from two threads at once;
+ * distinct objects are independent.
+ *
+ * Conventions: matrices are column-major with a leading dimension, as in
+ * LAPACK; indices reported to the caller are 0-based. The constraint
+ * derivative term is passed as a vector c with  W v' = -c:  c = W' v for a
+ * time-varying W (THEORY T1.3), c = -xi for a mechanism (THEORY T4.10), and
+ * NULL when W is constant.
+ *
+ * Failure semantics: on any error the output arrays are untouched and the
+ * object keeps its previous factorization, so it stays usable; the message
+ * is available from cdyn_nullspace_last_error().
+ */
+#ifndef CDYN_NULLSPACE_H
+#define CDYN_NULLSPACE_H
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque null-space object for n states and m constraints. */
+typedef struct cdyn_nullspace cdyn_nullspace;
+
+/**
+ * Allocate a null-space object for n states and m constraints,
+ * 1 <= n, 0 <= m < n, and query all LAPACK workspace.
+ *
+ * status  out (may be NULL): CDYN_OK, CDYN_ERR_ARG for bad sizes,
+ *         CDYN_ERR_NOMEM.
+ * Returns the object (free with cdyn_nullspace_free()) or NULL on error.
+ */
+CDYN_API cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status);
+
+/** Free the object; NULL is allowed. */
+CDYN_API void cdyn_nullspace_free(cdyn_nullspace *ns);
+
+/** Number of states n given at create time (0 for NULL). */
+CDYN_API int cdyn_nullspace_states(const cdyn_nullspace *ns);
+
+/** Number of constraints m given at create time (0 for NULL). */
+CDYN_API int cdyn_nullspace_constraints(const cdyn_nullspace *ns);
+
+/**
+ * Relative rank tolerance for W: a pivot |R_jj| <= tol * |R_11| of the
+ * pivoted QR counts as zero (THEORY T1.2). Default 1e-12; tol in (0, 1).
+ * Returns CDYN_ERR_ARG for NULL or a value out of range (setting unchanged).
+ */
+CDYN_API cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol);
+
+/**
+ * Condition limit for W2 (1-norm estimate): when cdyn_nullspace_update()
+ * finds cond(W2) above it, the partition is chosen anew. Default 1e8;
+ * limit >= 1. Returns CDYN_ERR_ARG for NULL or a value out of range.
+ */
+CDYN_API cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit);
+
+/**
+ * Choose the partition of W by column-pivoted QR (dgeqp3) and factor W2
+ * (THEORY T1.2). Call once per constraint pattern, or whenever the caller
+ * wants the partition chosen anew.
+ *
+ * W    m x n, column-major, leading dimension ldw >= max(1, m); not modified.
+ *
+ * Returns CDYN_OK; CDYN_ERR_ARG (NULL W with m > 0, bad ldw);
+ * CDYN_ERR_NONFINITE (NaN/Inf in W); CDYN_ERR_SINGULAR when W is rank
+ * deficient: cdyn_nullspace_rank() and cdyn_nullspace_redundant_rows() then
+ * say which constraint rows are dependent. No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_factor(cdyn_nullspace *ns, const double *W, int ldw);
+
+/**
+ * Refactor for a new W of the same pattern, keeping the partition unless
+ * W2 becomes singular or its condition estimate exceeds the limit, in which
+ * case the partition is chosen anew as by cdyn_nullspace_factor().
+ * Before the first successful factor it behaves like cdyn_nullspace_factor().
+ *
+ * W        m x n, leading dimension ldw >= max(1, m).
+ * changed  out (may be NULL): 1 if the partition differs from the previous
+ *          one, else 0. Written only on success.
+ *
+ * Errors as for cdyn_nullspace_factor(). No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw,
+                                           int *changed);
+
+/**
+ * The current partition: independent[0..d-1] and dependent[0..m-1] receive
+ * the 0-based state indices (either pointer may be NULL). The order is the
+ * order of vbar and of the dependent block used throughout.
+ * Returns CDYN_ERR_ARG for NULL ns or when nothing has been factored.
+ */
+CDYN_API cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
+                                              int *dependent);
+
+/**
+ * 1-norm condition estimate of W2 for the current factorization (dgecon),
+ * 1 when m = 0, or -1 when nothing has been factored or ns is NULL.
+ */
+CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
+
+/**
+ * Numerical rank of W found by the last cdyn_nullspace_factor() or
+ * reselecting update (m after success), or -1 when nothing was factored.
+ */
+CDYN_API int cdyn_nullspace_rank(const cdyn_nullspace *ns);
+
+/**
+ * After a CDYN_ERR_SINGULAR from factor/update: the m - rank constraint rows
+ * (0-based) that depend on the others, chosen by a pivoted QR of W^T, are
+ * written to rows[0..m-rank-1] (rows may be NULL to ask for the count).
+ * Returns the count, 0 when W had full rank, -1 for NULL ns.
+ */
+CDYN_API int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows);
+
+/**
+ * Null-space basis alpha = Pi [I_d; -W2^{-1} W1] (THEORY T1.2), W alpha = 0.
+ *
+ * alpha  out: n x d, leading dimension ldalpha >= n.
+ * Returns CDYN_OK, CDYN_ERR_ARG (NULL, bad ld, not factored). No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_alpha(cdyn_nullspace *ns, double *alpha, int ldalpha);
+
+/**
+ * Time derivative of alpha for a time-varying W (THEORY T1.3):
+ * alpha' = Pi [0; -W2^{-1} (W1' - W2' W2^{-1} W1)], so W alpha' = -W' alpha.
+ *
+ * Wdot       m x n, the derivative W' at the factored instant, ldwdot >= max(1, m).
+ * alpha_dot  out: n x d, leading dimension ldalpha_dot >= n.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot,
+                                              int ldwdot, double *alpha_dot,
+                                              int ldalpha_dot);
+
+/**
+ * Full state from the independent one: v = alpha vbar (THEORY T1.2).
+ * vbar (d) in, v (n) out. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ */
+CDYN_API cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vbar, double *v);
+
+/**
+ * Independent states of v: vbar = v[independent] (exact when W v = 0).
+ * v (n) in, vbar (d) out. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ */
+CDYN_API cdyn_status cdyn_nullspace_independent(cdyn_nullspace *ns, const double *v,
+                                                double *vbar);
+
+/**
+ * Minimum-order equations Mbar vbar' = Fbar (THEORY T1.4):
+ * Mbar = alpha^T M alpha, Fbar = alpha^T (F - M alpha' vbar), where
+ * alpha' vbar = -Pi [0; W2^{-1} c].
+ *
+ * M     n x n, symmetric (both triangles read), ldm >= n.
+ * F     length n.
+ * c     length m with W v' = -c (c = W' v, or -xi for mechanisms); NULL = 0.
+ * Mbar  out: d x d, ldmbar >= max(1, d) (both triangles written).
+ * Fbar  out: length d.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_reduce(cdyn_nullspace *ns, const double *M, int ldm,
+                                           const double *F, const double *c, double *Mbar,
+                                           int ldmbar, double *Fbar);
+
+/**
+ * Dependent rates and constraint forces from vbar' (THEORY T1.5):
+ * vhat' = -W2^{-1} (W1 vbar' + c), v' = Pi [vbar'; vhat'],
+ * lambda = W2^{-T} (M v' - F)[dependent rows], so M v' - F - W^T lambda = 0.
+ *
+ * M, F, c     as for cdyn_nullspace_reduce().
+ * vbar_dot    length d.
+ * vdot        out: length n (full rates).
+ * lambda      out: length m (junction pressures / constraint forces); may be
+ *             NULL when not wanted.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_recover(cdyn_nullspace *ns, const double *M, int ldm,
+                                            const double *F, const double *c,
+                                            const double *vbar_dot, double *vdot,
+                                            double *lambda);
+
+/**
+ * One call for a right-hand side: reduce (T1.4), solve Mbar vbar' = Fbar by
+ * Cholesky, recover v' and lambda (T1.5).
+ *
+ * M, F, c  as for cdyn_nullspace_reduce(); M symmetric positive definite
+ *          on the null space of W.
+ * vdot     out: length n; vdot[independent] is vbar'.
+ * lambda   out: length m, or NULL.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_SINGULAR (Mbar
+ * not positive definite). No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
+                                          const double *F, const double *c, double *vdot,
+                                          double *lambda);
+
+/**
+ * The message of the last failed call on this object ("" if none). The
+ * string belongs to the object and is overwritten by the next failure.
+ */
+CDYN_API const char *cdyn_nullspace_last_error(const cdyn_nullspace *ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_NULLSPACE_H */

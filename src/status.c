@@ -1,0 +1,50 @@
+/* Status strings, version, and the small helpers every module uses to
+ * validate input and record its last error. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#define CDYN_STR2(x) #x
+#define CDYN_STR(x) CDYN_STR2(x)
+
+const char *cdyn_status_string(cdyn_status status)
+{
+    switch (status) {
+    case CDYN_OK: return "success";
+    case CDYN_ERR_ARG: return "invalid argument (NULL pointer, bad size or leading dimension)";
+    case CDYN_ERR_NONFINITE: return "non-finite input (NaN or Inf)";
+    case CDYN_ERR_SINGULAR: return "singular, rank-deficient or not positive definite matrix";
+    case CDYN_ERR_NOCONV: return "no convergence within the iteration bound";
+    case CDYN_ERR_CALLBACK: return "a user callback reported failure";
+    case CDYN_ERR_NOMEM: return "out of memory";
+    case CDYN_ERR_LAPACK: return "internal LAPACK error";
+    }
+    return "unknown status code";
+}
+
+const char *cdyn_version(void)
+{
+    return CDYN_STR(CDYN_VERSION_MAJOR) "." CDYN_STR(CDYN_VERSION_MINOR) "." CDYN_STR(
+        CDYN_VERSION_PATCH);
+}
+
+int cdyn_version_number(void) { return CDYN_VERSION_NUMBER; }
+
+cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, CDYN__MSG_LEN, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
+{
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i)
+            if (!isfinite(A[i + (size_t)j * ld])) return i + (long)j * rows;
+    return -1;
+}
