@@ -8,5 +8,6 @@
 
 #include "cdyn/status.h"
 #include "cdyn/nullspace.h"
+#include "cdyn/newton.h"
 
 #endif /* CDYN_H */

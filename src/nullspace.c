@@ -211,7 +211,8 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
     }
     double rcond = 0.0;
     cdyn__gecon(m, p->w2_lu, m, anorm, &rcond, ns->lwork_buf, ns->iwork);
-    p->cond = rcond > 0.0 ? 1.0 / rcond : INFINITY;
+    /* a condition number is >= 1; the estimate can round just below */
+    p->cond = rcond > 0.0 ? fmax(1.0, 1.0 / rcond) : INFINITY;
     cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, p->beta, m);
     for (size_t k = 0; k < (size_t)m * d; ++k) p->beta[k] = -p->beta[k];
     return 0;
@@ -324,9 +325,13 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     return CDYN_OK;
 }
 
-cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent, int *dependent)
+cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independent, int *dependent)
 {
-    if (!ns || !ns->factored) return CDYN_ERR_ARG;
+    if (!ns) return CDYN_ERR_ARG;
+    if (!ns->factored)
+        return cdyn__fail(ns->msg, CDYN_ERR_ARG,
+                          "cdyn_nullspace_partition: no factorization yet; call "
+                          "cdyn_nullspace_factor first");
     if (independent) memcpy(independent, ns->current.order, sizeof(int) * (size_t)ns->d);
     if (dependent)
         memcpy(dependent, ns->current.order + ns->d, sizeof(int) * (size_t)ns->m);

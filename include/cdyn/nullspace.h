@@ -110,7 +110,7 @@ CDYN_API cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, 
  * order of vbar and of the dependent block used throughout.
  * Returns CDYN_ERR_ARG for NULL ns or when nothing has been factored.
  */
-CDYN_API cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
+CDYN_API cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independent,
                                               int *dependent);
 
 /**

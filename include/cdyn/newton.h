@@ -1,0 +1,158 @@
+/**
+ * @file newton.h
+ * Newton's method for algebraic equations G(x) = 0 with a column-pivoted QR
+ * step and an SVD outer-inverse fallback where the Jacobian loses rank
+ * (THEORY T2). The one solver every algebraic solve in cdyn uses: algebraic
+ * states of a DAE (T3), dependent coordinates and projection (T4.9, T4.10).
+ *
+ * k equations in p unknowns, 1 <= k <= p. Square systems (k = p) step by a
+ * pivoted QR of J (dgeqp3) and back substitution; wide systems (k < p) take
+ * the minimum-norm step from a pivoted QR of J^T. When the QR finds J rank
+ * deficient (|R_jj| <= tol |R_11|), that step uses the SVD J = U S V^T and
+ * the outer inverse J# = V_r S_r^{-1} U_r^T instead (T2.3); the SVD is used
+ * only on those steps.
+ *
+ * Iteration: starting from the caller's x (warm start), repeat
+ * x <- x - J#(x) G(x) until ||G||_inf <= residual tolerance or
+ * ||dx||_inf <= step tolerance * (1 + ||x||_inf), at most max_iterations
+ * steps (real-time bound, T2.4). When the bound is reached, x holds the
+ * iterate with the smallest residual and the status is CDYN_ERR_NOCONV.
+ *
+ * Lifecycle: cdyn_newton_create() allocates everything (LAPACK workspace
+ * queried there); cdyn_newton_solve() and cdyn_newton_step() allocate
+ * nothing. One object must not be used from two threads at once.
+ *
+ * Failure semantics: on CDYN_ERR_ARG / CDYN_ERR_NONFINITE from argument
+ * checks, outputs are untouched. On CDYN_ERR_NOCONV, CDYN_ERR_CALLBACK or a
+ * non-finite residual met during the iteration, x holds the best iterate
+ * found (at worst the initial guess) and the report describes the run.
+ */
+#ifndef CDYN_NEWTON_H
+#define CDYN_NEWTON_H
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque Newton solver for k equations in p unknowns. */
+typedef struct cdyn_newton cdyn_newton;
+
+/**
+ * Residual callback: G (length k) = G(x) for x (length p). Return 0 on
+ * success, any other value to stop the solve (kept in the report).
+ */
+typedef int (*cdyn_residual_fn)(const double *x, double *G, void *user);
+
+/**
+ * Jacobian callback: J (k x p, column-major, leading dimension ldj) =
+ * dG/dx at x. Return 0 on success, non-zero to stop the solve.
+ */
+typedef int (*cdyn_jacobian_fn)(const double *x, double *J, int ldj, void *user);
+
+/** What the last solve or step did (THEORY T2.4). */
+typedef struct cdyn_newton_report {
+    int converged;              /**< 1 if a tolerance was met */
+    int iterations;             /**< Newton steps taken */
+    int residual_evaluations;   /**< residual callbacks, finite differences included */
+    int svd_steps;              /**< steps that took the SVD outer-inverse path */
+    double residual_norm;       /**< ||G||_inf at the returned x */
+    double step_norm;           /**< ||dx||_inf of the last step */
+    int rank;                   /**< numerical rank of J at the last step */
+    double smallest_kept;       /**< smallest kept singular value (SVD steps) or |R_rr| (QR steps) */
+    double largest_dropped;     /**< largest dropped singular value (0 when full rank) */
+    int callback_code;          /**< non-zero return of the failing callback, else 0 */
+} cdyn_newton_report;
+
+/**
+ * Allocate a solver for k equations in p unknowns, 1 <= k <= p.
+ * status out (may be NULL): CDYN_OK, CDYN_ERR_ARG (bad sizes), CDYN_ERR_NOMEM.
+ * Returns the object, or NULL on error. Free with cdyn_newton_free().
+ */
+CDYN_API cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status);
+
+/** Free the solver; NULL is allowed. */
+CDYN_API void cdyn_newton_free(cdyn_newton *nt);
+
+/** Iteration cap (>= 1; default 20). CDYN_ERR_ARG for NULL or < 1. */
+CDYN_API cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations);
+
+/**
+ * Convergence tolerances: residual (absolute, infinity norm; default 1e-10)
+ * and step (relative to 1 + ||x||_inf; default 1e-12). Each must be >= 0
+ * and finite, not both 0. CDYN_ERR_ARG otherwise (settings unchanged).
+ */
+CDYN_API cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double residual_tol,
+                                                double step_tol);
+
+/**
+ * Relative rank tolerance (THEORY T2.2): a QR pivot |R_jj| or singular value
+ * s_j at or below tol * (largest) counts as zero. Default 1e-10, tol in (0, 1).
+ */
+CDYN_API cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol);
+
+/**
+ * Relative step for the forward-difference Jacobian used when the solve is
+ * given no Jacobian callback: h_j = h * max(|x_j|, 1). Default 1.5e-8
+ * (about sqrt of machine epsilon); h in (0, 1).
+ */
+CDYN_API cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h);
+
+/**
+ * Solve G(x) = 0 (THEORY T2.1-T2.4).
+ *
+ * residual  required. jacobian: NULL for forward differences (p extra
+ *           residual evaluations per step).
+ * user      passed to both callbacks.
+ * x         in: initial guess (warm start), length p; out: the solution,
+ *           or the best iterate on failure.
+ *
+ * Returns CDYN_OK (converged); CDYN_ERR_NOCONV (cap reached; best iterate
+ * returned); CDYN_ERR_CALLBACK (a callback returned non-zero: its code is in
+ * the report); CDYN_ERR_NONFINITE (x has NaN/Inf, or a callback produced
+ * NaN/Inf); CDYN_ERR_ARG (NULL). No allocation.
+ */
+CDYN_API cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
+                                       cdyn_jacobian_fn jacobian, void *user, double *x);
+
+/**
+ * One Newton step for a caller that holds J and G already (no callbacks):
+ * dx = -J# G with J# the QR solution, or the SVD outer inverse when J is
+ * rank deficient (THEORY T2.2, T2.3). For k < p, dx is the minimum-norm step.
+ *
+ * J   k x p, leading dimension ldj >= k (not modified).  G length k.
+ * dx  out: length p.
+ * Returns CDYN_OK (also for a rank-deficient J: see the report's rank);
+ * CDYN_ERR_ARG; CDYN_ERR_NONFINITE. The report is updated (iterations = 1).
+ */
+CDYN_API cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj,
+                                      const double *G, double *dx);
+
+/** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL. */
+CDYN_API cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report);
+
+/**
+ * Why J was singular at the last rank-deficient step: rows (may be NULL)
+ * receives the k - rank equations (0-based) that depend on the others, as
+ * ranked by a pivoted QR of J^T; returns their count (0 if the last step had
+ * full rank, -1 for NULL nt). Rows needs room for k entries.
+ */
+CDYN_API int cdyn_newton_dependent_rows(const cdyn_newton *nt, int *rows);
+
+/**
+ * The p - rank unknowns (0-based) that the pivoted QR of J ranked last at
+ * the last rank-deficient step (the ones the equations do not determine);
+ * returns their count (0 after a full-rank step, -1 for NULL nt). Cols
+ * needs room for p entries.
+ */
+CDYN_API int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols);
+
+/** Message of the last failure on this object ("" if none). */
+CDYN_API const char *cdyn_newton_last_error(const cdyn_newton *nt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_NEWTON_H */

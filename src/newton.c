@@ -1,0 +1,434 @@
+/* Newton's method with pivoted-QR steps and an SVD outer-inverse fallback
+ * (THEORY T2). */
+#include "cdyn/newton.h"
+
+#include "internal.h"
+#include "linalg.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cdyn_newton {
+    int k, p;
+    int max_iterations;
+    double residual_tol, step_tol, rank_tol, fd_step;
+    cdyn_newton_report report;
+    int n_dependent_rows, n_dropped_cols;
+    int *dependent_rows;  /* k */
+    int *dropped_cols;    /* p */
+    /* workspace, sized at create */
+    double *factor;       /* k*p: QR of J or J^T, or the SVD's copy of J */
+    double *tau;          /* k */
+    int *jpvt;            /* p */
+    double *sv;           /* k singular values */
+    double *u;            /* k x k */
+    double *vt;           /* k x p */
+    double *work;
+    int lwork;
+    double *jac;          /* k x p Jacobian */
+    double *g;            /* k residual */
+    double *g_shifted;    /* k, finite differences */
+    double *rhs;          /* p, right-hand side / solution of the step */
+    double *dx;           /* p */
+    double *x_best;       /* p */
+    char msg[CDYN__MSG_LEN];
+};
+
+cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
+{
+    cdyn_status dummy;
+    if (!status) status = &dummy;
+    if (k < 1 || p < k || (size_t)k * (size_t)p > (size_t)INT_MAX / 8) {
+        *status = CDYN_ERR_ARG;
+        return NULL;
+    }
+    cdyn_newton *nt = calloc(1, sizeof *nt);
+    if (!nt) goto fail;
+    nt->k = k;
+    nt->p = p;
+    nt->max_iterations = 20;
+    nt->residual_tol = 1e-10;
+    nt->step_tol = 1e-12;
+    nt->rank_tol = 1e-10;
+    nt->fd_step = 1.5e-8;
+    int lwork = cdyn__geqp3_lwork(k, p);
+    lwork = cdyn__max(lwork, cdyn__geqp3_lwork(p, k));
+    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(k, p));
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'T', k, 1, k));
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', p, 1, k));
+    nt->lwork = lwork;
+    nt->work = malloc(sizeof(double) * (size_t)lwork);
+    nt->dependent_rows = malloc(sizeof(int) * (size_t)k);
+    nt->dropped_cols = malloc(sizeof(int) * (size_t)p);
+    nt->factor = malloc(sizeof(double) * (size_t)k * p);
+    nt->tau = malloc(sizeof(double) * (size_t)k);
+    nt->jpvt = malloc(sizeof(int) * (size_t)p);
+    nt->sv = malloc(sizeof(double) * (size_t)k);
+    nt->u = malloc(sizeof(double) * (size_t)k * k);
+    nt->vt = malloc(sizeof(double) * (size_t)k * p);
+    nt->jac = malloc(sizeof(double) * (size_t)k * p);
+    nt->g = malloc(sizeof(double) * (size_t)k);
+    nt->g_shifted = malloc(sizeof(double) * (size_t)k);
+    nt->rhs = malloc(sizeof(double) * (size_t)p);
+    nt->dx = malloc(sizeof(double) * (size_t)p);
+    nt->x_best = malloc(sizeof(double) * (size_t)p);
+    if (!nt->work || !nt->dependent_rows || !nt->dropped_cols || !nt->factor || !nt->tau ||
+        !nt->jpvt || !nt->sv || !nt->u || !nt->vt || !nt->jac || !nt->g || !nt->g_shifted ||
+        !nt->rhs || !nt->dx || !nt->x_best)
+        goto fail;
+    *status = CDYN_OK;
+    return nt;
+fail:
+    cdyn_newton_free(nt);
+    *status = CDYN_ERR_NOMEM;
+    return NULL;
+}
+
+void cdyn_newton_free(cdyn_newton *nt)
+{
+    if (!nt) return;
+    free(nt->work);
+    free(nt->dependent_rows);
+    free(nt->dropped_cols);
+    free(nt->factor);
+    free(nt->tau);
+    free(nt->jpvt);
+    free(nt->sv);
+    free(nt->u);
+    free(nt->vt);
+    free(nt->jac);
+    free(nt->g);
+    free(nt->g_shifted);
+    free(nt->rhs);
+    free(nt->dx);
+    free(nt->x_best);
+    free(nt);
+}
+
+cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (max_iterations < 1)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
+                          "cdyn_newton_set_max_iterations: %d < 1", max_iterations);
+    nt->max_iterations = max_iterations;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double residual_tol, double step_tol)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (!(residual_tol >= 0.0) || !(step_tol >= 0.0) || isinf(residual_tol) ||
+        isinf(step_tol) || (residual_tol == 0.0 && step_tol == 0.0))
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
+                          "cdyn_newton_set_tolerances: residual_tol = %g, step_tol = %g "
+                          "(each finite and >= 0, not both 0)",
+                          residual_tol, step_tol);
+    nt->residual_tol = residual_tol;
+    nt->step_tol = step_tol;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (!(tol > 0.0 && tol < 1.0))
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
+                          "cdyn_newton_set_rank_tolerance: tol = %g is not in (0, 1)", tol);
+    nt->rank_tol = tol;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (!(h > 0.0 && h < 1.0))
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "cdyn_newton_set_fd_step: h = %g is not in (0, 1)",
+                          h);
+    nt->fd_step = h;
+    return CDYN_OK;
+}
+
+static double norm_inf(int n, const double *x)
+{
+    double m = 0.0;
+    for (int i = 0; i < n; ++i) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* Count the leading pivots |R_jj| > tol |R_00| of a pivoted QR held in a
+ * (ld x *) array with `count` diagonal entries. */
+static int qr_rank(const double *qr, int ld, int count, double tol, double *smallest_kept)
+{
+    double r00 = fabs(qr[0]);
+    int rank = 0;
+    while (rank < count && r00 > 0.0 && fabs(qr[rank + (size_t)rank * ld]) > tol * r00) ++rank;
+    *smallest_kept = rank > 0 ? fabs(qr[(rank - 1) + (size_t)(rank - 1) * ld]) : 0.0;
+    return rank;
+}
+
+/* Pivoted QR of J^T (p x k) into nt->factor; returns the rank. The column
+ * pivots rank the equations (rows of J). */
+static int factor_transpose(cdyn_newton *nt, const double *J, int ldj, double *smallest)
+{
+    int k = nt->k, p = nt->p;
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < p; ++j) nt->factor[j + (size_t)i * p] = J[i + (size_t)j * ldj];
+    memset(nt->jpvt, 0, sizeof(int) * (size_t)k);
+    cdyn__geqp3(p, k, nt->factor, p, nt->jpvt, nt->tau, nt->work, nt->lwork);
+    return qr_rank(nt->factor, p, k, nt->rank_tol, smallest);
+}
+
+/* Pivoted QR of J (k x p) into nt->factor; returns the rank. The column
+ * pivots rank the unknowns. */
+static int factor_direct(cdyn_newton *nt, const double *J, int ldj, double *smallest)
+{
+    int k = nt->k, p = nt->p;
+    for (int j = 0; j < p; ++j)
+        memcpy(nt->factor + (size_t)j * k, J + (size_t)j * ldj, sizeof(double) * (size_t)k);
+    memset(nt->jpvt, 0, sizeof(int) * (size_t)p);
+    cdyn__geqp3(k, p, nt->factor, k, nt->jpvt, nt->tau, nt->work, nt->lwork);
+    return qr_rank(nt->factor, k, k, nt->rank_tol, smallest);
+}
+
+/* "Why singular" (T2.3): equations the pivoted QR of J^T ranks after the
+ * rank, unknowns the pivoted QR of J ranks after the rank. */
+static void diagnose(cdyn_newton *nt, const double *J, int ldj, int rank)
+{
+    double unused;
+    int rank_rows = factor_transpose(nt, J, ldj, &unused);
+    if (rank_rows > rank) rank_rows = rank;
+    nt->n_dependent_rows = nt->k - rank_rows;
+    for (int i = 0; i < nt->n_dependent_rows; ++i)
+        nt->dependent_rows[i] = nt->jpvt[rank_rows + i] - 1;
+    int rank_cols = factor_direct(nt, J, ldj, &unused);
+    if (rank_cols > rank) rank_cols = rank;
+    nt->n_dropped_cols = nt->p - rank_cols;
+    for (int j = 0; j < nt->n_dropped_cols; ++j) nt->dropped_cols[j] = nt->jpvt[rank_cols + j] - 1;
+}
+
+/* dx = -J# G by the outer inverse V_r S_r^{-1} U_r^T of the SVD (T2.3). */
+static void svd_step(cdyn_newton *nt, const double *J, int ldj, const double *G, double *dx)
+{
+    int k = nt->k, p = nt->p;
+    for (int j = 0; j < p; ++j)
+        memcpy(nt->factor + (size_t)j * k, J + (size_t)j * ldj, sizeof(double) * (size_t)k);
+    cdyn__gesvd(k, p, nt->factor, k, nt->sv, nt->u, k, nt->vt, k, nt->work, nt->lwork);
+    int rank = 0;
+    while (rank < k && nt->sv[0] > 0.0 && nt->sv[rank] > nt->rank_tol * nt->sv[0]) ++rank;
+    /* coefficients c = S_r^{-1} U_r^T (-G), then dx = V_r c */
+    for (int i = 0; i < rank; ++i) {
+        double s = 0.0;
+        for (int r = 0; r < k; ++r) s -= nt->u[r + (size_t)i * k] * G[r];
+        nt->rhs[i] = s / nt->sv[i];
+    }
+    cdyn__gemv('T', rank, p, 1.0, nt->vt, k, nt->rhs, 0.0, dx);
+    nt->report.rank = rank;
+    nt->report.smallest_kept = rank > 0 ? nt->sv[rank - 1] : 0.0;
+    nt->report.largest_dropped = rank < k ? nt->sv[rank] : 0.0;
+    nt->report.svd_steps++;
+}
+
+/* One step dx = -J# G (T2.2; T2.3 when rank deficient). Inputs validated. */
+static void newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
+                             double *dx)
+{
+    int k = nt->k, p = nt->p;
+    double smallest = 0.0;
+    int rank;
+    if (k == p) {
+        /* J E = Q R: R dz = -Q^T G, dx = E dz */
+        rank = factor_direct(nt, J, ldj, &smallest);
+        if (rank == k) {
+            for (int i = 0; i < k; ++i) nt->rhs[i] = -G[i];
+            cdyn__ormqr('L', 'T', k, 1, k, nt->factor, k, nt->tau, nt->rhs, k, nt->work,
+                        nt->lwork);
+            cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, nt->factor, k, nt->rhs, k);
+            for (int i = 0; i < k; ++i) dx[nt->jpvt[i] - 1] = nt->rhs[i];
+        }
+    } else {
+        /* J^T E = Q R, so E^T J = R^T Q^T: R^T y = -E^T G, dx = Q [y; 0]
+         * is the minimum-norm step. */
+        rank = factor_transpose(nt, J, ldj, &smallest);
+        if (rank == k) {
+            for (int i = 0; i < k; ++i) nt->rhs[i] = -G[nt->jpvt[i] - 1];
+            cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, nt->factor, p, nt->rhs, k);
+            memset(nt->rhs + k, 0, sizeof(double) * (size_t)(p - k));
+            cdyn__ormqr('L', 'N', p, 1, k, nt->factor, p, nt->tau, nt->rhs, p, nt->work,
+                        nt->lwork);
+            memcpy(dx, nt->rhs, sizeof(double) * (size_t)p);
+        }
+    }
+    if (rank == k) {
+        nt->report.rank = rank;
+        nt->report.smallest_kept = smallest;
+        nt->report.largest_dropped = 0.0;
+        return;
+    }
+    diagnose(nt, J, ldj, rank);
+    svd_step(nt, J, ldj, G, dx);
+}
+
+static void report_reset(cdyn_newton *nt)
+{
+    memset(&nt->report, 0, sizeof nt->report);
+    nt->n_dependent_rows = 0;
+    nt->n_dropped_cols = 0;
+}
+
+cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const double *G,
+                             double *dx)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_step";
+    if (!J || !G || !dx)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                          !J ? "J" : !G ? "G" : "dx");
+    if (ldj < nt->k)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: ldj = %d < k = %d", fn, ldj, nt->k);
+    long bad = cdyn__first_nonfinite(nt->k, nt->p, J, ldj);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: J(%ld, %ld) is not finite", fn,
+                          bad % nt->k, bad / nt->k);
+    bad = cdyn__first_nonfinite(nt->k, 1, G, nt->k);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: G[%ld] is not finite", fn, bad);
+    report_reset(nt);
+    newton_direction(nt, J, ldj, G, nt->dx);
+    memcpy(dx, nt->dx, sizeof(double) * (size_t)nt->p);
+    nt->report.iterations = 1;
+    nt->report.step_norm = norm_inf(nt->p, dx);
+    nt->report.residual_norm = norm_inf(nt->k, G);
+    return CDYN_OK;
+}
+
+/* Evaluate G(x) into g; non-zero callback codes and NaN become statuses. */
+static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
+                                 const double *x, double *g)
+{
+    nt->report.residual_evaluations++;
+    int code = residual(x, g, user);
+    if (code != 0) {
+        nt->report.callback_code = code;
+        return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
+                          "cdyn_newton_solve: residual callback returned %d", code);
+    }
+    long bad = cdyn__first_nonfinite(nt->k, 1, g, nt->k);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
+                          "cdyn_newton_solve: residual G[%ld] is not finite", bad);
+    return CDYN_OK;
+}
+
+/* J at x from the callback, or by forward differences around g = G(x). */
+static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
+                                 cdyn_jacobian_fn jacobian, void *user, double *x)
+{
+    int k = nt->k, p = nt->p;
+    if (jacobian) {
+        int code = jacobian(x, nt->jac, k, user);
+        if (code != 0) {
+            nt->report.callback_code = code;
+            return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
+                              "cdyn_newton_solve: Jacobian callback returned %d", code);
+        }
+        long bad = cdyn__first_nonfinite(k, p, nt->jac, k);
+        if (bad >= 0)
+            return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
+                              "cdyn_newton_solve: Jacobian J(%ld, %ld) is not finite",
+                              bad % k, bad / k);
+        return CDYN_OK;
+    }
+    for (int j = 0; j < p; ++j) {
+        double saved = x[j];
+        double h = nt->fd_step * (fabs(saved) > 1.0 ? fabs(saved) : 1.0);
+        x[j] = saved + h;
+        h = x[j] - saved; /* the step actually representable */
+        cdyn_status st = eval_residual(nt, residual, user, x, nt->g_shifted);
+        x[j] = saved;
+        if (st != CDYN_OK) return st;
+        for (int i = 0; i < k; ++i) nt->jac[i + (size_t)j * k] = (nt->g_shifted[i] - nt->g[i]) / h;
+    }
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
+                              cdyn_jacobian_fn jacobian, void *user, double *x)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_solve";
+    if (!residual) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: residual callback is NULL", fn);
+    if (!x) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: x is NULL", fn);
+    int k = nt->k, p = nt->p;
+    long bad = cdyn__first_nonfinite(p, 1, x, p);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: x[%ld] is not finite", fn, bad);
+    report_reset(nt);
+    memcpy(nt->x_best, x, sizeof(double) * (size_t)p);
+    double best = INFINITY;
+    cdyn_status st = eval_residual(nt, residual, user, x, nt->g);
+    while (st == CDYN_OK) {
+        double gnorm = norm_inf(k, nt->g);
+        nt->report.residual_norm = gnorm;
+        if (gnorm < best) {
+            best = gnorm;
+            memcpy(nt->x_best, x, sizeof(double) * (size_t)p);
+        }
+        if (gnorm <= nt->residual_tol) {
+            nt->report.converged = 1;
+            return CDYN_OK;
+        }
+        if (nt->report.iterations >= nt->max_iterations) {
+            st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
+                            "%s: no convergence in %d iterations (||G||_inf = %.3e > %.3e)",
+                            fn, nt->max_iterations, best, nt->residual_tol);
+            break;
+        }
+        st = eval_jacobian(nt, residual, jacobian, user, x);
+        if (st != CDYN_OK) break;
+        newton_direction(nt, nt->jac, k, nt->g, nt->dx);
+        for (int j = 0; j < p; ++j) x[j] += nt->dx[j];
+        nt->report.iterations++;
+        nt->report.step_norm = norm_inf(p, nt->dx);
+        st = eval_residual(nt, residual, user, x, nt->g);
+        if (st == CDYN_OK && nt->report.step_norm <= nt->step_tol * (1.0 + norm_inf(p, x))) {
+            /* the step can no longer change x: accept it (T2.3 may stop at a
+             * minimum-norm point with a non-zero residual; the report says) */
+            nt->report.residual_norm = norm_inf(k, nt->g);
+            nt->report.converged = 1;
+            return CDYN_OK;
+        }
+    }
+    /* failure: hand back the best iterate seen */
+    memcpy(x, nt->x_best, sizeof(double) * (size_t)p);
+    nt->report.residual_norm = best;
+    return st;
+}
+
+cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report)
+{
+    if (!nt || !report) return CDYN_ERR_ARG;
+    *report = nt->report;
+    return CDYN_OK;
+}
+
+int cdyn_newton_dependent_rows(const cdyn_newton *nt, int *rows)
+{
+    if (!nt) return -1;
+    if (rows) memcpy(rows, nt->dependent_rows, sizeof(int) * (size_t)nt->n_dependent_rows);
+    return nt->n_dependent_rows;
+}
+
+int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols)
+{
+    if (!nt) return -1;
+    if (cols) memcpy(cols, nt->dropped_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
+    return nt->n_dropped_cols;
+}
+
+const char *cdyn_newton_last_error(const cdyn_newton *nt)
+{
+    return nt ? nt->msg : "cdyn_newton: NULL object";
+}

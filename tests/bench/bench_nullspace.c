@@ -1,0 +1,158 @@
+/* Benchmark of the T1 per-step path against the baseline a user would write:
+ * the bordered KKT system [M -W^T; W 0] solved by dgesv (LU of the whole
+ * (n+m) matrix). Both compute v' and lambda from the same M, F, W.
+ *
+ * Reports, for n = 3 ... 300 and m = n/3: median, min and max time per call
+ * over repeated samples, and the ratio of each cdyn path to the dgesv
+ * baseline measured in the same run. Not a pass/fail test.
+ *
+ * usage: bench_nullspace [--quick] [--csv FILE]
+ */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <cdyn.h>
+
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
+            const int *ldb, int *info);
+
+typedef struct {
+    int n, m;
+    double *M, *F, *W, *c, *vdot, *lambda;
+    double *kkt, *rhs; /* baseline workspace, allocated once */
+    int *ipiv;
+    cdyn_nullspace *ns;
+} problem;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The naive baseline: assemble and LU-solve the bordered system. */
+static void kkt_dgesv(problem *p)
+{
+    int n = p->n, m = p->m, N = n + m, one = 1, info = 0;
+    memset(p->kkt, 0, sizeof(double) * (size_t)N * N);
+    for (int j = 0; j < n; ++j)
+        memcpy(p->kkt + (size_t)j * N, p->M + (size_t)j * n, sizeof(double) * n);
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+            p->kkt[(n + i) + (size_t)j * N] = p->W[i + (size_t)j * m];
+            p->kkt[j + (size_t)(n + i) * N] = -p->W[i + (size_t)j * m];
+        }
+    memcpy(p->rhs, p->F, sizeof(double) * n);
+    for (int i = 0; i < m; ++i) p->rhs[n + i] = -p->c[i];
+    dgesv_(&N, &one, p->kkt, &N, p->ipiv, p->rhs, &N, &info);
+}
+
+static void cdyn_solve(problem *p)
+{
+    cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda);
+}
+
+static void cdyn_update_solve(problem *p)
+{
+    cdyn_nullspace_update(p->ns, p->W, p->m, NULL);
+    cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda);
+}
+
+typedef struct { double median, min, max; } timing;
+
+/* Median over `samples` samples of the mean time of `reps` calls. */
+static timing measure(void (*fn)(problem *), problem *p, int samples, int reps)
+{
+    double t[64];
+    for (int s = 0; s < samples; ++s) {
+        double t0 = now_seconds();
+        for (int r = 0; r < reps; ++r) fn(p);
+        t[s] = (now_seconds() - t0) / reps;
+    }
+    qsort(t, (size_t)samples, sizeof(double), compare_double);
+    timing out = {t[samples / 2], t[0], t[samples - 1]};
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    const char *csv_path = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    }
+    const int sizes[] = {3, 6, 12, 30, 100, 300};
+    const int samples = quick ? 3 : 15;
+    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
+    if (csv) fprintf(csv, "n,m,path,median_s,min_s,max_s,ratio_to_dgesv\n");
+    printf("cdyn %s null-space benchmark (%s mode): time per call, median [min, max]\n",
+           cdyn_version(), quick ? "quick" : "full");
+    printf("%5s %4s  %-22s %12s %12s %12s %8s\n", "n", "m", "path", "median [us]", "min",
+           "max", "ratio");
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
+        problem p = {0};
+        p.n = sizes[k];
+        p.m = p.n / 3 > 0 ? p.n / 3 : 1;
+        int n = p.n, m = p.m, N = n + m;
+        tu_rng rng;
+        tu_rng_seed(&rng, 42 + (unsigned)n);
+        p.M = malloc(sizeof(double) * n * n);
+        p.F = malloc(sizeof(double) * n);
+        p.W = malloc(sizeof(double) * m * n);
+        p.c = malloc(sizeof(double) * m);
+        p.vdot = malloc(sizeof(double) * n);
+        p.lambda = malloc(sizeof(double) * m);
+        p.kkt = malloc(sizeof(double) * N * N);
+        p.rhs = malloc(sizeof(double) * N);
+        p.ipiv = malloc(sizeof(int) * N);
+        tu_random_spd(&rng, n, p.M, n);
+        tu_random(&rng, n, 1, p.F, n);
+        tu_random(&rng, m, n, p.W, m);
+        tu_random(&rng, m, 1, p.c, m);
+        p.ns = cdyn_nullspace_create(n, m, NULL);
+        if (!p.ns || cdyn_nullspace_factor(p.ns, p.W, m) != CDYN_OK) {
+            fprintf(stderr, "setup failed at n = %d\n", n);
+            return EXIT_FAILURE;
+        }
+        /* repetitions so one sample lasts about 2 ms (0.2 ms in quick mode) */
+        double t0 = now_seconds();
+        kkt_dgesv(&p);
+        double once = now_seconds() - t0;
+        int reps = (int)((quick ? 2e-4 : 2e-3) / (once > 1e-8 ? once : 1e-8));
+        if (reps < 1) reps = 1;
+        struct { const char *name; void (*fn)(problem *); } paths[] = {
+            {"kkt_dgesv (baseline)", kkt_dgesv},
+            {"nullspace_solve", cdyn_solve},
+            {"nullspace_update+solve", cdyn_update_solve},
+        };
+        double base = 0.0;
+        for (size_t q = 0; q < sizeof paths / sizeof paths[0]; ++q) {
+            timing t = measure(paths[q].fn, &p, samples, reps);
+            if (q == 0) base = t.median;
+            double ratio = t.median / base;
+            printf("%5d %4d  %-22s %12.3f %12.3f %12.3f %8.3f\n", n, m, paths[q].name,
+                   1e6 * t.median, 1e6 * t.min, 1e6 * t.max, ratio);
+            if (csv)
+                fprintf(csv, "%d,%d,%s,%.9e,%.9e,%.9e,%.4f\n", n, m, paths[q].name, t.median,
+                        t.min, t.max, ratio);
+        }
+        cdyn_nullspace_free(p.ns);
+        free(p.M); free(p.F); free(p.W); free(p.c); free(p.vdot); free(p.lambda);
+        free(p.kkt); free(p.rhs); free(p.ipiv);
+    }
+    if (csv) fclose(csv);
+    return EXIT_SUCCESS;
+}
