@@ -9,5 +9,6 @@
 #include "cdyn/status.h"
 #include "cdyn/nullspace.h"
 #include "cdyn/newton.h"
+#include "cdyn/dae.h"
 
 #endif /* CDYN_H */

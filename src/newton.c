@@ -4,14 +4,20 @@
 
 #include "internal.h"
 #include "linalg.h"
+#include "newton_internal.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum factor_mode { MODE_QR_SQUARE, MODE_QR_WIDE, MODE_SVD };
+
 struct cdyn_newton {
     int k, p;
+    enum factor_mode mode; /* how the last Jacobian was factored */
+    int rank;
+    double smallest_kept, largest_dropped;
     int max_iterations;
     double residual_tol, step_tol, rank_tol, fd_step;
     cdyn_newton_report report;
@@ -209,8 +215,9 @@ static void diagnose(cdyn_newton *nt, const double *J, int ldj, int rank)
     for (int j = 0; j < nt->n_dropped_cols; ++j) nt->dropped_cols[j] = nt->jpvt[rank_cols + j] - 1;
 }
 
-/* dx = -J# G by the outer inverse V_r S_r^{-1} U_r^T of the SVD (T2.3). */
-static void svd_step(cdyn_newton *nt, const double *J, int ldj, const double *G, double *dx)
+/* SVD J = U S V^T into nt->u, nt->sv, nt->vt; the rank from the singular
+ * values (T2.3). */
+static void factor_svd(cdyn_newton *nt, const double *J, int ldj)
 {
     int k = nt->k, p = nt->p;
     for (int j = 0; j < p; ++j)
@@ -218,57 +225,69 @@ static void svd_step(cdyn_newton *nt, const double *J, int ldj, const double *G,
     cdyn__gesvd(k, p, nt->factor, k, nt->sv, nt->u, k, nt->vt, k, nt->work, nt->lwork);
     int rank = 0;
     while (rank < k && nt->sv[0] > 0.0 && nt->sv[rank] > nt->rank_tol * nt->sv[0]) ++rank;
-    /* coefficients c = S_r^{-1} U_r^T (-G), then dx = V_r c */
-    for (int i = 0; i < rank; ++i) {
-        double s = 0.0;
-        for (int r = 0; r < k; ++r) s -= nt->u[r + (size_t)i * k] * G[r];
-        nt->rhs[i] = s / nt->sv[i];
+    nt->rank = rank;
+    nt->smallest_kept = rank > 0 ? nt->sv[rank - 1] : 0.0;
+    nt->largest_dropped = rank < k ? nt->sv[rank] : 0.0;
+}
+
+int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
+{
+    int k = nt->k;
+    double smallest = 0.0;
+    int rank = (k == nt->p) ? factor_direct(nt, J, ldj, &smallest)
+                            : factor_transpose(nt, J, ldj, &smallest);
+    if (rank == k) {
+        nt->mode = k == nt->p ? MODE_QR_SQUARE : MODE_QR_WIDE;
+        nt->rank = rank;
+        nt->smallest_kept = smallest;
+        nt->largest_dropped = 0.0;
+        return 0;
     }
-    cdyn__gemv('T', rank, p, 1.0, nt->vt, k, nt->rhs, 0.0, dx);
-    nt->report.rank = rank;
-    nt->report.smallest_kept = rank > 0 ? nt->sv[rank - 1] : 0.0;
-    nt->report.largest_dropped = rank < k ? nt->sv[rank] : 0.0;
-    nt->report.svd_steps++;
+    diagnose(nt, J, ldj, rank);
+    factor_svd(nt, J, ldj);
+    nt->mode = MODE_SVD;
+    return 1;
+}
+
+void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x)
+{
+    int k = nt->k, p = nt->p;
+    double *y = nt->rhs; /* p */
+    switch (nt->mode) {
+    case MODE_QR_SQUARE: /* J E = Q R: R z = Q^T b, x = E z */
+        memcpy(y, b, sizeof(double) * (size_t)k);
+        cdyn__ormqr('L', 'T', k, 1, k, nt->factor, k, nt->tau, y, k, nt->work, nt->lwork);
+        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, nt->factor, k, y, k);
+        for (int i = 0; i < k; ++i) x[nt->jpvt[i] - 1] = y[i];
+        break;
+    case MODE_QR_WIDE: /* J^T E = Q R: R^T z = E^T b, x = Q [z; 0] (minimum norm) */
+        for (int i = 0; i < k; ++i) y[i] = b[nt->jpvt[i] - 1];
+        cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, nt->factor, p, y, k);
+        memset(y + k, 0, sizeof(double) * (size_t)(p - k));
+        cdyn__ormqr('L', 'N', p, 1, k, nt->factor, p, nt->tau, y, p, nt->work, nt->lwork);
+        memcpy(x, y, sizeof(double) * (size_t)p);
+        break;
+    case MODE_SVD: /* x = V_r S_r^{-1} U_r^T b (T2.3) */
+        for (int i = 0; i < nt->rank; ++i) {
+            double s = 0.0;
+            for (int r = 0; r < k; ++r) s += nt->u[r + (size_t)i * k] * b[r];
+            y[i] = s / nt->sv[i];
+        }
+        cdyn__gemv('T', nt->rank, p, 1.0, nt->vt, k, y, 0.0, x);
+        break;
+    }
 }
 
 /* One step dx = -J# G (T2.2; T2.3 when rank deficient). Inputs validated. */
 static void newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
                              double *dx)
 {
-    int k = nt->k, p = nt->p;
-    double smallest = 0.0;
-    int rank;
-    if (k == p) {
-        /* J E = Q R: R dz = -Q^T G, dx = E dz */
-        rank = factor_direct(nt, J, ldj, &smallest);
-        if (rank == k) {
-            for (int i = 0; i < k; ++i) nt->rhs[i] = -G[i];
-            cdyn__ormqr('L', 'T', k, 1, k, nt->factor, k, nt->tau, nt->rhs, k, nt->work,
-                        nt->lwork);
-            cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, nt->factor, k, nt->rhs, k);
-            for (int i = 0; i < k; ++i) dx[nt->jpvt[i] - 1] = nt->rhs[i];
-        }
-    } else {
-        /* J^T E = Q R, so E^T J = R^T Q^T: R^T y = -E^T G, dx = Q [y; 0]
-         * is the minimum-norm step. */
-        rank = factor_transpose(nt, J, ldj, &smallest);
-        if (rank == k) {
-            for (int i = 0; i < k; ++i) nt->rhs[i] = -G[nt->jpvt[i] - 1];
-            cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, nt->factor, p, nt->rhs, k);
-            memset(nt->rhs + k, 0, sizeof(double) * (size_t)(p - k));
-            cdyn__ormqr('L', 'N', p, 1, k, nt->factor, p, nt->tau, nt->rhs, p, nt->work,
-                        nt->lwork);
-            memcpy(dx, nt->rhs, sizeof(double) * (size_t)p);
-        }
-    }
-    if (rank == k) {
-        nt->report.rank = rank;
-        nt->report.smallest_kept = smallest;
-        nt->report.largest_dropped = 0.0;
-        return;
-    }
-    diagnose(nt, J, ldj, rank);
-    svd_step(nt, J, ldj, G, dx);
+    nt->report.svd_steps += cdyn__newton_factor(nt, J, ldj);
+    for (int i = 0; i < nt->k; ++i) nt->g_shifted[i] = -G[i];
+    cdyn__newton_apply(nt, nt->g_shifted, dx);
+    nt->report.rank = nt->rank;
+    nt->report.smallest_kept = nt->smallest_kept;
+    nt->report.largest_dropped = nt->largest_dropped;
 }
 
 static void report_reset(cdyn_newton *nt)
@@ -432,3 +451,5 @@ const char *cdyn_newton_last_error(const cdyn_newton *nt)
 {
     return nt ? nt->msg : "cdyn_newton: NULL object";
 }
+
+int cdyn__newton_rank(const cdyn_newton *nt) { return nt->rank; }

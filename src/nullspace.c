@@ -34,7 +34,9 @@ struct cdyn_nullspace {
     double *qr;         /* max(m*n, n*m) for dgeqp3 of W or W^T */
     double *tau;        /* min(m, n) = m */
     int *jpvt;          /* n */
-    int *mark;          /* n, for sort_indices */
+    int *mark;          /* n, for sort_indices and choose_preferred */
+    int *prefer;        /* n flags: states preferred as dependent */
+    int has_preference;
     double *lwork_buf;  /* lwork doubles: dgeqp3 and dgecon */
     int lwork;
     int *iwork;         /* m, dgecon */
@@ -96,6 +98,7 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->tau = malloc(sizeof(double) * (size_t)n);
     ns->jpvt = malloc(sizeof(int) * (size_t)n);
     ns->mark = malloc(sizeof(int) * (size_t)n);
+    ns->prefer = calloc((size_t)n, sizeof(int));
     ns->lwork_buf = malloc(sizeof(double) * (size_t)ns->lwork);
     ns->iwork = malloc(sizeof(int) * (size_t)m1);
     ns->redundant = malloc(sizeof(int) * (size_t)m1);
@@ -107,7 +110,7 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->vec_n = malloc(sizeof(double) * (size_t)n);
     ns->vec_m = malloc(sizeof(double) * (size_t)m1);
     if (!partition_alloc(&ns->current, n, m, d) || !partition_alloc(&ns->scratch, n, m, d) ||
-        !ns->qr || !ns->tau || !ns->jpvt || !ns->mark || !ns->lwork_buf || !ns->iwork || !ns->redundant ||
+        !ns->qr || !ns->tau || !ns->jpvt || !ns->mark || !ns->prefer || !ns->lwork_buf || !ns->iwork || !ns->redundant ||
         !ns->m_alpha || !ns->m_dep || !ns->rates_dep || !ns->mass_reduced ||
         !ns->force_reduced || !ns->vec_n || !ns->vec_m)
         goto fail;
@@ -128,6 +131,7 @@ void cdyn_nullspace_free(cdyn_nullspace *ns)
     free(ns->tau);
     free(ns->jpvt);
     free(ns->mark);
+    free(ns->prefer);
     free(ns->lwork_buf);
     free(ns->iwork);
     free(ns->redundant);
@@ -162,6 +166,17 @@ cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit)
                           "cdyn_nullspace_set_condition_limit: limit = %g is not in [1, inf)",
                           limit);
     ns->cond_limit = limit;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_nullspace_set_preferred_dependent(cdyn_nullspace *ns, const int *prefer)
+{
+    if (!ns) return CDYN_ERR_ARG;
+    ns->has_preference = 0;
+    for (int j = 0; j < ns->n; ++j) {
+        ns->prefer[j] = prefer && prefer[j] != 0;
+        ns->has_preference |= ns->prefer[j];
+    }
     return CDYN_OK;
 }
 
@@ -232,8 +247,34 @@ static void find_redundant_rows(cdyn_nullspace *ns, const double *W, int ldw, in
     sort_indices(ns->redundant, ns->n_redundant, m, ns->mark);
 }
 
+/* Among the preferred states, the (at most m) columns of W that a pivoted
+ * QR of those columns alone ranks as independent: flagged in ns->mark, to be
+ * placed first in the QR of the whole W. Returns how many. */
+static int choose_preferred(cdyn_nullspace *ns, const double *W, int ldw)
+{
+    int n = ns->n, m = ns->m, count = 0;
+    int *columns = ns->scratch.order; /* free until the partition is written */
+    for (int j = 0; j < n; ++j)
+        if (ns->prefer[j]) {
+            memcpy(ns->qr + (size_t)count * m, W + (size_t)j * ldw, sizeof(double) * m);
+            columns[count++] = j;
+        }
+    memset(ns->mark, 0, sizeof(int) * (size_t)n);
+    if (count == 0) return 0;
+    memset(ns->jpvt, 0, sizeof(int) * (size_t)count);
+    cdyn__geqp3(m, count, ns->qr, m, ns->jpvt, ns->tau, ns->lwork_buf, ns->lwork);
+    int limit = count < m ? count : m;
+    double r11 = fabs(ns->qr[0]);
+    int chosen = 0;
+    while (chosen < limit && r11 > 0.0 &&
+           fabs(ns->qr[chosen + (size_t)chosen * m]) > ns->rank_tol * r11)
+        ++chosen;
+    for (int k = 0; k < chosen; ++k) ns->mark[columns[ns->jpvt[k] - 1]] = 1;
+    return chosen;
+}
+
 /* Select the partition by pivoted QR of W (T1.2) into the scratch slot and
- * factor it. */
+ * factor it. Preferred states, if any, are taken as dependent first. */
 static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const double *W,
                                     int ldw)
 {
@@ -246,14 +287,18 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
         ns->rank = 0;
         return CDYN_OK;
     }
+    int leading = ns->has_preference ? choose_preferred(ns, W, ldw) : 0;
     for (int j = 0; j < n; ++j) memcpy(ns->qr + (size_t)j * m, W + (size_t)j * ldw,
                                        sizeof(double) * m);
-    memset(ns->jpvt, 0, sizeof(int) * (size_t)n);
+    /* dgeqp3 moves columns with jpvt != 0 to the front unpivoted */
+    for (int j = 0; j < n; ++j) ns->jpvt[j] = leading > 0 ? ns->mark[j] : 0;
     int info = cdyn__geqp3(m, n, ns->qr, m, ns->jpvt, ns->tau, ns->lwork_buf, ns->lwork);
     if (info != 0)
         return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 returned info = %d", fn, info);
-    /* Rank: pivots |R_jj| above tol * |R_11| (T2.2 applied to W). */
-    double r11 = fabs(ns->qr[0]);
+    /* Rank: pivots |R_jj| above tol * max |R_jj| (T2.2 applied to W); the
+     * free pivots decrease, the leading block is independent by choice. */
+    double r11 = 0.0;
+    for (int j = 0; j < m; ++j) r11 = fmax(r11, fabs(ns->qr[j + (size_t)j * m]));
     int rank = 0;
     while (rank < m && r11 > 0.0 && fabs(ns->qr[rank + (size_t)rank * m]) > ns->rank_tol * r11)
         ++rank;
@@ -262,7 +307,7 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
         double rlast = fabs(ns->qr[rank + (size_t)rank * m]);
         find_redundant_rows(ns, W, ldw, rank);
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
-                          "%s: W is rank deficient (rank %d < m = %d; |R(%d,%d)|/|R(0,0)| = "
+                          "%s: W is rank deficient (rank %d < m = %d; |R(%d,%d)|/max|R(j,j)| = "
                           "%.3g <= tol %.3g); dependent constraint row%s %d%s",
                           fn, rank, m, rank, rank, r11 > 0.0 ? rlast / r11 : 0.0, ns->rank_tol,
                           ns->n_redundant > 1 ? "s" : "", ns->redundant[0],

@@ -76,6 +76,18 @@ CDYN_API cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, doubl
 CDYN_API cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit);
 
 /**
+ * Prefer some states as dependent: prefer (n flags, 0-based states; NULL
+ * clears) marks states to be made dependent first. The next partition
+ * choice takes, among the marked states, the independent columns of W that
+ * a pivoted QR of the marked columns ranks first (at most m), and completes
+ * the dependent set from the other states by the usual pivoted QR. cdyn_dae
+ * uses it to keep massless states algebraic (THEORY T3.3). Takes effect at
+ * the next factor (or reselecting update). CDYN_ERR_ARG for NULL ns.
+ */
+CDYN_API cdyn_status cdyn_nullspace_set_preferred_dependent(cdyn_nullspace *ns,
+                                                            const int *prefer);
+
+/**
  * Choose the partition of W by column-pivoted QR (dgeqp3) and factor W2
  * (THEORY T1.2). Call once per constraint pattern, or whenever the caller
  * wants the partition chosen anew.

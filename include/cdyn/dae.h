@@ -1,0 +1,216 @@
+/**
+ * @file dae.h
+ * Quasi-linear DAEs M v' = F(v, t) with a constant, singular M: hidden
+ * constraints, DAE index, and the minimum-order ODE of an index-1 system
+ * whose algebraic states come from a bounded Newton solve (THEORY T3).
+ *
+ * Typical use: a hydraulic network in which the inertance of short orifice
+ * branches is set to zero (THEORY T6.3). With r = rank M < n:
+ *
+ * - beta (n x (n-r)) spans the left null space of M, P (n x r) its range;
+ *   the hidden constraints are G0(v, t) = beta^T F(v, t) = 0 (T3.1).
+ * - cdyn_dae_analyze() finds the index at a point by repeated augmentation
+ *   of M with the constraint Jacobians (T3.2).
+ * - cdyn_dae_split() chooses r integrated states v_i and n-r algebraic
+ *   states v_a (pivoted QR of dG0/dv, states without mass preferred as
+ *   algebraic), and cdyn_dae_rhs() is the right-hand side y' = f(t, y) of
+ *   the r x r minimum-order ODE in y = v_i (T3.3): each evaluation solves
+ *   G0(v_i, v_a, t) = 0 for v_a with cdyn_newton (warm-started from the
+ *   previous evaluation, bounded iterations, SVD fallback where dG0/dv_a is
+ *   singular, e.g. at a closed valve).
+ *
+ * Lifecycle: cdyn_dae_create(n) → cdyn_dae_set_mass() (factors M and
+ * allocates the Newton and null-space objects) → cdyn_dae_set_functions() →
+ * cdyn_dae_split() → cdyn_dae_consistent() → per step cdyn_dae_rhs()
+ * (no allocation). One object must not be used from two threads at once.
+ *
+ * Callbacks return 0 on success; any other value stops the call with
+ * CDYN_ERR_CALLBACK and is kept (cdyn_dae_callback_code()).
+ *
+ * Failure semantics: on error, output arrays are untouched; the object
+ * keeps its split and its last consistent algebraic states, so it stays
+ * usable.
+ */
+#ifndef CDYN_DAE_H
+#define CDYN_DAE_H
+
+#include "newton.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque DAE object for n states. */
+typedef struct cdyn_dae cdyn_dae;
+
+/** F (length n) = F(v, t). */
+typedef int (*cdyn_dae_force_fn)(double t, const double *v, double *F, void *user);
+/** dFdv (n x n, leading dimension ld) = dF/dv at (v, t). */
+typedef int (*cdyn_dae_jacobian_fn)(double t, const double *v, double *dFdv, int ld,
+                                    void *user);
+/** dFdt (length n) = dF/dt at (v, t) (partial derivative, v fixed). */
+typedef int (*cdyn_dae_time_fn)(double t, const double *v, double *dFdt, void *user);
+
+/** Most augmentation levels cdyn_dae_analyze() tries (index bound). */
+#define CDYN_DAE_MAX_INDEX 8
+
+/**
+ * Allocate a DAE object for n >= 1 states. status (may be NULL):
+ * CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NOMEM. Returns NULL on error.
+ */
+CDYN_API cdyn_dae *cdyn_dae_create(int n, cdyn_status *status);
+
+/** Free the object; NULL is allowed. */
+CDYN_API void cdyn_dae_free(cdyn_dae *dae);
+
+/**
+ * Relative rank tolerance for M and for the augmented matrices of the
+ * index analysis (singular values <= tol * largest count as zero).
+ * Default 1e-10; tol in (0, 1). Applies from the next set_mass / analyze.
+ */
+CDYN_API cdyn_status cdyn_dae_set_rank_tolerance(cdyn_dae *dae, double tol);
+
+/**
+ * Highest index cdyn_dae_analyze() looks for, 1..CDYN_DAE_MAX_INDEX
+ * (default 5). A DAE not resolved by then is reported as singular.
+ */
+CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
+
+/**
+ * Set the constant mass matrix M (n x n, ldm >= n, any structure) and factor
+ * it by SVD: rank r, beta, P (THEORY T3.1). Allocates the Newton solver for
+ * the n - r algebraic states (tune it via cdyn_dae_newton()). Clears any
+ * previous split. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
+ * CDYN_ERR_NOMEM.
+ */
+CDYN_API cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm);
+
+/**
+ * The model: force (required), its Jacobian dF/dv and time derivative dF/dt
+ * (either may be NULL: forward differences with relative step
+ * cdyn_dae_set_fd_step()), and the user pointer passed to all three.
+ */
+CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
+                                            cdyn_dae_jacobian_fn jacobian,
+                                            cdyn_dae_time_fn time_derivative, void *user);
+
+/** Relative finite-difference step (default 1.5e-8, in (0, 1)). */
+CDYN_API cdyn_status cdyn_dae_set_fd_step(cdyn_dae *dae, double h);
+
+/** Rank r of M after cdyn_dae_set_mass() (-1 before, or for NULL). */
+CDYN_API int cdyn_dae_rank(const cdyn_dae *dae);
+
+/**
+ * beta (n x (n-r), ldbeta >= n), orthonormal, beta^T M = 0 and P (n x r,
+ * ldp >= n), orthonormal basis of the range of M. Either output may be NULL.
+ * CDYN_ERR_ARG before set_mass, for NULL dae or bad leading dimensions.
+ */
+CDYN_API cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P,
+                                    int ldp);
+
+/**
+ * Hidden constraints G0 = beta^T F(v, t) (length n - r) at (t, v) (T3.1).
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK.
+ */
+CDYN_API cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v,
+                                                 double *G0);
+
+/**
+ * DAE index at (t, v) by repeated augmentation (T3.2): start from M with
+ * the Jacobian dF/dv; at each level the rows of the augmented matrix that
+ * the SVD finds null are replaced by the Jacobians of the constraints they
+ * carry, until the matrix has full rank n. Each level's rank decision uses
+ * the rank tolerance. This is the index of the DAE linearised at the point.
+ *
+ * index  out: 0 (M regular: an ODE), 1, 2, ... Written on success only.
+ * Returns CDYN_OK; CDYN_ERR_SINGULAR if no full rank is reached within the
+ * maximum index (singular DAE, or index above the bound: the message says);
+ * CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK. No allocation.
+ */
+CDYN_API cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *index);
+
+/**
+ * After cdyn_dae_analyze(): the number of hidden constraints found at
+ * augmentation level `level` (0 = the n - r constraints beta^T F, 1 = those
+ * from differentiating them once, ...), or -1 if level is out of range.
+ */
+CDYN_API int cdyn_dae_constraints_at_level(const cdyn_dae *dae, int level);
+
+/**
+ * After cdyn_dae_analyze(): for each of the n equations, the first level
+ * at which it takes part in a hidden constraint (-1 if never): level 0
+ * marks the purely algebraic equations. level_of_equation has n entries.
+ */
+CDYN_API cdyn_status cdyn_dae_equation_levels(cdyn_dae *dae, int *level_of_equation);
+
+/**
+ * Split the states at (t, v) into r integrated and n - r algebraic ones
+ * (T3.3): the algebraic states are chosen by pivoted QR of dG0/dv, taking
+ * states whose column of M is zero first. Refuses a DAE whose index at
+ * (t, v) is not 1 (CDYN_ERR_SINGULAR with the index in the message), and an
+ * M of full rank needs no split (all states integrated, always succeeds).
+ * Stores v as the warm start of the algebraic states.
+ */
+CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
+
+/**
+ * The current split: integrated (r entries) and algebraic (n - r entries)
+ * state indices, 0-based, in the order of y and of v_a. Either may be NULL.
+ */
+CDYN_API cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic);
+
+/**
+ * Consistent initialisation: keep the integrated states of v, solve
+ * G0(v_i, v_a, t) = 0 for v_a (from v's algebraic entries as the guess)
+ * and write the consistent v back. Returns CDYN_OK; CDYN_ERR_NOCONV when no
+ * consistent v_a was found (v then holds the best iterate, and the Newton
+ * report has the residual); CDYN_ERR_ARG (no split), CDYN_ERR_NONFINITE,
+ * CDYN_ERR_CALLBACK.
+ */
+CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
+
+/**
+ * The right-hand side of the minimum-order ODE (T3.3): y = v_i (length r)
+ * → ydot = v_i' (length r). Solves G0 = 0 for v_a (warm start from the last
+ * successful evaluation, the Newton cap applies), then
+ *   [P^T M Pi [I; A]] v_i' = P^T (F - M Pi [0; b]),
+ *   A = -G_a^# G_i,  b = -G_a^# G_t,  v_a' = A v_i' + b,
+ * with G_a^# the rank-revealing inverse of cdyn_newton (SVD outer inverse
+ * where G_a is singular). Returns CDYN_OK; CDYN_ERR_NOCONV (Newton cap
+ * reached: ydot untouched, state not updated); CDYN_ERR_SINGULAR (the r x r
+ * matrix is singular); CDYN_ERR_ARG; CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK.
+ * No allocation.
+ */
+CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot);
+
+/**
+ * Full state v and rate v' (length n each; either may be NULL) of the last
+ * successful cdyn_dae_rhs(). CDYN_ERR_ARG if there was none.
+ */
+CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
+
+/**
+ * The Newton solver for the algebraic states (NULL before set_mass or when
+ * M has full rank): set its iteration cap and tolerances, read its report
+ * after each cdyn_dae_rhs(). Owned by the DAE object.
+ */
+CDYN_API cdyn_newton *cdyn_dae_newton(cdyn_dae *dae);
+
+/**
+ * How many rate solves (G_a^# of cdyn_dae_rhs) took the SVD path since the
+ * last split; Newton iterations report their own count.
+ */
+CDYN_API long cdyn_dae_svd_rate_solves(const cdyn_dae *dae);
+
+/** Non-zero code of the callback that failed last (0 if none). */
+CDYN_API int cdyn_dae_callback_code(const cdyn_dae *dae);
+
+/** Message of the last failure on this object ("" if none). */
+CDYN_API const char *cdyn_dae_last_error(const cdyn_dae *dae);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_DAE_H */

@@ -1,0 +1,85 @@
+/* The DAE object shared by dae.c (mass, hidden constraints, index) and
+ * dae_rhs.c (split, consistent values, minimum-order right-hand side). */
+#ifndef CDYN_DAE_INTERNAL_H
+#define CDYN_DAE_INTERNAL_H
+
+#include "cdyn/dae.h"
+#include "cdyn/nullspace.h"
+#include "internal.h"
+
+struct cdyn_dae {
+    int n;
+    int r;                  /* rank of M, -1 before set_mass */
+    int q;                  /* n - r algebraic states / hidden constraints */
+    double rank_tol, fd_step;
+    int max_index;
+    cdyn_dae_force_fn force;
+    cdyn_dae_jacobian_fn jacobian;
+    cdyn_dae_time_fn time_derivative;
+    void *user;
+    int callback_code;
+
+    /* T3.1: the mass matrix and its bases */
+    double *mass;           /* n x n */
+    double *beta;           /* n x q, left null space */
+    double *range;          /* n x r, P */
+    double *range_t_mass;   /* r x n, P^T M */
+    int *massless;          /* n flags: column j of M is zero */
+
+    /* T3.2: result of the last analysis */
+    int analyzed;
+    int levels;             /* augmentation levels performed */
+    int level_count[CDYN_DAE_MAX_INDEX + 1];
+    int *equation_level;    /* n */
+
+    /* T3.3: split, Newton, warm start */
+    cdyn_nullspace *split_ns;   /* n states, q constraints (0 < q < n) */
+    cdyn_newton *newton;        /* q x q (q > 0) */
+    int split_done;
+    int *integrated;        /* r */
+    int *algebraic;         /* q */
+    double *v_last;         /* n, last consistent state (warm start) */
+    double *vdot_last;      /* n */
+    int state_valid;
+    long svd_rate_solves;
+    double t_eval;          /* time of the Newton residual evaluations */
+    double *v_trial;        /* n, state assembled for the Newton callbacks */
+
+    /* workspace (n x n unless noted) */
+    double *force_val;      /* n */
+    double *force_shift;    /* n */
+    double *force_dt;       /* n */
+    double *force_jac;      /* n x n */
+    double *aug, *aug_rhs, *origin, *svd_copy, *u, *vt, *prod;
+    double *sv;             /* n */
+    double *work;
+    int lwork;
+    double *constraint_jac; /* q x n, dG0/dv */
+    double *ga;             /* q x q */
+    double *coef;           /* q x r, A = -G_a^# G_i */
+    double *offset;         /* q, b = -G_a^# G_t */
+    double *vec_q, *vec_q2; /* q */
+    double *mass_alpha;     /* n x r */
+    double *reduced;        /* r x r */
+    double *reduced_rhs;    /* r */
+    int *ipiv;              /* r */
+
+    char msg[CDYN__MSG_LEN];
+};
+
+/* F(v, t) into out; CDYN_ERR_CALLBACK / CDYN_ERR_NONFINITE with a message. */
+cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const double *v,
+                            double *out);
+
+/* dF/dv at (t, v) into dae->force_jac (callback or forward differences
+ * around F(v, t), which must be in dae->force_val). v is restored. */
+cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v);
+
+/* dF/dt at (t, v) into dae->force_dt (callback or forward difference around
+ * dae->force_val). */
+cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
+
+/* Argument checks shared by the per-point calls. */
+cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const double *v);
+
+#endif
