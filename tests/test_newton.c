@@ -1,0 +1,1670 @@
+/* Check suite for cdyn_newton (THEORY T2).
+ *
+ * Every expected value comes from somewhere other than the library:
+ *  - analytic roots of the chosen systems;
+ *  - exact identities of Newton's method on them: on the circle/line system
+ *    the iteration is Heron's (Babylonian) square root after one step,
+ *    e_{n+1} = e_n^2 / (2 x_n); for a homogeneous quadratic q, G = q - c,
+ *    e_{n+1} = J(x_n)^{-1} q(e_n) exactly;
+ *  - hand calculations: 2x2 and 3x3 inverses by the adjugate, the
+ *    minimum-norm step -J^T (J J^T)^{-1} G of a 2x3 J, pseudo-inverses of
+ *    rank-one matrices J = u v^T (J+ = v u^T / (|u|^2 |v|^2)) and the
+ *    minimum-norm solution x - (n.x / |n|^2) n of a rank-(p-1) system with
+ *    null vector n;
+ *  - iterates and residual norms recorded inside the residual callback, from
+ *    which the test itself decides which iterate is the best one.
+ *
+ * Tolerances are justified where they appear (rounding level ~ cond(J) eps
+ * |x|, or a bound ||x - x*|| <= ||J^{-1}|| ||G|| at the residual tolerance).
+ */
+#include <check.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_count.h"
+#include "cdyn/newton.h"
+#include "cdyn/status.h"
+
+enum { MAXP = 4, MAXREC = 256, GUARD = 8 };
+static const double SENTINEL = 12345.0;
+static const int ISENTINEL = -777;
+
+/* ------------------------------------------------------------------------ */
+/* Small vector helpers.                                                     */
+
+static double vec_inf(int n, const double *x)
+{
+    double m = 0.0;
+    for (int i = 0; i < n; ++i)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+static double dist_inf(int n, const double *x, const double *y)
+{
+    double m = 0.0;
+    for (int i = 0; i < n; ++i)
+        if (fabs(x[i] - y[i]) > m) m = fabs(x[i] - y[i]);
+    return m;
+}
+
+/* Bitwise-identical doubles (also for NaN). */
+static int same_bits(int n, const double *x, const double *y)
+{
+    return memcmp(x, y, sizeof(double) * (size_t)n) == 0;
+}
+
+static int all_finite(int n, const double *x)
+{
+    for (int i = 0; i < n; ++i)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+static void assert_report_finite(const cdyn_newton_report *r)
+{
+    ck_assert(isfinite(r->residual_norm));
+    ck_assert(isfinite(r->step_norm));
+    ck_assert(isfinite(r->smallest_kept));
+    ck_assert(isfinite(r->largest_dropped));
+}
+
+static cdyn_newton_report get_report(const cdyn_newton *nt)
+{
+    cdyn_newton_report r;
+    memset(&r, 0xff, sizeof r);
+    ck_assert_int_eq(cdyn_newton_get_report(nt, &r), CDYN_OK);
+    return r;
+}
+
+static cdyn_newton *create_ok(int k, int p)
+{
+    cdyn_status st = CDYN_ERR_LAPACK;
+    cdyn_newton *nt = cdyn_newton_create(k, p, &st);
+    ck_assert_ptr_nonnull(nt);
+    ck_assert_int_eq(st, CDYN_OK);
+    return nt;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Callback bookkeeping: every residual call records x and ||G||_inf, and    */
+/* failures (non-zero return, NaN/Inf) can be injected on a chosen call.     */
+
+typedef struct {
+    double a;              /* problem parameter */
+    const double *A;       /* linear problems G = A x - b: A k x p, leading dimension k */
+    const double *b;
+    int k, p;
+    int calls;             /* residual callbacks so far */
+    int jac_calls;         /* Jacobian callbacks so far */
+    int fail_call, fail_code;       /* residual returns fail_code on that call (1-based) */
+    int bad_call;                   /* residual writes bad_value into G[k-1] on that call */
+    double bad_value;
+    int jac_fail_call, jac_fail_code;
+    int jac_bad_call;               /* Jacobian writes bad_value into J(0,0) on that call */
+    int nrec;
+    double xrec[MAXREC][MAXP];      /* x of each residual call */
+    double gnorm[MAXREC];           /* its ||G||_inf; INFINITY if the call failed */
+} tracker;
+
+static void tracker_init(tracker *t, int k, int p, double a)
+{
+    memset(t, 0, sizeof *t);
+    t->k = k;
+    t->p = p;
+    t->a = a;
+    t->bad_value = NAN;
+}
+
+static int finish_residual(tracker *t, const double *x, double *G)
+{
+    int c = ++t->calls;
+    int i = t->nrec < MAXREC ? t->nrec++ : -1;
+    if (i >= 0)
+        for (int j = 0; j < t->p; ++j) t->xrec[i][j] = x[j];
+    if (c == t->fail_call) {
+        if (i >= 0) t->gnorm[i] = INFINITY;
+        return t->fail_code;
+    }
+    if (c == t->bad_call) {
+        G[t->k - 1] = t->bad_value;
+        if (i >= 0) t->gnorm[i] = INFINITY;
+        return 0;
+    }
+    if (i >= 0) t->gnorm[i] = vec_inf(t->k, G);
+    return 0;
+}
+
+static int finish_jacobian(tracker *t, double *J)
+{
+    int c = ++t->jac_calls;
+    if (c == t->jac_fail_call) return t->jac_fail_code;
+    if (c == t->jac_bad_call) J[0] = t->bad_value;
+    return 0;
+}
+
+/* Circle and line, 2x2: x0^2 + x1^2 = a^2, x0 = x1. Root (a, a)/sqrt(2). */
+static int res_circle_line(const double *x, double *G, void *user)
+{
+    tracker *t = user;
+    G[0] = x[0] * x[0] + x[1] * x[1] - t->a * t->a;
+    G[1] = x[0] - x[1];
+    return finish_residual(t, x, G);
+}
+
+static int jac_circle_line(const double *x, double *J, int ldj, void *user)
+{
+    J[0] = 2.0 * x[0];
+    J[1] = 1.0;
+    J[ldj] = 2.0 * x[1];
+    J[1 + ldj] = -1.0;
+    return finish_jacobian(user, J);
+}
+
+/* Homogeneous quadratic 3x3: q(x) = (x0^2 + x1 x2, x1^2 - x0 x2, x2^2 + x0 x1),
+ * G(x; a) = q(x) - a^2 q(1, 2, 3) = q(x) - a^2 (7, 1, 11). Root a (1, 2, 3). */
+static void quad3_q(const double *x, double *q)
+{
+    q[0] = x[0] * x[0] + x[1] * x[2];
+    q[1] = x[1] * x[1] - x[0] * x[2];
+    q[2] = x[2] * x[2] + x[0] * x[1];
+}
+
+static void quad3_jac(const double *x, double *J, int ldj)
+{
+    J[0 + 0 * ldj] = 2.0 * x[0];
+    J[0 + 1 * ldj] = x[2];
+    J[0 + 2 * ldj] = x[1];
+    J[1 + 0 * ldj] = -x[2];
+    J[1 + 1 * ldj] = 2.0 * x[1];
+    J[1 + 2 * ldj] = -x[0];
+    J[2 + 0 * ldj] = x[1];
+    J[2 + 1 * ldj] = x[0];
+    J[2 + 2 * ldj] = 2.0 * x[2];
+}
+
+static int res_quad3(const double *x, double *G, void *user)
+{
+    tracker *t = user;
+    const double c[3] = {7.0, 1.0, 11.0};
+    quad3_q(x, G);
+    for (int i = 0; i < 3; ++i) G[i] -= t->a * t->a * c[i];
+    return finish_residual(t, x, G);
+}
+
+static int jac_quad3(const double *x, double *J, int ldj, void *user)
+{
+    quad3_jac(x, J, ldj);
+    return finish_jacobian(user, J);
+}
+
+/* Cubic with a Newton 2-cycle 0 -> 1 -> 0 (f = x^3 - 2x + 2), coupled to a
+ * linear equation: G = (x0^3 - 2 x0 + 2, x1 - x0). */
+static int res_cubic_cycle(const double *x, double *G, void *user)
+{
+    G[0] = x[0] * x[0] * x[0] - 2.0 * x[0] + 2.0;
+    G[1] = x[1] - x[0];
+    return finish_residual(user, x, G);
+}
+
+static int jac_cubic_cycle(const double *x, double *J, int ldj, void *user)
+{
+    J[0] = 3.0 * x[0] * x[0] - 2.0;
+    J[1] = -1.0;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 1.0;
+    return finish_jacobian(user, J);
+}
+
+/* Double root, 1x1: G = x^2. Newton halves x exactly: x_n = 2^-n x_0. */
+static int res_square(const double *x, double *G, void *user)
+{
+    G[0] = x[0] * x[0];
+    return finish_residual(user, x, G);
+}
+
+static int jac_square(const double *x, double *J, int ldj, void *user)
+{
+    (void)ldj;
+    J[0] = 2.0 * x[0];
+    return finish_jacobian(user, J);
+}
+
+/* Scalar G = x^2 - a. */
+static int res_square_minus_a(const double *x, double *G, void *user)
+{
+    tracker *t = user;
+    G[0] = x[0] * x[0] - t->a;
+    return finish_residual(t, x, G);
+}
+
+/* arctan: Newton diverges with growing |G| from |x0| > 1.3917. */
+static int res_atan(const double *x, double *G, void *user)
+{
+    G[0] = atan(x[0]);
+    return finish_residual(user, x, G);
+}
+
+static int jac_atan(const double *x, double *J, int ldj, void *user)
+{
+    (void)ldj;
+    J[0] = 1.0 / (1.0 + x[0] * x[0]);
+    return finish_jacobian(user, J);
+}
+
+/* Linear G = A x - b (k x p, A leading dimension k). */
+static int res_linear(const double *x, double *G, void *user)
+{
+    tracker *t = user;
+    for (int i = 0; i < t->k; ++i) {
+        double s = -t->b[i];
+        for (int j = 0; j < t->p; ++j) s += t->A[i + j * t->k] * x[j];
+        G[i] = s;
+    }
+    return finish_residual(t, x, G);
+}
+
+static int jac_linear(const double *x, double *J, int ldj, void *user)
+{
+    tracker *t = user;
+    (void)x;
+    for (int j = 0; j < t->p; ++j)
+        for (int i = 0; i < t->k; ++i) J[i + j * ldj] = t->A[i + j * t->k];
+    return finish_jacobian(t, J);
+}
+
+/* Signed square (T2.5): G = (x0 |x0|, x0 + x1 - 1); dG0/dx0 = 2|x0|. */
+static int res_signed_square(const double *x, double *G, void *user)
+{
+    G[0] = x[0] * fabs(x[0]);
+    G[1] = x[0] + x[1] - 1.0;
+    return finish_residual(user, x, G);
+}
+
+static int jac_signed_square(const double *x, double *J, int ldj, void *user)
+{
+    J[0] = 2.0 * fabs(x[0]);
+    J[1] = 1.0;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 1.0;
+    return finish_jacobian(user, J);
+}
+
+/* Unit circle as one equation in two unknowns: G = x0^2 + x1^2 - 1. */
+static int res_circle(const double *x, double *G, void *user)
+{
+    G[0] = x[0] * x[0] + x[1] * x[1] - 1.0;
+    return finish_residual(user, x, G);
+}
+
+static int jac_circle(const double *x, double *J, int ldj, void *user)
+{
+    J[0] = 2.0 * x[0];
+    J[ldj] = 2.0 * x[1];
+    return finish_jacobian(user, J);
+}
+
+/* ||A^{-1}||_inf of a 3x3 (column-major, ld 3) by the adjugate:
+ * cof(i, j) with cyclic indices carries its sign, inv(i, j) = cof(j, i)/det. */
+static double inv3_norm_inf(const double *A)
+{
+    double cof[3][3];
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+            int i1 = (i + 1) % 3, i2 = (i + 2) % 3, j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+            cof[i][j] = A[i1 + 3 * j1] * A[i2 + 3 * j2] - A[i1 + 3 * j2] * A[i2 + 3 * j1];
+        }
+    double det = A[0] * cof[0][0] + A[3] * cof[0][1] + A[6] * cof[0][2];
+    double norm = 0.0;
+    for (int i = 0; i < 3; ++i) {
+        double row = 0.0;
+        for (int j = 0; j < 3; ++j) row += fabs(cof[j][i] / det);
+        if (row > norm) norm = row;
+    }
+    return norm;
+}
+
+/* A 2x2 object still solves the circle/line system correctly. */
+static void assert_still_solves_2x2(cdyn_newton *nt, int with_jacobian)
+{
+    tracker t;
+    tracker_init(&t, 2, 2, 2.0);
+    double x[2] = {3.0, 1.0};
+    cdyn_status st = cdyn_newton_solve(nt, res_circle_line, with_jacobian ? jac_circle_line : NULL,
+                                       &t, x);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_double_eq_tol(x[0], sqrt(2.0), 1e-10);
+    ck_assert_double_eq_tol(x[1], sqrt(2.0), 1e-10);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.converged, 1);
+    ck_assert_int_eq(r.callback_code, 0);
+}
+
+/* ======================================================================== */
+/* 1. Quadratic convergence.                                                 */
+
+/* Circle/line from (3, 1), a = 2, root (sqrt2, sqrt2). The first step solves
+ * the line exactly: J = [6 2; 1 -1], G = (6, 2) give dx = (-1.25, 0.75), so
+ * x1 = (1.75, 1.75). On the line, Newton for 2 x^2 - 4 is Heron's iteration
+ * x+ = (x + 2/x)/2 with the exact error identity
+ *     x+ - sqrt2 = (x - sqrt2)^2 / (2 x),
+ * so e_{n+1} <= C e_n^2 with C = 1/(2 sqrt2) (x_n >= sqrt2 by AM-GM, n >= 1).
+ * The iterates are obtained by re-running from the same start with
+ * max_iterations = 1, 2, ...: the residual decreases monotonically along
+ * this sequence (6, 2.125, then Heron from above), so the best iterate after
+ * n steps is x_n. */
+START_TEST(circle_line_error_follows_heron_identity_with_order_two)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    const double r2 = sqrt(2.0);
+    double xs[16][2], e[16];
+    int m = -1;
+    xs[0][0] = 3.0;
+    xs[0][1] = 1.0;
+    e[0] = fmax(fabs(3.0 - r2), fabs(1.0 - r2));
+    for (int n = 1; n < 16; ++n) {
+        tracker t;
+        tracker_init(&t, 2, 2, 2.0);
+        double x[2] = {3.0, 1.0};
+        ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, n), CDYN_OK);
+        cdyn_status st = cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x);
+        cdyn_newton_report r = get_report(nt);
+        xs[n][0] = x[0];
+        xs[n][1] = x[1];
+        e[n] = fmax(fabs(x[0] - r2), fabs(x[1] - r2));
+        if (st == CDYN_OK) {
+            ck_assert_int_eq(r.iterations, n);
+            m = n;
+            break;
+        }
+        ck_assert_int_eq(st, CDYN_ERR_NOCONV);
+        ck_assert_int_eq(r.iterations, n);
+    }
+    /* Heron from 1.75: 1.4464, 1.41424, 1.4142136 (e = 4.6e-8), then the
+     * residual 2 x^2 - 4 ~ 2.6e-7 needs one more step: 5 in all. */
+    ck_assert_int_eq(m, 5);
+    ck_assert_double_eq_tol(xs[1][0], 1.75, 4 * DBL_EPSILON);
+    ck_assert_double_eq_tol(xs[1][1], 1.75, 4 * DBL_EPSILON);
+    printf("circle/line: n  e_n  log(e_n+1)/log(e_n)  log(e_n+1/e_n)/log(e_n/e_n-1)\n");
+    for (int n = 0; n <= m; ++n) {
+        double o1 = n < m ? log(e[n + 1]) / log(e[n]) : NAN;
+        double o2 = n >= 1 && n < m ? log(e[n + 1] / e[n]) / log(e[n] / e[n - 1]) : NAN;
+        printf("  %d  %.3e  %.3f  %.3f\n", n, e[n], o1, o2);
+    }
+    fflush(stdout);
+    /* Identity check, n >= 1. Rounding in a computed iterate: cond(J) = 2x
+     * ~ 2.8 at the root, |x| ~ 1.4, a few eps: allowance 1e-14. */
+    for (int n = 1; n < m; ++n) {
+        double x = xs[n][0];
+        double pred = (x - r2) * (x - r2) / (2.0 * x);
+        ck_assert_msg(fabs((xs[n + 1][0] - r2) - pred) <= 1e-14,
+                      "step %d: error %.3e, Heron predicts %.3e", n, xs[n + 1][0] - r2, pred);
+        ck_assert_double_le(e[n + 1], e[n] * e[n] / (2.0 * r2) + 1e-14);
+    }
+    /* Order: the last two steps whose result is above the rounding floor
+     * (1e-12; rounding sits at ~1e-15) have log(e+)/log(e) >= 1.8. */
+    int checked = 0;
+    for (int n = m - 1; n >= 0 && checked < 2; --n) {
+        if (e[n + 1] < 1e-12) continue;
+        double order = log(e[n + 1]) / log(e[n]);
+        ck_assert_msg(order >= 1.8, "order estimate %.3f at step %d", order, n);
+        ++checked;
+    }
+    ck_assert_int_eq(checked, 2);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* 3x3 quadratic system from (1.5, 1.5, 2.5) to (1, 2, 3). For a homogeneous
+ * quadratic q, G(x) = J(x) e - q(e) with e = x - x*, so Newton's error is
+ *     e_{n+1} = J(x_n)^{-1} q(e_n),  |q_i(e)| <= 2 ||e||_inf^2,
+ * i.e. e_{n+1} <= C_n e_n^2 with C_n = 2 ||J(x_n)^{-1}||_inf (about 1.4 near
+ * the root, where det J = 76). Iterates recorded in the residual callback
+ * (exact Jacobian: one residual call per iterate). */
+START_TEST(quadratic_3x3_error_obeys_newton_bound_with_order_two)
+{
+    cdyn_newton *nt = create_ok(3, 3);
+    tracker t;
+    tracker_init(&t, 3, 3, 1.0);
+    const double xstar[3] = {1.0, 2.0, 3.0};
+    double x[3] = {1.5, 1.5, 2.5};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_quad3, jac_quad3, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    int n = r.iterations;
+    ck_assert_int_ge(n, 4);
+    ck_assert_int_eq(t.calls, n + 1);
+    ck_assert_int_eq(r.residual_evaluations, n + 1);
+    ck_assert_int_eq(t.jac_calls, n);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert_int_eq(r.rank, 3);
+    double e[MAXREC], C[MAXREC];
+    printf("quadratic 3x3: i  e_i  C_i  log(e_i+1)/log(e_i)\n");
+    for (int i = 0; i <= n; ++i) {
+        double J[9];
+        e[i] = dist_inf(3, t.xrec[i], xstar);
+        quad3_jac(t.xrec[i], J, 3);
+        C[i] = 2.0 * inv3_norm_inf(J);
+    }
+    for (int i = 0; i <= n; ++i)
+        printf("  %d  %.3e  %.3f  %.3f\n", i, e[i], C[i],
+               i < n ? log(e[i + 1]) / log(e[i]) : NAN);
+    fflush(stdout);
+    /* Rounding allowance for a computed iterate: cond(J) ~ 10, |x| ~ 3,
+     * a few eps -> ~1e-14; 1e-13 leaves a margin. */
+    for (int i = 0; i < n; ++i)
+        ck_assert_msg(e[i + 1] <= C[i] * e[i] * e[i] + 1e-13,
+                      "step %d: e+ = %.3e > C e^2 = %.3e", i, e[i + 1], C[i] * e[i] * e[i]);
+    int checked = 0;
+    for (int i = n - 1; i >= 0 && checked < 2; --i) {
+        if (e[i + 1] < 1e-12) continue; /* rounding floor */
+        double order = log(e[i + 1]) / log(e[i]);
+        ck_assert_msg(order >= 1.8, "order estimate %.3f at step %d", order, i);
+        ++checked;
+    }
+    ck_assert_int_eq(checked, 2);
+    /* The returned x is the last iterate; ||G|| <= 1e-10 and
+     * ||J^{-1}||_inf <= 0.7 near the root bound its error by 0.7e-10. */
+    ck_assert(same_bits(3, x, t.xrec[n]));
+    ck_assert_double_le(dist_inf(3, x, xstar), 1e-10);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 2. The iteration cap.                                                     */
+
+/* Best iterate by the test's own record: the smallest recorded ||G||. */
+static int best_record(const tracker *t, int count)
+{
+    int best = 0;
+    for (int i = 1; i < count; ++i)
+        if (t->gnorm[i] < t->gnorm[best]) best = i;
+    return best;
+}
+
+/* x is one of the recorded iterates 0..count-1 with the smallest residual. */
+static void assert_is_best_iterate(const tracker *t, int count, const double *x)
+{
+    int b = best_record(t, count);
+    int found = 0;
+    for (int i = 0; i < count; ++i)
+        if (t->gnorm[i] == t->gnorm[b] && same_bits(t->p, x, t->xrec[i])) found = 1;
+    ck_assert_msg(found, "x is not an iterate with the smallest residual %.17g", t->gnorm[b]);
+}
+
+/* x0 = (0, 5): Newton on the cubic cycles exactly 0 -> 1 -> 0 (f(0) = 2,
+ * f'(0) = -2; f(1) = 1, f'(1) = 1), and the linear equation makes x1 = x0
+ * after the first step: iterates (0,5), (1,1), (0,0), (1,1), ... with
+ * ||G||_inf = 5, 1, 2, 1, ... The best iterate is (1, 1), also when the cap
+ * stops on (0, 0) (even N). */
+START_TEST(cap_is_honoured_exactly_and_best_iterate_returned_on_cycle)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    const int caps[] = {1, 2, 5, 6, 7, 12};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+        int N = caps[c];
+        tracker t;
+        tracker_init(&t, 2, 2, 0.0);
+        double x[2] = {0.0, 5.0};
+        ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, N), CDYN_OK);
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_cubic_cycle, jac_cubic_cycle, &t, x),
+                         CDYN_ERR_NOCONV);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_int_eq(r.iterations, N);
+        ck_assert_int_eq(r.converged, 0);
+        ck_assert_int_eq(t.calls, N + 1);
+        ck_assert_int_eq(r.residual_evaluations, N + 1);
+        assert_is_best_iterate(&t, N + 1, x);
+        ck_assert(r.residual_norm == t.gnorm[best_record(&t, N + 1)]);
+        ck_assert_double_eq_tol(x[0], 1.0, 1e-12);
+        ck_assert_double_eq_tol(x[1], 1.0, 1e-12);
+        ck_assert_double_eq_tol(r.residual_norm, 1.0, 1e-12);
+        if (N % 2 == 0) /* the last iterate is near (0, 0), not the best one */
+            ck_assert_double_lt(vec_inf(2, t.xrec[N]), 1e-12);
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* G = x^2 from x0 = 1: x_n = 2^-n exactly, needs 17 steps for 1e-10, so a
+ * cap N < 17 returns x = 2^-N (the residual decreases monotonically). */
+START_TEST(cap_is_honoured_exactly_on_slow_double_root)
+{
+    cdyn_newton *nt = create_ok(1, 1);
+    const int caps[] = {1, 3, 6, 16};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; ++c) {
+        int N = caps[c];
+        tracker t;
+        tracker_init(&t, 1, 1, 0.0);
+        double x[1] = {1.0};
+        ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, N), CDYN_OK);
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_square, jac_square, &t, x), CDYN_ERR_NOCONV);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_int_eq(r.iterations, N);
+        ck_assert_int_eq(t.calls, N + 1);
+        assert_is_best_iterate(&t, N + 1, x);
+        ck_assert(x[0] == ldexp(1.0, -N));
+        ck_assert(r.residual_norm == ldexp(1.0, -2 * N));
+    }
+    /* with room for it: 2^-34 <= 1e-10 < 2^-32, so exactly 17 steps */
+    tracker t;
+    tracker_init(&t, 1, 1, 0.0);
+    double x[1] = {1.0};
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 17), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_square, jac_square, &t, x), CDYN_OK);
+    ck_assert_int_eq(get_report(nt).iterations, 17);
+    ck_assert(x[0] == ldexp(1.0, -17));
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* arctan from 1.5: |x| grows at every step (-1.69, 2.32, -5.1, ...), so the
+ * best iterate is the initial guess itself. */
+START_TEST(cap_returns_initial_guess_when_newton_diverges)
+{
+    cdyn_newton *nt = create_ok(1, 1);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 5), CDYN_OK);
+    tracker t;
+    tracker_init(&t, 1, 1, 0.0);
+    double x[1] = {1.5};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_atan, jac_atan, &t, x), CDYN_ERR_NOCONV);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.iterations, 5);
+    ck_assert_int_eq(t.calls, 6);
+    for (int i = 1; i <= 5; ++i) ck_assert_double_gt(t.gnorm[i], t.gnorm[i - 1]);
+    ck_assert(x[0] == 1.5);
+    ck_assert(r.residual_norm == atan(1.5));
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 3. Warm start.                                                            */
+
+/* Circle/line, a = 2 -> 2 (1 + 1e-3). From the old root the line holds, so
+ * the run is Heron's iteration with e0 = 1e-3 sqrt2: e1 = e0^2/(2x) = 7e-7,
+ * e2 = 1.7e-13, residual 4 sqrt2 e2 ~ 1e-12 <= 1e-10: two steps.
+ * 3x3 quadratic, a = 1 -> 1.001: e0 = 3e-3, C ~ 1.4 gives e1 <= 1.3e-5,
+ * e2 <= 2.4e-10; the actual contraction (direction of e along the root
+ * scaling) gives ||G|| ~ 3e-12 after two steps. */
+START_TEST(warm_start_after_small_parameter_change_needs_at_most_two_steps)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    tracker t;
+    tracker_init(&t, 2, 2, 2.0);
+    double x[2] = {3.0, 1.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x), CDYN_OK);
+    int cold = get_report(nt).iterations;
+    tracker_init(&t, 2, 2, 2.0 * (1.0 + 1e-3));
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_le(r.iterations, 2);
+    ck_assert_int_lt(r.iterations, cold);
+    /* ||J^{-1}||_inf = 1/(4 sqrt2) + 1/2 < 0.7 at the root: error <= 0.7e-10 */
+    ck_assert_double_eq_tol(x[0], 2.002 / sqrt(2.0), 1e-10);
+    ck_assert_double_eq_tol(x[1], 2.002 / sqrt(2.0), 1e-10);
+    cdyn_newton_free(nt);
+
+    nt = create_ok(3, 3);
+    tracker_init(&t, 3, 3, 1.0);
+    double y[3] = {1.5, 1.5, 2.5};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_quad3, jac_quad3, &t, y), CDYN_OK);
+    tracker_init(&t, 3, 3, 1.001);
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_quad3, jac_quad3, &t, y), CDYN_OK);
+    r = get_report(nt);
+    ck_assert_int_le(r.iterations, 2);
+    const double ys[3] = {1.001, 2.002, 3.003};
+    ck_assert_double_le(dist_inf(3, y, ys), 1e-10);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 4. Finite-difference Jacobian.                                            */
+
+/* With jacobian = NULL each step costs p extra residual calls, so
+ * residual_evaluations = 1 + iterations (1 + p). Accuracy: ||G|| <= 1e-10
+ * and ||J^{-1}||_inf <= 0.7 at both roots bound the error by 0.7e-10. */
+START_TEST(finite_difference_jacobian_converges_to_known_roots)
+{
+    cdyn_newton *nt = create_ok(3, 3);
+    tracker t;
+    tracker_init(&t, 3, 3, 1.0);
+    double x[3] = {1.5, 1.5, 2.5};
+    const double xstar[3] = {1.0, 2.0, 3.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_quad3, NULL, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_double_le(dist_inf(3, x, xstar), 1e-10);
+    ck_assert_int_eq(r.converged, 1);
+    ck_assert_double_le(r.residual_norm, 1e-10);
+    ck_assert_int_eq(r.residual_evaluations, t.calls);
+    ck_assert_int_eq(r.residual_evaluations, 1 + r.iterations * 4);
+    ck_assert_int_le(r.iterations, 8);
+    cdyn_newton_free(nt);
+
+    nt = create_ok(2, 2);
+    tracker_init(&t, 2, 2, 2.0);
+    double y[2] = {3.0, 1.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, NULL, &t, y), CDYN_OK);
+    r = get_report(nt);
+    ck_assert_double_eq_tol(y[0], sqrt(2.0), 1e-10);
+    ck_assert_double_eq_tol(y[1], sqrt(2.0), 1e-10);
+    ck_assert_int_eq(r.residual_evaluations, t.calls);
+    ck_assert_int_eq(r.residual_evaluations, 1 + r.iterations * 3);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 5. Rank-deficient Jacobian in a solve: the SVD path.                      */
+
+/* J = [1 2; 2 4] = u v^T, u = v = (1, 2); b = (3, 6) = 3u is in the range.
+ * J+ = v u^T / (|u|^2 |v|^2) = v u^T / 25, J+ b = v (15/25) = (0.6, 1.2).
+ * From x0 = 0 the outer-inverse step gives J+ b in one step.
+ * Diagnosis: the pivoted QR of J^T takes the largest column of J^T first,
+ * row 1 (norm sqrt20 > sqrt5), leaving row 0 as dependent; the pivoted QR of
+ * J takes column 1 (sqrt20 > sqrt5) first, leaving column 0. */
+START_TEST(singular_2x2_consistent_system_gives_minimum_norm_solution)
+{
+    const double A[4] = {1, 2, 2, 4}, b[2] = {3, 6};
+    cdyn_newton *nt = create_ok(2, 2);
+    tracker t;
+    tracker_init(&t, 2, 2, 0.0);
+    t.A = A;
+    t.b = b;
+    double x[2] = {0.0, 0.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_linear, jac_linear, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_double_eq_tol(x[0], 0.6, 1e-10);
+    ck_assert_double_eq_tol(x[1], 1.2, 1e-10);
+    ck_assert_int_ge(r.svd_steps, 1);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_int_eq(r.converged, 1);
+    ck_assert_double_eq_tol(r.smallest_kept, 5.0, 1e-13);
+    ck_assert_double_le(r.largest_dropped, 1e-14);
+    int rows[2 + GUARD], cols[2 + GUARD];
+    for (int i = 0; i < 2 + GUARD; ++i) rows[i] = cols[i] = ISENTINEL;
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 1);
+    ck_assert_int_eq(rows[0], 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, cols), 1);
+    ck_assert_int_eq(cols[0], 0);
+    for (int i = 2; i < 2 + GUARD; ++i) {
+        ck_assert_int_eq(rows[i], ISENTINEL);
+        ck_assert_int_eq(cols[i], ISENTINEL);
+    }
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, NULL), 1);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 1);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* 3x3 of rank 2 with rows r0 = (2,1,0), r1 = (0,1,3). Null vector
+ * n = r0 x r1 = (3, -6, 2), |n|^2 = 49. For b = J (1,1,1) the minimum-norm
+ * solution is (1,1,1) - (n.(1,1,1)/49) n = (52, 43, 51)/49.
+ * Which row/column is named: after the pivoted QR's first pick f, the
+ * residuals of the two others satisfy w_a r_a' = -w_b r_b' (w the left/right
+ * null vector), so the one with the larger |w| has the smaller residual and
+ * is ranked last.
+ *  (a) r2 = r0 + r1 = (2,2,3): row norms^2 5, 10, 17 -> row 2 first; the left
+ *      null vector (1, 1, -1) ties rows 0 and 1 exactly (rounding decides),
+ *      so the dependent row is 0 or 1, but never 2. Columns (2,0,2), (1,1,2),
+ *      (0,3,3): norms^2 8, 6, 18 -> column 2 first; |n1| = 6 > |n0| = 3, so
+ *      column 1 is dropped (residual norms^2 6 vs 1.5).
+ *  (b) r2 = r0 + 3 r1 = (2,4,9): row norms^2 5, 10, 101 -> row 2 first; left
+ *      null vector (1, 3, -1): row 1 is dependent (residuals^2 4.37 vs
+ *      0.485). Columns (2,0,2), (1,1,4), (0,3,9): norms^2 8, 18, 90 ->
+ *      column 2 first, column 1 dropped (4.4 vs 1.1). */
+START_TEST(singular_3x3_with_sum_row_names_dependent_row_and_dropped_column)
+{
+    const double Aa[9] = {2, 0, 2, 1, 1, 2, 0, 3, 3}, ba[3] = {3, 4, 7};
+    const double Ab[9] = {2, 0, 2, 1, 1, 4, 0, 3, 9}, bb[3] = {3, 4, 15};
+    const double xmn[3] = {52.0 / 49.0, 43.0 / 49.0, 51.0 / 49.0};
+    for (int c = 0; c < 2; ++c) {
+        cdyn_newton *nt = create_ok(3, 3);
+        tracker t;
+        tracker_init(&t, 3, 3, 0.0);
+        t.A = c == 0 ? Aa : Ab;
+        t.b = c == 0 ? ba : bb;
+        double x[3] = {0.0, 0.0, 0.0};
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_linear, jac_linear, &t, x), CDYN_OK);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_msg(dist_inf(3, x, xmn) <= 1e-10, "case %d: x = (%.17g, %.17g, %.17g)", c,
+                      x[0], x[1], x[2]);
+        ck_assert_int_ge(r.svd_steps, 1);
+        ck_assert_int_eq(r.rank, 2);
+        ck_assert_double_le(r.largest_dropped, 1e-13);
+        int rows[3], cols[3];
+        ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 1);
+        ck_assert_int_eq(cdyn_newton_dropped_columns(nt, cols), 1);
+        if (c == 0)
+            ck_assert_msg(rows[0] == 0 || rows[0] == 1, "dependent row %d", rows[0]);
+        else
+            ck_assert_int_eq(rows[0], 1);
+        ck_assert_int_eq(cols[0], 1);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
+/* ======================================================================== */
+/* 6. cdyn_newton_step.                                                      */
+
+START_TEST(step_on_full_rank_square_matches_hand_solution)
+{
+    /* J = [2 1; 1 3], G = (1, 2): J^{-1} = [3 -1; -1 2]/5, dx = -(0.2, 0.6).
+     * Pivoted QR takes column (1,3) first: |R11| = sqrt10, |R22| =
+     * |det|/|R11| = 5/sqrt10. */
+    cdyn_newton *nt = create_ok(2, 2);
+    const double J[4] = {2, 1, 1, 3}, G[2] = {1, 2};
+    double dx[2 + GUARD];
+    for (int i = 0; i < 2 + GUARD; ++i) dx[i] = SENTINEL;
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_double_eq_tol(dx[0], -0.2, 1e-15);
+    ck_assert_double_eq_tol(dx[1], -0.6, 1e-15);
+    for (int i = 2; i < 2 + GUARD; ++i) ck_assert(dx[i] == SENTINEL);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.iterations, 1);
+    ck_assert_int_eq(r.rank, 2);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert(r.largest_dropped == 0.0);
+    ck_assert_double_eq_tol(r.smallest_kept, 5.0 / sqrt(10.0), 1e-14);
+    ck_assert_double_eq_tol(r.residual_norm, 2.0, 1e-15);
+    ck_assert_double_eq_tol(r.step_norm, 0.6, 1e-15);
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, NULL), 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 0);
+    cdyn_newton_free(nt);
+
+    /* 3x3 J = [4 1 0; 1 3 1; 0 1 2] with G = -J (1, -2, 3) = (-2, 2, -4):
+     * dx = (1, -2, 3). Stored with ldj = 5 and NaN in the two padding rows,
+     * which are not part of J. */
+    nt = create_ok(3, 3);
+    const double J3[9] = {4, 1, 0, 1, 3, 1, 0, 1, 2};
+    double Jp[15];
+    for (int i = 0; i < 15; ++i) Jp[i] = NAN;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) Jp[i + 5 * j] = J3[i + 3 * j];
+    const double G3[3] = {-2, 2, -4};
+    double d3[3 + GUARD];
+    for (int i = 0; i < 3 + GUARD; ++i) d3[i] = SENTINEL;
+    ck_assert_int_eq(cdyn_newton_step(nt, Jp, 5, G3, d3), CDYN_OK);
+    ck_assert_double_eq_tol(d3[0], 1.0, 1e-14);
+    ck_assert_double_eq_tol(d3[1], -2.0, 1e-14);
+    ck_assert_double_eq_tol(d3[2], 3.0, 1e-14);
+    for (int i = 3; i < 3 + GUARD; ++i) ck_assert(d3[i] == SENTINEL);
+    r = get_report(nt);
+    ck_assert_int_eq(r.rank, 3);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert_double_eq_tol(r.step_norm, 3.0, 1e-14);
+    ck_assert_double_eq_tol(r.residual_norm, 4.0, 1e-15);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(step_on_wide_jacobian_is_minimum_norm)
+{
+    /* J = [1 0 1; 0 1 1], J J^T = [2 1; 1 2], (J J^T)^{-1} = [2 -1; -1 2]/3.
+     * G = (3, 0): (J J^T)^{-1} G = (2, -1), dx = -J^T (2, -1) = (-2, 1, -1).
+     * G = (1, 2): (0, 1), dx = -(0, 1, 1). */
+    cdyn_newton *nt = create_ok(2, 3);
+    double Jp[9];
+    for (int i = 0; i < 9; ++i) Jp[i] = NAN; /* ldj = 3, row 2 is padding */
+    const double J[6] = {1, 0, 0, 1, 1, 1};
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 2; ++i) Jp[i + 3 * j] = J[i + 2 * j];
+    const double Ga[2] = {3, 0}, Gb[2] = {1, 2};
+    const double want_a[3] = {-2, 1, -1}, want_b[3] = {0, -1, -1};
+    double dx[3 + GUARD];
+    for (int c = 0; c < 2; ++c) {
+        for (int i = 0; i < 3 + GUARD; ++i) dx[i] = SENTINEL;
+        ck_assert_int_eq(cdyn_newton_step(nt, Jp, 3, c == 0 ? Ga : Gb, dx), CDYN_OK);
+        const double *w = c == 0 ? want_a : want_b;
+        for (int i = 0; i < 3; ++i) ck_assert_double_eq_tol(dx[i], w[i], 1e-14);
+        for (int i = 3; i < 3 + GUARD; ++i) ck_assert(dx[i] == SENTINEL);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_int_eq(r.rank, 2);
+        ck_assert_int_eq(r.svd_steps, 0);
+        ck_assert_int_eq(r.iterations, 1);
+    }
+    /* Identities for a less round J: J dx = -G and dx orthogonal to the null
+     * vector n = r0 x r1 (dx in the row space, i.e. minimum norm). */
+    const double K[6] = {0.3, -1.2, 2.0, 0.7, -0.5, 1.1};
+    const double GK[2] = {0.9, -0.4};
+    ck_assert_int_eq(cdyn_newton_step(nt, K, 2, GK, dx), CDYN_OK);
+    double n[3] = {K[2] * K[5] - K[4] * K[3], K[4] * K[1] - K[0] * K[5],
+                   K[0] * K[3] - K[2] * K[1]};
+    for (int i = 0; i < 2; ++i)
+        ck_assert_double_eq_tol(K[i] * dx[0] + K[i + 2] * dx[1] + K[i + 4] * dx[2], -GK[i],
+                                1e-14);
+    ck_assert_double_eq_tol(n[0] * dx[0] + n[1] * dx[1] + n[2] * dx[2], 0.0, 1e-14);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(step_on_singular_jacobian_uses_svd_outer_inverse)
+{
+    /* J = [1 2; 2 4] = u v^T, u = v = (1, 2): one singular value |u||v| = 5,
+     * the other 0. G = (1, 0): dx = -J+ G = -v (u.G)/25 = -(0.04, 0.08). */
+    cdyn_newton *nt = create_ok(2, 2);
+    const double J[4] = {1, 2, 2, 4}, G[2] = {1, 0};
+    double dx[2];
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_double_eq_tol(dx[0], -0.04, 1e-15);
+    ck_assert_double_eq_tol(dx[1], -0.08, 1e-15);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_int_eq(r.iterations, 1);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_double_eq_tol(r.smallest_kept, 5.0, 1e-14);
+    ck_assert_double_le(r.largest_dropped, 1e-15);
+    int rows[2], cols[2];
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 1);
+    ck_assert_int_eq(rows[0], 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, cols), 1);
+    ck_assert_int_eq(cols[0], 0);
+
+    /* Nearly singular: J(1,1) = 4 + 1e-11. det = fl(4 + 1e-11) - 4 (exact by
+     * Sterbenz), sigma1 = 5 + O(1e-11), sigma2 = |det| / sigma1 ~ 2e-12 below
+     * 1e-10 sigma1: dropped. The SVD's absolute accuracy is a few eps sigma1,
+     * allowance 16 eps * 5. The rank-1 truncation differs from the exact
+     * J0 = [1 2; 2 4] by <= sigma2 + 1e-11, and (J1+ - J0+) by about
+     * |J0+|^2 1.2e-11 ~ 1e-12, so dx matches -J0+ G to 1e-11. */
+    double Jn[4] = {1, 2, 2, 4.0 + 1e-11};
+    double det = Jn[0] * Jn[3] - Jn[1] * Jn[2];
+    ck_assert_int_eq(cdyn_newton_step(nt, Jn, 2, G, dx), CDYN_OK);
+    r = get_report(nt);
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_double_eq_tol(r.largest_dropped, fabs(det) / 5.0, 16 * DBL_EPSILON * 5.0);
+    ck_assert_double_gt(r.largest_dropped, 0.0);
+    ck_assert_double_eq_tol(r.smallest_kept, 5.0, 1e-10);
+    ck_assert_double_eq_tol(dx[0], -0.04, 1e-11);
+    ck_assert_double_eq_tol(dx[1], -0.08, 1e-11);
+
+    /* A following full-rank step clears the diagnosis. */
+    const double Jf[4] = {2, 1, 1, 3};
+    ck_assert_int_eq(cdyn_newton_step(nt, Jf, 2, G, dx), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, cols), 0);
+    ck_assert_int_eq(get_report(nt).svd_steps, 0);
+    cdyn_newton_free(nt);
+
+    /* Wide and rank one: J = u v^T, u = (1, 2), v = (1, 2, 2); sigma =
+     * |u||v| = sqrt45; G = (1, 1): dx = -v (u.G)/45 = -(1, 2, 2)/15.
+     * Rows (1,2,2), (2,4,4): row 1 first, row 0 dependent. Columns norms^2
+     * 5, 20, 20: column 1 or 2 first (tie), the other two dropped, so 0 is
+     * always among the two dropped columns. */
+    nt = create_ok(2, 3);
+    const double Jw[6] = {1, 2, 2, 4, 2, 4}, Gw[2] = {1, 1};
+    double dw[3];
+    ck_assert_int_eq(cdyn_newton_step(nt, Jw, 2, Gw, dw), CDYN_OK);
+    ck_assert_double_eq_tol(dw[0], -1.0 / 15.0, 1e-15);
+    ck_assert_double_eq_tol(dw[1], -2.0 / 15.0, 1e-15);
+    ck_assert_double_eq_tol(dw[2], -2.0 / 15.0, 1e-15);
+    r = get_report(nt);
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_double_eq_tol(r.smallest_kept, sqrt(45.0), 1e-14);
+    ck_assert_double_le(r.largest_dropped, 1e-14);
+    int wr[2], wc[3];
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, wr), 1);
+    ck_assert_int_eq(wr[0], 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, wc), 2);
+    ck_assert(wc[0] != wc[1]);
+    ck_assert(wc[0] == 0 || wc[1] == 0);
+    ck_assert(wc[0] >= 0 && wc[0] < 3 && wc[1] >= 0 && wc[1] < 3);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 7. Under-determined solves.                                               */
+
+START_TEST(underdetermined_linear_solve_gives_minimum_norm_solution)
+{
+    /* x + 2y + 3z = 14: J = a^T with a = (1,2,3); minimum norm
+     * a (14 / |a|^2) = (1, 2, 3). */
+    const double A[3] = {1, 2, 3}, b[1] = {14};
+    cdyn_newton *nt = create_ok(1, 3);
+    tracker t;
+    tracker_init(&t, 1, 3, 0.0);
+    t.A = A;
+    t.b = b;
+    double x[3] = {0, 0, 0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_linear, jac_linear, &t, x), CDYN_OK);
+    ck_assert_double_eq_tol(x[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x[1], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x[2], 3.0, 1e-12);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert_int_eq(r.iterations, 1);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(underdetermined_circle_converges_along_ray_to_circle)
+{
+    /* G = x^2 + y^2 - 1 with J = 2 (x, y): the minimum-norm step is radial,
+     * dx = -x (r^2 - 1)/(2 r^2), i.e. Newton for r^2 - 1 along the ray, so from
+     * (2, 0) the limit is (1, 0) and from (2, 1) it is (2, 1)/sqrt5. The
+     * residual tolerance 1e-10 bounds |r - 1| by 5e-11. */
+    cdyn_newton *nt = create_ok(1, 2);
+    const double starts[2][2] = {{2.0, 0.0}, {2.0, 1.0}};
+    const double limits[2][2] = {{1.0, 0.0}, {2.0 / sqrt(5.0), 1.0 / sqrt(5.0)}};
+    for (int c = 0; c < 2; ++c) {
+        tracker t;
+        tracker_init(&t, 1, 2, 0.0);
+        double x[2] = {starts[c][0], starts[c][1]};
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_circle, jac_circle, &t, x), CDYN_OK);
+        ck_assert_double_le(fabs(x[0] * x[0] + x[1] * x[1] - 1.0), 1e-10);
+        ck_assert_double_le(dist_inf(2, x, limits[c]), 1e-10);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_int_eq(r.converged, 1);
+        ck_assert_double_le(r.residual_norm, 1e-10);
+        ck_assert_int_eq(r.rank, 1);
+    }
+    /* first step from (2, 0) by hand: J = (4, 0), G = 3, dx = (-0.75, 0) */
+    tracker t;
+    tracker_init(&t, 1, 2, 0.0);
+    double x[2] = {2.0, 0.0};
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle, jac_circle, &t, x), CDYN_ERR_NOCONV);
+    ck_assert_double_eq_tol(x[0], 1.25, 1e-15);
+    ck_assert_double_eq_tol(x[1], 0.0, 1e-15);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 8. Signed squares (T2.5).                                                 */
+
+/* G = (x0 |x0|, x0 + x1 - 1): the step is dx0 = -x0/2 and the linear row
+ * puts x0 + x1 = 1 after every step. From (1, 0): x0 = 2^-n, residual 4^-n
+ * <= 1e-10 first at n = 17 (4^-17 = 5.8e-11, 4^-16 = 2.3e-10). J has
+ * |R22|/|R11| ~ 2|x0| >= 1.5e-5 > 1e-10, so no SVD step. */
+START_TEST(signed_square_with_zero_flow_root_converges_without_nan)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 40), CDYN_OK);
+    tracker t;
+    tracker_init(&t, 2, 2, 0.0);
+    double x[2] = {1.0, 0.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_signed_square, jac_signed_square, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert(all_finite(2, x));
+    assert_report_finite(&r);
+    for (int i = 0; i < t.nrec; ++i) ck_assert(all_finite(2, t.xrec[i]));
+    ck_assert_int_eq(r.iterations, 17);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert_double_le(fabs(x[0]), 1e-5);
+    ck_assert_double_eq_tol(x[0], ldexp(1.0, -17), 1e-15);
+    ck_assert_double_eq_tol(x[0] + x[1], 1.0, 1e-15);
+    ck_assert_double_eq_tol(x[1], 1.0, 1e-5);
+    ck_assert_double_le(r.residual_norm, 1e-10);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* Start exactly at zero flow, (0, 5): J = [0 0; 1 1] is singular (rank 1),
+ * G = (0, 4). J = u s v^T with u = (0, 1), v = (1, 1)/sqrt2, s = sqrt2, so
+ * dx = -v (u.G)/s = -(2, 2): x1 = (-2, 3). Then x0 halves: |x0| = 2^(1-m)
+ * after m more steps, residual 4^(1-m) <= 1e-10 first at m = 18: 19 steps,
+ * one of them SVD. Dependent row: row 0 is zero. */
+START_TEST(signed_square_started_at_zero_flow_takes_svd_step_without_nan)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 40), CDYN_OK);
+    tracker t;
+    tracker_init(&t, 2, 2, 0.0);
+    double x[2] = {0.0, 5.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_signed_square, jac_signed_square, &t, x), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert(all_finite(2, x));
+    assert_report_finite(&r);
+    for (int i = 0; i < t.nrec; ++i) ck_assert(all_finite(2, t.xrec[i]));
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_double_eq_tol(t.xrec[1][0], -2.0, 1e-14);
+    ck_assert_double_eq_tol(t.xrec[1][1], 3.0, 1e-14);
+    ck_assert_int_eq(r.iterations, 19);
+    ck_assert_double_le(fabs(x[0]), 1e-5);
+    ck_assert_double_eq_tol(x[0] + x[1], 1.0, 1e-14);
+    ck_assert_double_eq_tol(x[1], 1.0, 1e-5);
+    cdyn_newton_free(nt);
+
+    /* the step alone at the singular point */
+    nt = create_ok(2, 2);
+    const double J[4] = {0, 1, 0, 1}, G[2] = {0, 4};
+    double dx[2];
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_double_eq_tol(dx[0], -2.0, 1e-14);
+    ck_assert_double_eq_tol(dx[1], -2.0, 1e-14);
+    r = get_report(nt);
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_double_eq_tol(r.smallest_kept, sqrt(2.0), 1e-14);
+    ck_assert_double_le(r.largest_dropped, 1e-15);
+    assert_report_finite(&r);
+    int rows[2];
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 1);
+    ck_assert_int_eq(rows[0], 0);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 9. Callback failures.                                                     */
+
+/* Circle/line from (3, 1), a = 2: residuals 6, 2.125, ... decrease, iterate
+ * x1 = (1.75, 1.75). Each failure below happens after x1 was evaluated, so
+ * the best iterate is x1 (recorded by the callback), or x0 when the failure
+ * comes before any step. */
+START_TEST(residual_callback_failure_returns_code_and_best_iterate)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    tracker t;
+    /* fails at its 3rd call (x2): best iterate x1 */
+    tracker_init(&t, 2, 2, 2.0);
+    t.fail_call = 3;
+    t.fail_code = 7;
+    double x[2] = {3.0, 1.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_CALLBACK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.callback_code, 7);
+    ck_assert_int_eq(r.converged, 0);
+    ck_assert(all_finite(2, x));
+    ck_assert(same_bits(2, x, t.xrec[1]));
+    ck_assert_double_eq_tol(x[0], 1.75, 4 * DBL_EPSILON);
+    ck_assert_double_eq_tol(x[1], 1.75, 4 * DBL_EPSILON);
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    ck_assert_int_eq(t.calls, 3);
+
+    /* fails at the very first call: x is the initial guess, no step taken */
+    tracker_init(&t, 2, 2, 2.0);
+    t.fail_call = 1;
+    t.fail_code = -1;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_CALLBACK);
+    r = get_report(nt);
+    ck_assert_int_eq(r.callback_code, -1);
+    ck_assert_int_eq(r.iterations, 0);
+    ck_assert(x[0] == 3.0 && x[1] == 1.0);
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+
+    /* finite differences, p = 2: a step needs G(x0) and 2 shifted calls, so
+     * a failure at call 2 comes before any step: x is x0, not the shifted x */
+    tracker_init(&t, 2, 2, 2.0);
+    t.fail_call = 2;
+    t.fail_code = 7;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, NULL, &t, x), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(get_report(nt).callback_code, 7);
+    ck_assert(x[0] == 3.0 && x[1] == 1.0);
+
+    /* ... and at call 5 (first shifted call around x1, after G(x1) at call 4):
+     * best iterate x1, which FD Jacobian error (~1e-8) keeps near (1.75,1.75) */
+    tracker_init(&t, 2, 2, 2.0);
+    t.fail_call = 5;
+    t.fail_code = 9;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, NULL, &t, x), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(get_report(nt).callback_code, 9);
+    ck_assert(same_bits(2, x, t.xrec[3]));
+    ck_assert_double_lt(t.gnorm[3], t.gnorm[0]);
+    ck_assert_double_eq_tol(x[0], 1.75, 1e-6);
+    ck_assert_double_eq_tol(x[1], 1.75, 1e-6);
+
+    /* the object works normally afterwards, and the code is cleared */
+    assert_still_solves_2x2(nt, 1);
+    assert_still_solves_2x2(nt, 0);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(jacobian_callback_failure_returns_code_and_best_iterate)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    tracker t;
+    tracker_init(&t, 2, 2, 2.0);
+    t.jac_fail_call = 2; /* at x1 */
+    t.jac_fail_code = -3;
+    double x[2] = {3.0, 1.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_CALLBACK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.callback_code, -3);
+    ck_assert(all_finite(2, x));
+    ck_assert(same_bits(2, x, t.xrec[1]));
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+
+    /* failing on the first call: x0 back */
+    tracker_init(&t, 2, 2, 2.0);
+    t.jac_fail_call = 1;
+    t.jac_fail_code = 42;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(get_report(nt).callback_code, 42);
+    ck_assert(x[0] == 3.0 && x[1] == 1.0);
+
+    assert_still_solves_2x2(nt, 1);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(nonfinite_callback_output_is_reported_with_best_iterate)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int c = 0; c < 3; ++c) {
+        tracker t;
+        tracker_init(&t, 2, 2, 2.0);
+        t.bad_call = 3; /* G(x2) has NaN/Inf */
+        t.bad_value = bad[c];
+        double x[2] = {3.0, 1.0};
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                         CDYN_ERR_NONFINITE);
+        ck_assert(all_finite(2, x));
+        ck_assert(same_bits(2, x, t.xrec[1]));
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+        cdyn_newton_report r = get_report(nt);
+        assert_report_finite(&r);
+        ck_assert_int_eq(r.callback_code, 0);
+
+        /* Jacobian with NaN/Inf at x1 */
+        tracker_init(&t, 2, 2, 2.0);
+        t.jac_bad_call = 2;
+        t.bad_value = bad[c];
+        x[0] = 3.0;
+        x[1] = 1.0;
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                         CDYN_ERR_NONFINITE);
+        ck_assert(same_bits(2, x, t.xrec[1]));
+        r = get_report(nt);
+        assert_report_finite(&r);
+
+        /* NaN at the first residual: x0 back */
+        tracker_init(&t, 2, 2, 2.0);
+        t.bad_call = 1;
+        t.bad_value = bad[c];
+        x[0] = 3.0;
+        x[1] = 1.0;
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                         CDYN_ERR_NONFINITE);
+        ck_assert(x[0] == 3.0 && x[1] == 1.0);
+    }
+    assert_still_solves_2x2(nt, 1);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 10. Bad input.                                                            */
+
+START_TEST(create_rejects_bad_sizes)
+{
+    const int bad[][2] = {{0, 0}, {0, 3}, {-1, 2}, {-1, -1}, {3, 2}, {2, 1}, {1, 0}, {5, -5}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        cdyn_status st = CDYN_OK;
+        ck_assert_ptr_null(cdyn_newton_create(bad[i][0], bad[i][1], &st));
+        ck_assert_msg(st == CDYN_ERR_ARG, "create(%d, %d): status %d", bad[i][0], bad[i][1],
+                      (int)st);
+        ck_assert_ptr_null(cdyn_newton_create(bad[i][0], bad[i][1], NULL));
+    }
+    cdyn_newton *nt = cdyn_newton_create(1, 1, NULL); /* status may be NULL */
+    ck_assert_ptr_nonnull(nt);
+    ck_assert_str_eq(cdyn_newton_last_error(nt), "");
+    cdyn_newton_free(nt);
+    nt = create_ok(2, 5);
+    ck_assert_str_eq(cdyn_newton_last_error(nt), "");
+    cdyn_newton_free(nt);
+    cdyn_newton_free(NULL);
+}
+END_TEST
+
+START_TEST(null_object_is_rejected_everywhere)
+{
+    cdyn_newton_report r;
+    memset(&r, 0x5a, sizeof r);
+    cdyn_newton_report r0 = r;
+    ck_assert_int_eq(cdyn_newton_get_report(NULL, &r), CDYN_ERR_ARG);
+    ck_assert(memcmp(&r, &r0, sizeof r) == 0);
+    int rows[4] = {ISENTINEL, ISENTINEL, ISENTINEL, ISENTINEL};
+    ck_assert_int_eq(cdyn_newton_dependent_rows(NULL, rows), -1);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(NULL, rows), -1);
+    ck_assert_int_eq(cdyn_newton_dependent_rows(NULL, NULL), -1);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(NULL, NULL), -1);
+    for (int i = 0; i < 4; ++i) ck_assert_int_eq(rows[i], ISENTINEL);
+    const char *msg = cdyn_newton_last_error(NULL);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_int_gt((int)strlen(msg), 0);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(NULL, 5), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(NULL, 1e-8, 1e-8), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_set_rank_tolerance(NULL, 1e-8), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_set_fd_step(NULL, 1e-6), CDYN_ERR_ARG);
+    tracker t;
+    tracker_init(&t, 2, 2, 2.0);
+    double x[2] = {3.0, 1.0};
+    ck_assert_int_eq(cdyn_newton_solve(NULL, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_ARG);
+    ck_assert(x[0] == 3.0 && x[1] == 1.0);
+    ck_assert_int_eq(t.calls, 0);
+    const double J[4] = {2, 1, 1, 3}, G[2] = {1, 2};
+    double dx[2] = {SENTINEL, SENTINEL};
+    ck_assert_int_eq(cdyn_newton_step(NULL, J, 2, G, dx), CDYN_ERR_ARG);
+    ck_assert(dx[0] == SENTINEL && dx[1] == SENTINEL);
+    /* a valid object with a NULL report pointer */
+    cdyn_newton *nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_get_report(nt, NULL), CDYN_ERR_ARG);
+    cdyn_newton_free(nt);
+    cdyn_newton_free(NULL);
+}
+END_TEST
+
+START_TEST(solve_rejects_null_and_nonfinite_arguments_leaving_x_untouched)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    tracker t;
+    tracker_init(&t, 2, 2, 2.0);
+    double xb[2 + 2 * GUARD];
+    double *x = xb + GUARD;
+    for (int i = 0; i < 2 + 2 * GUARD; ++i) xb[i] = SENTINEL;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    double saved[2 + 2 * GUARD];
+    memcpy(saved, xb, sizeof xb);
+
+    ck_assert_int_eq(cdyn_newton_solve(nt, NULL, jac_circle_line, &t, x), CDYN_ERR_ARG);
+    ck_assert(same_bits(2 + 2 * GUARD, xb, saved));
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    ck_assert_int_eq(cdyn_newton_solve(nt, NULL, NULL, &t, x), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, NULL),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(t.calls, 0);
+    ck_assert_int_eq(t.jac_calls, 0);
+
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int c = 0; c < 3; ++c)
+        for (int pos = 0; pos < 2; ++pos) {
+            memcpy(xb, saved, sizeof xb);
+            x[pos] = bad[c];
+            double before[2 + 2 * GUARD];
+            memcpy(before, xb, sizeof xb);
+            ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                             CDYN_ERR_NONFINITE);
+            ck_assert(same_bits(2 + 2 * GUARD, xb, before));
+            ck_assert_int_eq(t.calls, 0);
+            ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+            assert_still_solves_2x2(nt, 1);
+        }
+    /* guards after x untouched by a successful solve */
+    memcpy(xb, saved, sizeof xb);
+    tracker_init(&t, 2, 2, 2.0);
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x), CDYN_OK);
+    for (int i = 0; i < GUARD; ++i) {
+        ck_assert(xb[i] == SENTINEL);
+        ck_assert(x[2 + i] == SENTINEL);
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(step_rejects_bad_arguments_leaving_dx_untouched)
+{
+    cdyn_newton *nt = create_ok(2, 3);
+    const double J[6] = {1, 0, 0, 1, 1, 1}, G[2] = {3, 0};
+    double db[3 + 2 * GUARD];
+    double *dx = db + GUARD;
+    for (int i = 0; i < 3 + 2 * GUARD; ++i) db[i] = SENTINEL;
+    double saved[3 + 2 * GUARD];
+    memcpy(saved, db, sizeof db);
+
+    ck_assert_int_eq(cdyn_newton_step(nt, NULL, 2, G, dx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, NULL, dx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 1, G, dx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 0, G, dx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, -2, G, dx), CDYN_ERR_ARG);
+    ck_assert(same_bits(3 + 2 * GUARD, db, saved));
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int c = 0; c < 3; ++c) {
+        for (int pos = 0; pos < 6; ++pos) {
+            double Jb[6];
+            memcpy(Jb, J, sizeof J);
+            Jb[pos] = bad[c];
+            ck_assert_int_eq(cdyn_newton_step(nt, Jb, 2, G, dx), CDYN_ERR_NONFINITE);
+            ck_assert(same_bits(3 + 2 * GUARD, db, saved));
+        }
+        for (int pos = 0; pos < 2; ++pos) {
+            double Gb[2] = {G[0], G[1]};
+            Gb[pos] = bad[c];
+            ck_assert_int_eq(cdyn_newton_step(nt, J, 2, Gb, dx), CDYN_ERR_NONFINITE);
+            ck_assert(same_bits(3 + 2 * GUARD, db, saved));
+        }
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    /* still correct afterwards: dx = (-2, 1, -1) (hand solution above) */
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_double_eq_tol(dx[0], -2.0, 1e-14);
+    ck_assert_double_eq_tol(dx[1], 1.0, 1e-14);
+    ck_assert_double_eq_tol(dx[2], -1.0, 1e-14);
+    for (int i = 0; i < GUARD; ++i) {
+        ck_assert(db[i] == SENTINEL);
+        ck_assert(dx[3 + i] == SENTINEL);
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* G = x^2 from 1 (x_n = 2^-n): with cap N the run stops at N steps. */
+static int iterations_on_square(cdyn_newton *nt, cdyn_status *st)
+{
+    tracker t;
+    tracker_init(&t, 1, 1, 0.0);
+    double x[1] = {1.0};
+    *st = cdyn_newton_solve(nt, res_square, jac_square, &t, x);
+    return get_report(nt).iterations;
+}
+
+START_TEST(set_max_iterations_rejects_out_of_range_and_keeps_setting)
+{
+    cdyn_newton *nt = create_ok(1, 1);
+    cdyn_status st;
+    /* default cap 20: x^2 needs 17 steps with the default tolerance */
+    ck_assert_int_eq(iterations_on_square(nt, &st), 17);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 3), CDYN_OK);
+    const int bad[] = {0, -1, -100, INT_MIN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, bad[i]), CDYN_ERR_ARG);
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    ck_assert_int_eq(iterations_on_square(nt, &st), 3);
+    ck_assert_int_eq(st, CDYN_ERR_NOCONV);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 17), CDYN_OK);
+    ck_assert_int_eq(iterations_on_square(nt, &st), 17);
+    ck_assert_int_eq(st, CDYN_OK);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(set_tolerances_rejects_out_of_range_and_keeps_setting)
+{
+    /* x^2 from 1, x_n = 2^-n, |dx_n| = 2^-n:
+     * (residual 0, step 1e-3): 2^-n <= 1e-3 (1 + 2^-n) first at n = 10;
+     * (residual 1e-3, step 0): 4^-n <= 1e-3 first at n = 5;
+     * defaults (1e-10, 1e-12): 17. */
+    cdyn_newton *nt = create_ok(1, 1);
+    cdyn_status st;
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 0.0, 1e-3), CDYN_OK);
+    ck_assert_int_eq(iterations_on_square(nt, &st), 10);
+    ck_assert_int_eq(st, CDYN_OK);
+    const double bad[][2] = {{-1e-3, 1e-3}, {1e-3, -1e-3}, {NAN, 1e-3},      {1e-3, NAN},
+                             {INFINITY, 1e-3}, {1e-3, INFINITY}, {-INFINITY, 0.0}, {0.0, 0.0},
+                             {-0.0, 0.0},      {-1e-300, 1.0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        ck_assert_msg(cdyn_newton_set_tolerances(nt, bad[i][0], bad[i][1]) == CDYN_ERR_ARG,
+                      "tolerances (%g, %g) accepted", bad[i][0], bad[i][1]);
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    ck_assert_int_eq(iterations_on_square(nt, &st), 10);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-3, 0.0), CDYN_OK);
+    ck_assert_int_eq(iterations_on_square(nt, &st), 5);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        ck_assert_int_eq(cdyn_newton_set_tolerances(nt, bad[i][0], bad[i][1]), CDYN_ERR_ARG);
+    ck_assert_int_eq(iterations_on_square(nt, &st), 5);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-10, 1e-12), CDYN_OK);
+    ck_assert_int_eq(iterations_on_square(nt, &st), 17);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(set_rank_tolerance_rejects_out_of_range_and_keeps_setting)
+{
+    /* J = diag(1, 1e-4), G = (1, 1): singular-value ratio 1e-4. With tol 1e-3
+     * rank 1 and dx = -(1, 0) (SVD); with tol 1e-5 (or the default 1e-10)
+     * full rank and dx = -(1, 1e4). */
+    cdyn_newton *nt = create_ok(2, 2);
+    const double J[4] = {1, 0, 0, 1e-4}, G[2] = {1, 1};
+    double dx[2];
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_int_eq(get_report(nt).rank, 2);
+    ck_assert_double_eq_tol(dx[1], -1e4, 1e-10);
+    ck_assert_int_eq(cdyn_newton_set_rank_tolerance(nt, 1e-3), CDYN_OK);
+    const double bad[] = {0.0, -0.0, -1e-3, 1.0, 1.5, NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        ck_assert_msg(cdyn_newton_set_rank_tolerance(nt, bad[i]) == CDYN_ERR_ARG,
+                      "rank tolerance %g accepted", bad[i]);
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.rank, 1);
+    ck_assert_int_eq(r.svd_steps, 1);
+    ck_assert_double_eq_tol(r.largest_dropped, 1e-4, 1e-18);
+    ck_assert_double_eq_tol(dx[0], -1.0, 1e-15);
+    ck_assert_double_eq_tol(dx[1], 0.0, 1e-15);
+    ck_assert_int_eq(cdyn_newton_set_rank_tolerance(nt, 1e-5), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+    ck_assert_int_eq(get_report(nt).rank, 2);
+    ck_assert_double_eq_tol(dx[1], -1e4, 1e-10);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+START_TEST(set_fd_step_rejects_out_of_range_and_keeps_setting)
+{
+    /* G = x^2 - 4 from x = 1 with h = 0.5: the forward difference is
+     * ((1.5)^2 - 1)/0.5 = 2.5 (exact), so one step gives 1 + 3/2.5 = 2.2
+     * (exact Newton would give 2.5). |G(2.2)| = 0.84 < 3: best iterate. */
+    cdyn_newton *nt = create_ok(1, 1);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_set_fd_step(nt, 0.5), CDYN_OK);
+    const double bad[] = {0.0, -0.0, -0.1, 1.0, 2.0, NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        ck_assert_msg(cdyn_newton_set_fd_step(nt, bad[i]) == CDYN_ERR_ARG, "fd step %g accepted",
+                      bad[i]);
+        ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    }
+    tracker t;
+    tracker_init(&t, 1, 1, 4.0);
+    double x[1] = {1.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_square_minus_a, NULL, &t, x), CDYN_ERR_NOCONV);
+    ck_assert_double_eq_tol(x[0], 2.2, 4 * DBL_EPSILON);
+    ck_assert_int_eq(get_report(nt).residual_evaluations, 3);
+    int shifted = 0; /* the forward difference was taken at 1 + 0.5 */
+    for (int i = 0; i < t.nrec; ++i) shifted += t.xrec[i][0] == 1.5;
+    ck_assert_int_eq(shifted, 1);
+    /* a small h gives nearly exact Newton: 2.5 to ~1e-7 */
+    ck_assert_int_eq(cdyn_newton_set_fd_step(nt, 1e-9), CDYN_OK);
+    tracker_init(&t, 1, 1, 4.0);
+    x[0] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_square_minus_a, NULL, &t, x), CDYN_ERR_NOCONV);
+    ck_assert_double_eq_tol(x[0], 2.5, 1e-6);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
+/* 11. No allocation per solve or step.                                      */
+
+START_TEST(solve_and_step_do_not_allocate)
+{
+    cdyn_newton *n22 = create_ok(2, 2), *n33 = create_ok(3, 3), *n23 = create_ok(2, 3);
+    cdyn_newton *n13 = create_ok(1, 3);
+    const double As[4] = {1, 2, 2, 4}, bs[2] = {3, 6};
+    const double Aw[3] = {1, 2, 3}, bw[1] = {14};
+    tracker t[8];
+    tracker_init(&t[0], 2, 2, 2.0);
+    tracker_init(&t[1], 2, 2, 2.0);
+    tracker_init(&t[2], 2, 2, 0.0);
+    t[2].A = As;
+    t[2].b = bs;
+    tracker_init(&t[3], 2, 2, 2.0);
+    t[3].fail_call = 3;
+    t[3].fail_code = 7;
+    tracker_init(&t[4], 2, 2, 2.0);
+    t[4].jac_fail_call = 2;
+    t[4].jac_fail_code = 5;
+    tracker_init(&t[5], 3, 3, 1.0);
+    tracker_init(&t[6], 1, 3, 0.0);
+    t[6].A = Aw;
+    t[6].b = bw;
+    tracker_init(&t[7], 2, 2, 2.0);
+    t[7].bad_call = 3;
+    double x0[2] = {3, 1}, x1[2] = {3, 1}, x2[2] = {0, 0}, x3[2] = {3, 1}, x4[2] = {3, 1};
+    double x5[3] = {1.5, 1.5, 2.5}, x6[3] = {0, 0, 0}, x7[2] = {3, 1};
+    const double Jsq[4] = {2, 1, 1, 3}, Gsq[2] = {1, 2}, Jsing[4] = {1, 2, 2, 4};
+    const double Jw[6] = {1, 0, 0, 1, 1, 1}, Gw[2] = {3, 0};
+    double dsq[2], dsing[2], dw[3];
+    int rows[3], cols[3];
+    cdyn_newton_report rep;
+    cdyn_status st[16];
+    int k = 0;
+
+    alloc_count_start();
+    st[k++] = cdyn_newton_solve(n22, res_circle_line, jac_circle_line, &t[0], x0);
+    st[k++] = cdyn_newton_solve(n22, res_circle_line, NULL, &t[1], x1);
+    st[k++] = cdyn_newton_solve(n22, res_linear, jac_linear, &t[2], x2);
+    int nrows = cdyn_newton_dependent_rows(n22, rows);
+    int ncols = cdyn_newton_dropped_columns(n22, cols);
+    st[k++] = cdyn_newton_solve(n22, res_circle_line, jac_circle_line, &t[3], x3);
+    st[k++] = cdyn_newton_solve(n22, res_circle_line, jac_circle_line, &t[4], x4);
+    st[k++] = cdyn_newton_solve(n22, res_circle_line, jac_circle_line, &t[7], x7);
+    st[k++] = cdyn_newton_solve(n33, res_quad3, jac_quad3, &t[5], x5);
+    st[k++] = cdyn_newton_solve(n13, res_linear, jac_linear, &t[6], x6);
+    st[k++] = cdyn_newton_step(n22, Jsq, 2, Gsq, dsq);
+    st[k++] = cdyn_newton_step(n22, Jsing, 2, Gsq, dsing);
+    st[k++] = cdyn_newton_step(n23, Jw, 2, Gw, dw);
+    st[k++] = cdyn_newton_step(n23, Jw, 1, Gw, dw); /* error path */
+    st[k++] = cdyn_newton_get_report(n22, &rep);
+    const char *msg = cdyn_newton_last_error(n23);
+    long calls = alloc_count_stop();
+
+    ck_assert_int_eq(calls, 0);
+    const cdyn_status want[] = {CDYN_OK,           CDYN_OK,          CDYN_OK,
+                                CDYN_ERR_CALLBACK, CDYN_ERR_CALLBACK, CDYN_ERR_NONFINITE,
+                                CDYN_OK,           CDYN_OK,          CDYN_OK,
+                                CDYN_OK,           CDYN_OK,          CDYN_ERR_ARG,
+                                CDYN_OK};
+    ck_assert_int_eq(k, (int)(sizeof want / sizeof want[0]));
+    for (int i = 0; i < k; ++i)
+        ck_assert_msg(st[i] == want[i], "call %d returned %d, expected %d", i, (int)st[i],
+                      (int)want[i]);
+    /* and the counted calls computed the right things */
+    ck_assert_double_eq_tol(x0[0], sqrt(2.0), 1e-10);
+    ck_assert_double_eq_tol(x1[1], sqrt(2.0), 1e-10);
+    ck_assert_double_eq_tol(x2[0], 0.6, 1e-10);
+    ck_assert_double_eq_tol(x2[1], 1.2, 1e-10);
+    ck_assert_int_eq(nrows, 1);
+    ck_assert_int_eq(ncols, 1);
+    ck_assert(same_bits(2, x3, t[3].xrec[1]));
+    ck_assert(same_bits(2, x4, t[4].xrec[1]));
+    ck_assert(same_bits(2, x7, t[7].xrec[1]));
+    ck_assert_double_eq_tol(x5[0], 1.0, 1e-10);
+    ck_assert_double_eq_tol(x5[1], 2.0, 1e-10);
+    ck_assert_double_eq_tol(x5[2], 3.0, 1e-10);
+    ck_assert_double_eq_tol(x6[2], 3.0, 1e-12);
+    ck_assert_double_eq_tol(dsq[1], -0.6, 1e-15);
+    ck_assert_double_eq_tol(dsing[0], -(1.0 + 4.0) / 25.0, 1e-15);
+    ck_assert_double_eq_tol(dsing[1], -2.0 * (1.0 + 4.0) / 25.0, 1e-15);
+    ck_assert_double_eq_tol(dw[0], -2.0, 1e-14);
+    ck_assert_int_eq(rep.svd_steps, 1);
+    ck_assert(msg && msg[0] != '\0');
+    cdyn_newton_free(n22);
+    cdyn_newton_free(n33);
+    cdyn_newton_free(n23);
+    cdyn_newton_free(n13);
+}
+END_TEST
+
+/* ======================================================================== */
+
+static Suite *newton_suite(void)
+{
+    Suite *s = suite_create("newton");
+
+    TCase *conv = tcase_create("convergence");
+    tcase_set_timeout(conv, 60);
+    tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
+    tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);
+    tcase_add_test(conv, warm_start_after_small_parameter_change_needs_at_most_two_steps);
+    tcase_add_test(conv, finite_difference_jacobian_converges_to_known_roots);
+    suite_add_tcase(s, conv);
+
+    TCase *cap = tcase_create("iteration_cap");
+    tcase_set_timeout(cap, 60);
+    tcase_add_test(cap, cap_is_honoured_exactly_and_best_iterate_returned_on_cycle);
+    tcase_add_test(cap, cap_is_honoured_exactly_on_slow_double_root);
+    tcase_add_test(cap, cap_returns_initial_guess_when_newton_diverges);
+    suite_add_tcase(s, cap);
+
+    TCase *rank = tcase_create("rank_deficient");
+    tcase_set_timeout(rank, 60);
+    tcase_add_test(rank, singular_2x2_consistent_system_gives_minimum_norm_solution);
+    tcase_add_test(rank, singular_3x3_with_sum_row_names_dependent_row_and_dropped_column);
+    tcase_add_test(rank, signed_square_with_zero_flow_root_converges_without_nan);
+    tcase_add_test(rank, signed_square_started_at_zero_flow_takes_svd_step_without_nan);
+    suite_add_tcase(s, rank);
+
+    TCase *step = tcase_create("step");
+    tcase_set_timeout(step, 60);
+    tcase_add_test(step, step_on_full_rank_square_matches_hand_solution);
+    tcase_add_test(step, step_on_wide_jacobian_is_minimum_norm);
+    tcase_add_test(step, step_on_singular_jacobian_uses_svd_outer_inverse);
+    suite_add_tcase(s, step);
+
+    TCase *wide = tcase_create("underdetermined");
+    tcase_set_timeout(wide, 60);
+    tcase_add_test(wide, underdetermined_linear_solve_gives_minimum_norm_solution);
+    tcase_add_test(wide, underdetermined_circle_converges_along_ray_to_circle);
+    suite_add_tcase(s, wide);
+
+    TCase *cb = tcase_create("callbacks");
+    tcase_set_timeout(cb, 60);
+    tcase_add_test(cb, residual_callback_failure_returns_code_and_best_iterate);
+    tcase_add_test(cb, jacobian_callback_failure_returns_code_and_best_iterate);
+    tcase_add_test(cb, nonfinite_callback_output_is_reported_with_best_iterate);
+    suite_add_tcase(s, cb);
+
+    TCase *bad = tcase_create("bad_input");
+    tcase_set_timeout(bad, 60);
+    tcase_add_test(bad, create_rejects_bad_sizes);
+    tcase_add_test(bad, null_object_is_rejected_everywhere);
+    tcase_add_test(bad, solve_rejects_null_and_nonfinite_arguments_leaving_x_untouched);
+    tcase_add_test(bad, step_rejects_bad_arguments_leaving_dx_untouched);
+    tcase_add_test(bad, set_max_iterations_rejects_out_of_range_and_keeps_setting);
+    tcase_add_test(bad, set_tolerances_rejects_out_of_range_and_keeps_setting);
+    tcase_add_test(bad, set_rank_tolerance_rejects_out_of_range_and_keeps_setting);
+    tcase_add_test(bad, set_fd_step_rejects_out_of_range_and_keeps_setting);
+    suite_add_tcase(s, bad);
+
+    TCase *alloc = tcase_create("allocation");
+    tcase_set_timeout(alloc, 60);
+    tcase_add_test(alloc, solve_and_step_do_not_allocate);
+    suite_add_tcase(s, alloc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(newton_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
