@@ -6,6 +6,7 @@
 #include "linalg.h"
 #include "newton_internal.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,9 +17,12 @@ enum factor_mode { MODE_QR_SQUARE, MODE_QR_WIDE, MODE_SVD };
 struct cdyn_newton {
     int k, p;
     enum factor_mode mode; /* how the last Jacobian was factored */
-    int rank;
+    int rank;             /* rank by the tolerance */
+    int rank_used;        /* singular values the SVD apply uses (>= rank when widened) */
+    int rank_numerical;   /* singular values above max(k, p) eps s_0 */
     double smallest_kept, largest_dropped;
     int max_iterations;
+    int max_backtracks;
     double residual_tol, step_tol, rank_tol, fd_step;
     cdyn_newton_report report;
     int n_dependent_rows, n_dropped_cols;
@@ -39,6 +43,8 @@ struct cdyn_newton {
     double *rhs;          /* p, right-hand side / solution of the step */
     double *dx;           /* p */
     double *x_best;       /* p */
+    double *x_prev;       /* p, iterate before a widened step */
+    double *g_prev;       /* k */
     char msg[CDYN__MSG_LEN];
 };
 
@@ -80,9 +86,11 @@ cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
     nt->rhs = malloc(sizeof(double) * (size_t)p);
     nt->dx = malloc(sizeof(double) * (size_t)p);
     nt->x_best = malloc(sizeof(double) * (size_t)p);
+    nt->x_prev = malloc(sizeof(double) * (size_t)p);
+    nt->g_prev = malloc(sizeof(double) * (size_t)k);
     if (!nt->work || !nt->dependent_rows || !nt->dropped_cols || !nt->factor || !nt->tau ||
         !nt->jpvt || !nt->sv || !nt->u || !nt->vt || !nt->jac || !nt->g || !nt->g_shifted ||
-        !nt->rhs || !nt->dx || !nt->x_best)
+        !nt->rhs || !nt->dx || !nt->x_best || !nt->x_prev || !nt->g_prev)
         goto fail;
     *status = CDYN_OK;
     return nt;
@@ -110,6 +118,8 @@ void cdyn_newton_free(cdyn_newton *nt)
     free(nt->rhs);
     free(nt->dx);
     free(nt->x_best);
+    free(nt->x_prev);
+    free(nt->g_prev);
     free(nt);
 }
 
@@ -120,6 +130,16 @@ cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations)
         return cdyn__fail(nt->msg, CDYN_ERR_ARG,
                           "cdyn_newton_set_max_iterations: %d < 1", max_iterations);
     nt->max_iterations = max_iterations;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (max_backtracks < 0 || max_backtracks > 60)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
+                          "cdyn_newton_set_max_backtracks: %d is not in [0, 60]", max_backtracks);
+    nt->max_backtracks = max_backtracks;
     return CDYN_OK;
 }
 
@@ -225,7 +245,11 @@ static void factor_svd(cdyn_newton *nt, const double *J, int ldj)
     cdyn__gesvd(k, p, nt->factor, k, nt->sv, nt->u, k, nt->vt, k, nt->work, nt->lwork);
     int rank = 0;
     while (rank < k && nt->sv[0] > 0.0 && nt->sv[rank] > nt->rank_tol * nt->sv[0]) ++rank;
-    nt->rank = rank;
+    int numerical = rank;
+    double floor = (double)(k > p ? k : p) * DBL_EPSILON * nt->sv[0];
+    while (numerical < k && nt->sv[numerical] > floor) ++numerical;
+    nt->rank = nt->rank_used = rank;
+    nt->rank_numerical = numerical;
     nt->smallest_kept = rank > 0 ? nt->sv[rank - 1] : 0.0;
     nt->largest_dropped = rank < k ? nt->sv[rank] : 0.0;
 }
@@ -238,7 +262,7 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
                             : factor_transpose(nt, J, ldj, &smallest);
     if (rank == k) {
         nt->mode = k == nt->p ? MODE_QR_SQUARE : MODE_QR_WIDE;
-        nt->rank = rank;
+        nt->rank = nt->rank_used = nt->rank_numerical = rank;
         nt->smallest_kept = smallest;
         nt->largest_dropped = 0.0;
         return 0;
@@ -268,12 +292,12 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x)
         memcpy(x, y, sizeof(double) * (size_t)p);
         break;
     case MODE_SVD: /* x = V_r S_r^{-1} U_r^T b (T2.3) */
-        for (int i = 0; i < nt->rank; ++i) {
+        for (int i = 0; i < nt->rank_used; ++i) {
             double s = 0.0;
             for (int r = 0; r < k; ++r) s += nt->u[r + (size_t)i * k] * b[r];
             y[i] = s / nt->sv[i];
         }
-        cdyn__gemv('T', nt->rank, p, 1.0, nt->vt, k, y, 0.0, x);
+        cdyn__gemv('T', nt->rank_used, p, 1.0, nt->vt, k, y, 0.0, x);
         break;
     }
 }
@@ -373,6 +397,35 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
     return CDYN_OK;
 }
 
+/* x <- x + a dx (T2.1) with a = 1, halved while the residual does not drop
+ * below gnorm, at most max_backtracks times. Without must_descend the full
+ * step is always taken (plain Newton). When no trial lowers the residual, x
+ * and nt->g are restored and *step is 0; otherwise *step = ||a dx||_inf. */
+static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
+                               double *x, double gnorm, int must_descend, double *step)
+{
+    int k = nt->k, p = nt->p;
+    memcpy(nt->x_prev, x, sizeof(double) * (size_t)p);
+    memcpy(nt->g_prev, nt->g, sizeof(double) * (size_t)k);
+    double a = 1.0;
+    for (int halvings = 0;; ++halvings) {
+        for (int j = 0; j < p; ++j) x[j] = nt->x_prev[j] + a * nt->dx[j];
+        cdyn_status st = eval_residual(nt, residual, user, x, nt->g);
+        if (st != CDYN_OK) return st;
+        if (!must_descend || norm_inf(k, nt->g) < gnorm) {
+            *step = a * norm_inf(p, nt->dx);
+            return CDYN_OK;
+        }
+        if (halvings >= nt->max_backtracks) break;
+        a *= 0.5;
+        nt->report.backtracks++;
+    }
+    memcpy(x, nt->x_prev, sizeof(double) * (size_t)p);
+    memcpy(nt->g, nt->g_prev, sizeof(double) * (size_t)k);
+    *step = 0.0;
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
                               cdyn_jacobian_fn jacobian, void *user, double *x)
 {
@@ -408,13 +461,33 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         st = eval_jacobian(nt, residual, jacobian, user, x);
         if (st != CDYN_OK) break;
         newton_direction(nt, nt->jac, k, nt->g, nt->dx);
-        for (int j = 0; j < p; ++j) x[j] += nt->dx[j];
+        int widened = 0;
+        if (nt->mode == MODE_SVD && nt->rank_numerical > nt->rank_used &&
+            norm_inf(p, nt->dx) <= nt->step_tol * (1.0 + norm_inf(p, x))) {
+            /* T2.3: the truncated step cannot lower a residual that is still
+             * above tolerance. Try the step with every numerically non-zero
+             * singular value, and keep it only if the residual drops. */
+            nt->rank_used = nt->rank_numerical;
+            for (int i = 0; i < k; ++i) nt->g_prev[i] = -nt->g[i];
+            cdyn__newton_apply(nt, nt->g_prev, nt->dx);
+            widened = 1;
+        }
+        double step = 0.0;
+        st = line_search(nt, residual, user, x, gnorm, widened || nt->max_backtracks > 0, &step);
         nt->report.iterations++;
-        nt->report.step_norm = norm_inf(p, nt->dx);
-        st = eval_residual(nt, residual, user, x, nt->g);
-        if (st == CDYN_OK && nt->report.step_norm <= nt->step_tol * (1.0 + norm_inf(p, x))) {
-            /* the step can no longer change x: accept it (T2.3 may stop at a
-             * minimum-norm point with a non-zero residual; the report says) */
+        nt->report.step_norm = step;
+        if (st != CDYN_OK) break;
+        if (step == 0.0 && !widened) {
+            st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
+                            "%s: no descent along the Newton direction after %d step halvings "
+                            "(||G||_inf = %.3e)",
+                            fn, nt->max_backtracks, gnorm);
+            break;
+        }
+        if (step <= nt->step_tol * (1.0 + norm_inf(p, x))) {
+            /* the step can no longer change x: a solution to rounding, or on
+             * the SVD path the minimum-norm-type point of T2.3, whose
+             * non-zero residual the report gives */
             nt->report.residual_norm = norm_inf(k, nt->g);
             nt->report.converged = 1;
             return CDYN_OK;

@@ -17,6 +17,12 @@
  * ||dx||_inf <= step tolerance * (1 + ||x||_inf), at most max_iterations
  * steps (real-time bound, T2.4). When the bound is reached, x holds the
  * iterate with the smallest residual and the status is CDYN_ERR_NOCONV.
+ * On the SVD path, a truncated step that is too small to make progress
+ * while the residual is above tolerance is retried with every numerically
+ * non-zero singular value, and kept only if the residual drops; otherwise
+ * the iteration ends at the T2.3 point (converged, with its residual in the
+ * report). An optional line search halves steps that do not lower the
+ * residual (cdyn_newton_set_max_backtracks()).
  *
  * Lifecycle: cdyn_newton_create() allocates everything (LAPACK workspace
  * queried there); cdyn_newton_solve() and cdyn_newton_step() allocate
@@ -57,6 +63,7 @@ typedef struct cdyn_newton_report {
     int iterations;             /**< Newton steps taken */
     int residual_evaluations;   /**< residual callbacks, finite differences included */
     int svd_steps;              /**< steps that took the SVD outer-inverse path */
+    int backtracks;             /**< step halvings of the line search */
     double residual_norm;       /**< ||G||_inf at the returned x */
     double step_norm;           /**< ||dx||_inf of the last step */
     int rank;                   /**< numerical rank of J at the last step */
@@ -77,6 +84,15 @@ CDYN_API void cdyn_newton_free(cdyn_newton *nt);
 
 /** Iteration cap (>= 1; default 20). CDYN_ERR_ARG for NULL or < 1. */
 CDYN_API cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations);
+
+/**
+ * Line search: halve a step whose residual norm does not fall below the
+ * current one, at most max_backtracks times (0..60). Default 0: plain Newton
+ * (T2.1), every full step taken. With backtracking, a direction along which
+ * no halving lowers the residual ends the solve with CDYN_ERR_NOCONV. Each
+ * halving costs one residual evaluation. CDYN_ERR_ARG for NULL or out of range.
+ */
+CDYN_API cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks);
 
 /**
  * Convergence tolerances: residual (absolute, infinity norm; default 1e-10)

@@ -1,0 +1,391 @@
+/*
+ * hydraulic_valve.c - a valve that closes and reopens in a network whose
+ * orifice branches have no inertance: a DAE with a singular mass matrix
+ * (THEORY T3, T6.3), integrated as a minimum-order ODE.
+ *
+ *   supply tank (p_s) --pipe 1, Q1--> junction (p_J) --valve a, Qa--> return tank (0)
+ *                                                  \--orifice b, Qb--> return tank (0)
+ *
+ * Pipe 1 has inertance I1 = rho L / A and laminar resistance R1. The short
+ * branches a and b are pure orifices (inertance neglected): their pressure
+ * drop is k Q|Q| / s(t)^2, where s is the valve's opening (area over full
+ * area; s = 1 for the fixed orifice b). Multiplying by s^2 keeps the
+ * equation finite when the valve closes (s = 0). States
+ * v = (Q1, Qa, Qb, p_J) in units of Q_ref = 1 L/s and p_ref = 1 bar (so the
+ * rank decisions see numbers of order one):
+ *
+ *   I1 Q1' = p_s - R1 Q1 - p_J                 (row 0, inertial)
+ *        0 = s(t)^2 p_J - k_a Qa|Qa|           (row 1, valve a)
+ *        0 = p_J - k_b Qb|Qb|                  (row 2, orifice b)
+ *        0 = Q1 - Qa - Qb                       (row 3, continuity)
+ *
+ * M = diag(I1, 0, 0, 0) has rank 1: three hidden constraints, index 1 while
+ * the valve is open. cdyn_dae integrates Q1 and solves (Qa, Qb, p_J) from
+ * the constraints with Newton at every evaluation. When s = 0, row 1 reads
+ * -k_a Qa|Qa| = 0: a double root at Qa = 0 where its Jacobian vanishes, so
+ * Newton takes the SVD outer-inverse path there (THEORY T2.3, T2.5).
+ *
+ * Reference, computed here too: the same network with a small inertance eps
+ * on rows 1 and 2 and a small junction compliance C_J on row 3, an ODE
+ * M_eps v' = F(v, t) integrated by explicit RK4 with a small step. As eps and
+ * C_J go to zero its solution approaches the DAE's (singular perturbation).
+ *
+ * usage: hydraulic_valve [output-dir]   (CSV, and a PNG if gnuplot is found)
+ */
+#include <cdyn/dae.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { N = 4, Q1 = 0, QA = 1, QB = 2, PJ = 3, NEWTON_CAP = 20 };
+static const double NEWTON_TOL = 1e-10;
+
+static const double PI = 3.14159265358979323846;
+static const double Q_REF = 1e-3;  /* m^3/s per state unit (1 L/s) */
+static const double P_REF = 1e5;   /* Pa per state unit (1 bar) */
+
+typedef struct {
+    double inertance, resistance; /* pipe 1, scaled */
+    double k_valve, k_orifice;    /* orifice coefficients, scaled */
+    double p_supply;              /* scaled */
+    double period;                /* valve cycle [s] */
+} network;
+
+/* SI data -> scaled coefficients. Hydraulic oil; Cd = 0.7. */
+static network make_network(void)
+{
+    const double rho = 870.0, mu = 0.04, cd = 0.7;
+    const double length = 5.0, diameter = 0.02, area = PI * diameter * diameter / 4.0;
+    const double valve_area = 5e-5, orifice_area = 3e-5; /* m^2 */
+    network net;
+    net.inertance = rho * length / area * Q_REF / P_REF;                         /* s */
+    net.resistance = 128.0 * mu * length / (PI * pow(diameter, 4)) * Q_REF / P_REF;
+    net.k_valve = rho / (2.0 * cd * cd * valve_area * valve_area) * Q_REF * Q_REF / P_REF;
+    net.k_orifice = rho / (2.0 * cd * cd * orifice_area * orifice_area) * Q_REF * Q_REF / P_REF;
+    net.p_supply = 10e5 / P_REF;
+    net.period = 1.0;
+    return net;
+}
+
+/* Valve opening s(t) and ds/dt: open, closing ramp (smoothstep, 0.1 s),
+ * closed, opening ramp, open; one cycle per period. */
+static void valve_opening(const network *net, double t, double *s, double *ds)
+{
+    const double phase = fmod(t, net->period), ramp = 0.1;
+    const double close_at = 0.3, open_at = 0.6;
+    double x, dir;
+    if (phase < close_at) { *s = 1.0; *ds = 0.0; return; }
+    if (phase < close_at + ramp) { x = (phase - close_at) / ramp; dir = -1.0; }
+    else if (phase < open_at) { *s = 0.0; *ds = 0.0; return; }
+    else if (phase < open_at + ramp) { x = (phase - open_at) / ramp; dir = 1.0; }
+    else { *s = 1.0; *ds = 0.0; return; }
+    double smooth = x * x * (3.0 - 2.0 * x), slope = 6.0 * x * (1.0 - x) / ramp;
+    *s = dir > 0 ? smooth : 1.0 - smooth;
+    *ds = dir * slope;
+}
+
+/* F(v, t), its Jacobian and its time derivative (the model callbacks). */
+static int force(double t, const double *v, double *F, void *user)
+{
+    const network *net = user;
+    double s, ds;
+    valve_opening(net, t, &s, &ds);
+    F[Q1] = net->p_supply - net->resistance * v[Q1] - v[PJ];
+    F[QA] = s * s * v[PJ] - net->k_valve * v[QA] * fabs(v[QA]);
+    F[QB] = v[PJ] - net->k_orifice * v[QB] * fabs(v[QB]);
+    F[PJ] = v[Q1] - v[QA] - v[QB];
+    return 0;
+}
+
+static int force_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    const network *net = user;
+    double s, ds;
+    valve_opening(net, t, &s, &ds);
+    for (int j = 0; j < N; ++j)
+        for (int i = 0; i < N; ++i) J[i + j * ld] = 0.0;
+    J[Q1 + Q1 * ld] = -net->resistance;
+    J[Q1 + PJ * ld] = -1.0;
+    J[QA + QA * ld] = -2.0 * net->k_valve * fabs(v[QA]); /* T2.5: 2 diag(|u|) */
+    J[QA + PJ * ld] = s * s;
+    J[QB + QB * ld] = -2.0 * net->k_orifice * fabs(v[QB]);
+    J[QB + PJ * ld] = 1.0;
+    J[PJ + Q1 * ld] = 1.0;
+    J[PJ + QA * ld] = -1.0;
+    J[PJ + QB * ld] = -1.0;
+    return 0;
+}
+
+static int force_time(double t, const double *v, double *dFdt, void *user)
+{
+    const network *net = user;
+    double s, ds;
+    valve_opening(net, t, &s, &ds);
+    dFdt[Q1] = dFdt[QB] = dFdt[PJ] = 0.0;
+    dFdt[QA] = 2.0 * s * ds * v[PJ];
+    return 0;
+}
+
+/* Open-valve steady state by hand: p_J = k_a Qa^2 = k_b Qb^2, so
+ * Q1 = Qa + Qb = c sqrt(p_J) with c = 1/sqrt(k_a) + 1/sqrt(k_b), and pipe 1
+ * gives p_s - R1 c sqrt(p_J) = p_J: a quadratic in x = sqrt(p_J),
+ * x^2 + R1 c x - p_s = 0, positive root x = 2 p_s / (R1 c + sqrt((R1 c)^2 + 4 p_s)). */
+static double steady_junction_pressure(const network *net)
+{
+    double c = 1.0 / sqrt(net->k_valve) + 1.0 / sqrt(net->k_orifice), b = net->resistance * c;
+    double x = 2.0 * net->p_supply / (b + sqrt(b * b + 4.0 * net->p_supply));
+    return x * x;
+}
+
+/* ---- the reference: M_eps v' = F(v, t), explicit RK4 ------------------- */
+
+typedef struct {
+    const network *net;
+    double mass[N]; /* diag(I1, eps, eps, C_J) */
+} reference;
+
+static void reference_rate(const reference *ref, double t, const double *v, double *rate)
+{
+    double F[N];
+    force(t, v, F, (void *)ref->net);
+    for (int i = 0; i < N; ++i) rate[i] = F[i] / ref->mass[i];
+}
+
+static void reference_step(const reference *ref, double t, double *v, double dt)
+{
+    double k1[N], k2[N], k3[N], k4[N], stage[N];
+    reference_rate(ref, t, v, k1);
+    for (int i = 0; i < N; ++i) stage[i] = v[i] + 0.5 * dt * k1[i];
+    reference_rate(ref, t + 0.5 * dt, stage, k2);
+    for (int i = 0; i < N; ++i) stage[i] = v[i] + 0.5 * dt * k2[i];
+    reference_rate(ref, t + 0.5 * dt, stage, k3);
+    for (int i = 0; i < N; ++i) stage[i] = v[i] + dt * k3[i];
+    reference_rate(ref, t + dt, stage, k4);
+    for (int i = 0; i < N; ++i) v[i] += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
+}
+
+/* ---- the DAE run -------------------------------------------------------- */
+
+typedef struct {
+    const network *net;
+    int max_newton_iterations;
+    long newton_svd_steps;        /* all Newton steps on the SVD path */
+    long svd_steps_near_closure;  /* those while the valve is closing, closed or opening */
+    double worst_continuity;
+} run_stats;
+
+static int fail(cdyn_dae *dae, const char *what, cdyn_status st)
+{
+    fprintf(stderr, "hydraulic_valve: %s: %s: %s\n", what, cdyn_status_string(st),
+            cdyn_dae_last_error(dae));
+    return 0;
+}
+
+/* y' = f(t, y) through cdyn (THEORY T3.3), with the statistics the example
+ * reports gathered after each evaluation. */
+static int dae_rhs(cdyn_dae *dae, double t, double y, double *ydot, run_stats *stats)
+{
+    cdyn_status st = cdyn_dae_rhs(dae, t, &y, ydot);
+    if (st != CDYN_OK) return fail(dae, "cdyn_dae_rhs", st);
+    cdyn_newton_report report;
+    cdyn_newton_get_report(cdyn_dae_newton(dae), &report);
+    if (report.iterations > stats->max_newton_iterations)
+        stats->max_newton_iterations = report.iterations;
+    stats->newton_svd_steps += report.svd_steps;
+    double phase = fmod(t, stats->net->period);
+    if (phase >= 0.3 && phase <= 0.7) stats->svd_steps_near_closure += report.svd_steps;
+    double v[N];
+    cdyn_dae_state(dae, v, NULL);
+    double residual = fabs(v[Q1] - v[QA] - v[QB]);
+    if (residual > stats->worst_continuity) stats->worst_continuity = residual;
+    return 1;
+}
+
+static int dae_step(cdyn_dae *dae, double t, double *y, double dt, run_stats *stats)
+{
+    double k1, k2, k3, k4;
+    if (!dae_rhs(dae, t, *y, &k1, stats) || !dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k1, &k2, stats) ||
+        !dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k2, &k3, stats) ||
+        !dae_rhs(dae, t + dt, *y + dt * k3, &k4, stats))
+        return 0;
+    *y += dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+    return 1;
+}
+
+/* Set up M, the callbacks, the index check and the split at the initial
+ * (open, at rest) state; prints what cdyn found. */
+static int setup(cdyn_dae *dae, network *net, const double *v0)
+{
+    double M[N * N] = {0};
+    M[Q1 + Q1 * N] = net->inertance;
+    cdyn_status st = cdyn_dae_set_mass(dae, M, N);
+    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, force, force_jacobian, force_time, net);
+    if (st != CDYN_OK) return fail(dae, "setup", st);
+    /* a state near the initial one with flow, where the index is generic */
+    double v_probe[N] = {2.0, 1.2, 0.8, 5.0};
+    int index = -1;
+    st = cdyn_dae_analyze(dae, 0.0, v_probe, &index);
+    if (st != CDYN_OK) return fail(dae, "cdyn_dae_analyze", st);
+    st = cdyn_dae_split(dae, 0.0, v_probe);
+    if (st != CDYN_OK) return fail(dae, "cdyn_dae_split", st);
+    int integrated[N], algebraic[N];
+    cdyn_dae_states(dae, integrated, algebraic);
+    static const char *const names[N] = {"Q1", "Qa", "Qb", "p_J"};
+    printf("DAE index %d (hidden constraints: %d); integrated states %d (%s), algebraic "
+           "states %d (%s, %s, %s)\n",
+           index, cdyn_dae_constraints_at_level(dae, 0), cdyn_dae_rank(dae), names[integrated[0]],
+           N - cdyn_dae_rank(dae), names[algebraic[0]], names[algebraic[1]],
+           names[algebraic[2]]);
+    if (index != 1) return 0;
+    /* Real-time settings: at most 20 Newton iterations per evaluation, with
+     * up to 20 step halvings (a reopening valve starts Newton next to the
+     * double root Qa = 0, where the full step overshoots); constraints
+     * solved to 1e-10 (bar, L/s); a Jacobian whose singular values fall
+     * below 1e-6 of the largest counts as singular (SVD path, T2.3). */
+    cdyn_newton *nt = cdyn_dae_newton(dae);
+    cdyn_newton_set_max_iterations(nt, NEWTON_CAP);
+    cdyn_newton_set_max_backtracks(nt, 20);
+    cdyn_newton_set_tolerances(nt, NEWTON_TOL, 1e-14);
+    cdyn_newton_set_rank_tolerance(nt, 1e-6);
+    double v[N] = {v0[0], v0[1], v0[2], v0[3]};
+    st = cdyn_dae_consistent(dae, 0.0, v);
+    if (st != CDYN_OK) return fail(dae, "cdyn_dae_consistent", st);
+    return 1;
+}
+
+/* How far the eps-reference may lag the DAE (its singular-perturbation
+ * error). The worst case is the end of a closure: the reference's valve flow
+ * relaxes at the rate 2 k_a Qa / eps, which vanishes with Qa. With the
+ * quasi-static flow Qa_s = s c (c = sqrt(p_J / k_a) <= sqrt(p_s / k_a)) and
+ * the smoothstep near its end, s ~ 3 u^2 (u = time left / ramp), the lag
+ * eps dQa_s/dt / (2 k_a Qa_s) = eps / (k_a ramp u) reaches Qa_s itself when
+ * u^3 = eps / (3 c k_a ramp): a lag of at most
+ *     delta = 3 c (eps / (3 c k_a ramp))^(2/3)   in flow,
+ * and 2 k_b Qb delta <= 2 sqrt(p_s k_b) delta in junction pressure (the
+ * orifice b carries the flow that the lagging valve still passes). The error
+ * thus shrinks like eps^(2/3): a reference with 8 eps must be about 4 times
+ * further away. */
+static void reference_tolerance(const network *net, double eps, double *flow, double *pressure)
+{
+    const double ramp = 0.1;
+    double c = sqrt(net->p_supply / net->k_valve);
+    double delta = 3.0 * c * pow(eps / (3.0 * c * net->k_valve * ramp), 2.0 / 3.0);
+    *flow = 2.0 * delta;
+    *pressure = 2.0 * 2.0 * sqrt(net->p_supply * net->k_orifice) * delta;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out_dir = argc > 1 ? argv[1] : ".";
+    network net = make_network();
+    const double t_end = 3.3, dt = 1e-3, sample = 0.01;
+    /* references with eps and 8 eps (junction compliance scaled alike) */
+    const double eps = 4e-5, compliance = 2e-6, dt_ref = 1e-6;
+    const double v0[N] = {0.0, 0.0, 0.0, 0.0}; /* at rest: consistent */
+
+    cdyn_status st;
+    cdyn_dae *dae = cdyn_dae_create(N, &st);
+    if (!dae) {
+        fprintf(stderr, "hydraulic_valve: cdyn_dae_create: %s\n", cdyn_status_string(st));
+        return EXIT_FAILURE;
+    }
+    if (!setup(dae, &net, v0)) {
+        cdyn_dae_free(dae);
+        return EXIT_FAILURE;
+    }
+    reference ref[2] = {{&net, {net.inertance, eps, eps, compliance}},
+                        {&net, {net.inertance, 8 * eps, 8 * eps, 8 * compliance}}};
+    double v_ref[2][N] = {{v0[0], v0[1], v0[2], v0[3]}, {v0[0], v0[1], v0[2], v0[3]}};
+    double worst_flow[2] = {0.0, 0.0}, worst_pressure[2] = {0.0, 0.0};
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/hydraulic_valve.csv", out_dir);
+    FILE *csv = fopen(path, "w");
+    if (csv) fprintf(csv, "t_s,opening,Q1_Lps,Qa_Lps,Qb_Lps,pJ_bar,Q1_ref,Qa_ref,Qb_ref,pJ_ref\n");
+
+    run_stats stats = {&net, 0, 0, 0, 0.0};
+    double y = v0[Q1];
+    const int steps = (int)lround(t_end / dt), per_sample = (int)lround(sample / dt);
+    const int ref_per_step = (int)lround(dt / dt_ref);
+    int ok = 1;
+    printf("\n%6s %7s %9s %9s %9s %9s\n", "t [s]", "opening", "Q1 [L/s]", "Qa [L/s]",
+           "Qb [L/s]", "p_J [bar]");
+    for (int step = 0; ok && step <= steps; ++step) {
+        double t = step * dt, ydot, v[N], s, ds;
+        ok = dae_rhs(dae, t, y, &ydot, &stats); /* the state at t */
+        if (!ok) break;
+        cdyn_dae_state(dae, v, NULL);
+        if (step % per_sample == 0) {
+            for (int r = 0; r < 2; ++r)
+                for (int i = 0; i < N; ++i) {
+                    double diff = fabs(v[i] - v_ref[r][i]);
+                    double *worst = i == PJ ? &worst_pressure[r] : &worst_flow[r];
+                    if (diff > *worst) *worst = diff;
+                }
+            valve_opening(&net, t, &s, &ds);
+            if (csv)
+                fprintf(csv, "%.4f,%.4f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f\n", t, s, v[Q1],
+                        v[QA], v[QB], v[PJ], v_ref[0][Q1], v_ref[0][QA], v_ref[0][QB],
+                        v_ref[0][PJ]);
+            if (step % (10 * per_sample) == 0)
+                printf("%6.2f %7.3f %9.5f %9.5f %9.5f %9.5f\n", t, s, v[Q1], v[QA], v[QB], v[PJ]);
+        }
+        if (step == steps) break;
+        ok = dae_step(dae, t, &y, dt, &stats);
+        for (int k = 0; k < ref_per_step; ++k)
+            for (int r = 0; r < 2; ++r) reference_step(&ref[r], t + k * dt_ref, v_ref[r], dt_ref);
+    }
+    if (csv) fclose(csv);
+    if (!ok) {
+        cdyn_dae_free(dae);
+        return EXIT_FAILURE;
+    }
+
+    double v_end[N], tol_flow, tol_pressure;
+    cdyn_dae_state(dae, v_end, NULL);
+    double p_hand = steady_junction_pressure(&net);
+    reference_tolerance(&net, eps, &tol_flow, &tol_pressure);
+    printf("\nNewton: at most %d iterations per evaluation (cap %d); %ld steps took the SVD "
+           "path, %ld of them around the closures; %ld rate solves used the SVD\n",
+           stats.max_newton_iterations, NEWTON_CAP, stats.newton_svd_steps,
+           stats.svd_steps_near_closure, cdyn_dae_svd_rate_solves(dae));
+    printf("worst continuity residual |Q1 - Qa - Qb|: %.2e L/s (Newton tolerance %.0e)\n",
+           stats.worst_continuity, NEWTON_TOL);
+    printf("junction pressure at t = %.1f s: %.6f bar (valve open); steady state by hand: "
+           "%.6f bar (relative difference %.1e)\n",
+           t_end, v_end[PJ], p_hand, fabs(v_end[PJ] - p_hand) / p_hand);
+    printf("reference eps = %.0e (C_J = %.0e, RK4 dt = %.0e s): worst difference %.2e L/s "
+           "(limit %.1e), %.2e bar (limit %.1e)\n",
+           eps, compliance, dt_ref, worst_flow[0], tol_flow, worst_pressure[0], tol_pressure);
+    printf("reference 8 eps: worst difference %.2e L/s, %.2e bar (ratios %.2f, %.2f; "
+           "eps^(2/3) scaling predicts 0.25)\n",
+           worst_flow[1], worst_pressure[1], worst_flow[0] / worst_flow[1],
+           worst_pressure[0] / worst_pressure[1]);
+    printf("CSV: %s\n", path);
+
+    int pass = stats.svd_steps_near_closure > 0 && stats.max_newton_iterations <= NEWTON_CAP &&
+               stats.worst_continuity <= NEWTON_TOL && worst_flow[0] <= tol_flow &&
+               worst_pressure[0] <= tol_pressure && worst_flow[0] <= 0.5 * worst_flow[1] &&
+               worst_pressure[0] <= 0.5 * worst_pressure[1] &&
+               fabs(v_end[PJ] - p_hand) <= 1e-6 * p_hand;
+    if (pass && csv && system("command -v gnuplot > /dev/null 2>&1") == 0) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "gnuplot -e \"set terminal pngcairo size 900,600; set output '%s/hydraulic_valve.png';"
+                 " set datafile separator ','; set key outside; set xlabel 't [s]';"
+                 " set multiplot layout 2,1 title 'Valve closure and reopening (cdyn DAE, lines; eps-reference, points)';"
+                 " set ylabel 'flow [L/s]'; plot [0:1] '%s' u 1:3 w l t 'Q1', '' u 1:4 w l t 'Qa (valve)',"
+                 " '' u 1:5 w l t 'Qb', '' every 4 u 1:8 w p pt 6 ps 0.5 t 'Qa ref';"
+                 " set ylabel 'p_J [bar]'; plot [0:1] '%s' u 1:6 w l t 'p_J', '' every 4 u 1:10 w p pt 6 ps 0.5 t 'p_J ref', '' u 1:(10*\\$2) w l dt 2 t '10 x opening';"
+                 " unset multiplot\"",
+                 out_dir, path, path);
+        if (system(cmd) == 0) printf("figure: %s/hydraulic_valve.png\n", out_dir);
+    }
+    cdyn_dae_free(dae);
+    if (!pass) {
+        fprintf(stderr, "hydraulic_valve: a check failed (see above)\n");
+        return EXIT_FAILURE;
+    }
+    return EXIT_SUCCESS;
+}
