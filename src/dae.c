@@ -76,12 +76,23 @@ static void free_rank_dependent(cdyn_dae *dae)
     free(dae->reduced);
     free(dae->reduced_rhs);
     free(dae->ipiv);
+    free(dae->mass_saved);
+    free(dae->beta_ref);
+    free(dae->beta_plus);
+    free(dae->beta_minus);
+    free(dae->beta_dot);
+    free(dae->align);
+    free(dae->align_u);
+    free(dae->align_vt);
+    free(dae->align_sv);
     cdyn_nullspace_free(dae->split_ns);
     cdyn_newton_free(dae->newton);
     dae->beta = dae->range = dae->range_t_mass = dae->constraint_jac = NULL;
     dae->ga = dae->coef = dae->offset = dae->vec_q = dae->vec_q2 = NULL;
     dae->mass_alpha = dae->reduced = dae->reduced_rhs = NULL;
     dae->ipiv = NULL;
+    dae->mass_saved = dae->beta_ref = dae->beta_plus = dae->beta_minus = dae->beta_dot = NULL;
+    dae->align = dae->align_u = dae->align_vt = dae->align_sv = NULL;
     dae->split_ns = NULL;
     dae->newton = NULL;
 }
@@ -177,6 +188,18 @@ static int alloc_rank_dependent(cdyn_dae *dae, int r)
     dae->reduced = malloc(sizeof(double) * r1 * r1);
     dae->reduced_rhs = malloc(sizeof(double) * r1);
     dae->ipiv = malloc(sizeof(int) * r1);
+    dae->mass_saved = malloc(sizeof(double) * (size_t)n * n);
+    dae->beta_ref = malloc(sizeof(double) * (size_t)n * q1);
+    dae->beta_plus = malloc(sizeof(double) * (size_t)n * q1);
+    dae->beta_minus = malloc(sizeof(double) * (size_t)n * q1);
+    dae->beta_dot = malloc(sizeof(double) * (size_t)n * q1);
+    dae->align = malloc(sizeof(double) * q1 * q1);
+    dae->align_u = malloc(sizeof(double) * q1 * q1);
+    dae->align_vt = malloc(sizeof(double) * q1 * q1);
+    dae->align_sv = malloc(sizeof(double) * q1);
+    if (!dae->mass_saved || !dae->beta_ref || !dae->beta_plus || !dae->beta_minus ||
+        !dae->beta_dot || !dae->align || !dae->align_u || !dae->align_vt || !dae->align_sv)
+        return 0;
     if (!dae->beta || !dae->range || !dae->range_t_mass || !dae->constraint_jac || !dae->ga ||
         !dae->coef || !dae->offset || !dae->vec_q || !dae->vec_q2 || !dae->mass_alpha ||
         !dae->reduced || !dae->reduced_rhs || !dae->ipiv)
@@ -185,6 +208,38 @@ static int alloc_rank_dependent(cdyn_dae *dae, int r)
     if (q > 0) dae->newton = cdyn_newton_create(q, q, &st);
     if (st == CDYN_OK && q > 0 && q < n) dae->split_ns = cdyn_nullspace_create(n, q, &st);
     return st == CDYN_OK;
+}
+
+cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn)
+{
+    int n = dae->n;
+    /* T3.1: M = U S V^T; beta = U(:, r:n), P = U(:, 0:r) */
+    int r = cdyn__dae_mass_svd(dae);
+    free_rank_dependent(dae);
+    dae->split_done = dae->state_valid = dae->analyzed = 0;
+    dae->r = -1;
+    if (!alloc_rank_dependent(dae, r)) {
+        free_rank_dependent(dae);
+        return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int q = n - r;
+    memcpy(dae->range, dae->u, sizeof(double) * (size_t)n * r);
+    memcpy(dae->beta, dae->u + (size_t)n * r, sizeof(double) * (size_t)n * q);
+    memcpy(dae->beta_ref, dae->beta, sizeof(double) * (size_t)n * q);
+    cdyn__gemm('T', 'N', r, n, n, 1.0, dae->range, n, dae->mass, n, 0.0, dae->range_t_mass,
+               r > 0 ? r : 1);
+    /* states whose column of M vanishes (relative to the largest entry) */
+    double scale = 0.0;
+    for (size_t k = 0; k < (size_t)n * n; ++k) scale = fmax(scale, fabs(dae->mass[k]));
+    for (int j = 0; j < n; ++j) {
+        double col = 0.0;
+        for (int i = 0; i < n; ++i) col = fmax(col, fabs(dae->mass[i + (size_t)j * n]));
+        dae->massless[j] = col <= dae->rank_tol * scale;
+    }
+    if (dae->split_ns) cdyn_nullspace_set_preferred_dependent(dae->split_ns, dae->massless);
+    dae->r = r;
+    dae->q = q;
+    return CDYN_OK;
 }
 
 cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
@@ -200,37 +255,8 @@ cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
                           bad % n, bad / n);
     for (int j = 0; j < n; ++j)
         memcpy(dae->mass + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
-    /* T3.1: M = U S V^T; beta = U(:, r:n), P = U(:, 0:r) */
-    memcpy(dae->svd_copy, dae->mass, sizeof(double) * (size_t)n * n);
-    if (cdyn__gesvd(n, n, dae->svd_copy, n, dae->sv, dae->u, n, dae->vt, n, dae->work,
-                    dae->lwork) != 0)
-        return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: dgesvd did not converge", fn);
-    int r = 0;
-    while (r < n && dae->sv[0] > 0.0 && dae->sv[r] > dae->rank_tol * dae->sv[0]) ++r;
-    free_rank_dependent(dae);
-    dae->split_done = dae->state_valid = dae->analyzed = 0;
-    dae->r = -1;
-    if (!alloc_rank_dependent(dae, r)) {
-        free_rank_dependent(dae);
-        return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory", fn);
-    }
-    int q = n - r;
-    memcpy(dae->range, dae->u, sizeof(double) * (size_t)n * r);
-    memcpy(dae->beta, dae->u + (size_t)n * r, sizeof(double) * (size_t)n * q);
-    cdyn__gemm('T', 'N', r, n, n, 1.0, dae->range, n, dae->mass, n, 0.0, dae->range_t_mass,
-               r > 0 ? r : 1);
-    /* states whose column of M vanishes (relative to the largest entry) */
-    double scale = 0.0;
-    for (size_t k = 0; k < (size_t)n * n; ++k) scale = fmax(scale, fabs(dae->mass[k]));
-    for (int j = 0; j < n; ++j) {
-        double col = 0.0;
-        for (int i = 0; i < n; ++i) col = fmax(col, fabs(dae->mass[i + (size_t)j * n]));
-        dae->massless[j] = col <= dae->rank_tol * scale;
-    }
-    if (dae->split_ns) cdyn_nullspace_set_preferred_dependent(dae->split_ns, dae->massless);
-    dae->r = r;
-    dae->q = q;
-    return CDYN_OK;
+    dae->mass_fn = NULL;
+    return cdyn__dae_install_mass(dae, fn);
 }
 
 int cdyn_dae_rank(const cdyn_dae *dae) { return dae ? dae->r : -1; }
@@ -337,7 +363,8 @@ cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v
     cdyn_status st = cdyn__dae_check_point(dae, fn, t, v);
     if (st != CDYN_OK) return st;
     if (!G0 && dae->q > 0) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: G0 is NULL", fn);
-    st = cdyn__dae_force(dae, fn, t, v, dae->force_val);
+    st = cdyn__dae_mass_at(dae, fn, t);
+    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, dae->force_val);
     if (st != CDYN_OK) return st;
     /* T3.1: G0 = beta^T F */
     cdyn__gemv('T', dae->n, dae->q, 1.0, dae->beta, dae->n, dae->force_val, 0.0, G0);
@@ -357,6 +384,8 @@ static int svd_rank(cdyn_dae *dae, const double *a)
     return rank;
 }
 
+int cdyn__dae_mass_svd(cdyn_dae *dae) { return svd_rank(dae, dae->mass); }
+
 /* a <- U^T a for the n x n a (U in dae->u). */
 static void rotate_rows(cdyn_dae *dae, double *a)
 {
@@ -374,7 +403,8 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
     if (!index) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: index is NULL", fn);
     int n = dae->n;
     memcpy(dae->v_trial, v, sizeof(double) * (size_t)n);
-    st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    st = cdyn__dae_mass_at(dae, fn, t);
+    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
     if (st == CDYN_OK) st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
     /* Augmented matrix `aug` (starts as M), the Jacobian of its right-hand

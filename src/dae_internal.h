@@ -20,7 +20,13 @@ struct cdyn_dae {
     int callback_code;
 
     /* T3.1: the mass matrix and its bases */
-    double *mass;           /* n x n */
+    cdyn_dae_mass_fn mass_fn;   /* NULL: constant M */
+    void *mass_user;
+    double *mass;           /* n x n, M at the last factored time */
+    double *mass_saved;     /* n x n */
+    double *beta_ref;       /* n x q, basis the next beta(t) is aligned to */
+    double *beta_plus, *beta_minus, *beta_dot; /* n x q, for beta'(t) */
+    double *align, *align_u, *align_vt, *align_sv; /* q x q, q x q, q x q, q */
     double *beta;           /* n x q, left null space */
     double *range;          /* n x r, P */
     double *range_t_mass;   /* r x n, P^T M */
@@ -78,6 +84,20 @@ cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, do
 /* dF/dt at (t, v) into dae->force_dt (callback or forward difference around
  * dae->force_val). */
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
+
+/* SVD of dae->mass into dae->u, dae->sv, dae->vt; returns the rank. */
+int cdyn__dae_mass_svd(cdyn_dae *dae);
+
+/* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),
+ * P and P^T M for time t. Nothing to do for a constant M. */
+cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t);
+
+/* With M(t): beta'(t) into dae->beta_dot by central differences (M, beta,
+ * P at t are kept). */
+cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t);
+
+/* Factor dae->mass (already filled) at set-up: rank, bases, workspace. */
+cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn);
 
 /* Argument checks shared by the per-point calls. */
 cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const double *v);

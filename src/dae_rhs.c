@@ -111,6 +111,8 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
     int n = dae->n, q = dae->q;
     if (q == 0) return CDYN_OK;
+    st = cdyn__dae_mass_at(dae, fn, t);
+    if (st != CDYN_OK) return st;
     memcpy(dae->v_trial, v, sizeof(double) * (size_t)n);
     for (int k = 0; k < q; ++k) dae->vec_q[k] = v[dae->algebraic[k]];
     st = solve_algebraic(dae, fn, t, dae->vec_q);
@@ -139,8 +141,13 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
         for (int k = 0; k < q; ++k) dae->vec_q2[k] = -gi[k];
         cdyn__newton_apply(dae->newton, dae->vec_q2, dae->coef + (size_t)j * q);
     }
-    /* G_t = beta^T dF/dt */
+    /* G_t = beta^T dF/dt (+ beta'^T F for a time-varying M) */
     cdyn__gemv('T', n, q, -1.0, dae->beta, n, dae->force_dt, 0.0, dae->vec_q2);
+    if (dae->mass_fn) {
+        st = cdyn__dae_beta_rate(dae, fn, t);
+        if (st != CDYN_OK) return st;
+        cdyn__gemv('T', n, q, -1.0, dae->beta_dot, n, dae->force_val, 1.0, dae->vec_q2);
+    }
     cdyn__newton_apply(dae->newton, dae->vec_q2, dae->offset);
     return CDYN_OK;
 }
@@ -162,8 +169,8 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
     for (int j = 0; j < r; ++j) dae->v_trial[dae->integrated[j]] = y[j];
-    cdyn_status st = CDYN_OK;
-    if (q > 0) {
+    cdyn_status st = cdyn__dae_mass_at(dae, fn, t);
+    if (st == CDYN_OK && q > 0) {
         for (int k = 0; k < q; ++k) dae->vec_q[k] = dae->v_last[dae->algebraic[k]];
         st = solve_algebraic(dae, fn, t, dae->vec_q);
     }
@@ -202,6 +209,7 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
         dae->vdot_last[dae->algebraic[k]] = s;
     }
     memcpy(dae->v_last, dae->v_trial, sizeof(double) * (size_t)n);
+    if (dae->mass_fn) memcpy(dae->beta_ref, dae->beta, sizeof(double) * (size_t)n * q);
     if (r > 0) memcpy(ydot, dae->reduced_rhs, sizeof(double) * (size_t)r);
     dae->state_valid = 1;
     return CDYN_OK;

@@ -1,6 +1,7 @@
 /**
  * @file dae.h
- * Quasi-linear DAEs M v' = F(v, t) with a constant, singular M: hidden
+ * Quasi-linear DAEs M v' = F(v, t) with a singular M (constant, or M(t) by
+ * callback): hidden
  * constraints, DAE index, and the minimum-order ODE of an index-1 system
  * whose algebraic states come from a bounded Newton solve (THEORY T3).
  *
@@ -52,6 +53,12 @@ typedef int (*cdyn_dae_jacobian_fn)(double t, const double *v, double *dFdv, int
 /** dFdt (length n) = dF/dt at (v, t) (partial derivative, v fixed). */
 typedef int (*cdyn_dae_time_fn)(double t, const double *v, double *dFdt, void *user);
 
+/**
+ * Mass matrix callback for a time-varying M(t): M (n x n, leading dimension
+ * ldm) at time t.
+ */
+typedef int (*cdyn_dae_mass_fn)(double t, double *M, int ldm, void *user);
+
 /** Most augmentation levels cdyn_dae_analyze() tries (index bound). */
 #define CDYN_DAE_MAX_INDEX 8
 
@@ -85,6 +92,21 @@ CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
  * CDYN_ERR_NOMEM.
  */
 CDYN_API cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm);
+
+/**
+ * Set a time-varying mass matrix M(t) by callback (THEORY T3.1-T3.3 with
+ * M(t)): M(t0) is factored as by cdyn_dae_set_mass() and fixes the rank r,
+ * which must stay the same. At every later evaluation M(t) is factored
+ * again (SVD, no allocation) and the left null space is taken as the basis
+ * beta(t) closest to the previous one (orthogonal Procrustes alignment), so
+ * that it varies smoothly; its derivative, needed in dG0/dt = beta'^T F +
+ * beta^T dF/dt, comes from central differences in t (two extra mass
+ * evaluations per right-hand side). A rank change returns CDYN_ERR_SINGULAR.
+ * user is passed to mass. Errors as cdyn_dae_set_mass(), plus
+ * CDYN_ERR_CALLBACK.
+ */
+CDYN_API cdyn_status cdyn_dae_set_mass_fn(cdyn_dae *dae, cdyn_dae_mass_fn mass, void *user,
+                                          double t0);
 
 /**
  * The model: force (required), its Jacobian dF/dv and time derivative dF/dt
