@@ -1,0 +1,2027 @@
+/* Check suite for cdyn_dae (THEORY T3, with the T2 Newton solver underneath).
+ *
+ * Every expected value comes from somewhere other than the library:
+ *  - identities that hold for any correct answer (beta^T M = 0, orthonormal
+ *    bases, M v' = F(v, t) at the returned state, the differentiated
+ *    constraint dG0/dv v' + dG0/dt = 0);
+ *  - hand derivations written out in the comments next to each model: the
+ *    index of the hydraulic junction, of a semi-explicit index-2 system and
+ *    of the Cartesian pendulum; the consistent states and rates of the
+ *    hydraulic junction; the minimum-order ODE y' = K y + k(t) and the
+ *    algebraic state v_a = D y + e(t) of a linear DAE;
+ *  - analytic solutions of small index-1 DAEs integrated by an RK4 written
+ *    here.
+ *
+ * Guard elements (SENTINEL) surround every output array, so writes outside
+ * the documented range are caught, on success and on error. */
+#include <check.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_count.h"
+#include "cdyn.h"
+
+/* ------------------------------------------------------------------------ */
+/* Guarded buffers                                                           */
+
+enum { GUARD = 4 };
+static const double SENTINEL = 12345.0;
+static const int ISENTINEL = -777;
+
+static double *dbuf(size_t count)
+{
+    double *base = malloc(sizeof(double) * (count + 2 * GUARD));
+    ck_assert_ptr_nonnull(base);
+    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = SENTINEL;
+    return base + GUARD;
+}
+
+static void dbuf_free(double *p)
+{
+    if (p) free(p - GUARD);
+}
+
+static int *ibuf(size_t count)
+{
+    int *base = malloc(sizeof(int) * (count + 2 * GUARD));
+    ck_assert_ptr_nonnull(base);
+    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = ISENTINEL;
+    return base + GUARD;
+}
+
+static void ibuf_free(int *p)
+{
+    if (p) free(p - GUARD);
+}
+
+/* Nothing written: the whole buffer, guards included, still holds SENTINEL. */
+static int dbuf_untouched(const double *p, size_t count)
+{
+    for (size_t i = 0; i < count + 2 * GUARD; ++i)
+        if (p[(ptrdiff_t)i - GUARD] != SENTINEL) return 0;
+    return 1;
+}
+
+static int dbuf_guards_intact(const double *p, size_t count)
+{
+    for (ptrdiff_t i = 1; i <= GUARD; ++i)
+        if (p[-i] != SENTINEL) return 0;
+    for (size_t i = 0; i < GUARD; ++i)
+        if (p[count + i] != SENTINEL) return 0;
+    return 1;
+}
+
+static int ibuf_untouched(const int *p, size_t count)
+{
+    for (size_t i = 0; i < count + 2 * GUARD; ++i)
+        if (p[(ptrdiff_t)i - GUARD] != ISENTINEL) return 0;
+    return 1;
+}
+
+static int ibuf_guards_intact(const int *p, size_t count)
+{
+    for (ptrdiff_t i = 1; i <= GUARD; ++i)
+        if (p[-i] != ISENTINEL) return 0;
+    for (size_t i = 0; i < GUARD; ++i)
+        if (p[count + i] != ISENTINEL) return 0;
+    return 1;
+}
+
+static double max_abs_diff(int n, const double *a, const double *b)
+{
+    double d = 0.0;
+    for (int i = 0; i < n; ++i) d = fmax(d, fabs(a[i] - b[i]));
+    return d;
+}
+
+/* The message of the last failure is set (a fresh object has ""). */
+static void assert_message(const cdyn_dae *dae)
+{
+    const char *msg = cdyn_dae_last_error(dae);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_int_gt((int)strlen(msg), 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fault injection shared by all models: the k-th call (1-based, counted     */
+/* since the last reset) of a callback fails with `code` or writes a NaN.    */
+
+typedef struct {
+    int force_calls, jac_calls, time_calls;
+    int force_fail_at, jac_fail_at, time_fail_at;
+    int force_nan_at, jac_nan_at, time_nan_at;
+    int code;
+} faults;
+
+static void faults_reset(faults *f)
+{
+    memset(f, 0, sizeof *f);
+    f->code = 9;
+}
+
+static void faults_clear_counts(faults *f)
+{
+    f->force_calls = f->jac_calls = f->time_calls = 0;
+}
+
+/* Count one call; return the failure code if this call must fail, else 0. */
+static int fault_call(int *calls, int fail_at, int code)
+{
+    ++*calls;
+    return (fail_at > 0 && *calls == fail_at) ? code : 0;
+}
+
+static int fault_nan(int calls, int nan_at) { return nan_at > 0 && calls == nan_at; }
+
+/* ------------------------------------------------------------------------ */
+/* Model 1: a hydraulic junction, index 1 (THEORY T3.4, T6.3).               */
+/*                                                                           */
+/* States v = (Q1, Qa, Qb, pJ): inertial pipe flow Q1 from a tank at p1      */
+/* through resistance R into junction J; two short orifice branches with     */
+/* zero inertance, flows Qa, Qb, into tanks at p2, p3. M = diag(I1, 0, 0, 0):*/
+/*   I1 Q1' = p1 - R Q1 - pJ                                                 */
+/*        0 = pJ - p2 - k Qa|Qa|                                             */
+/*        0 = pJ - p3 - k Qb|Qb|                                             */
+/*        0 = Q1 - Qa - Qb                                                   */
+/* With I1 = 2, R = 0.5, k = 3, p1 = 10, p2 = 1, p3 = 3.25:                  */
+/*  - at Q1 = 1.5: Qa = 1, Qb = 0.5, pJ = 4 (1 + 3 = 3.25 + 0.75 = 4,        */
+/*    1 + 0.5 = 1.5); unique because Qa|Qa| - (Q1-Qa)|Q1-Qa| increases in Qa.*/
+/*    Q1' = (10 - 0.75 - 4)/2 = 2.625. Differentiating the constraints:     */
+/*    pJ' = 6 Qa' = 3 Qb', Qa' + Qb' = Q1' -> Qa' = 0.875, Qb' = 1.75,       */
+/*    pJ' = 5.25.                                                            */
+/*  - at Q1 = 3: Qa + Qb = 3, 3(Qa^2 - Qb^2) = 2.25 -> Qa - Qb = 0.25,       */
+/*    Qa = 1.625, Qb = 1.375, pJ = 1 + 3 * 1.625^2 = 8.921875,               */
+/*    Q1' = (10 - 1.5 - 8.921875)/2 = -0.2109375; 9.75 Qa' = 8.25 Qb' ->     */
+/*    Qa' = 11/24 Q1', Qb' = 13/24 Q1', pJ' = 9.75 Qa'.                      */
+/* Index: dG0/d(Qa, Qb, pJ) = [-2k|Qa| 0 1; 0 -2k|Qb| 1; -1 -1 0] has        */
+/* determinant -2k(|Qa| + |Qb|) != 0, so one augmentation (3 constraints at  */
+/* level 0, from equations 1, 2, 3) gives full rank: index 1.               */
+
+typedef struct {
+    faults f;
+    double I1, R, k, p1, p2, p3;
+} hydraulic;
+
+static const double HYD_V[4] = {1.5, 1.0, 0.5, 4.0};
+static const double HYD_VDOT[4] = {2.625, 0.875, 1.75, 5.25};
+
+static void hydraulic_init(hydraulic *h)
+{
+    faults_reset(&h->f);
+    h->I1 = 2.0;
+    h->R = 0.5;
+    h->k = 3.0;
+    h->p1 = 10.0;
+    h->p2 = 1.0;
+    h->p3 = 3.25;
+}
+
+static int hydraulic_force(double t, const double *v, double *F, void *user)
+{
+    hydraulic *h = user;
+    (void)t;
+    int code = fault_call(&h->f.force_calls, h->f.force_fail_at, h->f.code);
+    if (code) return code;
+    F[0] = h->p1 - h->R * v[0] - v[3];
+    F[1] = v[3] - h->p2 - h->k * v[1] * fabs(v[1]);
+    F[2] = v[3] - h->p3 - h->k * v[2] * fabs(v[2]);
+    F[3] = v[0] - v[1] - v[2];
+    if (fault_nan(h->f.force_calls, h->f.force_nan_at)) F[1] = NAN;
+    return 0;
+}
+
+static int hydraulic_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    hydraulic *h = user;
+    (void)t;
+    int code = fault_call(&h->f.jac_calls, h->f.jac_fail_at, h->f.code);
+    if (code) return code;
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) J[i + j * ld] = 0.0;
+    J[0 + 0 * ld] = -h->R;
+    J[0 + 3 * ld] = -1.0;
+    J[1 + 1 * ld] = -2.0 * h->k * fabs(v[1]);
+    J[1 + 3 * ld] = 1.0;
+    J[2 + 2 * ld] = -2.0 * h->k * fabs(v[2]);
+    J[2 + 3 * ld] = 1.0;
+    J[3 + 0 * ld] = 1.0;
+    J[3 + 1 * ld] = -1.0;
+    J[3 + 2 * ld] = -1.0;
+    if (fault_nan(h->f.jac_calls, h->f.jac_nan_at)) J[1 + 1 * ld] = NAN;
+    return 0;
+}
+
+static int hydraulic_time(double t, const double *v, double *dFdt, void *user)
+{
+    hydraulic *h = user;
+    (void)t;
+    (void)v;
+    int code = fault_call(&h->f.time_calls, h->f.time_fail_at, h->f.code);
+    if (code) return code;
+    for (int i = 0; i < 4; ++i) dFdt[i] = 0.0;
+    return 0;
+}
+
+static void hydraulic_mass(const hydraulic *h, double *M)
+{
+    for (int i = 0; i < 16; ++i) M[i] = 0.0;
+    M[0] = h->I1;
+}
+
+/* create, set_mass, set_functions (exact: Jacobian and dF/dt callbacks). */
+static cdyn_dae *hydraulic_dae(hydraulic *h, int exact)
+{
+    cdyn_status st = CDYN_ERR_LAPACK;
+    cdyn_dae *dae = cdyn_dae_create(4, &st);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(st, CDYN_OK);
+    double M[16];
+    hydraulic_mass(h, M);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, hydraulic_force,
+                                            exact ? hydraulic_jacobian : NULL,
+                                            exact ? hydraulic_time : NULL, h),
+                     CDYN_OK);
+    return dae;
+}
+
+/* ... and split at the consistent point HYD_V. */
+static cdyn_dae *hydraulic_split(hydraulic *h, int exact)
+{
+    cdyn_dae *dae = hydraulic_dae(h, exact);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, HYD_V), CDYN_OK);
+    return dae;
+}
+
+/* rhs at Q1 = 1.5 gives the hand values (header comment); tol as stated
+ * by the caller. */
+static void hydraulic_check_rhs_at_hyd_v(cdyn_dae *dae, double tol)
+{
+    double y = 1.5, ydot = SENTINEL, v[4], vdot[4];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+    ck_assert_double_eq_tol(ydot, HYD_VDOT[0], tol);
+    ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+    ck_assert_double_le(max_abs_diff(4, v, HYD_V), tol);
+    ck_assert_double_le(max_abs_diff(4, vdot, HYD_VDOT), tol);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 2: semi-explicit index 2. v = (x1, x2, z), M = diag(1, 1, 0):       */
+/*   x1' = -x1 + z,  x2' = x1 - x2,  0 = x1 - sin t.                         */
+/* Level 0: the constraint x1 - sin t (equation 2) -> row [1 0 0] replaces   */
+/* the null row; rank 2 (it repeats row 0 of M). Level 1: the null vector    */
+/* combines equation 0 with it; its derivative row is -dF0/dv = [1 0 -1],    */
+/* which brings z in: full rank, index 2 (g_x f_z = 1 != 0). Equation 1      */
+/* never takes part: levels (1, -1, 0); one constraint at each level.       */
+
+typedef struct {
+    faults f;
+} index2;
+
+static int index2_force(double t, const double *v, double *F, void *user)
+{
+    index2 *m = user;
+    int code = fault_call(&m->f.force_calls, m->f.force_fail_at, m->f.code);
+    if (code) return code;
+    F[0] = -v[0] + v[2];
+    F[1] = v[0] - v[1];
+    F[2] = v[0] - sin(t);
+    return 0;
+}
+
+static int index2_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)v;
+    (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + j * ld] = 0.0;
+    J[0 + 0 * ld] = -1.0;
+    J[0 + 2 * ld] = 1.0;
+    J[1 + 0 * ld] = 1.0;
+    J[1 + 1 * ld] = -1.0;
+    J[2 + 0 * ld] = 1.0;
+    return 0;
+}
+
+static cdyn_dae *index2_dae(index2 *m, int exact)
+{
+    cdyn_dae *dae = cdyn_dae_create(3, NULL);
+    ck_assert_ptr_nonnull(dae);
+    double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0};
+    faults_reset(&m->f);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
+    ck_assert_int_eq(
+        cdyn_dae_set_functions(dae, index2_force, exact ? index2_jacobian : NULL, NULL, m),
+        CDYN_OK);
+    return dae;
+}
+
+/* consistent point at t = 0.5: x1 = sin t, z = cos t + x1 (so x1' = cos t) */
+static void index2_point(double t, double *v)
+{
+    v[0] = sin(t);
+    v[1] = 0.3;
+    v[2] = cos(t) + sin(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 3: the Cartesian pendulum in first-order form, index 3.             */
+/* v = (x, y, u, w, lambda), M = diag(1, 1, 1, 1, 0):                        */
+/*   x' = u, y' = w, u' = -lambda x, w' = -lambda y - g, 0 = x^2 + y^2 - 1.  */
+/* Level 0: equation 4 (position constraint); its row [2x 2y 0 0 0] lies in  */
+/* the span of M's rows. Level 1: null vector -2x e0 - 2y e1 + e4 (equations */
+/* 0, 1): derivative row -2x dF0 - 2y dF1 = [0 0 -2x -2y 0], again in M's    */
+/* row space. Level 2: the combination involves equations 2, 3 with weights  */
+/* ~ x, y; its derivative row has lambda entry x^2 + y^2 = 1 != 0: full      */
+/* rank. Index 3, one constraint per level, equation levels (1,1,2,2,0).     */
+/* Consistent point: x = 0.6, y = -0.8, u = 0.4, w = 0.3 (x u + y w = 0),    */
+/* lambda = u^2 + w^2 - g y = 0.25 + 0.8 g.                                  */
+
+typedef struct {
+    faults f;
+    double g;
+} pendulum;
+
+static int pendulum_force(double t, const double *v, double *F, void *user)
+{
+    pendulum *p = user;
+    (void)t;
+    int code = fault_call(&p->f.force_calls, p->f.force_fail_at, p->f.code);
+    if (code) return code;
+    F[0] = v[2];
+    F[1] = v[3];
+    F[2] = -v[4] * v[0];
+    F[3] = -v[4] * v[1] - p->g;
+    F[4] = v[0] * v[0] + v[1] * v[1] - 1.0;
+    return 0;
+}
+
+static int pendulum_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)user;
+    for (int j = 0; j < 5; ++j)
+        for (int i = 0; i < 5; ++i) J[i + j * ld] = 0.0;
+    J[0 + 2 * ld] = 1.0;
+    J[1 + 3 * ld] = 1.0;
+    J[2 + 0 * ld] = -v[4];
+    J[2 + 4 * ld] = -v[0];
+    J[3 + 1 * ld] = -v[4];
+    J[3 + 4 * ld] = -v[1];
+    J[4 + 0 * ld] = 2.0 * v[0];
+    J[4 + 1 * ld] = 2.0 * v[1];
+    return 0;
+}
+
+static cdyn_dae *pendulum_dae(pendulum *p, int exact)
+{
+    cdyn_dae *dae = cdyn_dae_create(5, NULL);
+    ck_assert_ptr_nonnull(dae);
+    double M[25] = {0};
+    for (int i = 0; i < 4; ++i) M[i + 5 * i] = 1.0;
+    faults_reset(&p->f);
+    p->g = 9.81;
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, pendulum_force,
+                                            exact ? pendulum_jacobian : NULL, NULL, p),
+                     CDYN_OK);
+    return dae;
+}
+
+static void pendulum_point(const pendulum *p, double *v)
+{
+    v[0] = 0.6;
+    v[1] = -0.8;
+    v[2] = 0.4;
+    v[3] = 0.3;
+    v[4] = 0.25 + 0.8 * p->g;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 4: an ODE, M = [2 1; 1 3] regular, F = -v. v' = -M^{-1} v with      */
+/* M^{-1} = [3 -1; -1 2] / 5.                                                */
+
+static int ode_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    (void)user;
+    F[0] = -v[0];
+    F[1] = -v[1];
+    return 0;
+}
+
+static int ode_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)v;
+    (void)user;
+    J[0] = -1.0;
+    J[1] = 0.0;
+    J[ld] = 0.0;
+    J[1 + ld] = -1.0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 5: a singular DAE. M = 0 (2 x 2), F = (v0 + v1, v0 + v1): dF/dv has */
+/* rank 1 and the constraint 0 = v0 + v1 appears twice; differentiating the  */
+/* dependent copy gives nothing new, so no level reaches full rank.         */
+
+static int singular_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    (void)user;
+    F[0] = v[0] + v[1];
+    F[1] = v[0] + v[1];
+    return 0;
+}
+
+static int singular_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)v;
+    (void)user;
+    J[0] = J[1] = J[ld] = J[1 + ld] = 1.0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 6: a linear constant-coefficient index-1 DAE (T3.3 by hand).        */
+/*                                                                           */
+/* In coordinates w = R v the DAE is semi-explicit, D w' = At w + ft(t) with */
+/* D = diag(1, 1, 0),                                                        */
+/*   At = [-1 2 1; 0 -3 2; 1 -1 2],   ft(t) = (sin t, cos t, t^2).           */
+/* The library sees M v' = A v + f(t) with M = L D R, A = L At R,            */
+/* f = L ft, for the invertible row mixing                                   */
+/*   L = [1 0 0; 1 1 0; 2 0 1]                                               */
+/* and either R = I or R = [1 0 1; 0 1 1; 0 0 1] (R^{-1} = [1 0 -1; 0 1 -1;  */
+/* 0 0 1]). With R = I, M = [1 0 0; 1 1 0; 2 0 0]; with the mixing R,        */
+/* M = [1 0 1; 1 1 2; 2 0 2]. Both have rank 2 and are not diagonal.         */
+/*                                                                           */
+/* Hand derivation for R = I (v = w): the constraint row                     */
+/*   0 = v0 - v1 + 2 v2 + t^2  ->  v2 = D y + e(t), D = [-1/2 1/2],          */
+/*                                                 e(t) = -t^2/2,            */
+/* and substituting into the first two rows                                  */
+/*   v0' = -v0 + 2 v1 + v2 + sin t = -1.5 v0 + 2.5 v1 + sin t - t^2/2        */
+/*   v1' = -3 v1 + 2 v2 + cos t    = -v0 - 2 v1 + cos t - t^2                */
+/* so y' = K y + k(t) with K = [-1.5 2.5; -1 -2],                            */
+/* k(t) = (sin t - t^2/2, cos t - t^2), and v2' = D y' + e'(t), e' = -t.     */
+/* For the mixing R the same derivation is done in w: the constraint in v   */
+/* is c v + t^2 = 0 with c = At(2,:) R = (1, -1, 2); w = R v; w0', w1' from  */
+/* the first two rows; w2' = -(w0' - w1' + 2t)/2; v' = R^{-1} w'.            */
+
+static const double LIN_AT[3][3] = {{-1, 2, 1}, {0, -3, 2}, {1, -1, 2}};
+static const double LIN_L[3][3] = {{1, 0, 0}, {1, 1, 0}, {2, 0, 1}};
+static const double LIN_RMIX[3][3] = {{1, 0, 1}, {0, 1, 1}, {0, 0, 1}};
+static const double LIN_RMIX_INV[3][3] = {{1, 0, -1}, {0, 1, -1}, {0, 0, 1}};
+static const double LIN_I[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+
+typedef struct {
+    faults f;
+    double R[3][3], Rinv[3][3];
+    double A[9]; /* L At R, column-major */
+    double M[9]; /* L D R, column-major */
+} linear;
+
+static void linear_init(linear *m, int mixed)
+{
+    faults_reset(&m->f);
+    memcpy(m->R, mixed ? LIN_RMIX : LIN_I, sizeof m->R);
+    memcpy(m->Rinv, mixed ? LIN_RMIX_INV : LIN_I, sizeof m->Rinv);
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+            double a = 0.0, mm = 0.0;
+            for (int k = 0; k < 3; ++k)
+                for (int l = 0; l < 3; ++l) a += LIN_L[i][k] * LIN_AT[k][l] * m->R[l][j];
+            for (int k = 0; k < 2; ++k) mm += LIN_L[i][k] * m->R[k][j]; /* D = diag(1,1,0) */
+            m->A[i + 3 * j] = a;
+            m->M[i + 3 * j] = mm;
+        }
+}
+
+static int linear_force(double t, const double *v, double *F, void *user)
+{
+    linear *m = user;
+    int code = fault_call(&m->f.force_calls, m->f.force_fail_at, m->f.code);
+    if (code) return code;
+    double ft[3] = {sin(t), cos(t), t * t};
+    for (int i = 0; i < 3; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < 3; ++j) s += m->A[i + 3 * j] * v[j] + LIN_L[i][j] * ft[j];
+        F[i] = s;
+    }
+    if (fault_nan(m->f.force_calls, m->f.force_nan_at)) F[2] = NAN;
+    return 0;
+}
+
+static int linear_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    linear *m = user;
+    (void)t;
+    (void)v;
+    int code = fault_call(&m->f.jac_calls, m->f.jac_fail_at, m->f.code);
+    if (code) return code;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + j * ld] = m->A[i + 3 * j];
+    if (fault_nan(m->f.jac_calls, m->f.jac_nan_at)) J[2 + 2 * ld] = INFINITY;
+    return 0;
+}
+
+static int linear_time(double t, const double *v, double *dFdt, void *user)
+{
+    linear *m = user;
+    (void)v;
+    int code = fault_call(&m->f.time_calls, m->f.time_fail_at, m->f.code);
+    if (code) return code;
+    double dft[3] = {cos(t), -sin(t), 2.0 * t};
+    for (int i = 0; i < 3; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < 3; ++j) s += LIN_L[i][j] * dft[j];
+        dFdt[i] = s;
+    }
+    if (fault_nan(m->f.time_calls, m->f.time_nan_at)) dFdt[0] = NAN;
+    return 0;
+}
+
+/* The hand solution (header of model 6) for the integrated values y at the
+ * integrated states integ[0..1], algebraic state alg: full v and v'. */
+static void linear_expected(const linear *m, double t, const int *integ, int alg,
+                            const double *y, double *v, double *vdot)
+{
+    double c[3];
+    for (int j = 0; j < 3; ++j) {
+        c[j] = 0.0;
+        for (int l = 0; l < 3; ++l) c[j] += LIN_AT[2][l] * m->R[l][j];
+    }
+    for (int j = 0; j < 2; ++j) v[integ[j]] = y[j];
+    double s = t * t;
+    for (int j = 0; j < 3; ++j)
+        if (j != alg) s += c[j] * v[j];
+    v[alg] = -s / c[alg];
+    double w[3], wd[3];
+    for (int i = 0; i < 3; ++i) {
+        w[i] = 0.0;
+        for (int j = 0; j < 3; ++j) w[i] += m->R[i][j] * v[j];
+    }
+    wd[0] = -w[0] + 2.0 * w[1] + w[2] + sin(t);
+    wd[1] = -3.0 * w[1] + 2.0 * w[2] + cos(t);
+    wd[2] = -(wd[0] - wd[1] + 2.0 * t) / 2.0;
+    for (int i = 0; i < 3; ++i) {
+        vdot[i] = 0.0;
+        for (int j = 0; j < 3; ++j) vdot[i] += m->Rinv[i][j] * wd[j];
+    }
+}
+
+static cdyn_dae *linear_dae(linear *m, int exact)
+{
+    cdyn_dae *dae = cdyn_dae_create(3, NULL);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, m->M, 3), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, linear_force, exact ? linear_jacobian : NULL,
+                                            exact ? linear_time : NULL, m),
+                     CDYN_OK);
+    return dae;
+}
+
+/* create, set_mass, set_functions, split at t = 0.3 from a guess, then
+ * consistent values there. */
+static cdyn_dae *linear_ready(linear *m, int exact)
+{
+    cdyn_dae *dae = linear_dae(m, exact);
+    double v[3] = {0.5, -1.2, 0.7};
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.3, v), CDYN_OK);
+    return dae;
+}
+
+/* The split of a linear model: integrated (2) and the algebraic state. */
+static void linear_states(cdyn_dae *dae, int *integ, int *alg)
+{
+    ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+    ck_assert(integ[0] != integ[1] && integ[0] != *alg && integ[1] != *alg);
+    ck_assert(*alg >= 0 && *alg < 3 && integ[0] >= 0 && integ[0] < 3 && integ[1] >= 0 &&
+              integ[1] < 3);
+}
+
+/* rhs at (t, y) against the hand solution, plus the identity M v' = F.
+ * The tolerance is abs_tol + rel_tol * ||v'||_inf (of the hand solution). */
+static void linear_check_rhs(cdyn_dae *dae, linear *m, double t, const double *y,
+                             double abs_tol, double rel_tol)
+{
+    int integ[2], alg;
+    linear_states(dae, integ, &alg);
+    double *ydot = dbuf(2), v[3], vdot[3], ev[3], evdot[3];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, t, y, ydot), CDYN_OK);
+    ck_assert(dbuf_guards_intact(ydot, 2));
+    ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+    linear_expected(m, t, integ, alg, y, ev, evdot);
+    double tol = abs_tol + rel_tol * fmax(fabs(evdot[0]), fmax(fabs(evdot[1]), fabs(evdot[2])));
+    for (int j = 0; j < 2; ++j) {
+        ck_assert_double_eq_tol(ydot[j], evdot[integ[j]], tol);
+        ck_assert_double_eq(v[integ[j]], y[j]); /* integrated states are y itself */
+        ck_assert_double_eq(vdot[integ[j]], ydot[j]);
+    }
+    ck_assert_double_le(max_abs_diff(3, v, ev), tol);
+    ck_assert_double_le(max_abs_diff(3, vdot, evdot), tol);
+    /* identity: the constraint c v + t^2 = 0 holds along the motion,
+     * c v' + 2 t = 0 (c = At(2,:) R, model 6 header) */
+    double cv = 2.0 * t;
+    for (int j = 0; j < 3; ++j) {
+        double cj = 0.0;
+        for (int l = 0; l < 3; ++l) cj += LIN_AT[2][l] * m->R[l][j];
+        cv += cj * vdot[j];
+    }
+    ck_assert_double_le(fabs(cv), tol * 10.0);
+    /* identity: M v' = F(v, t) in all three rows */
+    faults saved = m->f;
+    faults_reset(&m->f);
+    double F[3];
+    ck_assert_int_eq(linear_force(t, v, F, m), 0);
+    m->f = saved;
+    for (int i = 0; i < 3; ++i) {
+        double mv = 0.0;
+        for (int j = 0; j < 3; ++j) mv += m->M[i + 3 * j] * vdot[j];
+        ck_assert_double_eq_tol(mv, F[i], tol * 10.0);
+    }
+    dbuf_free(ydot);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Bases of M (T3.1)                                                      */
+
+START_TEST(bases_of_a_rotated_rank_two_mass_span_its_left_null_space_and_range)
+{
+    /* H = I - u u^T / 15, u = (1, 2, 3, 4) (u^T u = 30): symmetric and
+     * orthogonal. M = H diag(2, 0, 3, 0) H has rank 2; its left null space
+     * is spanned by columns 1 and 3 of H, its range by columns 0 and 2. */
+    const int n = 4, ld = 6;
+    double u[4] = {1, 2, 3, 4}, d[4] = {2, 0, 3, 0}, H[16], M[16];
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) H[i + n * j] = (i == j ? 1.0 : 0.0) - u[i] * u[j] / 15.0;
+    double mnorm = 0.0;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (int k = 0; k < n; ++k) s += H[i + n * k] * d[k] * H[k + n * j];
+            M[i + n * j] = s;
+            mnorm = fmax(mnorm, fabs(s));
+        }
+    cdyn_dae *dae = cdyn_dae_create(n, NULL);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(cdyn_dae_rank(dae), -1);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, n), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+    ck_assert_ptr_nonnull(cdyn_dae_newton(dae));
+    /* ld = 6 > n: rows 4, 5 of every column and columns 2, 3 stay untouched */
+    double *beta = dbuf((size_t)ld * n), *P = dbuf((size_t)ld * n);
+    ck_assert_int_eq(cdyn_dae_bases(dae, beta, ld, P, ld), CDYN_OK);
+    ck_assert(dbuf_guards_intact(beta, (size_t)ld * n));
+    ck_assert(dbuf_guards_intact(P, (size_t)ld * n));
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < ld; ++i) {
+            if (i < n && j < 2) continue;
+            ck_assert_double_eq(beta[i + ld * j], SENTINEL);
+            ck_assert_double_eq(P[i + ld * j], SENTINEL);
+        }
+    for (int a = 0; a < 2; ++a) {
+        /* beta^T M = 0 */
+        for (int j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (int i = 0; i < n; ++i) s += beta[i + ld * a] * M[i + n * j];
+            ck_assert_double_le(fabs(s), 1e-13 * mnorm);
+        }
+        /* beta^T beta = I, P^T P = I, P^T beta = 0 */
+        for (int b = 0; b < 2; ++b) {
+            double bb = 0.0, pp = 0.0, pb = 0.0;
+            for (int i = 0; i < n; ++i) {
+                bb += beta[i + ld * a] * beta[i + ld * b];
+                pp += P[i + ld * a] * P[i + ld * b];
+                pb += P[i + ld * a] * beta[i + ld * b];
+            }
+            ck_assert_double_eq_tol(bb, a == b ? 1.0 : 0.0, 1e-14);
+            ck_assert_double_eq_tol(pp, a == b ? 1.0 : 0.0, 1e-14);
+            ck_assert_double_le(fabs(pb), 1e-14);
+        }
+    }
+    /* the projectors agree with those from H's columns */
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            double bproj = 0.0, pproj = 0.0;
+            for (int a = 0; a < 2; ++a) {
+                bproj += beta[i + ld * a] * beta[j + ld * a];
+                pproj += P[i + ld * a] * P[j + ld * a];
+            }
+            double hb = H[i + n * 1] * H[j + n * 1] + H[i + n * 3] * H[j + n * 3];
+            double hp = H[i + n * 0] * H[j + n * 0] + H[i + n * 2] * H[j + n * 2];
+            ck_assert_double_eq_tol(bproj, hb, 1e-13);
+            ck_assert_double_eq_tol(pproj, hp, 1e-13);
+        }
+    /* either output may be NULL */
+    double *only = dbuf((size_t)n * 2);
+    ck_assert_int_eq(cdyn_dae_bases(dae, NULL, n, only, n), CDYN_OK);
+    ck_assert(dbuf_guards_intact(only, (size_t)n * 2));
+    ck_assert_int_eq(cdyn_dae_bases(dae, NULL, n, NULL, n), CDYN_OK);
+    dbuf_free(only);
+    dbuf_free(beta);
+    dbuf_free(P);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(bases_of_a_nonsymmetric_rank_two_product_annihilate_its_column_space)
+{
+    /* M = B C^T with B, C of full column rank 2: range(M) = range(B), so the
+     * left null space is null(B^T) and (I - P P^T) B = 0. */
+    const int n = 4;
+    double B[8] = {1, 2, 0, 1, /* column 0 */ 0, 1, 1, -1};
+    double C[8] = {1, 0, 2, 1, /* column 0 */ 1, 1, 0, 3};
+    double M[16], mnorm = 0.0;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+            M[i + n * j] = B[i] * C[j] + B[i + n] * C[j + n];
+            mnorm = fmax(mnorm, fabs(M[i + n * j]));
+        }
+    cdyn_dae *dae = cdyn_dae_create(n, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, n), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+    double beta[8], P[8];
+    ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, P, n), CDYN_OK);
+    for (int a = 0; a < 2; ++a) {
+        for (int j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (int i = 0; i < n; ++i) s += beta[i + n * a] * M[i + n * j];
+            ck_assert_double_le(fabs(s), 1e-13 * mnorm);
+        }
+        for (int b = 0; b < 2; ++b) {
+            double s = 0.0, bb = 0.0, pp = 0.0, pb = 0.0;
+            for (int i = 0; i < n; ++i) {
+                s += beta[i + n * a] * B[i + n * b];
+                bb += beta[i + n * a] * beta[i + n * b];
+                pp += P[i + n * a] * P[i + n * b];
+                pb += P[i + n * a] * beta[i + n * b];
+            }
+            ck_assert_double_le(fabs(s), 1e-13 * 2.0);
+            ck_assert_double_eq_tol(bb, a == b ? 1.0 : 0.0, 1e-14);
+            ck_assert_double_eq_tol(pp, a == b ? 1.0 : 0.0, 1e-14);
+            ck_assert_double_le(fabs(pb), 1e-14);
+        }
+    }
+    for (int b = 0; b < 2; ++b) { /* (I - P P^T) B = 0 */
+        double ptb[2];
+        for (int a = 0; a < 2; ++a) {
+            ptb[a] = 0.0;
+            for (int i = 0; i < n; ++i) ptb[a] += P[i + n * a] * B[i + n * b];
+        }
+        for (int i = 0; i < n; ++i)
+            ck_assert_double_le(fabs(B[i + n * b] - P[i] * ptb[0] - P[i + n] * ptb[1]), 1e-13);
+    }
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(regular_mass_has_full_rank_no_beta_and_an_orthonormal_range)
+{
+    double M[4] = {2, 1, 1, 3};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+    ck_assert_ptr_null(cdyn_dae_newton(dae)); /* no algebraic states */
+    double *beta = dbuf(4), *P = dbuf(4);
+    ck_assert_int_eq(cdyn_dae_bases(dae, beta, 2, P, 2), CDYN_OK);
+    ck_assert(dbuf_untouched(beta, 4)); /* n - r = 0 columns */
+    ck_assert(dbuf_guards_intact(P, 4));
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b)
+            ck_assert_double_eq_tol(P[2 * a] * P[2 * b] + P[2 * a + 1] * P[2 * b + 1],
+                                    a == b ? 1.0 : 0.0, 1e-14);
+    dbuf_free(beta);
+    dbuf_free(P);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(rank_tolerance_decides_whether_a_tiny_singular_value_counts)
+{
+    /* diag(1, 1e-12): 1e-12 <= 1e-10 * 1 (default) counts as zero; with a
+     * tolerance of 1e-13 it does not. */
+    double M[4] = {1, 0, 0, 1e-12};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+    ck_assert_int_eq(cdyn_dae_set_rank_tolerance(dae, 1e-13), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1); /* applies from the next set_mass */
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(padding_rows_of_the_mass_matrix_are_never_read)
+{
+    /* ldm = 4 for n = 2: rows 2, 3 hold NaN and must be ignored */
+    double M[8] = {1, 0, NAN, NAN, 0, 0, NAN, INFINITY};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+    double beta[2];
+    ck_assert_int_eq(cdyn_dae_bases(dae, beta, 2, NULL, 2), CDYN_OK);
+    ck_assert_double_eq_tol(fabs(beta[0]), 0.0, 1e-15);
+    ck_assert_double_eq_tol(fabs(beta[1]), 1.0, 1e-15);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 2. Hidden constraints G0 = beta^T F (T3.1)                                */
+
+typedef struct {
+    int which;
+} hidden_model;
+
+/* which 0: F = (v0 + t, v0^2 - v1); which 1: F = (v0 sin t + v1, v0 v1);
+ * which 2 (n = 3): F = (v0, v1 - t, v2 * v0). */
+static int hidden_force(double t, const double *v, double *F, void *user)
+{
+    const hidden_model *m = user;
+    if (m->which == 0) {
+        F[0] = v[0] + t;
+        F[1] = v[0] * v[0] - v[1];
+    } else if (m->which == 1) {
+        F[0] = v[0] * sin(t) + v[1];
+        F[1] = v[0] * v[1];
+    } else {
+        F[0] = v[0];
+        F[1] = v[1] - t;
+        F[2] = v[2] * v[0];
+    }
+    return 0;
+}
+
+START_TEST(hidden_constraint_of_diag_1_0_is_plus_or_minus_the_second_force)
+{
+    /* M = diag(1, 0): beta = +-e1, G0 = +-F1 = +-(v0^2 - v1), one sign for
+     * all points. */
+    hidden_model hm = {0};
+    double M[4] = {1, 0, 0, 0};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    const double pts[4][3] = {{0.0, 2.0, 1.0}, {1.5, -1.0, 3.0}, {-0.7, 0.5, -2.0},
+                              {2.0, 3.0, 0.5}};
+    double sign = 0.0;
+    for (int p = 0; p < 4; ++p) {
+        double t = pts[p][0], v[2] = {pts[p][1], pts[p][2]};
+        double f1 = v[0] * v[0] - v[1];
+        double *G0 = dbuf(1);
+        ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, v, G0), CDYN_OK);
+        ck_assert(dbuf_guards_intact(G0, 1));
+        ck_assert_double_eq_tol(fabs(G0[0]), fabs(f1), 1e-14 * (1.0 + fabs(f1)));
+        double s = G0[0] / f1;
+        if (p == 0) sign = s;
+        ck_assert_double_eq_tol(s, sign, 1e-14);
+        dbuf_free(G0);
+    }
+    ck_assert_double_eq_tol(fabs(sign), 1.0, 1e-14);
+    /* vanishes where F1 does: v = (3, 9), t = 0.25 (F0 = 3.25 != 0) */
+    double v[2] = {3.0, 9.0}, G0 = SENTINEL;
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.25, v, &G0), CDYN_OK);
+    ck_assert_double_le(fabs(G0), 1e-15 * 3.25);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(hidden_constraint_of_a_nondiagonal_mass_is_the_difference_of_the_forces)
+{
+    /* M = [1 1; 1 1]: beta = +-(1, -1)/sqrt 2, G0 = +-(F0 - F1)/sqrt 2. */
+    hidden_model hm = {1};
+    double M[4] = {1, 1, 1, 1};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    const double pts[3][3] = {{0.3, 2.0, 1.0}, {1.5, -1.0, 3.0}, {-0.7, 0.5, -2.0}};
+    for (int p = 0; p < 3; ++p) {
+        double t = pts[p][0], v[2] = {pts[p][1], pts[p][2]}, G0;
+        double expect = (v[0] * sin(t) + v[1] - v[0] * v[1]) / sqrt(2.0);
+        ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, v, &G0), CDYN_OK);
+        ck_assert_double_eq_tol(fabs(G0), fabs(expect), 1e-14 * (1.0 + fabs(expect)));
+    }
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(two_hidden_constraints_have_the_norm_of_the_massless_forces)
+{
+    /* M = diag(1, 0, 0): beta is an orthonormal basis of span(e1, e2), so
+     * ||G0||_2 = ||(F1, F2)||_2 whatever rotation the SVD picks. */
+    hidden_model hm = {2};
+    double M[9] = {1, 0, 0, 0, 0, 0, 0, 0, 0};
+    cdyn_dae *dae = cdyn_dae_create(3, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    double v[3] = {1.5, -2.0, 0.75}, t = 0.5;
+    double *G0 = dbuf(2);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, v, G0), CDYN_OK);
+    ck_assert(dbuf_guards_intact(G0, 2));
+    double f1 = v[1] - t, f2 = v[2] * v[0];
+    ck_assert_double_eq_tol(hypot(G0[0], G0[1]), hypot(f1, f2), 1e-14);
+    dbuf_free(G0);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 3. Index by repeated augmentation (T3.2)                                  */
+
+static void expect_levels(cdyn_dae *dae, int n, const int *levels, int nlevels,
+                          const int *counts)
+{
+    for (int l = 0; l < nlevels; ++l)
+        ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, l), counts[l]);
+    ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, nlevels), -1);
+    ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, -1), -1);
+    int *lv = ibuf((size_t)n);
+    ck_assert_int_eq(cdyn_dae_equation_levels(dae, lv), CDYN_OK);
+    ck_assert(ibuf_guards_intact(lv, (size_t)n));
+    for (int i = 0; i < n; ++i) ck_assert_int_eq(lv[i], levels[i]);
+    ibuf_free(lv);
+}
+
+START_TEST(hydraulic_junction_has_index_one_with_three_algebraic_equations)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        hydraulic h;
+        hydraulic_init(&h);
+        cdyn_dae *dae = hydraulic_dae(&h, exact);
+        int idx = -5;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, HYD_V, &idx), CDYN_OK);
+        ck_assert_int_eq(idx, 1);
+        const int levels[4] = {-1, 0, 0, 0}, counts[1] = {3};
+        expect_levels(dae, 4, levels, 1, counts);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(semi_explicit_system_with_a_pure_state_constraint_has_index_two)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        index2 m;
+        cdyn_dae *dae = index2_dae(&m, exact);
+        double v[3];
+        index2_point(0.5, v);
+        int idx = -5;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.5, v, &idx), CDYN_OK);
+        ck_assert_int_eq(idx, 2);
+        const int levels[3] = {1, -1, 0}, counts[2] = {1, 1};
+        expect_levels(dae, 3, levels, 2, counts);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(cartesian_pendulum_has_index_three_and_the_hand_derived_levels)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        pendulum p;
+        cdyn_dae *dae = pendulum_dae(&p, exact);
+        double v[5];
+        pendulum_point(&p, v);
+        int idx = -5;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_OK);
+        ck_assert_int_eq(idx, 3);
+        const int levels[5] = {1, 1, 2, 2, 0}, counts[3] = {1, 1, 1};
+        expect_levels(dae, 5, levels, 3, counts);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(regular_mass_matrix_is_an_ode_of_index_zero)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        double M[4] = {2, 1, 1, 3}, v[2] = {1.0, -2.0};
+        cdyn_dae *dae = cdyn_dae_create(2, NULL);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+        ck_assert_int_eq(
+            cdyn_dae_set_functions(dae, ode_force, exact ? ode_jacobian : NULL, NULL, NULL),
+            CDYN_OK);
+        int idx = -5;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_OK);
+        ck_assert_int_eq(idx, 0);
+        const int levels[2] = {-1, -1};
+        expect_levels(dae, 2, levels, 0, NULL);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(dae_whose_constraints_never_reach_full_rank_is_singular)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        double M[4] = {0, 0, 0, 0}, v[2] = {0.5, -0.5};
+        cdyn_dae *dae = cdyn_dae_create(2, NULL);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_rank(dae), 0);
+        ck_assert_int_eq(cdyn_dae_set_functions(dae, singular_force,
+                                                exact ? singular_jacobian : NULL, NULL, NULL),
+                         CDYN_OK);
+        ck_assert_str_eq(cdyn_dae_last_error(dae), "");
+        int idx = -5;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_SINGULAR);
+        ck_assert_int_eq(idx, -5);
+        assert_message(dae);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(index_above_the_maximum_is_reported_singular_with_a_message)
+{
+    pendulum p;
+    cdyn_dae *dae = pendulum_dae(&p, 1);
+    double v[5];
+    pendulum_point(&p, v);
+    ck_assert_int_eq(cdyn_dae_set_max_index(dae, 2), CDYN_OK);
+    ck_assert_str_eq(cdyn_dae_last_error(dae), "");
+    int idx = -5;
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(idx, -5);
+    assert_message(dae);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "index"));
+    /* the bound is inclusive: index 3 is found with max_index 3 */
+    ck_assert_int_eq(cdyn_dae_set_max_index(dae, 3), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_OK);
+    ck_assert_int_eq(idx, 3);
+    /* and an index-1 system passes with max_index 1 */
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *hd = hydraulic_dae(&h, 1);
+    ck_assert_int_eq(cdyn_dae_set_max_index(hd, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_analyze(hd, 0.0, HYD_V, &idx), CDYN_OK);
+    ck_assert_int_eq(idx, 1);
+    cdyn_dae_free(hd);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 4. Split (T3.3)                                                           */
+
+START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        hydraulic h;
+        hydraulic_init(&h);
+        cdyn_dae *dae = hydraulic_split(&h, exact);
+        int *integ = ibuf(1), *alg = ibuf(3);
+        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert(ibuf_guards_intact(integ, 1));
+        ck_assert(ibuf_guards_intact(alg, 3));
+        ck_assert_int_eq(integ[0], 0);
+        int seen[4] = {0, 0, 0, 0};
+        for (int k = 0; k < 3; ++k) {
+            ck_assert(alg[k] >= 1 && alg[k] <= 3);
+            seen[alg[k]]++;
+        }
+        ck_assert(seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
+        /* either output may be NULL */
+        ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_OK);
+        ibuf_free(integ);
+        ibuf_free(alg);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(split_refuses_index_two_and_three_naming_the_index)
+{
+    index2 m;
+    cdyn_dae *dae = index2_dae(&m, 1);
+    double v[5];
+    index2_point(0.5, v);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.5, v), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "index 2"));
+    ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_ERR_ARG); /* no split */
+    cdyn_dae_free(dae);
+
+    pendulum p;
+    dae = pendulum_dae(&p, 0);
+    pendulum_point(&p, v);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "index 3"));
+    double y[4] = {0.6, -0.8, 0.4, 0.3}, *ydot = dbuf(4);
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, y, ydot), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(ydot, 4));
+    dbuf_free(ydot);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(regular_mass_splits_into_integrated_states_only_and_rhs_is_m_inverse_f)
+{
+    /* v' = M^{-1} F = -[3 -1; -1 2] v / 5; at v = (1, 2): (-0.2, -0.6) */
+    double M[4] = {2, 1, 1, 3}, v[2] = {1.0, 2.0};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, ode_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    int *integ = ibuf(2), *alg = ibuf(1);
+    ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+    ck_assert(ibuf_untouched(alg, 1));
+    ck_assert(ibuf_guards_intact(integ, 2));
+    ck_assert((integ[0] == 0 && integ[1] == 1) || (integ[0] == 1 && integ[1] == 0));
+    double c[2] = {1.0, 2.0};
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, c), CDYN_OK);
+    ck_assert(c[0] == 1.0 && c[1] == 2.0);
+    double y[2] = {v[integ[0]], v[integ[1]]}, ydot[2];
+    const double expect[2] = {-0.2, -0.6};
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, y, ydot), CDYN_OK);
+    for (int j = 0; j < 2; ++j) ck_assert_double_eq_tol(ydot[j], expect[integ[j]], 1e-14);
+    ibuf_free(integ);
+    ibuf_free(alg);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5. Minimum-order system of a linear DAE against the hand derivation       */
+
+static const double LIN_PTS[4][3] = {
+    {0.3, 0.5, -1.2}, {0.0, 2.0, 0.25}, {1.7, -1.0, 3.0}, {-0.4, 0.0, 0.0}};
+
+START_TEST(linear_dae_minimum_order_system_matches_the_hand_derived_k_and_d)
+{
+    /* R = I: y' = K y + k(t), v2 = D y + e(t), v2' = D y' + e'(t) written
+     * out explicitly (model 6 header). Exact callbacks: 1e-12. */
+    linear m;
+    linear_init(&m, 0);
+    cdyn_dae *dae = linear_ready(&m, 1);
+    int integ[2], alg;
+    linear_states(dae, integ, &alg);
+    ck_assert_int_eq(alg, 2); /* the only state with a zero column of M */
+    for (int p = 0; p < 4; ++p) {
+        double t = LIN_PTS[p][0];
+        double vi[2] = {LIN_PTS[p][1], LIN_PTS[p][2]}; /* (v0, v1) */
+        double y[2] = {vi[integ[0]], vi[integ[1]]}, ydot[2], v[3], vdot[3];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t, y, ydot), CDYN_OK);
+        double kv[2] = {-1.5 * vi[0] + 2.5 * vi[1] + sin(t) - t * t / 2.0,
+                        -vi[0] - 2.0 * vi[1] + cos(t) - t * t};
+        for (int j = 0; j < 2; ++j) ck_assert_double_eq_tol(ydot[j], kv[integ[j]], 1e-12);
+        ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+        ck_assert_double_eq_tol(v[2], -0.5 * vi[0] + 0.5 * vi[1] - t * t / 2.0, 1e-12);
+        ck_assert_double_eq_tol(vdot[2], -0.5 * kv[0] + 0.5 * kv[1] - t, 1e-12);
+        ck_assert_double_eq_tol(vdot[0], kv[0], 1e-12);
+        ck_assert_double_eq_tol(vdot[1], kv[1], 1e-12);
+    }
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(linear_dae_with_mixed_coordinates_matches_the_hand_solution)
+{
+    /* M = L D R with the mixing R: every state has mass, so the algebraic
+     * rate enters the reduced matrix (T3.3). Exact callbacks: 1e-12. */
+    linear m;
+    linear_init(&m, 1);
+    cdyn_dae *dae = linear_ready(&m, 1);
+    int integ[2], alg;
+    linear_states(dae, integ, &alg);
+    for (int p = 0; p < 4; ++p) {
+        double y[2] = {LIN_PTS[p][1], LIN_PTS[p][2]};
+        linear_check_rhs(dae, &m, LIN_PTS[p][0], y, 1e-12, 0.0);
+    }
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(linear_dae_with_finite_differences_matches_the_hand_solution_to_1e_6)
+{
+    /* Forward differences with h = 1.5e-8 max(|x|, 1). F is linear in v, so
+     * dF/dv carries only rounding: a few ulps of the terms of F (up to ~30
+     * here) over h, i.e. up to ~2e-7 absolute; dF/dt adds truncation
+     * h |f''| / 2 ~ 1e-8 and the same rounding. These enter A = -G_a^{-1} G_i
+     * and b (G_a^{-1} = O(1)) and, in mixed coordinates, the r x r matrix
+     * P^T M Pi [I; A], whose solve turns a relative matrix error of ~1e-7
+     * into a relative error of v' of the same order times its (small)
+     * condition number. Hence a relative bound: 1e-6 (1 + ||v'||_inf), with
+     * ||v'|| up to ~33 at (t, y) = (1.7, (-1, 3)). */
+    for (int mixed = 0; mixed < 2; ++mixed) {
+        linear m;
+        linear_init(&m, mixed);
+        cdyn_dae *dae = linear_ready(&m, 0);
+        for (int p = 0; p < 4; ++p) {
+            double y[2] = {LIN_PTS[p][1], LIN_PTS[p][2]};
+            linear_check_rhs(dae, &m, LIN_PTS[p][0], y, 1e-6, 1e-6);
+        }
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates)
+{
+    /* Q1 = 1.5 and Q1 = 3 (model 1 header). Newton's residual tolerance is
+     * 1e-10 and dG0/dv_a has an O(1) inverse, so states and rates are good
+     * to ~1e-10: 1e-9 with the exact Jacobian. With finite differences the
+     * states are still fixed by the residual, but the rates use a dF/dv
+     * whose entries err by the truncation k h ~ 5e-8 of the signed squares
+     * plus rounding 1.5e-8 |F| (|F| <= 10): with rates of size <= 5 and an
+     * O(1) G_a^{-1}, a few 1e-7 at most: 1e-6. */
+    for (int exact = 1; exact >= 0; --exact) {
+        double tol = exact ? 1e-9 : 1e-6;
+        hydraulic h;
+        hydraulic_init(&h);
+        cdyn_dae *dae = hydraulic_split(&h, exact);
+        double v[4] = {1.5, 0.3, 0.3, 0.0};
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+        hydraulic_check_rhs_at_hyd_v(dae, tol);
+        double y = 3.0, ydot, vdot[4];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+        const double q1d = -0.2109375;
+        const double ev[4] = {3.0, 1.625, 1.375, 8.921875};
+        const double evd[4] = {q1d, 11.0 / 24.0 * q1d, 13.0 / 24.0 * q1d,
+                               9.75 * 11.0 / 24.0 * q1d};
+        ck_assert_double_eq_tol(ydot, q1d, tol);
+        ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+        ck_assert_double_le(max_abs_diff(4, v, ev), tol);
+        ck_assert_double_le(max_abs_diff(4, vdot, evd), tol);
+        ck_assert_int_eq(cdyn_dae_svd_rate_solves(dae), 0); /* regular G_a */
+        cdyn_newton_report rep;
+        ck_assert_int_eq(cdyn_newton_get_report(cdyn_dae_newton(dae), &rep), CDYN_OK);
+        ck_assert_int_eq(rep.converged, 1);
+        ck_assert_int_gt(rep.iterations, 0); /* Q1 moved: Newton had to work */
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
+{
+    /* p2 = p3 = 1 and Q1 = 0: Qa = Qb = 0, pJ = 1 is consistent, and
+     * dG0/dv_a = [0 0 1; 0 0 1; -1 -1 0] is singular (T2.5). G_t = 0 and
+     * G_i v_i' = (0, 0, Q1'), so the solutions of G_a v_a' = -G_i Q1' are
+     * pJ' = 0, Qa' + Qb' = Q1'; the outer inverse picks the minimum-norm one,
+     * Qa' = Qb' = Q1'/2. Q1' = (p1 - pJ) / I1 = 4.5. */
+    hydraulic h;
+    hydraulic_init(&h);
+    h.p3 = 1.0;
+    cdyn_dae *dae = hydraulic_dae(&h, 1);
+    double regular[4] = {2.0, 1.0, 1.0, 4.0}; /* consistent: 1 + 3 = 4 */
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, regular), CDYN_OK);
+    double v[4] = {0.0, 0.0, 0.0, 1.0};
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+    ck_assert(v[0] == 0.0 && v[1] == 0.0 && v[2] == 0.0 && v[3] == 1.0);
+    double y = 0.0, ydot, vs[4], vdot[4];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+    ck_assert_double_eq_tol(ydot, 4.5, 1e-12);
+    ck_assert_int_eq(cdyn_dae_state(dae, vs, vdot), CDYN_OK);
+    const double evd[4] = {4.5, 2.25, 2.25, 0.0};
+    ck_assert_double_le(max_abs_diff(4, vdot, evd), 1e-12);
+    ck_assert_int_eq(cdyn_dae_svd_rate_solves(dae), 1);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 6. Consistent initialisation                                              */
+
+START_TEST(consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        hydraulic h;
+        hydraulic_init(&h);
+        cdyn_dae *dae = hydraulic_split(&h, exact);
+        double v[4] = {1.5, 0.3, -0.2, 0.0};
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+        ck_assert_double_eq(v[0], 1.5); /* untouched, bit for bit */
+        double *G0 = dbuf(3);
+        ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, G0), CDYN_OK);
+        ck_assert(dbuf_guards_intact(G0, 3));
+        for (int k = 0; k < 3; ++k) ck_assert_double_le(fabs(G0[k]), 1e-10);
+        /* the unique consistent point (model 1 header) */
+        ck_assert_double_le(max_abs_diff(4, v, HYD_V), 1e-9);
+        dbuf_free(G0);
+        cdyn_dae_free(dae);
+    }
+    /* linear model: v_a = D y + e(t) exactly after one Newton step */
+    linear m;
+    linear_init(&m, 0);
+    cdyn_dae *dae = linear_dae(&m, 1);
+    double v[3] = {0.5, -1.2, 40.0}, t = 0.8;
+    ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
+    ck_assert(v[0] == 0.5 && v[1] == -1.2);
+    ck_assert_double_eq_tol(v[2], -0.25 - 0.6 - t * t / 2.0, 1e-12);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* M = diag(1, 0), F = (-v0, v1^2 + 1): 0 = v1^2 + 1 has no real root. */
+static int impossible_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    (void)user;
+    F[0] = -v[0];
+    F[1] = v[1] * v[1] + 1.0;
+    return 0;
+}
+
+START_TEST(constraint_without_a_real_root_gives_noconv_within_the_cap)
+{
+    double M[4] = {1, 0, 0, 0};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, impossible_force, NULL, NULL, NULL), CDYN_OK);
+    double v[2] = {1.0, 0.5};
+    /* index 1 at v: dG0/dv1 = 2 v1 = 1 != 0 */
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    cdyn_newton *nt = cdyn_dae_newton(dae);
+    ck_assert_ptr_nonnull(nt);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 5), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_NOCONV);
+    ck_assert_double_eq(v[0], 1.0);
+    ck_assert(isfinite(v[1]));
+    assert_message(dae);
+    cdyn_newton_report rep;
+    ck_assert_int_eq(cdyn_newton_get_report(nt, &rep), CDYN_OK);
+    ck_assert_int_eq(rep.converged, 0);
+    ck_assert_int_eq(rep.iterations, 5);
+    ck_assert_double_ge(rep.residual_norm, 1.0 - 1e-15); /* |v1^2 + 1| >= 1 */
+    /* the rhs fails the same way and leaves ydot alone */
+    double y = 1.0, *ydot = dbuf(1);
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, ydot), CDYN_ERR_NOCONV);
+    ck_assert(dbuf_untouched(ydot, 1));
+    ck_assert_int_eq(cdyn_dae_state(dae, NULL, NULL), CDYN_ERR_ARG); /* no success yet */
+    dbuf_free(ydot);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 7. Integration against analytic solutions                                 */
+
+/* Fixed-step RK4 of the minimum-order ODE for r = 1, from t = 0 to steps*h. */
+static void rk4_scalar(cdyn_dae *dae, double h, int steps, double *x)
+{
+    for (int i = 0; i < steps; ++i) {
+        double t = i * h, k1, k2, k3, k4, s;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t, x, &k1), CDYN_OK);
+        s = *x + 0.5 * h * k1;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &s, &k2), CDYN_OK);
+        s = *x + 0.5 * h * k2;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &s, &k3), CDYN_OK);
+        s = *x + h * k3;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, (i + 1) * h, &s, &k4), CDYN_OK);
+        *x += h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+    }
+}
+
+/* (a) M = diag(1, 0): x' = -x + y, 0 = y - cos t.
+ *     x(t) = (cos t + sin t)/2 + (x0 - 1/2) e^{-t}, y = cos t, y' = -sin t. */
+static int cosine_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    F[0] = -v[0] + v[1];
+    F[1] = v[1] - cos(t);
+    return 0;
+}
+
+static int cosine_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)v;
+    (void)user;
+    J[0] = -1.0;
+    J[1] = 0.0;
+    J[ld] = 1.0;
+    J[1 + ld] = 1.0;
+    return 0;
+}
+
+static int cosine_time(double t, const double *v, double *dFdt, void *user)
+{
+    (void)v;
+    (void)user;
+    dFdt[0] = 0.0;
+    dFdt[1] = sin(t);
+    return 0;
+}
+
+/* (b) M = [1 0; 1 0] (both rows carry x'), F0 = -x + y,
+ *     F1 = -x + y - (y^3 + y - c(t)), c = sin^3 t + sin t. beta ~ (1, -1):
+ *     0 = y^3 + y - c has the single real root y = sin t (y^3 + y is
+ *     increasing); x' = -x + sin t: x = (sin t - cos t)/2 + (x0 + 1/2) e^{-t}. */
+static int cubic_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    double s = sin(t), y = v[1];
+    F[0] = -v[0] + y;
+    F[1] = -v[0] + y - (y * y * y + y - (s * s * s + s));
+    return 0;
+}
+
+static double cubic_error(double h)
+{
+    double M[4] = {1, 1, 0, 0};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, cubic_force, NULL, NULL, NULL), CDYN_OK);
+    double v[2] = {1.0, 0.3};
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    int integ = -1, alg = -1;
+    ck_assert_int_eq(cdyn_dae_states(dae, &integ, &alg), CDYN_OK);
+    ck_assert_int_eq(integ, 0);
+    ck_assert_int_eq(alg, 1);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+    ck_assert_double_eq(v[0], 1.0);
+    ck_assert_double_le(fabs(v[1]), 1e-10); /* y(0) = sin 0 = 0 */
+    double x = v[0];
+    int steps = (int)lround(1.0 / h);
+    rk4_scalar(dae, h, steps, &x);
+    double exact = (sin(1.0) - cos(1.0)) / 2.0 + 1.5 * exp(-1.0);
+    /* the algebraic state and its rate at t = 1 */
+    double xd, vs[2], vd[2];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 1.0, &x, &xd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_double_eq_tol(vs[1], sin(1.0), 1e-9);
+    ck_assert_double_eq_tol(vd[1], cos(1.0), 1e-6); /* finite differences */
+    ck_assert_double_eq_tol(xd, -x + sin(1.0), 1e-9);
+    cdyn_dae_free(dae);
+    return x - exact;
+}
+
+START_TEST(rk4_of_the_linear_index_one_dae_matches_the_analytic_solution)
+{
+    /* RK4 global error: for x' = -x + g(t) each step errs by about
+     * h^5/120 (|x| + |g| + derivatives of g, all O(1)), so 1/h steps give
+     * ~h^4/40 ~ 3e-10 at h = 0.01; the algebraic state is exact (linear
+     * G0, one Newton step). Tolerance 1e-9. */
+    double M[4] = {1, 0, 0, 0};
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(
+        cdyn_dae_set_functions(dae, cosine_force, cosine_jacobian, cosine_time, NULL), CDYN_OK);
+    double v[2] = {1.0, -3.0};
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+    ck_assert_double_eq(v[0], 1.0);
+    ck_assert_double_eq_tol(v[1], 1.0, 1e-14); /* cos 0 */
+    double x = v[0];
+    rk4_scalar(dae, 0.01, 100, &x);
+    double exact = (cos(1.0) + sin(1.0)) / 2.0 + 0.5 * exp(-1.0);
+    ck_assert_double_eq_tol(x, exact, 1e-9);
+    double xd, vs[2], vd[2];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 1.0, &x, &xd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_double_eq_tol(vs[1], cos(1.0), 1e-12);
+    ck_assert_double_eq_tol(vd[1], -sin(1.0), 1e-12);
+    ck_assert_double_eq_tol(vd[0], -x + cos(1.0), 1e-12);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(rk4_of_the_cubic_index_one_dae_converges_at_fourth_order)
+{
+    /* Same bound as the linear case plus the Newton tolerance: |G0| <= 1e-10
+     * with |dG0/dy| >= 1/sqrt 2 moves y by <= 1.5e-10 and x by no more:
+     * 1e-9 at h = 0.01. Halving h = 0.1 must divide the error by about
+     * 2^4 = 16 (accept 12..20). */
+    double e1 = cubic_error(0.01);
+    ck_assert_double_le(fabs(e1), 1e-9);
+    double ea = cubic_error(0.1), eb = cubic_error(0.05);
+    ck_assert_double_gt(fabs(eb), 0.0);
+    double ratio = fabs(ea) / fabs(eb);
+    ck_assert_double_ge(ratio, 12.0);
+    ck_assert_double_le(ratio, 20.0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 8. Callback failures                                                      */
+
+static const double CB_T0 = 0.3, CB_T1 = 1.1;
+static const double CB_Y0[2] = {0.5, -1.2}, CB_Y1[2] = {2.0, 0.25};
+
+/* which: 0 force, 1 Jacobian, 2 dF/dt; how: 0 returns code, 1 writes NaN. */
+static void arm_fault(faults *f, int which, int how, int k)
+{
+    faults_clear_counts(f);
+    f->force_fail_at = f->jac_fail_at = f->time_fail_at = 0;
+    f->force_nan_at = f->jac_nan_at = f->time_nan_at = 0;
+    int *slot = how == 0 ? (which == 0 ? &f->force_fail_at
+                                       : which == 1 ? &f->jac_fail_at : &f->time_fail_at)
+                         : (which == 0 ? &f->force_nan_at
+                                       : which == 1 ? &f->jac_nan_at : &f->time_nan_at);
+    *slot = k;
+}
+
+static int calls_of(const faults *f, int which)
+{
+    return which == 0 ? f->force_calls : which == 1 ? f->jac_calls : f->time_calls;
+}
+
+START_TEST(failing_or_nonfinite_callbacks_in_rhs_leave_ydot_and_state_alone)
+{
+    for (int which = 0; which < 3; ++which) {
+        /* how many calls of this callback one rhs(t1, y1) makes after a
+         * healthy rhs(t0, y0): each of them is made to fail in turn */
+        linear m;
+        linear_init(&m, 1);
+        cdyn_dae *dae = linear_ready(&m, 1);
+        double ydot[2];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, CB_T0, CB_Y0, ydot), CDYN_OK);
+        faults_clear_counts(&m.f);
+        ck_assert_int_eq(cdyn_dae_rhs(dae, CB_T1, CB_Y1, ydot), CDYN_OK);
+        int calls = calls_of(&m.f, which);
+        ck_assert_int_ge(calls, 1);
+        cdyn_dae_free(dae);
+
+        for (int how = 0; how < 2; ++how)
+            for (int k = 1; k <= calls; ++k) {
+                linear_init(&m, 1);
+                dae = linear_ready(&m, 1);
+                int integ[2], alg;
+                linear_states(dae, integ, &alg);
+                ck_assert_int_eq(cdyn_dae_callback_code(dae), 0);
+                ck_assert_int_eq(cdyn_dae_rhs(dae, CB_T0, CB_Y0, ydot), CDYN_OK);
+                double v0[3], vd0[3];
+                ck_assert_int_eq(cdyn_dae_state(dae, v0, vd0), CDYN_OK);
+
+                arm_fault(&m.f, which, how, k);
+                double *yd = dbuf(2);
+                cdyn_status st = cdyn_dae_rhs(dae, CB_T1, CB_Y1, yd);
+                ck_assert_int_eq(st, how == 0 ? CDYN_ERR_CALLBACK : CDYN_ERR_NONFINITE);
+                if (how == 0) ck_assert_int_eq(cdyn_dae_callback_code(dae), 9);
+                assert_message(dae);
+                ck_assert(dbuf_untouched(yd, 2));
+                /* the state of the last success is kept */
+                double v[3], vd[3], ev[3], evd[3];
+                ck_assert_int_eq(cdyn_dae_state(dae, v, vd), CDYN_OK);
+                linear_expected(&m, CB_T0, integ, alg, CB_Y0, ev, evd);
+                ck_assert_double_le(max_abs_diff(3, v, ev), 1e-12);
+                ck_assert_double_le(max_abs_diff(3, vd, evd), 1e-12);
+                /* and a healthy call works again */
+                arm_fault(&m.f, which, how, 0);
+                linear_check_rhs(dae, &m, CB_T1, CB_Y1, 1e-12, 0.0);
+                dbuf_free(yd);
+                cdyn_dae_free(dae);
+            }
+    }
+}
+END_TEST
+
+START_TEST(failing_callbacks_in_analysis_constraints_split_and_consistent_are_reported)
+{
+    linear m;
+    linear_init(&m, 0);
+    cdyn_dae *dae = linear_dae(&m, 1);
+    double v[3] = {0.5, -1.2, 0.7}, keep[3];
+    memcpy(keep, v, sizeof v);
+    int idx = -5;
+
+    m.f.code = -4;
+    arm_fault(&m.f, 0, 0, 1);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.3, v, &idx), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_dae_callback_code(dae), -4);
+    ck_assert_int_eq(idx, -5);
+    m.f.code = 9;
+    arm_fault(&m.f, 1, 0, 1);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.3, v, &idx), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_dae_callback_code(dae), 9);
+    ck_assert_int_eq(idx, -5);
+    arm_fault(&m.f, 0, 1, 1);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.3, v, &idx), CDYN_ERR_NONFINITE);
+    arm_fault(&m.f, 1, 1, 1);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.3, v, &idx), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(idx, -5);
+    arm_fault(&m.f, 0, 0, 0);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.3, v, &idx), CDYN_OK);
+    ck_assert_int_eq(idx, 1);
+
+    double *G0 = dbuf(1);
+    arm_fault(&m.f, 0, 0, 1);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.3, v, G0), CDYN_ERR_CALLBACK);
+    arm_fault(&m.f, 0, 1, 1);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.3, v, G0), CDYN_ERR_NONFINITE);
+    ck_assert(dbuf_untouched(G0, 1));
+    dbuf_free(G0);
+
+    arm_fault(&m.f, 0, 0, 1);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_ERR_ARG);
+    arm_fault(&m.f, 0, 0, 0);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_OK);
+
+    for (int k = 1; k <= 2; ++k) { /* initial residual, then after the step */
+        arm_fault(&m.f, 0, 0, k);
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.3, v), CDYN_ERR_CALLBACK);
+        ck_assert_int_eq(cdyn_dae_callback_code(dae), 9);
+        ck_assert(memcmp(v, keep, sizeof v) == 0);
+    }
+    arm_fault(&m.f, 1, 0, 1);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.3, v), CDYN_ERR_CALLBACK);
+    ck_assert(memcmp(v, keep, sizeof v) == 0);
+
+    /* healthy again */
+    arm_fault(&m.f, 0, 0, 0);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.3, v), CDYN_OK);
+    ck_assert_double_eq_tol(v[2], -0.25 - 0.6 - 0.045, 1e-12);
+    linear_check_rhs(dae, &m, CB_T1, CB_Y1, 1e-12, 0.0);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 9. Bad input                                                              */
+
+START_TEST(create_rejects_nonpositive_sizes)
+{
+    cdyn_status st = CDYN_OK;
+    ck_assert_ptr_null(cdyn_dae_create(0, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    st = CDYN_OK;
+    ck_assert_ptr_null(cdyn_dae_create(-3, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_dae_create(0, NULL));
+    cdyn_dae *dae = cdyn_dae_create(1, &st);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), -1);
+    ck_assert_ptr_null(cdyn_dae_newton(dae));
+    ck_assert_int_eq(cdyn_dae_callback_code(dae), 0);
+    ck_assert_str_eq(cdyn_dae_last_error(dae), "");
+    ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, 0), -1);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(null_object_is_rejected_by_every_function)
+{
+    double M[4] = {1, 0, 0, 0}, v[2] = {1, 2};
+    double *out = dbuf(4), *out2 = dbuf(4);
+    int *iout = ibuf(2), idx = -5;
+    ck_assert_int_eq(cdyn_dae_set_rank_tolerance(NULL, 1e-8), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_max_index(NULL, 3), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_mass(NULL, M, 2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_functions(NULL, ode_force, NULL, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_fd_step(NULL, 1e-7), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_rank(NULL), -1);
+    ck_assert_int_eq(cdyn_dae_bases(NULL, out, 2, out2, 2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(NULL, 0.0, v, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_analyze(NULL, 0.0, v, &idx), CDYN_ERR_ARG);
+    ck_assert_int_eq(idx, -5);
+    ck_assert_int_eq(cdyn_dae_constraints_at_level(NULL, 0), -1);
+    ck_assert_int_eq(cdyn_dae_equation_levels(NULL, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split(NULL, 0.0, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_states(NULL, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_consistent(NULL, 0.0, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_rhs(NULL, 0.0, v, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_state(NULL, out, out2), CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_dae_newton(NULL));
+    ck_assert_int_eq(cdyn_dae_callback_code(NULL), 0);
+    ck_assert_ptr_nonnull(cdyn_dae_last_error(NULL));
+    cdyn_dae_free(NULL);
+    ck_assert(dbuf_untouched(out, 4));
+    ck_assert(dbuf_untouched(out2, 4));
+    ck_assert(ibuf_untouched(iout, 2));
+    dbuf_free(out);
+    dbuf_free(out2);
+    ibuf_free(iout);
+}
+END_TEST
+
+START_TEST(calls_out_of_order_are_rejected_with_a_message)
+{
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *dae = cdyn_dae_create(4, NULL);
+    ck_assert_ptr_nonnull(dae);
+    double v[4], *out = dbuf(16), *out2 = dbuf(16);
+    int *iout = ibuf(4), idx = -5;
+    memcpy(v, HYD_V, sizeof v);
+
+    /* before set_mass */
+    ck_assert_str_eq(cdyn_dae_last_error(dae), "");
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_ARG);
+    assert_message(dae);
+    ck_assert_int_eq(idx, -5);
+    ck_assert_int_eq(cdyn_dae_bases(dae, out, 4, out2, 4), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_newton(dae) == NULL, 1);
+    ck_assert_int_eq(cdyn_dae_rank(dae), -1);
+
+    /* set_mass done, no functions yet */
+    double M[16];
+    hydraulic_mass(&h, M);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, hydraulic_force, hydraulic_jacobian,
+                                            hydraulic_time, &h),
+                     CDYN_OK);
+
+    /* no analysis yet */
+    ck_assert_int_eq(cdyn_dae_equation_levels(dae, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, 0), -1);
+    /* no split yet */
+    ck_assert_int_eq(cdyn_dae_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
+    ck_assert(memcmp(v, HYD_V, sizeof v) == 0);
+    double y = 1.5;
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, out), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(out, 16));
+    ck_assert(dbuf_untouched(out2, 16));
+    ck_assert(ibuf_untouched(iout, 4));
+
+    /* split done, no rhs yet */
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_state(dae, out, out2), CDYN_ERR_ARG);
+    assert_message(dae);
+    ck_assert(dbuf_untouched(out, 16));
+    ck_assert(dbuf_untouched(out2, 16));
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
+
+    /* a new set_mass clears the split */
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(out, 16));
+    ck_assert(ibuf_untouched(iout, 4));
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
+
+    dbuf_free(out);
+    dbuf_free(out2);
+    ibuf_free(iout);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(null_arrays_and_short_leading_dimensions_are_rejected)
+{
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *dae = hydraulic_dae(&h, 1);
+    double M[16], v[4], y = 1.5, *out = dbuf(12), *out2 = dbuf(12);
+    int idx = -5, *iout = ibuf(4);
+    hydraulic_mass(&h, M);
+    memcpy(v, HYD_V, sizeof v);
+
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, NULL, 4), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 0), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1); /* the earlier mass stays */
+    ck_assert_int_eq(cdyn_dae_bases(dae, out, 3, NULL, 4), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_bases(dae, NULL, 4, out2, 3), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_bases(dae, out, 4, out2, -1), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(out, 12));
+    ck_assert(dbuf_untouched(out2, 12));
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, NULL, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, NULL, &idx), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(idx, -5);
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_equation_levels(dae, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, NULL, out), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, NULL), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(out, 12));
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
+    ck_assert_int_eq(cdyn_dae_state(dae, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_state(dae, NULL, out), CDYN_OK); /* vdot only */
+    ck_assert(dbuf_guards_intact(out, 4));
+    ck_assert_double_le(max_abs_diff(4, out, HYD_VDOT), 1e-12);
+    for (int i = 4; i < 12; ++i) ck_assert_double_eq(out[i], SENTINEL);
+    ibuf_free(iout);
+    dbuf_free(out);
+    dbuf_free(out2);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(nonfinite_mass_state_time_and_y_are_rejected_and_leave_the_split)
+{
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *dae = hydraulic_split(&h, 1);
+    double M[16], v[4], y, *out = dbuf(4);
+    int idx = -5;
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; ++b) {
+        hydraulic_mass(&h, M);
+        M[5] = bad[b];
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_ERR_NONFINITE);
+        assert_message(dae);
+        for (int i = 0; i < 4; ++i) {
+            memcpy(v, HYD_V, sizeof v);
+            v[i] = bad[b];
+            ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, out), CDYN_ERR_NONFINITE);
+            ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_NONFINITE);
+            ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_NONFINITE);
+            ck_assert(isnan(v[i]) ? isnan(bad[b]) : v[i] == bad[b]);
+        }
+        memcpy(v, HYD_V, sizeof v);
+        ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, bad[b], v, out), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(cdyn_dae_analyze(dae, bad[b], v, &idx), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(cdyn_dae_consistent(dae, bad[b], v), CDYN_ERR_NONFINITE);
+        ck_assert(memcmp(v, HYD_V, sizeof v) == 0);
+        y = 1.5;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, bad[b], &y, out), CDYN_ERR_NONFINITE);
+        y = bad[b];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, out), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(idx, -5);
+        ck_assert(dbuf_untouched(out, 4));
+    }
+    /* the split (and mass) from before the failures still work */
+    ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
+    /* split itself rejects a non-finite point; the old split survives */
+    memcpy(v, HYD_V, sizeof v);
+    v[2] = NAN;
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_dae_split(dae, INFINITY, HYD_V), CDYN_ERR_NONFINITE);
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
+    dbuf_free(out);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(setters_reject_out_of_range_values_and_keep_the_object_usable)
+{
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *dae = hydraulic_split(&h, 0);
+    const double bad_tol[] = {0.0, -1e-8, 1.0, 2.0, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_tol / sizeof bad_tol[0]; ++i) {
+        ck_assert_int_eq(cdyn_dae_set_rank_tolerance(dae, bad_tol[i]), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_dae_set_fd_step(dae, bad_tol[i]), CDYN_ERR_ARG);
+    }
+    assert_message(dae);
+    const int bad_index[] = {0, -1, CDYN_DAE_MAX_INDEX + 1, 1000};
+    for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; ++i)
+        ck_assert_int_eq(cdyn_dae_set_max_index(dae, bad_index[i]), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_functions(dae, NULL, hydraulic_jacobian, NULL, &h),
+                     CDYN_ERR_ARG);
+    /* still the finite-difference model, still split: the hand values */
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-6);
+    int idx = -5;
+    ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, HYD_V, &idx), CDYN_OK);
+    ck_assert_int_eq(idx, 1);
+    /* the valid extremes are accepted */
+    ck_assert_int_eq(cdyn_dae_set_max_index(dae, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_max_index(dae, CDYN_DAE_MAX_INDEX), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_rank_tolerance(dae, 1e-12), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_fd_step(dae, 1e-7), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_fd_step(dae, 1.5e-8), CDYN_OK); /* the default again */
+    hydraulic_check_rhs_at_hyd_v(dae, 1e-6);
+    /* the pendulum with the bounds kept by the rejected calls: index 3 */
+    pendulum p;
+    cdyn_dae *pd = pendulum_dae(&p, 1);
+    double pv[5];
+    pendulum_point(&p, pv);
+    ck_assert_int_eq(cdyn_dae_set_max_index(pd, 0), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_max_index(pd, CDYN_DAE_MAX_INDEX + 1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_analyze(pd, 0.0, pv, &idx), CDYN_OK);
+    ck_assert_int_eq(idx, 3);
+    cdyn_dae_free(pd);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 10. No allocation per evaluation                                          */
+
+START_TEST(per_step_calls_allocate_nothing)
+{
+    for (int exact = 1; exact >= 0; --exact) {
+        hydraulic h;
+        hydraulic_init(&h);
+        cdyn_dae *dae = hydraulic_split(&h, exact);
+        double v[4] = {1.5, 0.3, 0.3, 0.0};
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+        double y = 3.0, ydot = 0.0, vs[4], vd[4], G0[3], guess[4] = {1.5, 0.2, 0.9, 1.0};
+        int idx = -1;
+        cdyn_status st[7];
+        alloc_count_start();
+        st[0] = cdyn_dae_rhs(dae, 0.0, &y, &ydot);
+        st[1] = cdyn_dae_analyze(dae, 0.0, HYD_V, &idx);
+        st[2] = cdyn_dae_hidden_constraints(dae, 0.0, HYD_V, G0);
+        st[3] = cdyn_dae_consistent(dae, 0.0, guess);
+        st[4] = cdyn_dae_state(dae, vs, vd);
+        y = 1.5;
+        st[5] = cdyn_dae_rhs(dae, 0.5, &y, &ydot);
+        st[6] = cdyn_dae_state(dae, vs, vd);
+        long calls = alloc_count_stop();
+        ck_assert_int_eq(calls, 0);
+        for (int i = 0; i < 7; ++i) ck_assert_int_eq(st[i], CDYN_OK);
+        ck_assert_int_eq(idx, 1);
+        ck_assert_double_eq_tol(ydot, HYD_VDOT[0], exact ? 1e-9 : 1e-6);
+        cdyn_dae_free(dae);
+    }
+    /* the linear model with all three callbacks, mixed coordinates */
+    linear m;
+    linear_init(&m, 1);
+    cdyn_dae *dae = linear_ready(&m, 1);
+    double ydot[2];
+    alloc_count_start();
+    cdyn_status st = cdyn_dae_rhs(dae, CB_T1, CB_Y1, ydot);
+    long calls = alloc_count_stop();
+    ck_assert_int_eq(calls, 0);
+    ck_assert_int_eq(st, CDYN_OK);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    Suite *s = suite_create("dae");
+    TCase *tc_bases = tcase_create("bases");
+    tcase_add_test(tc_bases, bases_of_a_rotated_rank_two_mass_span_its_left_null_space_and_range);
+    tcase_add_test(tc_bases, bases_of_a_nonsymmetric_rank_two_product_annihilate_its_column_space);
+    tcase_add_test(tc_bases, regular_mass_has_full_rank_no_beta_and_an_orthonormal_range);
+    tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);
+    tcase_add_test(tc_bases, padding_rows_of_the_mass_matrix_are_never_read);
+    suite_add_tcase(s, tc_bases);
+
+    TCase *tc_hidden = tcase_create("hidden");
+    tcase_add_test(tc_hidden, hidden_constraint_of_diag_1_0_is_plus_or_minus_the_second_force);
+    tcase_add_test(tc_hidden,
+                   hidden_constraint_of_a_nondiagonal_mass_is_the_difference_of_the_forces);
+    tcase_add_test(tc_hidden, two_hidden_constraints_have_the_norm_of_the_massless_forces);
+    suite_add_tcase(s, tc_hidden);
+
+    TCase *tc_index = tcase_create("index");
+    tcase_add_test(tc_index, hydraulic_junction_has_index_one_with_three_algebraic_equations);
+    tcase_add_test(tc_index, semi_explicit_system_with_a_pure_state_constraint_has_index_two);
+    tcase_add_test(tc_index, cartesian_pendulum_has_index_three_and_the_hand_derived_levels);
+    tcase_add_test(tc_index, regular_mass_matrix_is_an_ode_of_index_zero);
+    tcase_add_test(tc_index, dae_whose_constraints_never_reach_full_rank_is_singular);
+    tcase_add_test(tc_index, index_above_the_maximum_is_reported_singular_with_a_message);
+    suite_add_tcase(s, tc_index);
+
+    TCase *tc_split = tcase_create("split");
+    tcase_add_test(tc_split, hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest);
+    tcase_add_test(tc_split, split_refuses_index_two_and_three_naming_the_index);
+    tcase_add_test(tc_split,
+                   regular_mass_splits_into_integrated_states_only_and_rhs_is_m_inverse_f);
+    suite_add_tcase(s, tc_split);
+
+    TCase *tc_rhs = tcase_create("minimum_order");
+    tcase_add_test(tc_rhs, linear_dae_minimum_order_system_matches_the_hand_derived_k_and_d);
+    tcase_add_test(tc_rhs, linear_dae_with_mixed_coordinates_matches_the_hand_solution);
+    tcase_add_test(tc_rhs, linear_dae_with_finite_differences_matches_the_hand_solution_to_1e_6);
+    tcase_add_test(tc_rhs, hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates);
+    tcase_add_test(tc_rhs, closed_branches_take_the_svd_path_and_give_minimum_norm_rates);
+    suite_add_tcase(s, tc_rhs);
+
+    TCase *tc_cons = tcase_create("consistent");
+    tcase_add_test(tc_cons,
+                   consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states);
+    tcase_add_test(tc_cons, constraint_without_a_real_root_gives_noconv_within_the_cap);
+    suite_add_tcase(s, tc_cons);
+
+    TCase *tc_integ = tcase_create("integration");
+    tcase_add_test(tc_integ, rk4_of_the_linear_index_one_dae_matches_the_analytic_solution);
+    tcase_add_test(tc_integ, rk4_of_the_cubic_index_one_dae_converges_at_fourth_order);
+    tcase_set_timeout(tc_integ, 60);
+    suite_add_tcase(s, tc_integ);
+
+    TCase *tc_cb = tcase_create("callbacks");
+    tcase_add_test(tc_cb, failing_or_nonfinite_callbacks_in_rhs_leave_ydot_and_state_alone);
+    tcase_add_test(tc_cb,
+                   failing_callbacks_in_analysis_constraints_split_and_consistent_are_reported);
+    tcase_set_timeout(tc_cb, 60);
+    suite_add_tcase(s, tc_cb);
+
+    TCase *tc_bad = tcase_create("bad_input");
+    tcase_add_test(tc_bad, create_rejects_nonpositive_sizes);
+    tcase_add_test(tc_bad, null_object_is_rejected_by_every_function);
+    tcase_add_test(tc_bad, calls_out_of_order_are_rejected_with_a_message);
+    tcase_add_test(tc_bad, null_arrays_and_short_leading_dimensions_are_rejected);
+    tcase_add_test(tc_bad, nonfinite_mass_state_time_and_y_are_rejected_and_leave_the_split);
+    tcase_add_test(tc_bad, setters_reject_out_of_range_values_and_keep_the_object_usable);
+    suite_add_tcase(s, tc_bad);
+
+    TCase *tc_alloc = tcase_create("allocation");
+    tcase_add_test(tc_alloc, per_step_calls_allocate_nothing);
+    suite_add_tcase(s, tc_alloc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
