@@ -10,5 +10,6 @@
 #include "cdyn/nullspace.h"
 #include "cdyn/newton.h"
 #include "cdyn/dae.h"
+#include "cdyn/constraint.h"
 
 #endif /* CDYN_H */

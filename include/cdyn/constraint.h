@@ -1,0 +1,198 @@
+/**
+ * @file constraint.h
+ * Constrained accelerations of a mechanism at one instant (THEORY T4.3-T4.8):
+ * matrices in, accelerations and constraint forces out; no callbacks.
+ *
+ * Coordinates q (n), constraints Phi(q, t) = 0 (m) with Jacobian Phi_q
+ * (m x n), velocity constraint Phi' = Phi_q q' + Phi_t, acceleration
+ * constraint Phi_q q'' = xi (T4.1). The equations of motion are
+ *     M q'' + Phi_q^T lambda = Q      (T4.4; C^T f in place of Phi_q^T lambda, T4.3)
+ * and the acceleration constraint is replaced by the stabilized one
+ *     Phi_q q'' = s,   s = xi - K_D Phi' - K_P Phi          (T4.5, T4.6)
+ * with K_D = K_P = 0 (no stabilization) by default, K_D = 2a I, K_P = b^2 I
+ * for Baumgarte, or any SPD K_D, K_P (generalized Baumgarte).
+ *
+ * Use: cdyn_constraint_create(n, m) (allocates everything) → stabilizer and
+ * tolerance setters → per instant cdyn_constraint_load(M, Q, Phi_q, Phi,
+ * Phi', xi) then one formulation: cdyn_constraint_lagrange() (KKT),
+ * cdyn_constraint_reactions(), cdyn_constraint_pseudoinverse(),
+ * cdyn_constraint_penalty(), or cdyn_constraint_export() for a caller with its
+ * own solver. cdyn_constraint_force() returns the constraint force of
+ * whichever formulation ran last. No call after create allocates. One object
+ * must not be used from two threads at once.
+ *
+ * Rank loss: a formulation that needs Phi_q (or M) of full rank returns
+ * CDYN_ERR_SINGULAR, leaves its outputs untouched and records the facts of
+ * Phi_q — rank, smallest singular value, dependent rows — for
+ * cdyn_constraint_rank(), cdyn_constraint_smallest_singular_value() and
+ * cdyn_constraint_redundant_rows(); never NaN.
+ *
+ * Failure semantics: on any error the output arrays are untouched and the
+ * object keeps its loaded instant and settings.
+ */
+#ifndef CDYN_CONSTRAINT_H
+#define CDYN_CONSTRAINT_H
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque constrained-acceleration kernel for n coordinates, m constraints. */
+typedef struct cdyn_constraint cdyn_constraint;
+
+/** Which system cdyn_constraint_export() writes (THEORY T4.5). */
+typedef enum cdyn_export_variant {
+    CDYN_EXPORT_MULTIPLIERS = 0, /**< Y = [q''; q'; lambda], constraint force Phi_q^T lambda */
+    CDYN_EXPORT_REACTIONS = 1    /**< Y = [q''; q'; f], constraint force C^T f */
+} cdyn_export_variant;
+
+/**
+ * Allocate for n >= 1 coordinates and m >= 0 constraints (m may exceed n:
+ * redundant sets are allowed for the pseudo-inverse and penalty forms).
+ * status (may be NULL): CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NOMEM.
+ */
+CDYN_API cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status);
+
+/** Free; NULL is allowed. */
+CDYN_API void cdyn_constraint_free(cdyn_constraint *c);
+
+/**
+ * Baumgarte stabilization (T4.5): K_D = 2a I, K_P = b^2 I; a = b = 0 (the
+ * default) is no stabilization. a, b >= 0 and finite, else CDYN_ERR_ARG.
+ */
+CDYN_API cdyn_status cdyn_constraint_set_baumgarte(cdyn_constraint *c, double a, double b);
+
+/**
+ * Generalized Baumgarte (T4.6): K_D, K_P (m x m, symmetric positive definite,
+ * leading dimensions >= m; both triangles read). CDYN_ERR_SINGULAR if either
+ * is not SPD (checked by Cholesky), CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ */
+CDYN_API cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int ldkd,
+                                               const double *KP, int ldkp);
+
+/**
+ * Critically damped gains per constraint (T4.6): K_D = diag(2 k_i),
+ * K_P = diag(k_i^2), k (m entries) > 0. CDYN_ERR_ARG otherwise.
+ */
+CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double *k);
+
+/**
+ * Constraint masses for the modified Lagrange (penalty) form (T4.8):
+ * alpha_c = diag(alpha), alpha (m entries) > 0. Default: all 10.
+ */
+CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha);
+
+/**
+ * Relative rank tolerance for Phi_q and for the pseudo-inverse (singular
+ * values <= tol * largest are dropped). Default 1e-10; tol in (0, 1).
+ */
+CDYN_API cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol);
+
+/**
+ * Load one instant (copies; nothing is kept pointing to caller memory).
+ *
+ * M        n x n, symmetric (both triangles read), ldm >= n.
+ * Q        n, generalized forces.
+ * Phi_q    m x n, ldphiq >= max(1, m).
+ * Phi      m, constraint values, or NULL (zero).
+ * Phi_dot  m, Phi' = Phi_q q' + Phi_t, or NULL (zero).
+ * xi       m, right-hand side of Phi_q q'' = xi (T4.1), or NULL (zero).
+ * Computes s = xi - K_D Phi' - K_P Phi. Returns CDYN_OK, CDYN_ERR_ARG,
+ * CDYN_ERR_NONFINITE. No allocation.
+ */
+CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm,
+                                          const double *Q, const double *Phi_q, int ldphiq,
+                                          const double *Phi, const double *Phi_dot,
+                                          const double *xi);
+
+/**
+ * Lagrange multipliers (KKT, T4.4, stabilized by s): M = L L^T (Cholesky),
+ * Y = L^{-1} Phi_q^T with a pivoted QR Y P = Q_Y R_Y, then
+ * (R_Y^T R_Y) P^T lambda = P^T (Phi_q M^{-1} Q - s) and
+ * q'' = M^{-1} (Q - Phi_q^T lambda) — no bordered LU.
+ * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when M is not SPD or Phi_q
+ * is rank deficient (facts recorded); CDYN_ERR_ARG before a load.
+ */
+CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda);
+
+/**
+ * Reactions with their own coefficient matrix C (m x n, ldc >= max(1, m);
+ * T4.3): M q'' + C^T f = Q, Phi_q q'' = s, so (Phi_q M^{-1} C^T) f =
+ * Phi_q M^{-1} Q - s (LU). qdd (n), f (m) out. CDYN_ERR_SINGULAR when M is
+ * not SPD or Phi_q M^{-1} C^T is singular.
+ */
+CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc,
+                                               double *qdd, double *f);
+
+/**
+ * Pseudo-inverse (Udwadia-Kalaba) form for redundant constraints (T4.7):
+ * lambda = A^+ (Phi_q M^{-1} Q - s), A = Phi_q M^{-1} Phi_q^T, A^+ from the
+ * SVD of L^{-1} Phi_q^T with the rank tolerance; lambda is the minimum-norm
+ * choice among all that give the same q'' = M^{-1} (Q - Phi_q^T lambda).
+ * The rank and redundant rows are recorded. CDYN_ERR_SINGULAR only when M is
+ * not SPD.
+ */
+CDYN_API cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd,
+                                                   double *lambda);
+
+/**
+ * Modified Lagrange (penalty) form (T4.8):
+ * (M + Phi_q^T alpha_c Phi_q) q'' = Q + Phi_q^T alpha_c s, and the multiplier
+ * estimate lambda = alpha_c (Phi_q q'' - s). Needs only M + Phi_q^T alpha_c
+ * Phi_q positive definite: M may be singular and Phi_q rank deficient. It
+ * is a penalty form: q'' meets Phi_q q'' = s only up to O(1/alpha_c).
+ * CDYN_ERR_SINGULAR when the leading matrix is not positive definite.
+ */
+CDYN_API cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda);
+
+/**
+ * Export the square system A Y = B of size 2n + m (T4.5) for a caller's own
+ * linear solver, with p = q' as speeds:
+ *     [ M     0   G^T ] [ q''    ]   [ Q ]
+ *     [ 0     I   0   ] [ q'     ] = [ h ]
+ *     [ Phi_q 0   0   ] [ lambda ]   [ s ]
+ * G = Phi_q (CDYN_EXPORT_MULTIPLIERS) or C (CDYN_EXPORT_REACTIONS; C m x n,
+ * ldc >= max(1, m); ignored otherwise). h (n) is the right-hand side of
+ * q' = h, i.e. the current speeds. A out: (2n+m) x (2n+m), lda >= 2n+m;
+ * B out: 2n+m. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ */
+CDYN_API cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant variant,
+                                            const double *C, int ldc, const double *h,
+                                            double *A, int lda, double *B);
+
+/**
+ * The constraint force of the last successful formulation: generalized
+ * force (n; Phi_q^T lambda, or C^T f after cdyn_constraint_reactions()) and
+ * the multipliers (m; lambda or f). Either may be NULL. After the
+ * pseudo-inverse form lambda is the minimum-norm choice. CDYN_ERR_ARG if no
+ * formulation has succeeded since the last load.
+ */
+CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generalized_force,
+                                           double *multipliers);
+
+/** Rank of Phi_q found by the last formulation that checked it (-1 if none). */
+CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
+
+/**
+ * Smallest singular value of Phi_q recorded with the last rank decision
+ * (-1 if none). Computed on rank loss and by the pseudo-inverse form.
+ */
+CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
+
+/**
+ * The m - rank constraint rows (0-based, ascending) that depend on the
+ * others at the last rank decision, ranked by a pivoted QR of Phi_q^T;
+ * rows may be NULL. Returns the count (0 when full rank, -1 for NULL c).
+ */
+CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows);
+
+/** Message of the last failure ("" if none). */
+CDYN_API const char *cdyn_constraint_last_error(const cdyn_constraint *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_CONSTRAINT_H */

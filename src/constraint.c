@@ -1,0 +1,594 @@
+/* Constrained accelerations of a mechanism at one instant: KKT, reactions,
+ * pseudo-inverse, penalty and the exported linear system (THEORY T4.3-T4.8). */
+#include "cdyn/constraint.h"
+
+#include "internal.h"
+#include "linalg.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cdyn_constraint {
+    int n, m, m1, k;        /* m1 = max(m, 1), k = min(n, m) */
+    double rank_tol;
+    double *kd, *kp;        /* m x m gains (T4.5, T4.6) */
+    double *alpha;          /* m, penalty (T4.8) */
+    /* the loaded instant */
+    int loaded;
+    double *mass;           /* n x n */
+    double *force;          /* n, Q */
+    double *jac;            /* m x n, Phi_q */
+    double *accel_rhs;      /* m, s = xi - K_D Phi' - K_P Phi */
+    /* last result */
+    int has_result;
+    double *gen_force;      /* n */
+    double *multipliers;    /* m */
+    /* rank facts of Phi_q */
+    int rank, n_redundant;
+    double sigma_min;
+    int *redundant;         /* m */
+    /* workspace */
+    double *chol;           /* n x n */
+    double *y;              /* n x m, L^{-1} Phi_q^T (or C^T) */
+    double *y2;             /* n x m */
+    double *qr;             /* max(n, m) x max(n, m) */
+    double *tau;            /* max(n, m) */
+    int *jpvt;              /* max(n, m) */
+    double *sv;             /* min(n, m) */
+    double *u_svd, *vt_svd; /* n x k, k x max(n, m) */
+    double *small;          /* m x m */
+    int *ipiv;              /* m */
+    int *iwork;             /* m */
+    double *vec_n, *vec_n2; /* n */
+    double *vec_m, *vec_m2; /* m */
+    double *work;
+    int lwork;
+    char msg[CDYN__MSG_LEN];
+};
+
+cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
+{
+    cdyn_status dummy;
+    if (!status) status = &dummy;
+    int big = n > m ? n : m;
+    if (n < 1 || m < 0 || (size_t)big * (size_t)big > (size_t)INT_MAX / 8) {
+        *status = CDYN_ERR_ARG;
+        return NULL;
+    }
+    cdyn_constraint *c = calloc(1, sizeof *c);
+    if (!c) goto fail;
+    int m1 = cdyn__max(m, 1), k = n < m1 ? n : m1;
+    size_t nn = (size_t)n * n, nm = (size_t)n * m1, mm = (size_t)m1 * m1;
+    c->n = n;
+    c->m = m;
+    c->m1 = m1;
+    c->k = k;
+    c->rank_tol = 1e-10;
+    c->rank = -1;
+    c->sigma_min = -1.0;
+    int lwork = cdyn__max(cdyn__geqp3_lwork(n, m1), cdyn__geqp3_lwork(m1, n));
+    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(n, m1));
+    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(m1, n));
+    lwork = cdyn__max(lwork, 4 * m1);
+    c->lwork = lwork;
+    c->work = malloc(sizeof(double) * (size_t)lwork);
+    c->kd = calloc(mm, sizeof(double));
+    c->kp = calloc(mm, sizeof(double));
+    c->alpha = malloc(sizeof(double) * (size_t)m1);
+    c->mass = malloc(sizeof(double) * nn);
+    c->force = malloc(sizeof(double) * (size_t)n);
+    c->jac = malloc(sizeof(double) * nm);
+    c->accel_rhs = malloc(sizeof(double) * (size_t)m1);
+    c->gen_force = malloc(sizeof(double) * (size_t)n);
+    c->multipliers = malloc(sizeof(double) * (size_t)m1);
+    c->redundant = malloc(sizeof(int) * (size_t)m1);
+    c->chol = malloc(sizeof(double) * nn);
+    c->y = malloc(sizeof(double) * nm);
+    c->y2 = malloc(sizeof(double) * nm);
+    c->qr = malloc(sizeof(double) * (size_t)big * big);
+    c->tau = malloc(sizeof(double) * (size_t)big);
+    c->jpvt = malloc(sizeof(int) * (size_t)big);
+    c->sv = malloc(sizeof(double) * (size_t)k);
+    c->u_svd = malloc(sizeof(double) * (size_t)big * k);
+    c->vt_svd = malloc(sizeof(double) * (size_t)k * big);
+    c->small = malloc(sizeof(double) * mm);
+    c->ipiv = malloc(sizeof(int) * (size_t)m1);
+    c->iwork = malloc(sizeof(int) * (size_t)m1);
+    c->vec_n = malloc(sizeof(double) * (size_t)n);
+    c->vec_n2 = malloc(sizeof(double) * (size_t)n);
+    c->vec_m = malloc(sizeof(double) * (size_t)m1);
+    c->vec_m2 = malloc(sizeof(double) * (size_t)m1);
+    if (!c->work || !c->kd || !c->kp || !c->alpha || !c->mass || !c->force || !c->jac ||
+        !c->accel_rhs || !c->gen_force || !c->multipliers || !c->redundant || !c->chol ||
+        !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv || !c->u_svd ||
+        !c->vt_svd || !c->small || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
+        !c->vec_m || !c->vec_m2)
+        goto fail;
+    for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
+    *status = CDYN_OK;
+    return c;
+fail:
+    cdyn_constraint_free(c);
+    *status = CDYN_ERR_NOMEM;
+    return NULL;
+}
+
+void cdyn_constraint_free(cdyn_constraint *c)
+{
+    if (!c) return;
+    double *arrays[] = {c->work,  c->kd,     c->kp,     c->alpha,  c->mass,        c->force,
+                        c->jac,   c->accel_rhs, c->gen_force, c->multipliers, c->chol, c->y,
+                        c->y2,    c->qr,     c->tau,    c->sv,     c->u_svd,       c->vt_svd,
+                        c->small, c->vec_n,  c->vec_n2, c->vec_m,  c->vec_m2};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(c->redundant);
+    free(c->jpvt);
+    free(c->ipiv);
+    free(c->iwork);
+    free(c);
+}
+
+/* ---- settings --------------------------------------------------------- */
+
+cdyn_status cdyn_constraint_set_baumgarte(cdyn_constraint *c, double a, double b)
+{
+    if (!c) return CDYN_ERR_ARG;
+    if (!(a >= 0.0 && b >= 0.0) || isinf(a) || isinf(b))
+        return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                          "cdyn_constraint_set_baumgarte: a = %g, b = %g (need finite >= 0)", a, b);
+    int m = c->m;
+    memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    for (int i = 0; i < m; ++i) {
+        c->kd[i + (size_t)i * m] = 2.0 * a;
+        c->kp[i + (size_t)i * m] = b * b;
+    }
+    return CDYN_OK;
+}
+
+/* Is the m x m symmetric A positive definite? (Cholesky of a copy) */
+static int is_spd(cdyn_constraint *c, const double *A, int lda)
+{
+    int m = c->m;
+    for (int j = 0; j < m; ++j)
+        memcpy(c->small + (size_t)j * m, A + (size_t)j * lda, sizeof(double) * (size_t)m);
+    return cdyn__potrf(m, c->small, m) == 0;
+}
+
+cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int ldkd,
+                                      const double *KP, int ldkp)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_set_gains";
+    int m = c->m;
+    if (m == 0) return CDYN_OK;
+    if (!KD || !KP) return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !KD ? "KD" : "KP");
+    if (ldkd < m || ldkp < m)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: leading dimension < m = %d", fn, m);
+    if (cdyn__first_nonfinite(m, m, KD, ldkd) >= 0 || cdyn__first_nonfinite(m, m, KP, ldkp) >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: NaN or Inf in the gains", fn);
+    if (!is_spd(c, KD, ldkd) || !is_spd(c, KP, ldkp))
+        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR, "%s: %s is not symmetric positive definite",
+                          fn, !is_spd(c, KD, ldkd) ? "K_D" : "K_P");
+    for (int j = 0; j < m; ++j) {
+        memcpy(c->kd + (size_t)j * m, KD + (size_t)j * ldkd, sizeof(double) * (size_t)m);
+        memcpy(c->kp + (size_t)j * m, KP + (size_t)j * ldkp, sizeof(double) * (size_t)m);
+    }
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double *k)
+{
+    if (!c) return CDYN_ERR_ARG;
+    int m = c->m;
+    if (m > 0 && !k)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "cdyn_constraint_set_critical_gains: k is NULL");
+    for (int i = 0; i < m; ++i)
+        if (!(k[i] > 0.0) || isinf(k[i]))
+            return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                              "cdyn_constraint_set_critical_gains: k[%d] = %g is not > 0", i,
+                              k[i]);
+    memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    for (int i = 0; i < m; ++i) { /* T4.6: critically damped per constraint */
+        c->kd[i + (size_t)i * m] = 2.0 * k[i];
+        c->kp[i + (size_t)i * m] = k[i] * k[i];
+    }
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha)
+{
+    if (!c) return CDYN_ERR_ARG;
+    int m = c->m;
+    if (m > 0 && !alpha)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "cdyn_constraint_set_penalty: alpha is NULL");
+    for (int i = 0; i < m; ++i)
+        if (!(alpha[i] > 0.0) || isinf(alpha[i]))
+            return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                              "cdyn_constraint_set_penalty: alpha[%d] = %g is not > 0", i,
+                              alpha[i]);
+    if (m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)m);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol)
+{
+    if (!c) return CDYN_ERR_ARG;
+    if (!(tol > 0.0 && tol < 1.0))
+        return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                          "cdyn_constraint_set_rank_tolerance: tol = %g is not in (0, 1)", tol);
+    c->rank_tol = tol;
+    return CDYN_OK;
+}
+
+/* ---- the instant ------------------------------------------------------ */
+
+static cdyn_status check_vector(cdyn_constraint *c, const char *fn, const char *name, int len,
+                                const double *x)
+{
+    long bad = x && len > 0 ? cdyn__first_nonfinite(len, 1, x, len) : -1;
+    if (bad < 0) return CDYN_OK;
+    return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: %s[%ld] is not finite", fn, name, bad);
+}
+
+cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, const double *Q,
+                                 const double *Phi_q, int ldphiq, const double *Phi,
+                                 const double *Phi_dot, const double *xi)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_load";
+    int n = c->n, m = c->m;
+    if (!M || !Q || (m > 0 && !Phi_q))
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                          !M ? "M" : !Q ? "Q" : "Phi_q");
+    if (ldm < n) return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldm = %d < n = %d", fn, ldm, n);
+    if (ldphiq < c->m1)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldphiq = %d < max(1, m = %d)", fn, ldphiq, m);
+    long bad = cdyn__first_nonfinite(n, n, M, ldm);
+    if (bad >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: M(%ld, %ld) is not finite", fn,
+                          bad % n, bad / n);
+    bad = m > 0 ? cdyn__first_nonfinite(m, n, Phi_q, ldphiq) : -1;
+    if (bad >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: Phi_q(%ld, %ld) is not finite", fn,
+                          bad % m, bad / m);
+    cdyn_status st = check_vector(c, fn, "Q", n, Q);
+    if (!st) st = check_vector(c, fn, "Phi", m, Phi);
+    if (!st) st = check_vector(c, fn, "Phi_dot", m, Phi_dot);
+    if (!st) st = check_vector(c, fn, "xi", m, xi);
+    if (st) return st;
+    for (int j = 0; j < n; ++j) {
+        memcpy(c->mass + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
+        if (m > 0)
+            memcpy(c->jac + (size_t)j * m, Phi_q + (size_t)j * ldphiq, sizeof(double) * (size_t)m);
+    }
+    memcpy(c->force, Q, sizeof(double) * (size_t)n);
+    /* T4.6: s = xi - K_D Phi' - K_P Phi */
+    for (int i = 0; i < m; ++i) c->accel_rhs[i] = xi ? xi[i] : 0.0;
+    if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, c->accel_rhs);
+    if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, c->accel_rhs);
+    c->loaded = 1;
+    c->has_result = 0;
+    return CDYN_OK;
+}
+
+/* ---- shared steps ----------------------------------------------------- */
+
+static cdyn_status check_loaded(cdyn_constraint *c, const char *fn)
+{
+    if (!c->loaded)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: no instant loaded; call cdyn_constraint_load",
+                          fn);
+    return CDYN_OK;
+}
+
+/* M = L L^T into c->chol. */
+static cdyn_status factor_mass(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n;
+    memcpy(c->chol, c->mass, sizeof(double) * (size_t)n * n);
+    int info = cdyn__potrf(n, c->chol, n);
+    if (info != 0)
+        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                          "%s: M is not positive definite (leading minor %d); the modified "
+                          "Lagrange form accepts a singular M",
+                          fn, info);
+    return CDYN_OK;
+}
+
+/* out = L^{-1} G^T for G (m x n, ld ldg): n x m. */
+static void whiten_transpose(cdyn_constraint *c, const double *G, int ldg, double *out)
+{
+    int n = c->n, m = c->m;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) out[j + (size_t)i * n] = G[i + (size_t)j * ldg];
+    cdyn__trsm('L', 'L', 'N', 'N', n, m, 1.0, c->chol, n, out, n);
+}
+
+/* r = Phi_q M^{-1} Q - s into c->vec_m (uses vec_n). */
+static void schur_rhs(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m;
+    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
+    cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
+    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
+    cdyn__gemv('N', m, n, 1.0, c->jac, c->m1, c->vec_n, -1.0, c->vec_m);
+}
+
+/* q'' = M^{-1} (Q - G^T mult) into c->vec_n, with the generalized force
+ * G^T mult kept as the result. */
+static void accelerations(cdyn_constraint *c, const double *G, int ldg, const double *mult)
+{
+    int n = c->n, m = c->m;
+    cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->gen_force);
+    for (int i = 0; i < n; ++i) c->vec_n[i] = c->force[i] - c->gen_force[i];
+    cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
+}
+
+/* Rank facts of Phi_q (T4.7 report; rank-loss status): pivoted QR of
+ * Phi_q^T ranks the rows, the SVD of Phi_q gives the smallest singular value. */
+static void record_facts(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, k = c->k;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->jac[i + (size_t)j * c->m1];
+    memset(c->jpvt, 0, sizeof(int) * (size_t)m);
+    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    double r11 = m > 0 ? fabs(c->qr[0]) : 0.0;
+    int rank = 0;
+    while (rank < k && r11 > 0.0 && fabs(c->qr[rank + (size_t)rank * n]) > c->rank_tol * r11)
+        ++rank;
+    c->rank = rank;
+    c->n_redundant = m - rank;
+    for (int i = 0; i < c->n_redundant; ++i) c->redundant[i] = c->jpvt[rank + i] - 1;
+    for (int i = 1; i < c->n_redundant; ++i) /* ascending; few entries */
+        for (int j = i; j > 0 && c->redundant[j - 1] > c->redundant[j]; --j) {
+            int tmp = c->redundant[j];
+            c->redundant[j] = c->redundant[j - 1];
+            c->redundant[j - 1] = tmp;
+        }
+    if (m == 0) {
+        c->sigma_min = 0.0;
+        return;
+    }
+    for (int j = 0; j < n; ++j)
+        memcpy(c->qr + (size_t)j * m, c->jac + (size_t)j * c->m1, sizeof(double) * (size_t)m);
+    cdyn__gesvd(m, n, c->qr, m, c->sv, c->u_svd, m, c->vt_svd, k, c->work, c->lwork);
+    c->sigma_min = m > n ? 0.0 : c->sv[k - 1];
+}
+
+static cdyn_status rank_loss(cdyn_constraint *c, const char *fn)
+{
+    record_facts(c);
+    return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                      "%s: Phi_q is rank deficient (rank %d < m = %d, smallest singular value "
+                      "%.3e); dependent constraint row%s %d%s",
+                      fn, c->rank, c->m, c->sigma_min, c->n_redundant > 1 ? "s" : "",
+                      c->n_redundant > 0 ? c->redundant[0] : -1,
+                      c->n_redundant > 1 ? " ..." : "");
+}
+
+/* Copy the result out and keep it for cdyn_constraint_force(). */
+static void commit(cdyn_constraint *c, const double *mult, double *qdd, double *mult_out)
+{
+    if (c->m > 0) memcpy(c->multipliers, mult, sizeof(double) * (size_t)c->m);
+    memcpy(qdd, c->vec_n, sizeof(double) * (size_t)c->n);
+    if (mult_out && c->m > 0) memcpy(mult_out, mult, sizeof(double) * (size_t)c->m);
+    c->has_result = 1;
+}
+
+/* ---- formulations ----------------------------------------------------- */
+
+cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_lagrange";
+    int n = c->n, m = c->m;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && (!qdd || (m > 0 && !lambda)))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
+    if (!st) st = factor_mass(c, fn);
+    if (st) return st;
+    /* T4.4 by the Schur complement A = Phi_q M^{-1} Phi_q^T = Y^T Y with
+     * Y = L^{-1} Phi_q^T, factored as Y P = Q_Y R (pivoted QR: the rank of
+     * Phi_q is seen, and A = P R^T R P^T is never formed). */
+    whiten_transpose(c, c->jac, c->m1, c->y);
+    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
+    if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    double r11 = m > 0 ? fabs(c->qr[0]) : 0.0;
+    int rank = 0;
+    while (rank < c->k && r11 > 0.0 && fabs(c->qr[rank + (size_t)rank * n]) > c->rank_tol * r11)
+        ++rank;
+    if (rank < m) return rank_loss(c, fn);
+    schur_rhs(c); /* r = Phi_q M^{-1} Q - s */
+    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
+    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    for (int i = 0; i < m; ++i) c->vec_m[c->jpvt[i] - 1] = c->vec_m2[i];
+    accelerations(c, c->jac, c->m1, c->vec_m);
+    c->rank = m;
+    c->n_redundant = 0;
+    commit(c, c->vec_m, qdd, lambda);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc, double *qdd,
+                                      double *f)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_reactions";
+    int n = c->n, m = c->m;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && (!qdd || (m > 0 && (!f || !C))))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                        !qdd ? "qdd" : !f ? "f" : "C");
+    if (!st && ldc < c->m1)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldc = %d < max(1, m = %d)", fn, ldc, m);
+    if (!st && m > 0 && cdyn__first_nonfinite(m, n, C, ldc) >= 0)
+        st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
+    if (!st) st = factor_mass(c, fn);
+    if (st) return st;
+    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s, by LU */
+    whiten_transpose(c, c->jac, c->m1, c->y);
+    whiten_transpose(c, C, ldc, c->y2);
+    cdyn__gemm('T', 'N', m, m, n, 1.0, c->y, n, c->y2, n, 0.0, c->small, c->m1);
+    double anorm = cdyn__norm1(m, m, c->small, c->m1), rcond = 1.0;
+    int info = m > 0 ? cdyn__getrf(m, c->small, c->m1, c->ipiv) : 0;
+    if (info == 0 && m > 0) cdyn__gecon(m, c->small, c->m1, anorm, &rcond, c->work, c->iwork);
+    if (info != 0 || rcond < c->rank_tol) {
+        record_facts(c);
+        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                          "%s: Phi_q M^-1 C^T is singular (reciprocal condition %.3e; rank of "
+                          "Phi_q %d of %d)",
+                          fn, info != 0 ? 0.0 : rcond, c->rank, m);
+    }
+    schur_rhs(c);
+    cdyn__getrs('N', m, 1, c->small, c->m1, c->ipiv, c->vec_m, c->m1);
+    accelerations(c, C, ldc, c->vec_m);
+    commit(c, c->vec_m, qdd, f);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_pseudoinverse";
+    int n = c->n, m = c->m, k = c->k;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && (!qdd || (m > 0 && !lambda)))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
+    if (!st) st = factor_mass(c, fn);
+    if (st) return st;
+    record_facts(c);
+    /* T4.7: Y = L^{-1} Phi_q^T = U S V^T, A = Y^T Y = V S^2 V^T,
+     * lambda = V_r S_r^{-2} V_r^T r (minimum norm) */
+    whiten_transpose(c, c->jac, c->m1, c->y);
+    schur_rhs(c);
+    if (m > 0) {
+        cdyn__gesvd(n, m, c->y, n, c->sv, c->u_svd, n, c->vt_svd, k, c->work, c->lwork);
+        int kept = 0;
+        while (kept < k && c->sv[0] > 0.0 && c->sv[kept] > c->rank_tol * c->sv[0]) ++kept;
+        for (int i = 0; i < kept; ++i) { /* coefficients S^-2 V^T r */
+            double s = 0.0;
+            for (int j = 0; j < m; ++j) s += c->vt_svd[i + (size_t)j * k] * c->vec_m[j];
+            c->vec_m2[i] = s / (c->sv[i] * c->sv[i]);
+        }
+        cdyn__gemv('T', kept, m, 1.0, c->vt_svd, k, c->vec_m2, 0.0, c->vec_m);
+    }
+    accelerations(c, c->jac, c->m1, c->vec_m);
+    commit(c, c->vec_m, qdd, lambda);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_penalty";
+    int n = c->n, m = c->m;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && (!qdd || (m > 0 && !lambda)))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
+    if (st) return st;
+    /* T4.8: (M + Phi_q^T alpha Phi_q) q'' = Q + Phi_q^T alpha s; the
+     * leading matrix as M + S^T S with S = diag(sqrt(alpha)) Phi_q */
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+            c->y2[i + (size_t)j * c->m1] = sqrt(c->alpha[i]) * c->jac[i + (size_t)j * c->m1];
+    memcpy(c->chol, c->mass, sizeof(double) * (size_t)n * n);
+    cdyn__syrk('L', 'T', n, m, 1.0, c->y2, c->m1, 1.0, c->chol, n);
+    int info = cdyn__potrf(n, c->chol, n);
+    if (info != 0)
+        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                          "%s: M + Phi_q^T alpha_c Phi_q is not positive definite (leading "
+                          "minor %d): some motion has no mass and no constraint",
+                          fn, info);
+    for (int i = 0; i < m; ++i) c->vec_m[i] = c->alpha[i] * c->accel_rhs[i];
+    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
+    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 1.0, c->vec_n);
+    cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
+    /* lambda ~ alpha (Phi_q q'' - s) */
+    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
+    cdyn__gemv('N', m, n, 1.0, c->jac, c->m1, c->vec_n, -1.0, c->vec_m);
+    for (int i = 0; i < m; ++i) c->vec_m[i] *= c->alpha[i];
+    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 0.0, c->gen_force);
+    commit(c, c->vec_m, qdd, lambda);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant variant,
+                                   const double *C, int ldc, const double *h, double *A, int lda,
+                                   double *B)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_export";
+    int n = c->n, m = c->m, size = 2 * n + m;
+    int reactions = variant == CDYN_EXPORT_REACTIONS;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && variant != CDYN_EXPORT_MULTIPLIERS && !reactions)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: unknown variant %d", fn, (int)variant);
+    if (!st && (!h || !A || !B || (reactions && m > 0 && !C)))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                        !h ? "h" : !A ? "A" : !B ? "B" : "C");
+    if (!st && lda < size)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: lda = %d < 2n + m = %d", fn, lda, size);
+    if (!st && reactions && ldc < c->m1)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldc = %d < max(1, m = %d)", fn, ldc, m);
+    if (!st && reactions && m > 0 && cdyn__first_nonfinite(m, n, C, ldc) >= 0)
+        st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
+    if (!st) st = check_vector(c, fn, "h", n, h);
+    if (st) return st;
+    /* T4.5: rows [M 0 G^T; 0 I 0; Phi_q 0 0], unknowns [q''; q'; mult] */
+    const double *G = reactions ? C : c->jac;
+    int ldg = reactions ? ldc : c->m1;
+    for (int j = 0; j < size; ++j) memset(A + (size_t)j * lda, 0, sizeof(double) * (size_t)size);
+    for (int j = 0; j < n; ++j) {
+        memcpy(A + (size_t)j * lda, c->mass + (size_t)j * n, sizeof(double) * (size_t)n);
+        A[(n + j) + (size_t)(n + j) * lda] = 1.0;
+        for (int i = 0; i < m; ++i) {
+            A[(2 * n + i) + (size_t)j * lda] = c->jac[i + (size_t)j * c->m1];
+            A[j + (size_t)(2 * n + i) * lda] = G[i + (size_t)j * ldg];
+        }
+    }
+    memcpy(B, c->force, sizeof(double) * (size_t)n);
+    memcpy(B + n, h, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(B + 2 * n, c->accel_rhs, sizeof(double) * (size_t)m);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generalized_force,
+                                  double *multipliers)
+{
+    if (!c) return CDYN_ERR_ARG;
+    if (!c->has_result)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                          "cdyn_constraint_force: no formulation has succeeded since the last load");
+    if (generalized_force)
+        memcpy(generalized_force, c->gen_force, sizeof(double) * (size_t)c->n);
+    if (multipliers && c->m > 0)
+        memcpy(multipliers, c->multipliers, sizeof(double) * (size_t)c->m);
+    return CDYN_OK;
+}
+
+int cdyn_constraint_rank(const cdyn_constraint *c) { return c ? c->rank : -1; }
+
+double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c)
+{
+    return c ? c->sigma_min : -1.0;
+}
+
+int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
+{
+    if (!c) return -1;
+    if (rows && c->n_redundant > 0)
+        memcpy(rows, c->redundant, sizeof(int) * (size_t)c->n_redundant);
+    return c->n_redundant;
+}
+
+const char *cdyn_constraint_last_error(const cdyn_constraint *c)
+{
+    return c ? c->msg : "cdyn_constraint: NULL object";
+}
