@@ -397,6 +397,25 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
     return CDYN_OK;
 }
 
+/* On the SVD path: are there numerically non-zero singular values that the
+ * rank tolerance dropped? */
+static int can_widen(const cdyn_newton *nt)
+{
+    return nt->mode == MODE_SVD && nt->rank_numerical > nt->rank_used;
+}
+
+/* T2.3 refinement: when the truncated step cannot lower a residual that is
+ * still above tolerance (it sits in the dropped directions, as next to a
+ * double root), step with every numerically non-zero singular value; the
+ * line search keeps it only if the residual drops. Returns 1. */
+static int widen(cdyn_newton *nt)
+{
+    nt->rank_used = nt->rank_numerical;
+    for (int i = 0; i < nt->k; ++i) nt->g_prev[i] = -nt->g[i];
+    cdyn__newton_apply(nt, nt->g_prev, nt->dx);
+    return 1;
+}
+
 /* x <- x + a dx (T2.1) with a = 1, halved while the residual does not drop
  * below gnorm, at most max_backtracks times. Without must_descend the full
  * step is always taken (plain Newton). When no trial lowers the residual, x
@@ -462,18 +481,15 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         if (st != CDYN_OK) break;
         newton_direction(nt, nt->jac, k, nt->g, nt->dx);
         int widened = 0;
-        if (nt->mode == MODE_SVD && nt->rank_numerical > nt->rank_used &&
-            norm_inf(p, nt->dx) <= nt->step_tol * (1.0 + norm_inf(p, x))) {
-            /* T2.3: the truncated step cannot lower a residual that is still
-             * above tolerance. Try the step with every numerically non-zero
-             * singular value, and keep it only if the residual drops. */
-            nt->rank_used = nt->rank_numerical;
-            for (int i = 0; i < k; ++i) nt->g_prev[i] = -nt->g[i];
-            cdyn__newton_apply(nt, nt->g_prev, nt->dx);
-            widened = 1;
-        }
+        if (can_widen(nt) && norm_inf(p, nt->dx) <= nt->step_tol * (1.0 + norm_inf(p, x)))
+            widened = widen(nt);
         double step = 0.0;
         st = line_search(nt, residual, user, x, gnorm, widened || nt->max_backtracks > 0, &step);
+        if (st == CDYN_OK && step == 0.0 && !widened && can_widen(nt)) {
+            /* the truncated direction does not descend: retry wider */
+            widened = widen(nt);
+            st = line_search(nt, residual, user, x, gnorm, 1, &step);
+        }
         nt->report.iterations++;
         nt->report.step_norm = step;
         if (st != CDYN_OK) break;
