@@ -11,5 +11,6 @@
 #include "cdyn/newton.h"
 #include "cdyn/dae.h"
 #include "cdyn/constraint.h"
+#include "cdyn/mbs.h"
 
 #endif /* CDYN_H */

@@ -510,20 +510,26 @@ cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot, int
     return CDYN_OK;
 }
 
+/* v = Pi [vbar; beta vbar - W2^{-1} c] into v (validation done). */
+static void complete_into(cdyn_nullspace *ns, const double *vbar, const double *c, double *v);
+
 cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vbar, double *v)
 {
+    return cdyn_nullspace_complete(ns, vbar, NULL, v);
+}
+
+cdyn_status cdyn_nullspace_complete(cdyn_nullspace *ns, const double *vbar, const double *c,
+                                    double *v)
+{
     if (!ns) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_nullspace_expand";
+    const char *fn = c ? "cdyn_nullspace_complete" : "cdyn_nullspace_expand";
     cdyn_status st = check_ready(ns, fn);
     if (!st) st = check_ptr(ns, fn, vbar, "vbar");
     if (!st) st = check_ptr(ns, fn, v, "v");
     if (!st) st = check_finite(ns, fn, ns->d, 1, vbar, ns->d, "vbar");
+    if (!st) st = check_finite(ns, fn, ns->m, 1, c, ns->m, "c");
     if (st) return st;
-    /* T1.2: v = Pi [vbar; beta vbar] */
-    const partition *p = &ns->current;
-    cdyn__gemv('N', ns->m, ns->d, 1.0, p->beta, cdyn__max(ns->m, 1), vbar, 0.0, ns->vec_m);
-    for (int j = 0; j < ns->d; ++j) v[p->order[j]] = vbar[j];
-    for (int i = 0; i < ns->m; ++i) v[p->order[ns->d + i]] = ns->vec_m[i];
+    complete_into(ns, vbar, c, v);
     return CDYN_OK;
 }
 
@@ -551,6 +557,16 @@ static void rate_offset(cdyn_nullspace *ns, const double *c)
     }
     for (int i = 0; i < m; ++i) ns->vec_m[i] = -c[i];
     cdyn__getrs('N', m, 1, ns->current.w2_lu, m, ns->current.ipiv, ns->vec_m, m);
+}
+
+static void complete_into(cdyn_nullspace *ns, const double *vbar, const double *c, double *v)
+{
+    /* T1.2: v = Pi [vbar; beta vbar + offset], offset = -W2^{-1} c (T1.5) */
+    const partition *p = &ns->current;
+    rate_offset(ns, c);
+    cdyn__gemv('N', ns->m, ns->d, 1.0, p->beta, cdyn__max(ns->m, 1), vbar, 1.0, ns->vec_m);
+    for (int j = 0; j < ns->d; ++j) v[p->order[j]] = vbar[j];
+    for (int i = 0; i < ns->m; ++i) v[p->order[ns->d + i]] = ns->vec_m[i];
 }
 
 /* Mbar = alpha^T M alpha and Fbar = alpha^T (F - M alpha' vbar) (T1.4),

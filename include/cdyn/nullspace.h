@@ -172,6 +172,16 @@ CDYN_API cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *
 CDYN_API cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vbar, double *v);
 
 /**
+ * Full state with a constraint right-hand side: W v = -c with the given
+ * independent part, v = Pi [vbar; beta vbar - W2^{-1} c] (THEORY T1.2, T1.5;
+ * for a mechanism c = Phi_t gives the speeds of Phi_q q' + Phi_t = 0,
+ * T4.10). c NULL is cdyn_nullspace_expand(). vbar (d), c (m) in, v (n) out.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ */
+CDYN_API cdyn_status cdyn_nullspace_complete(cdyn_nullspace *ns, const double *vbar,
+                                             const double *c, double *v);
+
+/**
  * Independent states of v: vbar = v[independent] (exact when W v = 0).
  * v (n) in, vbar (d) out. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
  */

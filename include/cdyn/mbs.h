@@ -1,0 +1,195 @@
+/**
+ * @file mbs.h
+ * Model layer for mechanisms with holonomic constraints (THEORY T4): the
+ * caller registers callbacks for M(q, t), Q(q, q', t), Phi(q, t) and
+ * Phi_q(q, t), picks a formulation and stabilizer, and gets the right-hand
+ * side y' = f(t, y) of y = [q; q'] for any integrator, a projection onto
+ * the constraint manifold after each step (T4.9), the constraint forces and
+ * residuals, and coordinate partitioning (T4.10).
+ *
+ * Lifecycle: cdyn_mbs_create(n, m) → cdyn_mbs_set_model() (and optionally
+ * cdyn_mbs_set_time_terms(), formulation, stabilizer via
+ * cdyn_mbs_constraint()) → per step cdyn_mbs_rhs() / cdyn_mbs_project()
+ * (no allocation) → cdyn_mbs_free(). One object must not be used from two
+ * threads at once.
+ *
+ * Callbacks return 0 on success; any other value stops the call with
+ * CDYN_ERR_CALLBACK, the code kept for cdyn_mbs_callback_code(). On any
+ * error the output arrays are untouched and the object stays usable.
+ */
+#ifndef CDYN_MBS_H
+#define CDYN_MBS_H
+
+#include "constraint.h"
+#include "newton.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque multibody model for n coordinates and m constraints. */
+typedef struct cdyn_mbs cdyn_mbs;
+
+/** M (n x n, leading dimension ldm) at (t, q): symmetric. */
+typedef int (*cdyn_mbs_mass_fn)(double t, const double *q, double *M, int ldm, void *user);
+/** Q (n): generalized applied forces at (t, q, q'). */
+typedef int (*cdyn_mbs_force_fn)(double t, const double *q, const double *qdot, double *Q,
+                                 void *user);
+/** Phi (m): constraint values at (t, q). */
+typedef int (*cdyn_mbs_phi_fn)(double t, const double *q, double *Phi, void *user);
+/** Phi_q (m x n, leading dimension ld) at (t, q). */
+typedef int (*cdyn_mbs_jacobian_fn)(double t, const double *q, double *Phi_q, int ld,
+                                    void *user);
+/** Phi_t (m): partial time derivative of Phi at (t, q). */
+typedef int (*cdyn_mbs_phi_t_fn)(double t, const double *q, double *Phi_t, void *user);
+/** xi (m): right-hand side of Phi_q q'' = xi (T4.1) at (t, q, q'). */
+typedef int (*cdyn_mbs_xi_fn)(double t, const double *q, const double *qdot, double *xi,
+                              void *user);
+
+/** Formulation used by cdyn_mbs_rhs(). */
+typedef enum cdyn_mbs_formulation {
+    CDYN_MBS_LAGRANGE = 0,      /**< KKT with multipliers (T4.4), stabilized by the gains */
+    CDYN_MBS_PSEUDOINVERSE = 1, /**< Udwadia-Kalaba, redundant constraints allowed (T4.7) */
+    CDYN_MBS_PENALTY = 2        /**< modified Lagrange (T4.8), runs through singular poses */
+} cdyn_mbs_formulation;
+
+/** Metric of the projection (T4.9). */
+typedef enum cdyn_mbs_metric {
+    CDYN_PROJECT_MIN_NORM = 0, /**< smallest |dq| */
+    CDYN_PROJECT_MASS = 1      /**< smallest dq^T M dq (M at the unprojected q) */
+} cdyn_mbs_metric;
+
+/**
+ * Allocate for n >= 1 coordinates, 0 <= m constraints (for the partitioned
+ * form m < n is needed). status (may be NULL): CDYN_OK, CDYN_ERR_ARG,
+ * CDYN_ERR_NOMEM. Returns NULL on error.
+ */
+CDYN_API cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status);
+
+/** Free; NULL is allowed. */
+CDYN_API void cdyn_mbs_free(cdyn_mbs *mbs);
+
+/**
+ * The model callbacks (all four required) and the user pointer passed to
+ * every callback. CDYN_ERR_ARG for NULL.
+ */
+CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
+                                        cdyn_mbs_force_fn force, cdyn_mbs_phi_fn phi,
+                                        cdyn_mbs_jacobian_fn jacobian, void *user);
+
+/**
+ * Optional time terms. phi_t NULL: Phi_t by central differences of Phi in t
+ * (cheap to leave NULL for scleronomic constraints, where it is 0). xi NULL:
+ * xi = -d/dt (Phi_q q' + Phi_t) along q'' = 0 by central differences
+ * (T4.1), which covers (Phi_q q')_q q', 2 Phi_qt q' and Phi_tt.
+ */
+CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn phi_t,
+                                             cdyn_mbs_xi_fn xi);
+
+/** Formulation of cdyn_mbs_rhs() (default CDYN_MBS_LAGRANGE). */
+CDYN_API cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formulation);
+
+/**
+ * The method-layer object the model uses (owned by mbs): set the stabilizer
+ * (cdyn_constraint_set_baumgarte / _gains / _critical_gains), the penalty
+ * and the rank tolerance on it.
+ */
+CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
+
+/**
+ * The Newton solver of the projection (m equations in n unknowns; NULL when
+ * m = 0), owned by mbs: cap and tolerances (defaults: 10 iterations,
+ * residual 1e-12), report of the last projection.
+ */
+CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
+
+/** Metric of cdyn_mbs_project() (default CDYN_PROJECT_MIN_NORM). */
+CDYN_API cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metric metric);
+
+/**
+ * Right-hand side for an integrator: y = [q; q'] (2n) → ydot = [q'; q'']
+ * (2n). Evaluates M, Q, Phi, Phi_q, Phi' = Phi_q q' + Phi_t and xi, loads
+ * them into the constraint object and runs the formulation. Returns
+ * CDYN_OK; CDYN_ERR_SINGULAR (rank loss of Phi_q in KKT, non-SPD matrix: the
+ * facts are on cdyn_mbs_constraint()); CDYN_ERR_CALLBACK; CDYN_ERR_NONFINITE;
+ * CDYN_ERR_ARG. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot);
+
+/**
+ * Project y = [q; q'] onto the manifold after a step (T4.9): q onto
+ * Phi(q, t) = 0 by Newton with minimum-norm (or mass-weighted) corrections,
+ * then q' onto Phi_q q' + Phi_t = 0 in one linear step. y is updated in
+ * place on success and on CDYN_ERR_NOCONV (best iterate; the Newton report
+ * tells). No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
+
+/**
+ * Constraint force of the last successful rhs: generalized force (n) and
+ * multipliers (m); either may be NULL. With the pseudo-inverse form the
+ * multipliers are the minimum-norm choice; with the penalty form they are
+ * its estimate alpha_c (Phi_q q'' - s). CDYN_ERR_ARG if there is none.
+ */
+CDYN_API cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force,
+                                        double *multipliers);
+
+/**
+ * Constraint residuals ||Phi||_inf and ||Phi_q q' + Phi_t||_inf at the state
+ * of the last successful rhs or projection. Either pointer may be NULL.
+ */
+CDYN_API cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity);
+
+/**
+ * Coordinate partitioning (T4.10): choose d = n - m independent
+ * coordinates at y = [q; q'] by pivoted QR of Phi_q (cdyn_nullspace), and
+ * keep y as the warm start of the dependent ones. Requires 0 < m < n.
+ * Returns CDYN_ERR_SINGULAR when Phi_q is rank deficient (the redundant
+ * rows are named in the message).
+ */
+CDYN_API cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y);
+
+/** The independent (d) and dependent (m) coordinate indices; either may be NULL. */
+CDYN_API cdyn_status cdyn_mbs_partition_coordinates(cdyn_mbs *mbs, int *independent,
+                                                    int *dependent);
+
+/** z = [q_ind; q'_ind] (2d) from y = [q; q'] (2n). */
+CDYN_API cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z);
+
+/**
+ * Right-hand side of the partitioned ODE z' = f(t, z), z = [q_ind; q'_ind]:
+ * the dependent coordinates by Newton on Phi(q, t) = 0 (warm start), the
+ * dependent speeds from Phi_q q' = -Phi_t (T1.2), the accelerations from the
+ * null-space reduction with W = Phi_q and W q'' = xi (T4.10). When the
+ * condition estimate of the dependent block exceeds the limit, the result
+ * is still computed with the current partition and cdyn_mbs_partition_event()
+ * turns 1: repartition between steps (cdyn_mbs_partition_state(),
+ * cdyn_mbs_partition(), cdyn_mbs_partition_gather()). No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z,
+                                            double *zdot);
+
+/** The full consistent y = [q; q'] (2n) of the last partition_rhs. */
+CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double *y);
+
+/**
+ * 1 if the dependent block's condition estimate passed the limit since the
+ * last cdyn_mbs_partition() (the caller should repartition), else 0.
+ */
+CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
+
+/** Condition limit for the partition event (default 1e6, >= 1). */
+CDYN_API cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit);
+
+/** Non-zero code of the callback that failed last (0 if none). */
+CDYN_API int cdyn_mbs_callback_code(const cdyn_mbs *mbs);
+
+/** Message of the last failure ("" if none). */
+CDYN_API const char *cdyn_mbs_last_error(const cdyn_mbs *mbs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_MBS_H */

@@ -1,0 +1,427 @@
+/* Multibody model layer: callbacks → right-hand side, projection,
+ * reactions and residuals (THEORY T4.1, T4.4-T4.9). */
+#include "mbs_internal.h"
+#include "linalg.h"
+#include "newton_internal.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
+{
+    cdyn_status dummy;
+    if (!status) status = &dummy;
+    if (n < 1 || m < 0 || (size_t)n * (size_t)(n > m ? n : m) > (size_t)INT_MAX / 8) {
+        *status = CDYN_ERR_ARG;
+        return NULL;
+    }
+    cdyn_mbs *mbs = calloc(1, sizeof *mbs);
+    if (!mbs) goto fail;
+    int m1 = cdyn__max(m, 1);
+    mbs->n = n;
+    mbs->m = m;
+    mbs->m1 = m1;
+    mbs->fd_step = 6e-6; /* ~ cube root of machine epsilon: central differences */
+    mbs->partition_limit = 1e6;
+    cdyn_status st = CDYN_OK;
+    mbs->kernel = cdyn_constraint_create(n, m, &st);
+    if (st == CDYN_OK && m > 0 && m <= n) mbs->projector = cdyn_newton_create(m, n, &st);
+    if (st == CDYN_OK && m > 0 && m < n) mbs->partition = cdyn_nullspace_create(n, m, &st);
+    if (st == CDYN_OK && m > 0 && m < n) mbs->dependent = cdyn_newton_create(m, m, &st);
+    if (st != CDYN_OK) goto fail;
+    if (mbs->projector) {
+        cdyn_newton_set_max_iterations(mbs->projector, 10);
+        cdyn_newton_set_tolerances(mbs->projector, 1e-12, 1e-15);
+    }
+    if (mbs->dependent) {
+        cdyn_newton_set_max_iterations(mbs->dependent, 10);
+        cdyn_newton_set_tolerances(mbs->dependent, 1e-12, 1e-15);
+    }
+    if (mbs->partition) cdyn_nullspace_set_condition_limit(mbs->partition, DBL_MAX);
+    size_t nn = (size_t)n * n, nm = (size_t)n * m1;
+    mbs->M = malloc(sizeof(double) * nn);
+    mbs->Q = malloc(sizeof(double) * (size_t)n);
+    mbs->Phi = malloc(sizeof(double) * (size_t)m1);
+    mbs->Phi_q = malloc(sizeof(double) * nm);
+    mbs->Phi_t = malloc(sizeof(double) * (size_t)m1);
+    mbs->Phi_dot = malloc(sizeof(double) * (size_t)m1);
+    mbs->xi_val = malloc(sizeof(double) * (size_t)m1);
+    mbs->q_work = malloc(sizeof(double) * (size_t)n);
+    mbs->qdot_work = malloc(sizeof(double) * (size_t)n);
+    mbs->vec_n = malloc(sizeof(double) * (size_t)n);
+    mbs->vec_m = malloc(sizeof(double) * (size_t)m1);
+    mbs->vec_m2 = malloc(sizeof(double) * (size_t)m1);
+    mbs->chol = malloc(sizeof(double) * nn);
+    mbs->jac_work = malloc(sizeof(double) * nm);
+    mbs->q_base = malloc(sizeof(double) * (size_t)n);
+    mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
+    mbs->ind_index = malloc(sizeof(int) * (size_t)n);
+    mbs->dep_index = malloc(sizeof(int) * (size_t)m1);
+    mbs->part_force = malloc(sizeof(double) * (size_t)n);
+    mbs->part_mult = malloc(sizeof(double) * (size_t)m1);
+    if (!mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
+        !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
+        !mbs->vec_m2 || !mbs->chol || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
+        !mbs->ind_index || !mbs->dep_index || !mbs->part_force || !mbs->part_mult)
+        goto fail;
+    *status = CDYN_OK;
+    return mbs;
+fail:
+    cdyn_mbs_free(mbs);
+    *status = CDYN_ERR_NOMEM;
+    return NULL;
+}
+
+void cdyn_mbs_free(cdyn_mbs *mbs)
+{
+    if (!mbs) return;
+    cdyn_constraint_free(mbs->kernel);
+    cdyn_newton_free(mbs->projector);
+    cdyn_nullspace_free(mbs->partition);
+    cdyn_newton_free(mbs->dependent);
+    double *arrays[] = {mbs->M,      mbs->Q,       mbs->Phi,     mbs->Phi_q,    mbs->Phi_t,
+                        mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
+                        mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
+                        mbs->y_part, mbs->part_force, mbs->part_mult};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(mbs->ind_index);
+    free(mbs->dep_index);
+    free(mbs);
+}
+
+cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_force_fn force,
+                               cdyn_mbs_phi_fn phi, cdyn_mbs_jacobian_fn jacobian, void *user)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (!mass || !force || !phi || !jacobian)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_set_model: %s callback is NULL",
+                          !mass ? "mass" : !force ? "force" : !phi ? "phi" : "jacobian");
+    mbs->mass = mass;
+    mbs->force = force;
+    mbs->phi = phi;
+    mbs->jacobian = jacobian;
+    mbs->user = user;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn phi_t, cdyn_mbs_xi_fn xi)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    mbs->phi_t = phi_t;
+    mbs->xi = xi;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formulation)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (formulation != CDYN_MBS_LAGRANGE && formulation != CDYN_MBS_PSEUDOINVERSE &&
+        formulation != CDYN_MBS_PENALTY)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_set_formulation: unknown value %d",
+                          (int)formulation);
+    mbs->formulation = formulation;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metric metric)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (metric != CDYN_PROJECT_MIN_NORM && metric != CDYN_PROJECT_MASS)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "cdyn_mbs_set_projection_metric: unknown value %d", (int)metric);
+    mbs->metric = metric;
+    return CDYN_OK;
+}
+
+cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs) { return mbs ? mbs->kernel : NULL; }
+cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs) { return mbs ? mbs->projector : NULL; }
+int cdyn_mbs_callback_code(const cdyn_mbs *mbs) { return mbs ? mbs->callback_code : 0; }
+
+const char *cdyn_mbs_last_error(const cdyn_mbs *mbs)
+{
+    return mbs ? mbs->msg : "cdyn_mbs: NULL object";
+}
+
+/* ---- model evaluations ------------------------------------------------ */
+
+static cdyn_status callback_result(cdyn_mbs *mbs, const char *fn, const char *which, int code,
+                                   int rows, int cols, const double *out, int ld)
+{
+    if (code != 0) {
+        mbs->callback_code = code;
+        return cdyn__fail(mbs->msg, CDYN_ERR_CALLBACK, "%s: %s callback returned %d", fn, which,
+                          code);
+    }
+    long bad = rows > 0 ? cdyn__first_nonfinite(rows, cols, out, ld) : -1;
+    if (bad >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: %s callback gave NaN/Inf (entry %ld)",
+                          fn, which, bad);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__mbs_mass(cdyn_mbs *mbs, const char *fn, double t, const double *q)
+{
+    int code = mbs->mass(t, q, mbs->M, mbs->n, mbs->user);
+    return callback_result(mbs, fn, "mass", code, mbs->n, mbs->n, mbs->M, mbs->n);
+}
+
+cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                            const double *qdot)
+{
+    int code = mbs->force(t, q, qdot, mbs->Q, mbs->user);
+    return callback_result(mbs, fn, "force", code, mbs->n, 1, mbs->Q, mbs->n);
+}
+
+cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out)
+{
+    int code = mbs->phi(t, q, out, mbs->user);
+    return callback_result(mbs, fn, "phi", code, mbs->m, 1, out, mbs->m1);
+}
+
+cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                               double *out)
+{
+    int code = mbs->jacobian(t, q, out, mbs->m1, mbs->user);
+    return callback_result(mbs, fn, "jacobian", code, mbs->m, mbs->n, out, mbs->m1);
+}
+
+cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                            double *out)
+{
+    int m = mbs->m;
+    if (mbs->phi_t) {
+        int code = mbs->phi_t(t, q, out, mbs->user);
+        return callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
+    }
+    /* central difference of Phi in t */
+    double h = mbs->fd_step * fmax(fabs(t), 1.0);
+    cdyn_status st = cdyn__mbs_phi(mbs, fn, t + h, q, mbs->vec_m2);
+    if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - h, q, out);
+    if (st != CDYN_OK) return st;
+    for (int i = 0; i < m; ++i) out[i] = (mbs->vec_m2[i] - out[i]) / (2.0 * h);
+    return CDYN_OK;
+}
+
+/* Phi' = Phi_q(q, t) q' + Phi_t(q, t) into out, with Phi_q into jac. */
+static cdyn_status velocity_constraint(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                                       const double *qdot, double *jac, double *out)
+{
+    cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, jac);
+    if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, out);
+    if (st != CDYN_OK) return st;
+    cdyn__gemv('N', mbs->m, mbs->n, 1.0, jac, mbs->m1, qdot, 1.0, out);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                         const double *qdot)
+{
+    int n = mbs->n, m = mbs->m;
+    if (mbs->xi) {
+        int code = mbs->xi(t, q, qdot, mbs->xi_val, mbs->user);
+        return callback_result(mbs, fn, "xi", code, m, 1, mbs->xi_val, mbs->m1);
+    }
+    /* T4.1: xi = -d/dt (Phi_q q' + Phi_t) along q'' = 0, central difference
+     * over (q -+ h q', t -+ h) */
+    double h = mbs->fd_step * fmax(fabs(t), 1.0);
+    double speed = 0.0;
+    for (int j = 0; j < n; ++j) speed = fmax(speed, fabs(qdot[j]));
+    if (speed > 1.0) h /= speed; /* keep the position step ~ fd_step */
+    for (int j = 0; j < n; ++j) mbs->q_work[j] = q[j] + h * qdot[j];
+    cdyn_status st =
+        velocity_constraint(mbs, fn, t + h, mbs->q_work, qdot, mbs->jac_work, mbs->xi_val);
+    for (int j = 0; st == CDYN_OK && j < n; ++j) mbs->q_work[j] = q[j] - h * qdot[j];
+    if (st == CDYN_OK)
+        st = velocity_constraint(mbs, fn, t - h, mbs->q_work, qdot, mbs->jac_work, mbs->vec_m);
+    if (st != CDYN_OK) return st;
+    for (int i = 0; i < m; ++i) mbs->xi_val[i] = -(mbs->xi_val[i] - mbs->vec_m[i]) / (2.0 * h);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const double *y)
+{
+    if (!mbs->mass)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_set_model first", fn);
+    if (!y) return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: y is NULL", fn);
+    if (!isfinite(t)) return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
+    long bad = cdyn__first_nonfinite(2 * mbs->n, 1, y, 2 * mbs->n);
+    if (bad >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: y[%ld] is not finite", fn, bad);
+    return CDYN_OK;
+}
+
+static double norm_inf(int n, const double *x)
+{
+    double v = 0.0;
+    for (int i = 0; i < n; ++i) v = fmax(v, fabs(x[i]));
+    return v;
+}
+
+/* ---- right-hand side -------------------------------------------------- */
+
+cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_rhs";
+    int n = mbs->n, m = mbs->m;
+    cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
+    if (!st && !ydot) st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: ydot is NULL", fn);
+    if (st) return st;
+    const double *q = y, *qdot = y + n;
+    /* T4.1: Phi, Phi' = Phi_q q' + Phi_t, xi; then the formulation */
+    st = cdyn__mbs_mass(mbs, fn, t, q);
+    if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
+    if (!st && m > 0) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
+    if (!st && m > 0) st = velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
+    if (st) return st;
+    cdyn_constraint *k = mbs->kernel;
+    st = cdyn_constraint_load(k, mbs->M, n, mbs->Q, mbs->Phi_q, mbs->m1, mbs->Phi, mbs->Phi_dot,
+                              mbs->xi_val);
+    if (!st) {
+        switch (mbs->formulation) {
+        case CDYN_MBS_LAGRANGE: st = cdyn_constraint_lagrange(k, mbs->vec_n, mbs->vec_m); break;
+        case CDYN_MBS_PSEUDOINVERSE:
+            st = cdyn_constraint_pseudoinverse(k, mbs->vec_n, mbs->vec_m);
+            break;
+        case CDYN_MBS_PENALTY: st = cdyn_constraint_penalty(k, mbs->vec_n, mbs->vec_m); break;
+        }
+    }
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_constraint_last_error(k));
+    memcpy(ydot, qdot, sizeof(double) * (size_t)n);
+    memcpy(ydot + n, mbs->vec_n, sizeof(double) * (size_t)n);
+    mbs->reaction_source = 1;
+    mbs->has_residuals = 1;
+    mbs->residual_position = norm_inf(m, mbs->Phi);
+    mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force, double *multipliers)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (mbs->reaction_source == 1)
+        return cdyn_constraint_force(mbs->kernel, generalized_force, multipliers);
+    if (mbs->reaction_source != 2)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_reactions: no successful rhs yet");
+    if (generalized_force)
+        memcpy(generalized_force, mbs->part_force, sizeof(double) * (size_t)mbs->n);
+    if (multipliers && mbs->m > 0)
+        memcpy(multipliers, mbs->part_mult, sizeof(double) * (size_t)mbs->m);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (!mbs->has_residuals)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "cdyn_mbs_residuals: no successful rhs or projection yet");
+    if (position) *position = mbs->residual_position;
+    if (velocity) *velocity = mbs->residual_velocity;
+    return CDYN_OK;
+}
+
+/* ---- projection (T4.9) ------------------------------------------------- */
+
+/* Newton unknowns x → q: q = x (minimum norm) or q = q_base + L^{-T} x
+ * (mass metric, M = L L^T), into mbs->q_work. */
+static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
+{
+    int n = mbs->n;
+    memcpy(mbs->q_work, x, sizeof(double) * (size_t)n);
+    if (mbs->metric != CDYN_PROJECT_MASS) return;
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
+    for (int j = 0; j < n; ++j) mbs->q_work[j] += mbs->q_base[j];
+}
+
+static int projection_residual(const double *x, double *G, void *user)
+{
+    cdyn_mbs *mbs = user;
+    unknowns_to_coordinates(mbs, x);
+    int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
+    if (code != 0) mbs->callback_code = code;
+    return code;
+}
+
+/* J = Phi_q (minimum norm) or Phi_q L^{-T} (mass metric). */
+static int projection_jacobian(const double *x, double *J, int ldj, void *user)
+{
+    cdyn_mbs *mbs = user;
+    int n = mbs->n;
+    unknowns_to_coordinates(mbs, x);
+    int code = mbs->jacobian(mbs->t_eval, mbs->q_work, J, ldj, mbs->user);
+    if (code != 0) {
+        mbs->callback_code = code;
+        return code;
+    }
+    if (mbs->metric == CDYN_PROJECT_MASS)
+        cdyn__trsm('R', 'L', 'T', 'N', mbs->m, n, 1.0, mbs->chol, n, J, ldj);
+    return 0;
+}
+
+cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_project";
+    int n = mbs->n, m = mbs->m;
+    cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
+    if (st) return st;
+    if (m == 0) return CDYN_OK;
+    if (m > n)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "%s: %d constraints on %d coordinates; projection needs m <= n", fn, m,
+                          n);
+    double *q = y, *qdot = y + n;
+    mbs->t_eval = t;
+    /* unknowns: q itself, or x with q = q0 + L^{-T} x (so |x| = |dq|_M) */
+    double *x = mbs->vec_n;
+    memcpy(mbs->q_base, q, sizeof(double) * (size_t)n);
+    if (mbs->metric == CDYN_PROJECT_MASS) {
+        st = cdyn__mbs_mass(mbs, fn, t, q);
+        if (st) return st;
+        memcpy(mbs->chol, mbs->M, sizeof(double) * (size_t)n * n);
+        if (cdyn__potrf(n, mbs->chol, n) != 0)
+            return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
+                              "%s: M is not positive definite; use the minimum-norm metric", fn);
+        memset(x, 0, sizeof(double) * (size_t)n);
+    } else {
+        memcpy(x, q, sizeof(double) * (size_t)n);
+    }
+    /* T4.9 positions: Newton with minimum-norm steps dq = -Phi_q^+ Phi */
+    cdyn_status newton = cdyn_newton_solve(mbs->projector, projection_residual,
+                                           projection_jacobian, mbs, x);
+    if (newton != CDYN_OK && newton != CDYN_ERR_NOCONV)
+        return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
+    unknowns_to_coordinates(mbs, x);
+    /* T4.9 speeds: dq' = -J^+ (Phi_q q' + Phi_t), one linear step */
+    st = velocity_constraint(mbs, fn, t, mbs->q_work, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (st) return st;
+    memcpy(mbs->jac_work, mbs->Phi_q, sizeof(double) * (size_t)mbs->m1 * n);
+    if (mbs->metric == CDYN_PROJECT_MASS)
+        cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, mbs->chol, n, mbs->jac_work, mbs->m1);
+    /* the same rank-revealing solve as a Newton step, leaving the position
+     * solve's report in place */
+    cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1);
+    for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->Phi_dot[i];
+    cdyn__newton_apply(mbs->projector, mbs->vec_m, mbs->qdot_work);
+    cdyn_newton_report position_report;
+    cdyn_newton_get_report(mbs->projector, &position_report);
+    if (mbs->metric == CDYN_PROJECT_MASS)
+        cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->qdot_work, n);
+    /* commit */
+    memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
+    for (int j = 0; j < n; ++j) qdot[j] += mbs->qdot_work[j];
+    mbs->residual_position = position_report.residual_norm;
+    cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->qdot_work, 1.0, mbs->Phi_dot);
+    mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
+    mbs->has_residuals = 1;
+    if (newton != CDYN_OK)
+        return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
+                          cdyn_newton_last_error(mbs->projector));
+    return CDYN_OK;
+}

@@ -1,0 +1,67 @@
+/* The multibody model object shared by mbs.c (rhs, projection) and
+ * mbs_partition.c (coordinate partitioning). */
+#ifndef CDYN_MBS_INTERNAL_H
+#define CDYN_MBS_INTERNAL_H
+
+#include "cdyn/mbs.h"
+#include "cdyn/nullspace.h"
+#include "internal.h"
+
+struct cdyn_mbs {
+    int n, m, m1;
+    cdyn_mbs_mass_fn mass;
+    cdyn_mbs_force_fn force;
+    cdyn_mbs_phi_fn phi;
+    cdyn_mbs_jacobian_fn jacobian;
+    cdyn_mbs_phi_t_fn phi_t;
+    cdyn_mbs_xi_fn xi;
+    void *user;
+    int callback_code;
+    cdyn_mbs_formulation formulation;
+    cdyn_mbs_metric metric;
+    double fd_step;               /* relative, for Phi_t and xi differences */
+    double t_eval;                /* time of the Newton callbacks */
+
+    cdyn_constraint *kernel;      /* T4.3-T4.8 */
+    cdyn_newton *projector;       /* m x n, T4.9 */
+    int has_residuals;
+    double residual_position, residual_velocity;
+
+    /* T4.10 */
+    cdyn_nullspace *partition;    /* n states, m constraints */
+    cdyn_newton *dependent;       /* m x m */
+    int partitioned, event;
+    double partition_limit;
+    double *y_part;               /* 2n, state of the last partition_rhs (warm start) */
+    int part_valid;
+    int *ind_index, *dep_index;   /* d, m */
+    double *part_force, *part_mult; /* n, m: reactions of the partitioned form */
+    int reaction_source;          /* 0 none, 1 constraint kernel, 2 partitioned form */
+
+    /* evaluation buffers */
+    double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */
+    double *q_work, *qdot_work, *vec_n, *vec_m, *vec_m2;   /* n, n, n, m, m */
+    double *chol;                 /* n x n, for the mass metric */
+    double *jac_work;             /* m x n */
+    double *q_base;               /* n, projection origin */
+    char msg[CDYN__MSG_LEN];
+};
+
+/* Model evaluations with the callback / non-finite checks (fn names the
+ * public caller in messages). */
+cdyn_status cdyn__mbs_mass(cdyn_mbs *mbs, const char *fn, double t, const double *q);
+cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                            const double *qdot);
+cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out);
+cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                               double *out);
+/* Phi_t (m) at (t, q) into out (callback or central differences). */
+cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                            double *out);
+/* xi (m) at (t, q, qdot) into mbs->xi_val (callback or central differences). */
+cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                         const double *qdot);
+/* Check that the model is set and y (2n) is finite. */
+cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const double *y);
+
+#endif

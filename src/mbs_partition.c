@@ -1,0 +1,195 @@
+/* Coordinate partitioning for mechanisms (THEORY T4.10): independent
+ * coordinates from a pivoted QR of Phi_q (cdyn_nullspace), dependent
+ * coordinates by Newton, dependent speeds and accelerations by the
+ * null-space reduction of T1 with W = Phi_q. */
+#include "linalg.h"
+#include "mbs_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static cdyn_status need_partition_object(cdyn_mbs *mbs, const char *fn)
+{
+    if (!mbs->partition)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "%s: coordinate partitioning needs 0 < m < n (m = %d, n = %d)", fn,
+                          mbs->m, mbs->n);
+    return CDYN_OK;
+}
+
+static cdyn_status need_partition(cdyn_mbs *mbs, const char *fn)
+{
+    cdyn_status st = need_partition_object(mbs, fn);
+    if (!st && !mbs->partitioned)
+        st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_partition first", fn);
+    return st;
+}
+
+cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_partition";
+    cdyn_status st = need_partition_object(mbs, fn);
+    if (!st) st = cdyn__mbs_check_state(mbs, fn, t, y);
+    if (!st) st = cdyn__mbs_jacobian(mbs, fn, t, y, mbs->Phi_q);
+    if (st) return st;
+    /* T4.10 = T1.2 with W = Phi_q: the best-conditioned m columns become
+     * the dependent coordinates */
+    st = cdyn_nullspace_factor(mbs->partition, mbs->Phi_q, mbs->m1);
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
+                          cdyn_nullspace_last_error(mbs->partition));
+    memcpy(mbs->y_part, y, sizeof(double) * 2 * (size_t)mbs->n);
+    mbs->partitioned = 1;
+    mbs->event = 0;
+    mbs->part_valid = 0;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_partition_coordinates(cdyn_mbs *mbs, int *independent, int *dependent)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    cdyn_status st = need_partition(mbs, "cdyn_mbs_partition_coordinates");
+    if (st) return st;
+    return cdyn_nullspace_partition(mbs->partition, independent, dependent);
+}
+
+cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_partition_gather";
+    cdyn_status st = need_partition(mbs, fn);
+    if (!st && (!y || !z)) st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !y ? "y" : "z");
+    if (st) return st;
+    int n = mbs->n, d = n - mbs->m;
+    st = cdyn_nullspace_independent(mbs->partition, y, mbs->vec_n);
+    if (!st) memcpy(mbs->q_base, mbs->vec_n, sizeof(double) * (size_t)d);
+    if (!st) st = cdyn_nullspace_independent(mbs->partition, y + n, mbs->vec_n);
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s: %s", fn, cdyn_nullspace_last_error(mbs->partition));
+    memcpy(z, mbs->q_base, sizeof(double) * (size_t)d);
+    memcpy(z + d, mbs->vec_n, sizeof(double) * (size_t)d);
+    return CDYN_OK;
+}
+
+/* Newton residual: Phi(q, t) with the dependent coordinates x placed into
+ * q_work (the independent ones are already there). */
+static int dependent_residual(const double *x, double *G, void *user)
+{
+    cdyn_mbs *mbs = user;
+    for (int i = 0; i < mbs->m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
+    int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
+    if (code != 0) mbs->callback_code = code;
+    return code;
+}
+
+/* Newton Jacobian: the dependent columns of Phi_q. */
+static int dependent_jacobian(const double *x, double *J, int ldj, void *user)
+{
+    cdyn_mbs *mbs = user;
+    int m = mbs->m;
+    for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
+    int code = mbs->jacobian(mbs->t_eval, mbs->q_work, mbs->jac_work, mbs->m1, mbs->user);
+    if (code != 0) {
+        mbs->callback_code = code;
+        return code;
+    }
+    for (int k = 0; k < m; ++k)
+        memcpy(J + (size_t)k * ldj, mbs->jac_work + (size_t)mbs->dep_index[k] * mbs->m1,
+               sizeof(double) * (size_t)m);
+    return 0;
+}
+
+cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, double *zdot)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_partition_rhs";
+    int n = mbs->n, m = mbs->m, d = n - m;
+    cdyn_status st = need_partition(mbs, fn);
+    if (!st && (!z || !zdot))
+        st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !z ? "z" : "zdot");
+    if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
+    if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
+        st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
+    if (st) return st;
+    cdyn_nullspace *ns = mbs->partition;
+    cdyn_nullspace_partition(ns, mbs->ind_index, mbs->dep_index);
+    /* dependent coordinates: Phi(q_ind, q_dep, t) = 0 by Newton, warm
+     * started from the last consistent state */
+    memcpy(mbs->q_work, mbs->y_part, sizeof(double) * (size_t)n);
+    for (int j = 0; j < d; ++j) mbs->q_work[mbs->ind_index[j]] = z[j];
+    for (int i = 0; i < m; ++i) mbs->vec_m2[i] = mbs->q_work[mbs->dep_index[i]];
+    mbs->t_eval = t;
+    st = cdyn_newton_solve(mbs->dependent, dependent_residual, dependent_jacobian, mbs,
+                           mbs->vec_m2);
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s at t = %g: dependent coordinates: %s", fn, t,
+                          cdyn_newton_last_error(mbs->dependent));
+    for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = mbs->vec_m2[i];
+    /* q_work is scratch for the xi differences: keep q apart */
+    memcpy(mbs->q_base, mbs->q_work, sizeof(double) * (size_t)n);
+    double *q = mbs->q_base, *qdot = mbs->qdot_work;
+    /* W = Phi_q at q; keep the partition, watch its conditioning */
+    int changed = 0;
+    st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
+    if (!st) st = cdyn_nullspace_update(ns, mbs->Phi_q, mbs->m1, &changed);
+    if (!st && changed) {
+        mbs->event = 1;
+        mbs->partitioned = 0;
+        st = cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
+                        "%s at t = %g: the dependent block became singular; repartition "
+                        "from the last state",
+                        fn, t);
+    }
+    if (st) return st;
+    if (cdyn_nullspace_condition(ns) > mbs->partition_limit) mbs->event = 1;
+    /* dependent speeds from Phi_q q' = -Phi_t (T1.2 with c = Phi_t) */
+    st = cdyn__mbs_phi_t(mbs, fn, t, q, mbs->Phi_t);
+    if (!st) st = cdyn_nullspace_complete(ns, z + d, mbs->Phi_t, qdot);
+    /* accelerations: T1.4-T1.5 with F = Q and c = -xi; T1's lambda is -T4's */
+    if (!st) st = cdyn__mbs_mass(mbs, fn, t, q);
+    if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
+    if (!st) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
+    if (st) return st;
+    for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->xi_val[i];
+    st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->part_mult);
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_nullspace_last_error(ns));
+    for (int i = 0; i < m; ++i) mbs->part_mult[i] = -mbs->part_mult[i];
+    cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->part_mult, 0.0, mbs->part_force);
+    /* commit */
+    memcpy(zdot, z + d, sizeof(double) * (size_t)d);
+    for (int j = 0; j < d; ++j) zdot[d + j] = mbs->vec_n[mbs->ind_index[j]];
+    memcpy(mbs->y_part, q, sizeof(double) * (size_t)n);
+    memcpy(mbs->y_part + n, qdot, sizeof(double) * (size_t)n);
+    mbs->part_valid = 1;
+    mbs->reaction_source = 2;
+    cdyn_newton_report report;
+    cdyn_newton_get_report(mbs->dependent, &report);
+    mbs->residual_position = report.residual_norm;
+    mbs->residual_velocity = 0.0; /* Phi_q q' + Phi_t = 0 by construction */
+    mbs->has_residuals = 1;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double *y)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (!mbs->part_valid || !y)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_partition_state: %s",
+                          !y ? "y is NULL" : "no successful cdyn_mbs_partition_rhs yet");
+    memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)mbs->n);
+    return CDYN_OK;
+}
+
+int cdyn_mbs_partition_event(const cdyn_mbs *mbs) { return mbs ? mbs->event : 0; }
+
+cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (!(limit >= 1.0) || isinf(limit))
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "cdyn_mbs_set_partition_limit: %g is not in [1, inf)", limit);
+    mbs->partition_limit = limit;
+    return CDYN_OK;
+}
