@@ -138,9 +138,9 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     dae->svd_rate_solves += cdyn__newton_factor(dae->newton, dae->ga, q);
     for (int j = 0; j < r; ++j) {
         const double *gi = dae->constraint_jac + (size_t)dae->integrated[j] * q;
-        for (int k = 0; k < q; ++k) dae->vec_q2[k] = -gi[k];
-        cdyn__newton_apply(dae->newton, dae->vec_q2, dae->coef + (size_t)j * q);
+        for (int k = 0; k < q; ++k) dae->coef[k + (size_t)j * q] = -gi[k];
     }
+    cdyn__newton_apply_many(dae->newton, dae->coef, q, r, dae->coef, q);
     /* G_t = beta^T dF/dt (+ beta'^T F for a time-varying M) */
     cdyn__gemv('T', n, q, -1.0, dae->beta, n, dae->force_dt, 0.0, dae->vec_q2);
     if (dae->mass_fn) {

@@ -302,6 +302,34 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x)
     }
 }
 
+void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
+                             int ldx)
+{
+    int k = nt->k;
+    if (nt->mode != MODE_QR_SQUARE) { /* column by column through the same solve */
+        for (int j = 0; j < nrhs; ++j) {
+            memcpy(nt->g_prev, B + (size_t)j * ldb, sizeof(double) * (size_t)k);
+            cdyn__newton_apply(nt, nt->g_prev, X + (size_t)j * ldx);
+        }
+        return;
+    }
+    /* J E = Q R for all columns at once: Q^T B, R Z = ., X = E Z */
+    if (X != B || ldx != ldb)
+        for (int j = 0; j < nrhs; ++j)
+            memcpy(X + (size_t)j * ldx, B + (size_t)j * ldb, sizeof(double) * (size_t)k);
+    for (int j0 = 0; j0 < nrhs; j0 += nt->lwork) { /* dormqr needs lwork >= columns */
+        int cols = nrhs - j0 < nt->lwork ? nrhs - j0 : nt->lwork;
+        cdyn__ormqr('L', 'T', k, cols, k, nt->factor, k, nt->tau, X + (size_t)j0 * ldx, ldx,
+                    nt->work, nt->lwork);
+    }
+    cdyn__trsm('L', 'U', 'N', 'N', k, nrhs, 1.0, nt->factor, k, X, ldx);
+    for (int j = 0; j < nrhs; ++j) {
+        double *col = X + (size_t)j * ldx;
+        memcpy(nt->rhs, col, sizeof(double) * (size_t)k);
+        for (int i = 0; i < k; ++i) col[nt->jpvt[i] - 1] = nt->rhs[i];
+    }
+}
+
 /* One step dx = -J# G (T2.2; T2.3 when rank deficient). Inputs validated. */
 static void newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
                              double *dx)

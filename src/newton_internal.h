@@ -15,6 +15,11 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj);
 /* x (p) = J# b (k) with the last factorization. x and b must not alias. */
 void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x);
 
+/* X (p x nrhs, ldx) = J# B (k x nrhs, ldb) with the last factorization;
+ * X may be B itself (same leading dimension) for square J. */
+void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
+                             int ldx);
+
 /* Rank and extreme kept/dropped values of the last factorization. */
 int cdyn__newton_rank(const cdyn_newton *nt);
 
