@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "linalg.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -169,6 +170,16 @@ cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int 
         return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: leading dimension < m = %d", fn, m);
     if (cdyn__first_nonfinite(m, m, KD, ldkd) >= 0 || cdyn__first_nonfinite(m, m, KP, ldkp) >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: NaN or Inf in the gains", fn);
+    for (int j = 0; j < m; ++j)
+        for (int i = j + 1; i < m; ++i) {
+            double kd_skew = fabs(KD[i + (size_t)j * ldkd] - KD[j + (size_t)i * ldkd]);
+            double kp_skew = fabs(KP[i + (size_t)j * ldkp] - KP[j + (size_t)i * ldkp]);
+            double scale = fabs(KD[i + (size_t)j * ldkd]) + fabs(KD[j + (size_t)i * ldkd]) +
+                           fabs(KP[i + (size_t)j * ldkp]) + fabs(KP[j + (size_t)i * ldkp]);
+            if (kd_skew > 1e-12 * scale || kp_skew > 1e-12 * scale)
+                return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is not symmetric (entry %d, %d)",
+                                  fn, kd_skew > 1e-12 * scale ? "K_D" : "K_P", i, j);
+        }
     if (!is_spd(c, KD, ldkd) || !is_spd(c, KP, ldkp))
         return cdyn__fail(c->msg, CDYN_ERR_SINGULAR, "%s: %s is not symmetric positive definite",
                           fn, !is_spd(c, KD, ldkd) ? "K_D" : "K_P");
@@ -328,15 +339,15 @@ static void accelerations(cdyn_constraint *c, const double *G, int ldg, const do
     cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
 }
 
-/* Rank facts of Phi_q (T4.7 report; rank-loss status): pivoted QR of
- * Phi_q^T ranks the rows, the SVD of Phi_q gives the smallest singular value. */
-static void record_facts(cdyn_constraint *c)
+/* Rank of Phi_q (the time-free fact every rank decision uses): pivoted QR
+ * of Phi_q^T ranks the rows; those past the rank are the redundant ones. */
+static int rank_of_jacobian(cdyn_constraint *c)
 {
     int n = c->n, m = c->m, k = c->k;
     for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->jac[i + (size_t)j * c->m1];
-    memset(c->jpvt, 0, sizeof(int) * (size_t)m);
-    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
+    if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
     double r11 = m > 0 ? fabs(c->qr[0]) : 0.0;
     int rank = 0;
     while (rank < k && r11 > 0.0 && fabs(c->qr[rank + (size_t)rank * n]) > c->rank_tol * r11)
@@ -350,6 +361,14 @@ static void record_facts(cdyn_constraint *c)
             c->redundant[j] = c->redundant[j - 1];
             c->redundant[j - 1] = tmp;
         }
+    c->sigma_min = -1.0; /* not computed yet */
+    return rank;
+}
+
+/* Smallest singular value of Phi_q (SVD), for the report. */
+static void record_smallest_singular_value(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, k = c->k;
     if (m == 0) {
         c->sigma_min = 0.0;
         return;
@@ -362,7 +381,7 @@ static void record_facts(cdyn_constraint *c)
 
 static cdyn_status rank_loss(cdyn_constraint *c, const char *fn)
 {
-    record_facts(c);
+    record_smallest_singular_value(c);
     return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                       "%s: Phi_q is rank deficient (rank %d < m = %d, smallest singular value "
                       "%.3e); dependent constraint row%s %d%s",
@@ -392,26 +411,21 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
         st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
     if (!st) st = factor_mass(c, fn);
     if (st) return st;
+    /* rank decided on Phi_q itself (time-free, independent of M) */
+    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
     /* T4.4 by the Schur complement A = Phi_q M^{-1} Phi_q^T = Y^T Y with
-     * Y = L^{-1} Phi_q^T, factored as Y P = Q_Y R (pivoted QR: the rank of
-     * Phi_q is seen, and A = P R^T R P^T is never formed). */
+     * Y = L^{-1} Phi_q^T, used through a pivoted QR Y P = Q_Y R (A is never
+     * formed, so its conditioning is not squared). */
     whiten_transpose(c, c->jac, c->m1, c->y);
     memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
     memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
     if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
-    double r11 = m > 0 ? fabs(c->qr[0]) : 0.0;
-    int rank = 0;
-    while (rank < c->k && r11 > 0.0 && fabs(c->qr[rank + (size_t)rank * n]) > c->rank_tol * r11)
-        ++rank;
-    if (rank < m) return rank_loss(c, fn);
     schur_rhs(c); /* r = Phi_q M^{-1} Q - s */
     for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
     cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
     cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
     for (int i = 0; i < m; ++i) c->vec_m[c->jpvt[i] - 1] = c->vec_m2[i];
     accelerations(c, c->jac, c->m1, c->vec_m);
-    c->rank = m;
-    c->n_redundant = 0;
     commit(c, c->vec_m, qdd, lambda);
     return CDYN_OK;
 }
@@ -432,21 +446,33 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
         st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
     if (!st) st = factor_mass(c, fn);
     if (st) return st;
-    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s, by LU */
+    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
+    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s. With Y = L^{-1} Phi_q^T
+     * = Q_Y R P^T (pivoted QR) the matrix is P R^T T, T = (Q_Y^T L^{-1} C^T)
+     * restricted to its first m rows: solve R^T z = P^T r, then T f = z by
+     * LU — no product whose condition is squared. */
     whiten_transpose(c, c->jac, c->m1, c->y);
+    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
+    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
     whiten_transpose(c, C, ldc, c->y2);
-    cdyn__gemm('T', 'N', m, m, n, 1.0, c->y, n, c->y2, n, 0.0, c->small, c->m1);
+    cdyn__ormqr('L', 'T', n, m, m, c->qr, n, c->tau, c->y2, n, c->work, c->lwork);
+    for (int j = 0; j < m; ++j)
+        memcpy(c->small + (size_t)j * c->m1, c->y2 + (size_t)j * n, sizeof(double) * (size_t)m);
     double anorm = cdyn__norm1(m, m, c->small, c->m1), rcond = 1.0;
     int info = m > 0 ? cdyn__getrf(m, c->small, c->m1, c->ipiv) : 0;
     if (info == 0 && m > 0) cdyn__gecon(m, c->small, c->m1, anorm, &rcond, c->work, c->iwork);
-    if (info != 0 || rcond < c->rank_tol) {
-        record_facts(c);
+    if (info != 0 || rcond < DBL_EPSILON * c->m1) { /* numerically singular */
+        record_smallest_singular_value(c);
         return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                          "%s: Phi_q M^-1 C^T is singular (reciprocal condition %.3e; rank of "
-                          "Phi_q %d of %d)",
-                          fn, info != 0 ? 0.0 : rcond, c->rank, m);
+                          "%s: Phi_q M^-1 C^T is singular (reciprocal condition %.3e of its C "
+                          "factor; Phi_q has full rank %d)",
+                          fn, info != 0 ? 0.0 : rcond, m);
     }
     schur_rhs(c);
+    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
+    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    memcpy(c->vec_m, c->vec_m2, sizeof(double) * (size_t)m);
     cdyn__getrs('N', m, 1, c->small, c->m1, c->ipiv, c->vec_m, c->m1);
     accelerations(c, C, ldc, c->vec_m);
     commit(c, c->vec_m, qdd, f);
@@ -463,15 +489,16 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
         st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
     if (!st) st = factor_mass(c, fn);
     if (st) return st;
-    record_facts(c);
+    int rank = rank_of_jacobian(c);
+    record_smallest_singular_value(c);
     /* T4.7: Y = L^{-1} Phi_q^T = U S V^T, A = Y^T Y = V S^2 V^T,
-     * lambda = V_r S_r^{-2} V_r^T r (minimum norm) */
+     * lambda = V_r S_r^{-2} V_r^T r (minimum norm), r = rank Phi_q = rank Y */
     whiten_transpose(c, c->jac, c->m1, c->y);
     schur_rhs(c);
     if (m > 0) {
         cdyn__gesvd(n, m, c->y, n, c->sv, c->u_svd, n, c->vt_svd, k, c->work, c->lwork);
-        int kept = 0;
-        while (kept < k && c->sv[0] > 0.0 && c->sv[kept] > c->rank_tol * c->sv[0]) ++kept;
+        int kept = rank;
+        while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
         for (int i = 0; i < kept; ++i) { /* coefficients S^-2 V^T r */
             double s = 0.0;
             for (int j = 0; j < m; ++j) s += c->vt_svd[i + (size_t)j * k] * c->vec_m[j];

@@ -25,7 +25,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->m = m;
     mbs->m1 = m1;
     mbs->fd_step = 6e-6; /* ~ cube root of machine epsilon: central differences */
-    mbs->partition_limit = 1e6;
+    mbs->partition_limit = 10.0;
     cdyn_status st = CDYN_OK;
     mbs->kernel = cdyn_constraint_create(n, m, &st);
     if (st == CDYN_OK && m > 0 && m <= n) mbs->projector = cdyn_newton_create(m, n, &st);
@@ -60,12 +60,12 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->ind_index = malloc(sizeof(int) * (size_t)n);
     mbs->dep_index = malloc(sizeof(int) * (size_t)m1);
-    mbs->part_force = malloc(sizeof(double) * (size_t)n);
-    mbs->part_mult = malloc(sizeof(double) * (size_t)m1);
+    mbs->reaction_force = malloc(sizeof(double) * (size_t)n);
+    mbs->reaction_mult = malloc(sizeof(double) * (size_t)m1);
     if (!mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
         !mbs->vec_m2 || !mbs->chol || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
-        !mbs->ind_index || !mbs->dep_index || !mbs->part_force || !mbs->part_mult)
+        !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
     return mbs;
@@ -85,7 +85,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
     double *arrays[] = {mbs->M,      mbs->Q,       mbs->Phi,     mbs->Phi_q,    mbs->Phi_t,
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
-                        mbs->y_part, mbs->part_force, mbs->part_mult};
+                        mbs->y_part, mbs->reaction_force, mbs->reaction_mult};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -294,7 +294,8 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
         return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_constraint_last_error(k));
     memcpy(ydot, qdot, sizeof(double) * (size_t)n);
     memcpy(ydot + n, mbs->vec_n, sizeof(double) * (size_t)n);
-    mbs->reaction_source = 1;
+    cdyn_constraint_force(k, mbs->reaction_force, mbs->reaction_mult);
+    mbs->has_reactions = 1;
     mbs->has_residuals = 1;
     mbs->residual_position = norm_inf(m, mbs->Phi);
     mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
@@ -304,14 +305,12 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
 cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force, double *multipliers)
 {
     if (!mbs) return CDYN_ERR_ARG;
-    if (mbs->reaction_source == 1)
-        return cdyn_constraint_force(mbs->kernel, generalized_force, multipliers);
-    if (mbs->reaction_source != 2)
+    if (!mbs->has_reactions)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_reactions: no successful rhs yet");
     if (generalized_force)
-        memcpy(generalized_force, mbs->part_force, sizeof(double) * (size_t)mbs->n);
+        memcpy(generalized_force, mbs->reaction_force, sizeof(double) * (size_t)mbs->n);
     if (multipliers && mbs->m > 0)
-        memcpy(multipliers, mbs->part_mult, sizeof(double) * (size_t)mbs->m);
+        memcpy(multipliers, mbs->reaction_mult, sizeof(double) * (size_t)mbs->m);
     return CDYN_OK;
 }
 

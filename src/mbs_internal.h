@@ -35,8 +35,8 @@ struct cdyn_mbs {
     double *y_part;               /* 2n, state of the last partition_rhs (warm start) */
     int part_valid;
     int *ind_index, *dep_index;   /* d, m */
-    double *part_force, *part_mult; /* n, m: reactions of the partitioned form */
-    int reaction_source;          /* 0 none, 1 constraint kernel, 2 partitioned form */
+    double *reaction_force, *reaction_mult; /* n, m: of the last successful rhs */
+    int has_reactions;
 
     /* evaluation buffers */
     double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */

@@ -142,7 +142,9 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
                         fn, t);
     }
     if (st) return st;
-    if (cdyn_nullspace_condition(ns) > mbs->partition_limit) mbs->event = 1;
+    if (cdyn_nullspace_condition(ns) > mbs->partition_limit ||
+        cdyn_nullspace_dependence(ns) > mbs->partition_limit)
+        mbs->event = 1;
     /* dependent speeds from Phi_q q' = -Phi_t (T1.2 with c = Phi_t) */
     st = cdyn__mbs_phi_t(mbs, fn, t, q, mbs->Phi_t);
     if (!st) st = cdyn_nullspace_complete(ns, z + d, mbs->Phi_t, qdot);
@@ -152,18 +154,18 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (!st) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
     if (st) return st;
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->xi_val[i];
-    st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->part_mult);
+    st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->reaction_mult);
     if (st)
         return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_nullspace_last_error(ns));
-    for (int i = 0; i < m; ++i) mbs->part_mult[i] = -mbs->part_mult[i];
-    cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->part_mult, 0.0, mbs->part_force);
+    for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->reaction_mult[i];
+    cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->reaction_mult, 0.0, mbs->reaction_force);
     /* commit */
     memcpy(zdot, z + d, sizeof(double) * (size_t)d);
     for (int j = 0; j < d; ++j) zdot[d + j] = mbs->vec_n[mbs->ind_index[j]];
     memcpy(mbs->y_part, q, sizeof(double) * (size_t)n);
     memcpy(mbs->y_part + n, qdot, sizeof(double) * (size_t)n);
     mbs->part_valid = 1;
-    mbs->reaction_source = 2;
+    mbs->has_reactions = 1;
     cdyn_newton_report report;
     cdyn_newton_get_report(mbs->dependent, &report);
     mbs->residual_position = report.residual_norm;

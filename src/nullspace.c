@@ -390,6 +390,15 @@ double cdyn_nullspace_condition(const cdyn_nullspace *ns)
 
 int cdyn_nullspace_rank(const cdyn_nullspace *ns) { return ns ? ns->rank : -1; }
 
+double cdyn_nullspace_dependence(const cdyn_nullspace *ns)
+{
+    if (!ns || !ns->factored) return -1.0;
+    double largest = 0.0; /* beta = -W2^{-1} W1 */
+    for (size_t k = 0; k < (size_t)ns->m * ns->d; ++k)
+        largest = fmax(largest, fabs(ns->current.beta[k]));
+    return largest;
+}
+
 int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows)
 {
     if (!ns) return -1;

@@ -66,8 +66,9 @@ CDYN_API cdyn_status cdyn_constraint_set_baumgarte(cdyn_constraint *c, double a,
 
 /**
  * Generalized Baumgarte (T4.6): K_D, K_P (m x m, symmetric positive definite,
- * leading dimensions >= m; both triangles read). CDYN_ERR_SINGULAR if either
- * is not SPD (checked by Cholesky), CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ * leading dimensions >= m; both triangles read). CDYN_ERR_ARG if either is
+ * not symmetric (to 1e-12 relative) or for bad arguments, CDYN_ERR_SINGULAR
+ * if either is not positive definite (Cholesky), CDYN_ERR_NONFINITE.
  */
 CDYN_API cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int ldkd,
                                                const double *KP, int ldkp);
@@ -121,7 +122,8 @@ CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, d
  * Reactions with their own coefficient matrix C (m x n, ldc >= max(1, m);
  * T4.3): M q'' + C^T f = Q, Phi_q q'' = s, so (Phi_q M^{-1} C^T) f =
  * Phi_q M^{-1} Q - s (LU). qdd (n), f (m) out. CDYN_ERR_SINGULAR when M is
- * not SPD or Phi_q M^{-1} C^T is singular.
+ * not SPD or Phi_q M^{-1} C^T is numerically singular (reciprocal condition
+ * below m * machine epsilon).
  */
 CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc,
                                                double *qdd, double *f);
@@ -172,12 +174,17 @@ CDYN_API cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_vari
 CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generalized_force,
                                            double *multipliers);
 
-/** Rank of Phi_q found by the last formulation that checked it (-1 if none). */
+/**
+ * Rank of Phi_q found by the last formulation that checked it (-1 if none):
+ * the count of pivots |R_jj| > tol |R_11| of a pivoted QR of Phi_q^T, a fact
+ * of the constraints alone (M plays no part).
+ */
 CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
 
 /**
- * Smallest singular value of Phi_q recorded with the last rank decision
- * (-1 if none). Computed on rank loss and by the pseudo-inverse form.
+ * Smallest singular value of Phi_q recorded with the last rank decision,
+ * or -1 when that decision did not need it (a full-rank KKT solve) or there
+ * was none. Computed on rank loss and by the pseudo-inverse form.
  */
 CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
 

@@ -127,7 +127,8 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
 CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
 
 /**
- * Constraint force of the last successful rhs: generalized force (n) and
+ * Constraint force of the last successful rhs or partition_rhs (a failed
+ * one leaves it unchanged): generalized force (n) and
  * multipliers (m); either may be NULL. With the pseudo-inverse form the
  * multipliers are the minimum-norm choice; with the penalty form they are
  * its estimate alpha_c (Phi_q q'' - s). CDYN_ERR_ARG if there is none.
@@ -162,9 +163,11 @@ CDYN_API cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, d
  * the dependent coordinates by Newton on Phi(q, t) = 0 (warm start), the
  * dependent speeds from Phi_q q' = -Phi_t (T1.2), the accelerations from the
  * null-space reduction with W = Phi_q and W q'' = xi (T4.10). When the
- * condition estimate of the dependent block exceeds the limit, the result
- * is still computed with the current partition and cdyn_mbs_partition_event()
- * turns 1: repartition between steps (cdyn_mbs_partition_state(),
+ * partition becomes a poor choice — the dependent block's condition
+ * estimate or the largest sensitivity |W2^{-1} W1| of a dependent coordinate
+ * to an independent one exceeds the limit — the result is still computed
+ * with the current partition and cdyn_mbs_partition_event() turns 1:
+ * repartition between steps (cdyn_mbs_partition_state(),
  * cdyn_mbs_partition(), cdyn_mbs_partition_gather()). No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z,
@@ -179,7 +182,11 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double *y);
  */
 CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
 
-/** Condition limit for the partition event (default 1e6, >= 1). */
+/**
+ * Limit for the partition event, applied to the condition estimate and to
+ * the largest sensitivity |d q_dep / d q_ind| (default 10, >= 1; mind the
+ * units when coordinates mix lengths and angles).
+ */
 CDYN_API cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit);
 
 /** Non-zero code of the callback that failed last (0 if none). */

@@ -132,6 +132,15 @@ CDYN_API cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independe
 CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
 
 /**
+ * Largest |entry| of W2^{-1} W1 for the current factorization: how fast a
+ * dependent state moves per unit change of an independent one (the
+ * sensitivities that grow without bound when the partition becomes a poor
+ * choice, even where W2 alone stays well conditioned, e.g. m = 1). 0 when
+ * m = 0, -1 when nothing has been factored or ns is NULL.
+ */
+CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);
+
+/**
  * Numerical rank of W found by the last cdyn_nullspace_factor() or
  * reselecting update (m after success), or -1 when nothing was factored.
  */

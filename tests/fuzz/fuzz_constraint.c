@@ -1,0 +1,63 @@
+/* libFuzzer harness: cdyn_constraint load + every formulation + export on
+ * decoded M, Q, Phi_q, Phi, Phi', xi, C, gains and penalties. */
+#include <cdyn.h>
+
+#include "fuzz_input.h"
+
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size, 0};
+    int n = fuzz_size(&in, 1, 8), m = fuzz_size(&in, 0, 10);
+    cdyn_status st;
+    cdyn_constraint *c = cdyn_constraint_create(n, m, &st);
+    if (!c) return 0;
+    int m1 = m > 0 ? m : 1, size2 = 2 * n + m;
+    double *M = malloc(sizeof(double) * (size_t)n * n), *Q = malloc(sizeof(double) * (size_t)n);
+    double *J = malloc(sizeof(double) * (size_t)m1 * n), *C = malloc(sizeof(double) * (size_t)m1 * n);
+    double *Phi = malloc(sizeof(double) * (size_t)m1), *Phid = malloc(sizeof(double) * (size_t)m1);
+    double *xi = malloc(sizeof(double) * (size_t)m1), *gains = malloc(sizeof(double) * (size_t)m1 * m1);
+    double *qdd = malloc(sizeof(double) * (size_t)(n + FUZZ_GUARD));
+    double *lam = malloc(sizeof(double) * (size_t)(m1 + FUZZ_GUARD));
+    double *A = malloc(sizeof(double) * ((size_t)size2 * size2 + FUZZ_GUARD));
+    double *B = malloc(sizeof(double) * (size_t)(size2 + FUZZ_GUARD));
+    fuzz_fill(&in, M, (size_t)n * n);
+    fuzz_fill(&in, Q, (size_t)n);
+    fuzz_fill(&in, J, (size_t)m1 * n);
+    fuzz_fill(&in, C, (size_t)m1 * n);
+    fuzz_fill(&in, Phi, (size_t)m1);
+    fuzz_fill(&in, Phid, (size_t)m1);
+    fuzz_fill(&in, xi, (size_t)m1);
+    fuzz_fill(&in, gains, (size_t)m1 * m1);
+    uint8_t opts = fuzz_byte(&in);
+    if (opts & 1) cdyn_constraint_set_baumgarte(c, fuzz_double(&in), fuzz_double(&in));
+    if (opts & 2) cdyn_constraint_set_gains(c, gains, m1, gains, m1);
+    if (opts & 4) cdyn_constraint_set_critical_gains(c, Phi);
+    if (opts & 8) cdyn_constraint_set_penalty(c, xi);
+    if (opts & 16) cdyn_constraint_set_rank_tolerance(c, fuzz_double(&in));
+    fuzz_guard_set(qdd, (size_t)n);
+    fuzz_guard_set(lam, (size_t)m);
+    fuzz_guard_set(A, (size_t)size2 * size2);
+    fuzz_guard_set(B, (size_t)size2);
+    st = cdyn_constraint_load(c, M, n, Q, J, m1, (opts & 32) ? Phi : NULL, Phid, xi);
+    if (st == CDYN_OK) {
+        cdyn_constraint_lagrange(c, qdd, lam);
+        cdyn_constraint_reactions(c, C, m1, qdd, lam);
+        cdyn_constraint_pseudoinverse(c, qdd, lam);
+        cdyn_constraint_penalty(c, qdd, lam);
+        cdyn_constraint_export(c, (cdyn_export_variant)(opts >> 6), C, m1, Q, A, size2, B);
+        cdyn_constraint_force(c, qdd, lam);
+    }
+    int rows[16];
+    cdyn_constraint_redundant_rows(c, m <= 16 ? rows : NULL);
+    if (!fuzz_guard_ok(qdd, (size_t)n) || !fuzz_guard_ok(lam, (size_t)m) ||
+        !fuzz_guard_ok(A, (size_t)size2 * size2) || !fuzz_guard_ok(B, (size_t)size2))
+        abort();
+    cdyn_constraint_free(c);
+    free(M); free(Q); free(J); free(C); free(Phi); free(Phid); free(xi); free(gains);
+    free(qdd); free(lam); free(A); free(B);
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* Decoding helpers shared by the libFuzzer harnesses: sizes, option bytes
+ * and raw doubles (any bit pattern: NaN, Inf, subnormals, huge values) from
+ * the fuzz input; past its end everything reads as 0. */
+#ifndef CDYN_FUZZ_INPUT_H
+#define CDYN_FUZZ_INPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    const uint8_t *data;
+    size_t size, pos;
+} fuzz_input;
+
+static inline uint8_t fuzz_byte(fuzz_input *in)
+{
+    return in->pos < in->size ? in->data[in->pos++] : 0;
+}
+
+/* A size in [lo, hi]; one byte in 16 is hostile (negative or huge). */
+static inline int fuzz_size(fuzz_input *in, int lo, int hi)
+{
+    uint8_t b = fuzz_byte(in);
+    if (b == 0xFF) return -1 - (int)fuzz_byte(in);
+    if (b == 0xFE) return 1 << 20;
+    return lo + (int)(b % (unsigned)(hi - lo + 1));
+}
+
+/* A double: mostly moderate values from two bytes, sometimes raw bits. */
+static inline double fuzz_double(fuzz_input *in)
+{
+    uint8_t kind = fuzz_byte(in);
+    if ((kind & 0x0F) == 0x0F) {
+        double d = 0.0;
+        uint8_t raw[8] = {0};
+        for (int i = 0; i < 8; ++i) raw[i] = fuzz_byte(in);
+        memcpy(&d, raw, sizeof d);
+        return d;
+    }
+    int16_t v = (int16_t)(fuzz_byte(in) | (fuzz_byte(in) << 8));
+    return (double)v / 1024.0;
+}
+
+static inline void fuzz_fill(fuzz_input *in, double *x, size_t count)
+{
+    for (size_t i = 0; i < count; ++i) x[i] = fuzz_double(in);
+}
+
+/* Guard values after each output array: must survive every call. */
+#define FUZZ_GUARD 8
+static inline void fuzz_guard_set(double *x, size_t count)
+{
+    for (size_t i = 0; i < FUZZ_GUARD; ++i) x[count + i] = 1234.5;
+}
+static inline int fuzz_guard_ok(const double *x, size_t count)
+{
+    for (size_t i = 0; i < FUZZ_GUARD; ++i)
+        if (x[count + i] != 1234.5) return 0;
+    return 1;
+}
+
+#endif

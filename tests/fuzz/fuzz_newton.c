@@ -1,0 +1,62 @@
+/* libFuzzer harness: cdyn_newton_step on decoded J, G, and cdyn_newton_solve
+ * on a decoded polynomial system (signed squares included). */
+#include <cdyn.h>
+
+#include "fuzz_input.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct { int k, p; double coef[3 * 8 * 8 + 8]; } poly_system;
+
+/* G_i = c_i + sum_j a_ij x_j + b_ij x_j|x_j| */
+static int residual(const double *x, double *G, void *user)
+{
+    const poly_system *s = user;
+    for (int i = 0; i < s->k; ++i) {
+        double g = s->coef[i];
+        for (int j = 0; j < s->p; ++j) {
+            g += s->coef[8 + i * s->p + j] * x[j];
+            g += s->coef[8 + 64 + i * s->p + j] * x[j] * fabs(x[j]);
+        }
+        G[i] = g;
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size, 0};
+    int k = fuzz_size(&in, 1, 8), p = fuzz_size(&in, 1, 8);
+    cdyn_status st;
+    cdyn_newton *nt = cdyn_newton_create(k, p, &st);
+    if (!nt) return 0;
+    if (k > 8 || p > 8) { /* a hostile size the library accepted: it must also free it */
+        cdyn_newton_free(nt);
+        return 0;
+    }
+    double J[12 * 8] = {0}, G[8], dx[8 + FUZZ_GUARD], x[8];
+    fuzz_fill(&in, J, (size_t)k * p);
+    fuzz_fill(&in, G, (size_t)k);
+    uint8_t opts = fuzz_byte(&in);
+    if (opts & 1) cdyn_newton_set_rank_tolerance(nt, fuzz_double(&in));
+    if (opts & 2) cdyn_newton_set_max_iterations(nt, (int)(fuzz_byte(&in) % 40) - 2);
+    if (opts & 4) cdyn_newton_set_max_backtracks(nt, fuzz_byte(&in) % 70);
+    if (opts & 8) cdyn_newton_set_tolerances(nt, fuzz_double(&in), fuzz_double(&in));
+    fuzz_guard_set(dx, (size_t)p);
+    cdyn_newton_step(nt, J, k + (opts >> 6), G, dx);
+    if (!fuzz_guard_ok(dx, (size_t)p)) abort();
+    poly_system sys = {k, p, {0}};
+    fuzz_fill(&in, sys.coef, sizeof sys.coef / sizeof sys.coef[0]);
+    fuzz_fill(&in, x, (size_t)p);
+    cdyn_newton_solve(nt, residual, NULL, &sys, x);
+    cdyn_newton_report report;
+    cdyn_newton_get_report(nt, &report);
+    int rows[8], cols[8];
+    cdyn_newton_dependent_rows(nt, rows);
+    cdyn_newton_dropped_columns(nt, cols);
+    cdyn_newton_free(nt);
+    return 0;
+}

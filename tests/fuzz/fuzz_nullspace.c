@@ -1,0 +1,52 @@
+/* libFuzzer harness: cdyn_nullspace with decoded sizes, W, M, F, c. */
+#include <cdyn.h>
+
+#include "fuzz_input.h"
+
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size, 0};
+    int n = fuzz_size(&in, 1, 12), m = fuzz_size(&in, 0, 11);
+    int ldw = (m > 0 ? m : 1) + fuzz_size(&in, -1, 2);
+    cdyn_status st;
+    cdyn_nullspace *ns = cdyn_nullspace_create(n, m, &st);
+    if (!ns) return 0; /* bad sizes are refused; nothing else to do */
+    int d = n - m;
+    double *W = calloc((size_t)(ldw > 0 ? ldw : 1) * n + 1, sizeof(double));
+    double *M = malloc(sizeof(double) * (size_t)n * n);
+    double *F = malloc(sizeof(double) * (size_t)n), *c = malloc(sizeof(double) * (size_t)(m + 1));
+    double *vdot = malloc(sizeof(double) * (size_t)(n + FUZZ_GUARD));
+    double *lambda = malloc(sizeof(double) * (size_t)(m + FUZZ_GUARD));
+    double *Mbar = malloc(sizeof(double) * (size_t)(d * d + FUZZ_GUARD));
+    double *alpha = malloc(sizeof(double) * (size_t)(n * d + FUZZ_GUARD));
+    fuzz_fill(&in, W, (size_t)(ldw > 0 ? ldw : 1) * n);
+    fuzz_fill(&in, M, (size_t)n * n);
+    fuzz_fill(&in, F, (size_t)n);
+    fuzz_fill(&in, c, (size_t)m);
+    uint8_t opts = fuzz_byte(&in);
+    if (opts & 1) cdyn_nullspace_set_rank_tolerance(ns, fuzz_double(&in));
+    if (opts & 2) cdyn_nullspace_set_condition_limit(ns, fuzz_double(&in));
+    fuzz_guard_set(vdot, (size_t)n);
+    fuzz_guard_set(lambda, (size_t)m);
+    fuzz_guard_set(Mbar, (size_t)d * d);
+    fuzz_guard_set(alpha, (size_t)n * d);
+    st = (opts & 4) ? cdyn_nullspace_update(ns, W, ldw, NULL) : cdyn_nullspace_factor(ns, W, ldw);
+    if (st == CDYN_OK) {
+        cdyn_nullspace_alpha(ns, alpha, n);
+        cdyn_nullspace_solve(ns, M, n, F, (opts & 8) ? c : NULL, vdot, lambda);
+        cdyn_nullspace_reduce(ns, M, n, F, c, Mbar, d > 0 ? d : 1, vdot);
+        cdyn_nullspace_alpha_dot(ns, W, ldw, alpha, n);
+        cdyn_nullspace_update(ns, W, ldw, NULL); /* refactor the same W */
+        cdyn_nullspace_solve(ns, M, n, F, c, vdot, lambda);
+    }
+    if (!fuzz_guard_ok(vdot, (size_t)n) || !fuzz_guard_ok(lambda, (size_t)m) ||
+        !fuzz_guard_ok(Mbar, (size_t)d * d) || !fuzz_guard_ok(alpha, (size_t)n * d))
+        abort(); /* an out-of-bounds write */
+    cdyn_nullspace_free(ns);
+    free(W); free(M); free(F); free(c); free(vdot); free(lambda); free(Mbar); free(alpha);
+    return 0;
+}

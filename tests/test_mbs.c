@@ -1,0 +1,2126 @@
+/* Check suite for the cdyn_mbs model layer (THEORY T4.1, T4.4-T4.10).
+ *
+ * Every expected value comes from somewhere other than the library:
+ *  - the Cartesian pendulum, whose accelerations and rod tension follow
+ *    from theta'' = -(g/l) sin(theta) and T = m g cos(theta) + m l theta'^2
+ *    (derivation next to pendulum_exact());
+ *  - a bead on a rod rotating at a constant rate (rheonomic constraint),
+ *    solved by hand in polar coordinates (rod_exact());
+ *  - a slider-crank (THEORY T6.1 mass matrix and forces, geometry chosen
+ *    here) checked against a bordered KKT solve by LAPACK dgesv
+ *    (tu_kkt_solve), a second formulation independent of the library;
+ *  - the closed-form penalty error of T4.8 for M = m I (penalty test);
+ *  - identities that any correct answer satisfies: M q'' + Phi_q^T lambda =
+ *    Q, Phi_q q'' = xi - K_D Phi' - K_P Phi, Phi = 0 and Phi_q q' + Phi_t = 0
+ *    after a projection, the closest point of a circle / a line;
+ *  - the small-angle period 2 pi sqrt(l/g) (1 + theta0^2/16) of a pendulum
+ *    integrated by an RK4 written here.
+ *
+ * Tolerances: with xi from the library's central differences (step ~
+ * eps^(1/3)), xi carries a relative error ~ eps^(2/3) ~ 1e-11 from rounding
+ * and truncation, so the accelerations are compared at 1e-8 relative; with
+ * an exact xi callback the only error is rounding in small, well
+ * conditioned solves: 1e-12 relative. Where Phi_t is also differenced, xi is
+ * a nested (second) difference with rounding error ~ eps / h^2 ~ eps^(1/3)
+ * ~ 6e-6 of the constraint's scale: 1e-5 relative there.
+ *
+ * Output arrays are pre-filled with SENTINEL so that "untouched on error"
+ * can be checked exactly. */
+#include "cdyn/mbs.h"
+
+#include "alloc_count.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+static const double SENTINEL = 12345.0;
+static const double GRAV = 9.81;
+static const double FD_RTOL = 1e-8;     /* xi by central differences */
+static const double EXACT_RTOL = 1e-12; /* exact xi callback */
+static const double NESTED_RTOL = 1e-5; /* Phi_t and xi both differenced */
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+
+static void fill(double *a, int n, double v)
+{
+    for (int i = 0; i < n; ++i) a[i] = v;
+}
+
+static int all_equal(const double *a, int n, double v)
+{
+    for (int i = 0; i < n; ++i)
+        if (a[i] != v) return 0;
+    return 1;
+}
+
+static double vmax_abs(int n, const double *x)
+{
+    double v = 0.0;
+    for (int i = 0; i < n; ++i) v = fmax(v, fabs(x[i]));
+    return v;
+}
+
+/* |got - want|_inf <= rtol * max(|want|_inf, floor) */
+static void expect_vec(int n, const double *got, const double *want, double rtol, double floor_,
+                       const char *what)
+{
+    double scale = fmax(vmax_abs(n, want), floor_);
+    for (int i = 0; i < n; ++i)
+        ck_assert_msg(fabs(got[i] - want[i]) <= rtol * scale,
+                      "%s[%d]: got %.17g, want %.17g (diff %.3e > %.1e * %.3g)", what, i, got[i],
+                      want[i], fabs(got[i] - want[i]), rtol, scale);
+}
+
+static void expect_near(double got, double want, double tol, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= tol, "%s: got %.17g, want %.17g (diff %.3e > %.3e)", what,
+                  got, want, fabs(got - want), tol);
+}
+
+/* Solve the 2x2 system A x = b (column-major) by Cramer's rule. */
+static void solve2(const double *A, const double *b, double *x)
+{
+    double det = A[0] * A[3] - A[2] * A[1];
+    x[0] = (b[0] * A[3] - A[2] * b[1]) / det;
+    x[1] = (A[0] * b[1] - b[0] * A[1]) / det;
+}
+
+/* 1-norm condition number of a 2x2 matrix (column-major), exactly. */
+static double cond1_2x2(const double *B)
+{
+    double det = B[0] * B[3] - B[2] * B[1];
+    double n1 = fmax(fabs(B[0]) + fabs(B[1]), fabs(B[2]) + fabs(B[3]));
+    /* inverse = [B3 -B2; -B1 B0] / det */
+    double ninv = fmax(fabs(B[3]) + fabs(B[1]), fabs(B[2]) + fabs(B[0])) / fabs(det);
+    return n1 * ninv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failure injection shared by every model: each model struct starts with a  */
+/* fault, counting the calls of each callback; the armed one returns a code  */
+/* (or writes a NaN) on its at-th call.                                      */
+
+enum { CB_MASS, CB_FORCE, CB_PHI, CB_JAC, CB_PHIT, CB_XI, CB_COUNT };
+static const char *const CB_NAME[CB_COUNT] = {"mass", "force", "phi", "jacobian", "phi_t", "xi"};
+enum { CODE_BASE = 40 };
+
+typedef struct fault {
+    int calls[CB_COUNT];
+    int which, at, nan;
+} fault;
+
+static void fault_reset(fault *f)
+{
+    memset(f, 0, sizeof *f);
+    f->which = -1;
+}
+
+static void fault_arm(fault *f, int which, int at, int nan)
+{
+    fault_reset(f);
+    f->which = which;
+    f->at = at;
+    f->nan = nan;
+}
+
+/* Count one call of cb; the return value is the code to return (0: go on);
+ * *poison = 1 asks the callback to put a NaN in its output. */
+static int fault_hit(void *user, int cb, int *poison)
+{
+    fault *f = user;
+    ++f->calls[cb];
+    *poison = 0;
+    if (f->which != cb || f->calls[cb] != f->at) return 0;
+    if (f->nan) {
+        *poison = 1;
+        return 0;
+    }
+    return CODE_BASE + cb;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 1: pendulum in Cartesian coordinates q = (x, y), pivot at the       */
+/* origin, gravity along -y, Phi = x^2 + y^2 - l^2, Phi_q = [2x 2y],        */
+/* xi = -(Phi_q q')_q q' = -2 (x'^2 + y'^2), M = m I, Q = (0, -m g).        */
+
+typedef struct pendulum {
+    fault f;
+    double mass, len, grav;
+} pendulum;
+
+static void pendulum_init(pendulum *p, double mass, double len)
+{
+    fault_reset(&p->f);
+    p->mass = mass;
+    p->len = len;
+    p->grav = GRAV;
+}
+
+static int pend_mass(double t, const double *q, double *M, int ldm, void *user)
+{
+    pendulum *p = user;
+    int poison, rc = fault_hit(user, CB_MASS, &poison);
+    (void)t;
+    (void)q;
+    if (rc) return rc;
+    M[0] = p->mass;
+    M[1] = 0.0;
+    M[ldm] = 0.0;
+    M[1 + ldm] = p->mass;
+    if (poison) M[1 + ldm] = NAN;
+    return 0;
+}
+
+static int pend_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    pendulum *p = user;
+    int poison, rc = fault_hit(user, CB_FORCE, &poison);
+    (void)t;
+    (void)q;
+    (void)qdot;
+    if (rc) return rc;
+    Q[0] = 0.0;
+    Q[1] = -p->mass * p->grav;
+    if (poison) Q[0] = NAN;
+    return 0;
+}
+
+static int pend_phi(double t, const double *q, double *Phi, void *user)
+{
+    pendulum *p = user;
+    int poison, rc = fault_hit(user, CB_PHI, &poison);
+    (void)t;
+    if (rc) return rc;
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - p->len * p->len;
+    if (poison) Phi[0] = NAN;
+    return 0;
+}
+
+static int pend_jac(double t, const double *q, double *J, int ld, void *user)
+{
+    int poison, rc = fault_hit(user, CB_JAC, &poison);
+    (void)t;
+    if (rc) return rc;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    if (poison) J[ld] = INFINITY;
+    return 0;
+}
+
+static int pend_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    int poison, rc = fault_hit(user, CB_PHIT, &poison);
+    (void)t;
+    (void)q;
+    if (rc) return rc;
+    Phi_t[0] = poison ? NAN : 0.0;
+    return 0;
+}
+
+static int pend_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    int poison, rc = fault_hit(user, CB_XI, &poison);
+    (void)t;
+    (void)q;
+    if (rc) return rc;
+    xi[0] = -2.0 * (qdot[0] * qdot[0] + qdot[1] * qdot[1]);
+    if (poison) xi[0] = NAN;
+    return 0;
+}
+
+static cdyn_mbs *pendulum_new(pendulum *p, int with_phi_t, int with_xi)
+{
+    cdyn_status st = CDYN_ERR_LAPACK;
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, &st);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, pend_jac, p),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, with_phi_t ? pend_phi_t : NULL,
+                                             with_xi ? pend_xi : NULL),
+                     CDYN_OK);
+    return mbs;
+}
+
+/* y = [q; q'] at angle th from the downward vertical, rate thd:
+ * x = l sin th, y = -l cos th, x' = l cos th th', y' = l sin th th'. */
+static void pendulum_state(const pendulum *p, double th, double thd, double *y)
+{
+    double l = p->len;
+    y[0] = l * sin(th);
+    y[1] = -l * cos(th);
+    y[2] = l * cos(th) * thd;
+    y[3] = l * sin(th) * thd;
+}
+
+/* Hand derivation. th'' = -(g/l) sin th, so
+ *   x'' = l cos th th'' - l sin th th'^2,  y'' = l sin th th'' + l cos th th'^2.
+ * The rod pulls the bob towards the pivot with tension T = m g cos th + m l th'^2
+ * (radial balance), force -T (x, y)/l. With M q'' + Phi_q^T lambda = Q and
+ * Phi_q^T lambda = 2 lambda (x, y): 2 lambda = T / l, lambda = T / (2 l), and
+ * the generalized constraint force is 2 lambda (x, y). */
+static void pendulum_exact(const pendulum *p, double th, double thd, double *qdd, double *lambda,
+                           double *gen_force)
+{
+    double l = p->len, g = p->grav, m = p->mass;
+    double thdd = -(g / l) * sin(th);
+    qdd[0] = l * cos(th) * thdd - l * sin(th) * thd * thd;
+    qdd[1] = l * sin(th) * thdd + l * cos(th) * thd * thd;
+    double T = m * g * cos(th) + m * l * thd * thd;
+    *lambda = T / (2.0 * l);
+    gen_force[0] = 2.0 * *lambda * l * sin(th);
+    gen_force[1] = 2.0 * *lambda * (-l * cos(th));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 2: bead on a rod through the origin turning at the constant rate w  */
+/* (rheonomic). q = (x, y), rod direction e_r = (cos wt, sin wt), normal     */
+/* e_th = (-sin wt, cos wt): Phi = -x sin wt + y cos wt = e_th . q,          */
+/* Phi_q = e_th^T, Phi_t = -w (x cos wt + y sin wt) = -w e_r . q,            */
+/* Phi_tt = -w^2 Phi, Phi_qt q' = -w e_r . q', (Phi_q q')_q = 0, so          */
+/* xi = -2 Phi_qt q' - Phi_tt = 2 w e_r . q' + w^2 Phi.                      */
+
+typedef struct rod {
+    fault f;
+    double mass, grav, omega;
+} rod;
+
+static void rod_init(rod *r)
+{
+    fault_reset(&r->f);
+    r->mass = 1.5;
+    r->grav = GRAV;
+    r->omega = 1.7;
+}
+
+static int rod_mass(double t, const double *q, double *M, int ldm, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_MASS, &poison);
+    (void)t;
+    (void)q;
+    (void)poison;
+    if (rc) return rc;
+    M[0] = M[1 + ldm] = r->mass;
+    M[1] = M[ldm] = 0.0;
+    return 0;
+}
+
+static int rod_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_FORCE, &poison);
+    (void)t;
+    (void)q;
+    (void)qdot;
+    (void)poison;
+    if (rc) return rc;
+    Q[0] = 0.0;
+    Q[1] = -r->mass * r->grav;
+    return 0;
+}
+
+static int rod_phi(double t, const double *q, double *Phi, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_PHI, &poison);
+    (void)poison;
+    if (rc) return rc;
+    double wt = r->omega * t;
+    Phi[0] = -q[0] * sin(wt) + q[1] * cos(wt);
+    return 0;
+}
+
+static int rod_jac(double t, const double *q, double *J, int ld, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_JAC, &poison);
+    (void)q;
+    (void)poison;
+    if (rc) return rc;
+    double wt = r->omega * t;
+    J[0] = -sin(wt);
+    J[ld] = cos(wt);
+    return 0;
+}
+
+static int rod_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_PHIT, &poison);
+    (void)poison;
+    if (rc) return rc;
+    double wt = r->omega * t;
+    Phi_t[0] = -r->omega * (q[0] * cos(wt) + q[1] * sin(wt));
+    return 0;
+}
+
+static int rod_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    rod *r = user;
+    int poison, rc = fault_hit(user, CB_XI, &poison);
+    (void)poison;
+    if (rc) return rc;
+    double w = r->omega, wt = w * t;
+    double Phi = -q[0] * sin(wt) + q[1] * cos(wt);
+    xi[0] = 2.0 * w * (qdot[0] * cos(wt) + qdot[1] * sin(wt)) + w * w * Phi;
+    return 0;
+}
+
+static cdyn_mbs *rod_new(rod *r, int with_phi_t, int with_xi)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, rod_mass, rod_force, rod_phi, rod_jac, r), CDYN_OK);
+    ck_assert_int_eq(
+        cdyn_mbs_set_time_terms(mbs, with_phi_t ? rod_phi_t : NULL, with_xi ? rod_xi : NULL),
+        CDYN_OK);
+    return mbs;
+}
+
+/* Consistent state at time t: radius rr, radial rate rd; q = rr e_r,
+ * q' = rd e_r + rr w e_th (then Phi = 0, Phi_q q' + Phi_t = rr w - w rr = 0). */
+static void rod_state(const rod *r, double t, double rr, double rd, double *y)
+{
+    double wt = r->omega * t, c = cos(wt), s = sin(wt), w = r->omega;
+    y[0] = rr * c;
+    y[1] = rr * s;
+    y[2] = rd * c - rr * w * s;
+    y[3] = rd * s + rr * w * c;
+}
+
+/* Hand derivation in polar coordinates (r along the rod, angle wt fixed by
+ * the drive, normal force N along e_th): acceleration
+ *   a = (r'' - r w^2) e_r + (2 r' w) e_th            (w constant)
+ * and m a = F + N e_th with F = (0, -m g), F.e_r = -m g sin wt,
+ * F.e_th = -m g cos wt, so r'' - r w^2 = -g sin wt and N = m (2 r' w + g cos wt).
+ * In T4's convention M q'' + Phi_q^T lambda = Q the constraint force is
+ * -lambda e_th = N e_th: lambda = -N, generalized force Phi_q^T lambda = -N e_th. */
+static void rod_exact(const rod *r, double t, double rr, double rd, double *qdd, double *lambda,
+                      double *gen_force)
+{
+    double w = r->omega, wt = w * t, c = cos(wt), s = sin(wt), g = r->grav;
+    double ar = -g * s, ath = 2.0 * rd * w;
+    qdd[0] = ar * c - ath * s;
+    qdd[1] = ar * s + ath * c;
+    double N = r->mass * (2.0 * rd * w + g * c);
+    (void)rr;
+    *lambda = -N;
+    gen_force[0] = -N * -s;
+    gen_force[1] = -N * c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 3: slider-crank (THEORY T6.1): q = (s, th1, th3), slider position,  */
+/* crank angle, rod angle. Geometry chosen here: crank of length a about the */
+/* origin, rod of length b from the crank tip to the slider on the x axis:   */
+/*   Phi1 = a cos th1 + b cos th3 - s,   Phi2 = a sin th1 - b sin th3.       */
+/* Phi_q = [-1, -a s1, -b s3; 0, a c1, -b c3].                               */
+/* Differentiating twice with q'' = 0:                                       */
+/*   xi1 = a c1 th1'^2 + b c3 th3'^2,   xi2 = a s1 th1'^2 - b s3 th3'^2.     */
+/* M and Q are T6.1's published ones.                                        */
+
+typedef struct slider {
+    fault f;
+    double a, b;
+} slider;
+
+static void slider_init(slider *sc, double a, double b)
+{
+    fault_reset(&sc->f);
+    sc->a = a;
+    sc->b = b;
+}
+
+static void slider_M(const double *q, double *M, int ldm)
+{
+    double s3 = sin(q[2]);
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) M[i + j * ldm] = 0.0;
+    M[0] = 2.5;
+    M[1 + ldm] = 3.0 / 400.0;
+    M[2 + 2 * ldm] = 129.0 / 1000.0;
+    M[2] = M[2 * ldm] = s3 / 4.0;
+}
+
+static void slider_Q(const double *q, const double *qd, double *Q)
+{
+    Q[0] = -qd[2] * qd[2] * cos(q[2]) / 4.0;
+    Q[1] = -2943.0 * cos(q[1]) / 10000.0;
+    Q[2] = 981.0 * cos(q[2]) / 400.0;
+}
+
+static void slider_Phi(const slider *sc, const double *q, double *Phi)
+{
+    Phi[0] = sc->a * cos(q[1]) + sc->b * cos(q[2]) - q[0];
+    Phi[1] = sc->a * sin(q[1]) - sc->b * sin(q[2]);
+}
+
+static void slider_J(const slider *sc, const double *q, double *J, int ld)
+{
+    J[0] = -1.0;
+    J[1] = 0.0;
+    J[ld] = -sc->a * sin(q[1]);
+    J[1 + ld] = sc->a * cos(q[1]);
+    J[2 * ld] = -sc->b * sin(q[2]);
+    J[1 + 2 * ld] = -sc->b * cos(q[2]);
+}
+
+static void slider_xi_exact(const slider *sc, const double *q, const double *qd, double *xi)
+{
+    xi[0] = sc->a * cos(q[1]) * qd[1] * qd[1] + sc->b * cos(q[2]) * qd[2] * qd[2];
+    xi[1] = sc->a * sin(q[1]) * qd[1] * qd[1] - sc->b * sin(q[2]) * qd[2] * qd[2];
+}
+
+static int sc_mass(double t, const double *q, double *M, int ldm, void *user)
+{
+    int poison, rc = fault_hit(user, CB_MASS, &poison);
+    (void)t;
+    if (rc) return rc;
+    slider_M(q, M, ldm);
+    if (poison) M[0] = NAN;
+    return 0;
+}
+
+static int sc_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    int poison, rc = fault_hit(user, CB_FORCE, &poison);
+    (void)t;
+    if (rc) return rc;
+    slider_Q(q, qdot, Q);
+    if (poison) Q[2] = NAN;
+    return 0;
+}
+
+static int sc_phi(double t, const double *q, double *Phi, void *user)
+{
+    int poison, rc = fault_hit(user, CB_PHI, &poison);
+    (void)t;
+    if (rc) return rc;
+    slider_Phi(user, q, Phi);
+    if (poison) Phi[1] = NAN;
+    return 0;
+}
+
+static int sc_jac(double t, const double *q, double *J, int ld, void *user)
+{
+    int poison, rc = fault_hit(user, CB_JAC, &poison);
+    (void)t;
+    if (rc) return rc;
+    slider_J(user, q, J, ld);
+    if (poison) J[1 + ld] = NAN;
+    return 0;
+}
+
+static int sc_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    int poison, rc = fault_hit(user, CB_XI, &poison);
+    (void)t;
+    if (rc) return rc;
+    slider_xi_exact(user, q, qdot, xi);
+    if (poison) xi[0] = NAN;
+    return 0;
+}
+
+static cdyn_mbs *slider_new(slider *sc, int with_xi)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, sc_mass, sc_force, sc_phi, sc_jac, sc), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, NULL, with_xi ? sc_xi : NULL), CDYN_OK);
+    return mbs;
+}
+
+/* Consistent state from the crank angle and rate: th3 = asin(a s1 / b),
+ * s = a c1 + b c3; speeds from Phi_q q' = 0: th3' = a c1 th1' / (b c3),
+ * s' = -a s1 th1' - b s3 th3'. */
+static void slider_state(const slider *sc, double th1, double th1d, double *y)
+{
+    double a = sc->a, b = sc->b;
+    double th3 = asin(a * sin(th1) / b);
+    double th3d = a * cos(th1) * th1d / (b * cos(th3));
+    y[0] = a * cos(th1) + b * cos(th3);
+    y[1] = th1;
+    y[2] = th3;
+    y[3] = -a * sin(th1) * th1d - b * sin(th3) * th3d;
+    y[4] = th1d;
+    y[5] = th3d;
+}
+
+/* Reference accelerations and multipliers by a bordered KKT solve (dgesv)
+ * with the exact xi: tu_kkt_solve solves M v' - W^T l = F, W v' = -c, so
+ * c = -xi and T4's lambda = -l. */
+static void slider_reference(const slider *sc, const double *y, double *qdd, double *lambda)
+{
+    double M[9], Q[3], W[6], xi[2], c[2], l[2];
+    slider_M(y, M, 3);
+    slider_Q(y, y + 3, Q);
+    slider_J(sc, y, W, 2);
+    slider_xi_exact(sc, y, y + 3, xi);
+    c[0] = -xi[0];
+    c[1] = -xi[1];
+    ck_assert_int_eq(tu_kkt_solve(3, 2, M, 3, W, 2, Q, c, qdd, l), 0);
+    lambda[0] = -l[0];
+    lambda[1] = -l[1];
+}
+
+/* Unit null vector of the 2 x 3 matrix J (cross product of its rows). */
+static void null3(const double *J, int ld, double *nv)
+{
+    double r0[3] = {J[0], J[ld], J[2 * ld]}, r1[3] = {J[1], J[1 + ld], J[1 + 2 * ld]};
+    nv[0] = r0[1] * r1[2] - r0[2] * r1[1];
+    nv[1] = r0[2] * r1[0] - r0[0] * r1[2];
+    nv[2] = r0[0] * r1[1] - r0[1] * r1[0];
+    double nn = sqrt(nv[0] * nv[0] + nv[1] * nv[1] + nv[2] * nv[2]);
+    for (int i = 0; i < 3; ++i) nv[i] /= nn;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Model 4: two-link planar arm of THEORY T6.2 (l1 = 1, l2 = 1/2), tip on    */
+/* y = 1/2 and at x = x0 - v t. Folded pose q1 = pi/2, q2 = pi is singular: */
+/* Phi_q = [l1 c1 + l2 c12, l2 c12; -l1 s1 - l2 s12, -l2 s12]               */
+/*       = [0, 0; -1/2, 1/2], rank 1, singular values 1/sqrt(2) and 0.      */
+
+typedef struct arm {
+    fault f;
+    double v, x0;
+} arm;
+
+static void arm_M(const double *q, double *M, int ldm)
+{
+    const double I1 = 0.167, I2 = 0.208;
+    double c2 = cos(q[1]);
+    M[0] = 1.5625 + 0.5 * c2 + I1 + I2;
+    M[1] = M[ldm] = 0.0625 + 0.25 * c2 + I2;
+    M[1 + ldm] = 0.0625 + I2;
+}
+
+static void arm_Q(const double *q, const double *qd, double *Q)
+{
+    double s2 = sin(q[1]), c1 = cos(q[0]), c12 = cos(q[0] + q[1]), g = GRAV;
+    Q[0] = 0.25 * s2 * qd[1] * (2.0 * qd[0] + qd[1]) - g * (2.0 * c1 + 0.25 * c12);
+    Q[1] = -0.25 * s2 * qd[0] * qd[0] - 0.25 * g * c12;
+}
+
+static void arm_J(const double *q, double *J, int ld)
+{
+    double s1 = sin(q[0]), c1 = cos(q[0]), s12 = sin(q[0] + q[1]), c12 = cos(q[0] + q[1]);
+    J[0] = c1 + 0.5 * c12;
+    J[ld] = 0.5 * c12;
+    J[1] = -s1 - 0.5 * s12;
+    J[1 + ld] = -0.5 * s12;
+}
+
+static int arm_mass(double t, const double *q, double *M, int ldm, void *user)
+{
+    (void)t;
+    (void)user;
+    arm_M(q, M, ldm);
+    return 0;
+}
+
+static int arm_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t;
+    (void)user;
+    arm_Q(q, qdot, Q);
+    return 0;
+}
+
+static int arm_phi(double t, const double *q, double *Phi, void *user)
+{
+    arm *a = user;
+    Phi[0] = sin(q[0]) + 0.5 * sin(q[0] + q[1]) - 0.5;
+    Phi[1] = cos(q[0]) + 0.5 * cos(q[0] + q[1]) + a->v * t - a->x0;
+    return 0;
+}
+
+static int arm_jac(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)user;
+    arm_J(q, J, ld);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Right-hand side against the analytic pendulum                          */
+
+static const double PEND_TH[3] = {0.7, -2.1, 3.0};
+static const double PEND_THD[3] = {1.3, -0.4, 2.5};
+
+static void check_pendulum_rhs(cdyn_mbs_formulation form, int with_xi, double rtol)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, with_xi);
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, form), CDYN_OK);
+    for (int k = 0; k < 3; ++k) {
+        double y[4], ydot[4], qdd[2], lam, gf[2], gf_got[2], lam_got;
+        pendulum_state(&p, PEND_TH[k], PEND_THD[k], y);
+        pendulum_exact(&p, PEND_TH[k], PEND_THD[k], qdd, &lam, gf);
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.3, y, ydot), CDYN_OK);
+        ck_assert_double_eq(ydot[0], y[2]);
+        ck_assert_double_eq(ydot[1], y[3]);
+        expect_vec(2, ydot + 2, qdd, rtol, 0.0, "q''");
+        ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, &lam_got), CDYN_OK);
+        expect_vec(1, &lam_got, &lam, rtol, 0.0, "lambda");
+        expect_vec(2, gf_got, gf, rtol, 0.0, "Phi_q^T lambda");
+        /* either output may be NULL */
+        lam_got = SENTINEL;
+        ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+        expect_vec(1, &lam_got, &lam, rtol, 0.0, "lambda alone");
+        ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, NULL), CDYN_OK);
+        /* the state is consistent: both residuals vanish to rounding */
+        double rp = -1.0, rv = -1.0;
+        ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+        ck_assert_double_le(rp, 1e-14);
+        ck_assert_double_le(rv, 1e-14);
+        ck_assert_double_ge(rp, 0.0);
+        ck_assert_double_ge(rv, 0.0);
+    }
+    cdyn_mbs_free(mbs);
+}
+
+START_TEST(lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_differenced_xi)
+{
+    check_pendulum_rhs(CDYN_MBS_LAGRANGE, 0, FD_RTOL);
+}
+END_TEST
+
+START_TEST(lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_exact_xi)
+{
+    check_pendulum_rhs(CDYN_MBS_LAGRANGE, 1, EXACT_RTOL);
+}
+END_TEST
+
+START_TEST(pseudoinverse_rhs_gives_the_pendulum_accelerations_and_tension)
+{
+    check_pendulum_rhs(CDYN_MBS_PSEUDOINVERSE, 0, FD_RTOL);
+    check_pendulum_rhs(CDYN_MBS_PSEUDOINVERSE, 1, EXACT_RTOL);
+}
+END_TEST
+
+/* T4.8 with M = m I and one constraint with gradient g = Phi_q^T = 2 (x, y),
+ * |g|^2 = 4 l^2: if q''* and lambda* are the exact solution (m q''* = Q -
+ * g lambda*, g . q''* = s), then (m I + alpha g g^T) q''_a = Q + alpha g s
+ * gives e = q''_a - q''* with (m I + alpha g g^T) e = g lambda*, so
+ * e = g lambda* / (m + 4 alpha l^2), and the estimate
+ * alpha (g . q''_a - s) = alpha g . e = lambda* 4 alpha l^2 / (m + 4 alpha l^2).
+ * Both errors are O(1/alpha): |e| <= |lambda*| / (alpha l), and
+ * |lambda_a - lambda*| = |lambda*| m / (m + 4 alpha l^2). */
+START_TEST(penalty_rhs_converges_to_the_pendulum_solution_as_one_over_alpha)
+{
+    for (int with_xi = 1; with_xi >= 0; --with_xi) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_new(&p, 0, with_xi);
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+        double m = p.mass, l = p.len;
+        for (int k = 0; k < 3; ++k) {
+            double y[4], ydot[4], qdd[2], lam, gf[2];
+            pendulum_state(&p, PEND_TH[k], PEND_THD[k], y);
+            pendulum_exact(&p, PEND_TH[k], PEND_THD[k], qdd, &lam, gf);
+            double prev_err = INFINITY;
+            for (double alpha = 1.0; alpha <= 1e4; alpha *= 10.0) {
+                ck_assert_int_eq(cdyn_constraint_set_penalty(cdyn_mbs_constraint(mbs), &alpha),
+                                 CDYN_OK);
+                ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+                double den = m + 4.0 * alpha * l * l;
+                double want[2] = {qdd[0] + 2.0 * y[0] * lam / den,
+                                  qdd[1] + 2.0 * y[1] * lam / den};
+                double want_lam = lam * 4.0 * alpha * l * l / den;
+                /* rounding grows with the condition (m + 4 alpha l^2) / m of
+                 * the leading matrix */
+                double rtol = (with_xi ? EXACT_RTOL : FD_RTOL) * den / m;
+                expect_vec(2, ydot + 2, want, rtol, 0.0, "penalty q''");
+                double lam_got;
+                ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+                expect_near(lam_got, want_lam, rtol * fabs(want_lam), "penalty lambda");
+                /* O(1/alpha) and decreasing */
+                double err = hypot(ydot[2] - qdd[0], ydot[3] - qdd[1]);
+                ck_assert_double_le(err, fabs(lam) / (alpha * l) * (1.0 + 1e-6));
+                ck_assert_double_lt(err, prev_err);
+                /* (an equality in exact arithmetic: allow the same rounding
+                 * and difference error as the closed-form check above) */
+                ck_assert_double_le(fabs(lam_got - lam),
+                                    fabs(lam) * m / den + rtol * fabs(want_lam));
+                prev_err = err;
+            }
+        }
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* Identities of the stabilized form T4.5/T4.6 at an inconsistent state:
+ * M q'' + Phi_q^T lambda = Q and Phi_q q'' = xi - K_D Phi' - K_P Phi, with
+ * Phi = x^2 + y^2 - l^2, Phi' = 2 (x x' + y y'), xi = -2 |q'|^2. */
+START_TEST(stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_manifold)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 1);
+    double y[4] = {1.0, -1.2, 0.7, 0.4}; /* Phi != 0, Phi' != 0 */
+    double Phi = y[0] * y[0] + y[1] * y[1] - p.len * p.len;
+    double Phid = 2.0 * (y[0] * y[2] + y[1] * y[3]);
+    double xi = -2.0 * (y[2] * y[2] + y[3] * y[3]);
+    double k = 3.0;
+    double gains[3][2] = {{2.0, 3.0}, {0.0, 0.0}, {2.0 * k, k * k}}; /* K_D, K_P */
+    for (int form = 0; form < 3; ++form) {
+        if (form == CDYN_MBS_PENALTY) continue; /* meets Phi_q q'' = s only to O(1/alpha) */
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form), CDYN_OK);
+        for (int gsel = 0; gsel < 3; ++gsel) {
+            cdyn_constraint *c = cdyn_mbs_constraint(mbs);
+            if (gsel < 2)
+                ck_assert_int_eq(cdyn_constraint_set_baumgarte(c, gains[gsel][0] / 2.0,
+                                                               sqrt(gains[gsel][1])),
+                                 CDYN_OK);
+            else
+                ck_assert_int_eq(cdyn_constraint_set_critical_gains(c, &k), CDYN_OK);
+            double s = xi - gains[gsel][0] * Phid - gains[gsel][1] * Phi;
+            double ydot[4], gf[2], lam;
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, &lam), CDYN_OK);
+            double lhs = 2.0 * y[0] * ydot[2] + 2.0 * y[1] * ydot[3];
+            expect_near(lhs, s, 1e-12 * (fabs(s) + fabs(2.0 * y[0] * ydot[2]) +
+                                         fabs(2.0 * y[1] * ydot[3])),
+                        "Phi_q q'' = s");
+            expect_near(p.mass * ydot[2] + 2.0 * y[0] * lam, 0.0, 1e-12 * p.mass * p.grav,
+                        "row x of M q'' + Phi_q^T lambda = Q");
+            expect_near(p.mass * ydot[3] + 2.0 * y[1] * lam, -p.mass * p.grav,
+                        1e-12 * p.mass * p.grav, "row y");
+            expect_near(gf[0], 2.0 * y[0] * lam, 1e-14 * fabs(gf[0]) + 1e-300, "force x");
+            expect_near(gf[1], 2.0 * y[1] * lam, 1e-14 * fabs(gf[1]) + 1e-300, "force y");
+            double rp, rv;
+            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+            expect_near(rp, fabs(Phi), 1e-15, "position residual");
+            expect_near(rv, fabs(Phid), 1e-15, "velocity residual");
+        }
+    }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* The slider-crank's accelerations and multipliers against a bordered KKT
+ * solve (dgesv) with the exact xi. */
+START_TEST(slider_crank_rhs_matches_a_bordered_kkt_solve)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    for (int with_xi = 0; with_xi < 2; ++with_xi) {
+        cdyn_mbs *mbs = slider_new(&sc, with_xi);
+        double rtol = with_xi ? 1e-11 : FD_RTOL;
+        for (int form = 0; form < 2; ++form) {
+            ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form), CDYN_OK);
+            const double th1[3] = {1.1, -0.4, 2.8}, th1d[3] = {2.3, -5.0, 0.7};
+            for (int k = 0; k < 3; ++k) {
+                double y[6], ydot[6], qdd[3], lam[2], lam_got[2], gf[3];
+                slider_state(&sc, th1[k], th1d[k], y);
+                slider_reference(&sc, y, qdd, lam);
+                ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+                expect_vec(3, ydot, y + 3, 0.0, 0.0, "q'");
+                expect_vec(3, ydot + 3, qdd, rtol, 0.0, "slider q''");
+                ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, lam_got), CDYN_OK);
+                expect_vec(2, lam_got, lam, rtol, 0.0, "slider lambda");
+                double W[6], want_gf[3];
+                slider_J(&sc, y, W, 2);
+                tu_matvec_t(2, 3, W, 2, lam, want_gf);
+                expect_vec(3, gf, want_gf, rtol, 0.0, "slider Phi_q^T lambda");
+            }
+        }
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* m = 0: no constraint callbacks are needed, q'' = M^{-1} Q. */
+START_TEST(unconstrained_model_gives_m_inverse_q)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 0, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_ptr_null(cdyn_mbs_newton(mbs));
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, pend_jac, &p),
+                     CDYN_OK);
+    double y[4] = {0.3, -0.2, 1.0, 2.0}, ydot[4], gf[2] = {SENTINEL, SENTINEL};
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_double_eq(ydot[0], 1.0);
+    ck_assert_double_eq(ydot[1], 2.0);
+    ck_assert_double_eq_tol(ydot[2], 0.0, 1e-15);
+    ck_assert_double_eq_tol(ydot[3], -GRAV, 1e-14);
+    ck_assert_int_eq(p.f.calls[CB_PHI], 0);
+    ck_assert_int_eq(p.f.calls[CB_JAC], 0);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, NULL), CDYN_OK);
+    ck_assert_double_eq(gf[0], 0.0);
+    ck_assert_double_eq(gf[1], 0.0);
+    double yc[4];
+    memcpy(yc, y, sizeof y);
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(memcmp(y, yc, sizeof y), 0);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 2. Rheonomic constraint: bead on a turning rod                            */
+
+static void check_rod_rhs(int with_phi_t, int with_xi, double rtol)
+{
+    rod r;
+    rod_init(&r);
+    cdyn_mbs *mbs = rod_new(&r, with_phi_t, with_xi);
+    const double ts[3] = {0.4, 0.0, 2.5}, rr[3] = {0.8, 1.3, -0.6}, rd[3] = {0.5, -1.1, 0.9};
+    for (int form = 0; form < 2; ++form) {
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form), CDYN_OK);
+        for (int k = 0; k < 3; ++k) {
+            double y[4], ydot[4], qdd[2], lam, gf[2], lam_got, gf_got[2];
+            rod_state(&r, ts[k], rr[k], rd[k], y);
+            rod_exact(&r, ts[k], rr[k], rd[k], qdd, &lam, gf);
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, ts[k], y, ydot), CDYN_OK);
+            expect_vec(2, ydot + 2, qdd, rtol, 0.0, "rod q''");
+            ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, &lam_got), CDYN_OK);
+            expect_vec(1, &lam_got, &lam, rtol, 0.0, "rod lambda");
+            expect_vec(2, gf_got, gf, rtol, 0.0, "rod Phi_q^T lambda");
+            /* the state is consistent with Phi_t != 0 */
+            double rv;
+            ck_assert_int_eq(cdyn_mbs_residuals(mbs, NULL, &rv), CDYN_OK);
+            ck_assert_double_le(rv, with_phi_t ? 1e-14 : 1e-9);
+        }
+    }
+    cdyn_mbs_free(mbs);
+}
+
+START_TEST(rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_exact_time_terms)
+{
+    check_rod_rhs(1, 1, EXACT_RTOL);
+}
+END_TEST
+
+START_TEST(rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_phi_t_given_and_xi_differenced)
+{
+    check_rod_rhs(1, 0, FD_RTOL);
+}
+END_TEST
+
+START_TEST(rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_phi_t_and_xi_differenced)
+{
+    check_rod_rhs(0, 0, NESTED_RTOL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 3. Projection (T4.9)                                                      */
+
+static void check_report(cdyn_mbs *mbs, int max_iter)
+{
+    cdyn_newton_report rep;
+    ck_assert_ptr_nonnull(cdyn_mbs_newton(mbs));
+    ck_assert_int_eq(cdyn_newton_get_report(cdyn_mbs_newton(mbs), &rep), CDYN_OK);
+    ck_assert_int_eq(rep.converged, 1);
+    ck_assert_int_ge(rep.iterations, 1);
+    ck_assert_int_le(rep.iterations, max_iter);
+    ck_assert_double_le(rep.residual_norm, 1e-12);
+}
+
+/* For the circle every minimum-norm Newton step is along the gradient
+ * (x, y) of the current iterate, i.e. along the ray through q0: the result is
+ * the closest point l q0 / |q0| exactly, and the speed step is along the
+ * normal q / l: q'_new = q' - (q'.n) n. M = m I makes the mass metric the
+ * same. */
+START_TEST(projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circle)
+{
+    for (int metric = 0; metric < 2; ++metric) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+        ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric), CDYN_OK);
+        for (int k = 0; k < 3; ++k) {
+            double y[4], y0c[4];
+            pendulum_state(&p, PEND_TH[k], PEND_THD[k], y);
+            y[0] += 1e-3;
+            y[1] -= 1e-3;
+            y[2] += 1e-3;
+            y[3] += 2e-3;
+            memcpy(y0c, y, sizeof y);
+            ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+            check_report(mbs, 3);
+            double l = p.len, r0 = hypot(y0c[0], y0c[1]);
+            double qp[2] = {l * y0c[0] / r0, l * y0c[1] / r0};
+            /* Newton stops at |Phi| <= 1e-12, i.e. a radius within
+             * 1e-12 / (2 l) of l; the direction is exact (checked below) */
+            for (int i = 0; i < 2; ++i)
+                expect_near(y[i], qp[i], 1e-12 / (2.0 * l) + 1e-15 * l, "closest point");
+            double nx = y[0] / l, ny = y[1] / l, vn = y0c[2] * nx + y0c[3] * ny;
+            double vp[2] = {y0c[2] - vn * nx, y0c[3] - vn * ny};
+            expect_vec(2, y + 2, vp, 1e-13, 0.0, "tangential speed");
+            double Phi = y[0] * y[0] + y[1] * y[1] - l * l;
+            double Phid = 2.0 * (y[0] * y[2] + y[1] * y[3]);
+            ck_assert_double_le(fabs(Phi), 1e-12);
+            ck_assert_double_le(fabs(Phid), 1e-12);
+            /* dq and dq' are along Phi_q^T (normal) at the projected point */
+            double dq[2] = {y[0] - y0c[0], y[1] - y0c[1]};
+            double dv[2] = {y[2] - y0c[2], y[3] - y0c[3]};
+            ck_assert_double_le(fabs(dq[0] * ny - dq[1] * nx), 1e-10 * hypot(dq[0], dq[1]));
+            ck_assert_double_le(fabs(dv[0] * ny - dv[1] * nx), 1e-10 * hypot(dv[0], dv[1]));
+            double rp, rv;
+            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+            ck_assert_double_le(rp, 1e-12);
+            ck_assert_double_le(rv, 1e-12);
+        }
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* The minimum-norm correction dq = q - q0 is normal to the manifold at the
+ * projected point up to second order: with N the unit tangent (null vector
+ * of Phi_q there), |N . dq| = O(|dq|^2) (the steps use Phi_q at iterates
+ * O(|dq|) away). For the 1e-3 perturbation here that is ~1e-6; the check
+ * also shows the order by repeating with a 10x smaller perturbation
+ * (expect ~100x smaller). The mass-weighted correction makes M(q0) dq
+ * normal instead, and then the minimum-norm dq is not M-normal at first
+ * order. */
+typedef struct proj_result {
+    double tq_plain, tq_mass; /* |N . dq|, |N . M(q0) dq| */
+    double tv_plain, tv_mass; /* the same for the speed step dq' */
+} proj_result;
+
+static proj_result project_slider(cdyn_mbs *mbs, const slider *sc, double scale)
+{
+    double y[6], y0c[6];
+    slider_state(sc, 1.1, 2.3, y);
+    const double dy[6] = {1e-3, -1e-3, 1e-3, 1e-3, 2e-3, -1e-3};
+    for (int i = 0; i < 6; ++i) y[i] += scale * dy[i];
+    memcpy(y0c, y, sizeof y);
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+    check_report(mbs, 3);
+    double Phi[2], J[6], Jv[2], nv[3], M[9], d[3], Md[3], dv[3], Mdv[3];
+    slider_Phi(sc, y, Phi);
+    ck_assert_double_le(vmax_abs(2, Phi), 1e-12);
+    slider_J(sc, y, J, 2);
+    tu_matvec(2, 3, J, 2, y + 3, Jv);
+    ck_assert_double_le(vmax_abs(2, Jv), 1e-12);
+    double rp, rv;
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_double_le(rp, 1e-12);
+    ck_assert_double_le(rv, 1e-12);
+    null3(J, 2, nv);
+    for (int i = 0; i < 3; ++i) {
+        d[i] = y[i] - y0c[i];
+        dv[i] = y[3 + i] - y0c[3 + i];
+    }
+    slider_M(y0c, M, 3);
+    tu_matvec(3, 3, M, 3, d, Md);
+    tu_matvec(3, 3, M, 3, dv, Mdv);
+    proj_result r;
+    r.tq_plain = fabs(nv[0] * d[0] + nv[1] * d[1] + nv[2] * d[2]);
+    r.tq_mass = fabs(nv[0] * Md[0] + nv[1] * Md[1] + nv[2] * Md[2]);
+    r.tv_plain = fabs(nv[0] * dv[0] + nv[1] * dv[1] + nv[2] * dv[2]);
+    r.tv_mass = fabs(nv[0] * Mdv[0] + nv[1] * Mdv[1] + nv[2] * Mdv[2]);
+    return r;
+}
+
+/* The speed step is one linear step at the projected point, so dq' lies in
+ * range(Phi_q^T) (minimum norm) or M^{-1} range(Phi_q^T) (mass) there, to
+ * rounding: |N . dq'| <= 1e-14 for |dq'| ~ 2e-3. */
+START_TEST(projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    cdyn_mbs *mbs = slider_new(&sc, 0);
+    proj_result r[2];
+    /* minimum norm */
+    ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MIN_NORM), CDYN_OK);
+    for (int s = 0; s < 2; ++s) r[s] = project_slider(mbs, &sc, s == 0 ? 1.0 : 0.1);
+    ck_assert_double_le(r[0].tv_plain, 1e-14);
+    ck_assert_double_le(r[0].tq_plain, 1e-6);
+    ck_assert_double_le(r[1].tq_plain, 1e-8); /* second order in the perturbation */
+    /* ... while M dq has a first-order tangential part: the metric matters */
+    ck_assert_double_ge(r[0].tq_mass, 1e-5);
+    /* mass-weighted */
+    ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MASS), CDYN_OK);
+    for (int s = 0; s < 2; ++s) r[s] = project_slider(mbs, &sc, s == 0 ? 1.0 : 0.1);
+    ck_assert_double_le(r[0].tv_mass, 1e-14);
+    ck_assert_double_le(r[0].tq_mass, 1e-6);
+    ck_assert_double_le(r[1].tq_mass, 1e-8);
+    ck_assert_double_ge(r[0].tq_plain, 1e-5);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Rheonomic projection: the closest point of the rod's line is
+ * (q0 . e_r) e_r; the speed step along the normal e_th makes
+ * Phi_q q' + Phi_t = e_th . q' - w (q . e_r) = 0. */
+START_TEST(projection_meets_a_moving_constraint_at_the_velocity_level)
+{
+    for (int with_phi_t = 1; with_phi_t >= 0; --with_phi_t) {
+        rod r;
+        rod_init(&r);
+        cdyn_mbs *mbs = rod_new(&r, with_phi_t, 0);
+        double t = 0.4, y[4], y0c[4];
+        rod_state(&r, t, 0.8, 0.5, y);
+        y[0] += 1e-3;
+        y[1] -= 2e-3;
+        y[2] += 3e-3;
+        y[3] -= 1e-3;
+        memcpy(y0c, y, sizeof y);
+        ck_assert_int_eq(cdyn_mbs_project(mbs, t, y), CDYN_OK);
+        check_report(mbs, 3);
+        double wt = r.omega * t, er[2] = {cos(wt), sin(wt)}, eth[2] = {-sin(wt), cos(wt)};
+        double rad = y0c[0] * er[0] + y0c[1] * er[1];
+        double qp[2] = {rad * er[0], rad * er[1]};
+        expect_vec(2, y, qp, 1e-14, 0.0, "closest point of the line");
+        double target = r.omega * rad; /* e_th . q' after projection */
+        double vn = y0c[2] * eth[0] + y0c[3] * eth[1];
+        double vp[2] = {y0c[2] + (target - vn) * eth[0], y0c[3] + (target - vn) * eth[1]};
+        /* Phi_t by a central difference in t carries ~ eps / h error */
+        double tol = with_phi_t ? 1e-13 : 1e-9;
+        expect_vec(2, y + 2, vp, tol, 0.0, "projected speed");
+        double Phi = eth[0] * y[0] + eth[1] * y[1];
+        double Phid = eth[0] * y[2] + eth[1] * y[3] - r.omega * (er[0] * y[0] + er[1] * y[1]);
+        ck_assert_double_le(fabs(Phi), 1e-12);
+        ck_assert_double_le(fabs(Phid), with_phi_t ? 1e-12 : 1e-9);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 4. Coordinate partitioning (T4.10)                                        */
+
+/* partition -> gather -> partition_rhs at a consistent state y: the
+ * independent accelerations and the reactions equal the KKT ones, and
+ * partition_state gives y back. */
+typedef void (*levels_fn)(const void *model, double t, const double *y, double *Phi);
+
+static void check_partition_against_rhs(cdyn_mbs *mbs, int n, int m, double t, const double *y,
+                                        double rtol, levels_fn levels, const void *model)
+{
+    int d = n - m;
+    double ydot[6], gf[3], lam[2], z[4], zdot[4], gf_p[3], lam_p[2], y_ps[6];
+    int ind[3], dep[3];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, t, y, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, t, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, ind, dep), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    for (int j = 0; j < d; ++j) {
+        ck_assert_double_eq(z[j], y[ind[j]]);
+        ck_assert_double_eq(z[d + j], y[n + ind[j]]);
+    }
+    fill(zdot, 4, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    for (int j = 0; j < d; ++j) {
+        ck_assert_double_eq(zdot[j], z[d + j]);
+        expect_near(zdot[d + j], ydot[n + ind[j]], rtol * vmax_abs(n, ydot + n),
+                    "partitioned acceleration");
+    }
+    ck_assert_double_eq(zdot[2 * d], SENTINEL); /* nothing past 2d */
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_p, lam_p), CDYN_OK);
+    expect_vec(m, lam_p, lam, rtol, 0.0, "partitioned lambda");
+    expect_vec(n, gf_p, gf, rtol, 0.0, "partitioned Phi_q^T lambda");
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, y_ps), CDYN_OK);
+    expect_vec(2 * n, y_ps, y, 1e-12, 1.0, "partition_state");
+    double Phi[2];
+    levels(model, t, y_ps, Phi);
+    ck_assert_double_le(vmax_abs(m, Phi), 1e-12);
+    double rp, rv;
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_double_le(rp, 1e-12);
+    ck_assert_double_le(rv, 1e-12);
+}
+
+/* Phi of each model at y into Phi, with the check |Phi_q q' + Phi_t| <=
+ * 1e-12 (a consistent y). */
+
+static void pend_levels(const void *model, double t, const double *y, double *Phi)
+{
+    const pendulum *p = model;
+    (void)t;
+    Phi[0] = y[0] * y[0] + y[1] * y[1] - p->len * p->len;
+    ck_assert_double_le(fabs(2.0 * (y[0] * y[2] + y[1] * y[3])), 1e-12);
+}
+
+static void slider_levels(const void *model, double t, const double *y, double *Phi)
+{
+    double J[6], Jv[2];
+    (void)t;
+    slider_Phi(model, y, Phi);
+    slider_J(model, y, J, 2);
+    tu_matvec(2, 3, J, 2, y + 3, Jv);
+    ck_assert_double_le(vmax_abs(2, Jv), 1e-12);
+}
+
+static void rod_levels(const void *model, double t, const double *y, double *Phi)
+{
+    const rod *r = model;
+    double w = r->omega, wt = w * t;
+    Phi[0] = -y[0] * sin(wt) + y[1] * cos(wt);
+    double Phid = -y[2] * sin(wt) + y[3] * cos(wt) - w * (y[0] * cos(wt) + y[1] * sin(wt));
+    ck_assert_double_le(fabs(Phid), 1e-12);
+}
+
+START_TEST(partitioned_pendulum_matches_the_kkt_rhs_and_the_analytic_solution)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+    double y[4];
+    pendulum_state(&p, 0.7, 1.3, y);
+    check_partition_against_rhs(mbs, 2, 1, 0.0, y, FD_RTOL, pend_levels, &p);
+    /* |y| > |x| at 0.7 rad: the pivoted QR makes y dependent */
+    int ind = -1, dep = -1;
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), CDYN_OK);
+    ck_assert_int_eq(ind, 0);
+    ck_assert_int_eq(dep, 1);
+    /* a new independent state: y and y' come from Newton and Phi_q q' = 0 on
+     * the same branch, the acceleration from the analytic solution */
+    double th = 0.55, thd = -0.9, y2[4], z[2], zdot[2], qdd[2], lam, gf, yps[4];
+    double gfv[2];
+    pendulum_state(&p, th, thd, y2);
+    z[0] = y2[0];
+    z[1] = y2[2];
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    pendulum_exact(&p, th, thd, qdd, &lam, gfv);
+    expect_near(zdot[1], qdd[0], FD_RTOL * vmax_abs(2, qdd), "x''");
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &gf), CDYN_OK);
+    expect_near(gf, lam, FD_RTOL * lam, "lambda");
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    expect_vec(4, yps, y2, 1e-12, 1.0, "state on the same branch");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(partitioned_slider_crank_matches_the_kkt_rhs)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    for (int with_xi = 0; with_xi < 2; ++with_xi) {
+        cdyn_mbs *mbs = slider_new(&sc, with_xi);
+        const double th1[3] = {1.1, -0.4, 2.8}, th1d[3] = {2.3, -5.0, 0.7};
+        for (int k = 0; k < 3; ++k) {
+            double y[6];
+            slider_state(&sc, th1[k], th1d[k], y);
+            check_partition_against_rhs(mbs, 3, 2, 0.0, y, with_xi ? 1e-10 : FD_RTOL,
+                                        slider_levels, &sc);
+            /* column norms 1 (s), a (th1), b (th3) with b |c3| > a |c1|:
+             * the pivoted QR makes s and th3 dependent, th1 independent */
+            int ind = -1, dep[2] = {-1, -1};
+            ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, dep), CDYN_OK);
+            ck_assert_int_eq(ind, 1);
+            ck_assert_int_eq(dep[0] + dep[1], 2);
+            ck_assert_int_ne(dep[0], dep[1]);
+            /* the reference KKT solve agrees too */
+            double z[2] = {y[1], y[4]}, zdot[2], qdd[3], lam[2];
+            ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+            slider_reference(&sc, y, qdd, lam);
+            expect_near(zdot[1], qdd[1], (with_xi ? 1e-10 : FD_RTOL) * vmax_abs(3, qdd),
+                        "th1'' vs dgesv");
+        }
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+START_TEST(partitioned_rheonomic_model_takes_the_dependent_speed_from_phi_t)
+{
+    rod r;
+    rod_init(&r);
+    cdyn_mbs *mbs = rod_new(&r, 1, 1);
+    double t = 0.4, y[4], qdd[2], lam, gf[2];
+    rod_state(&r, t, 0.8, 0.5, y);
+    check_partition_against_rhs(mbs, 2, 1, t, y, 1e-11, rod_levels, &r);
+    int ind = -1;
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+    /* Phi_q = (-sin 0.68, cos 0.68): |cos| > |sin|, y dependent */
+    ck_assert_int_eq(ind, 0);
+    /* another radius at a later time, against the hand solution */
+    double t2 = 0.5, y2[4], z[2], zdot[2], yps[4];
+    rod_state(&r, t2, 0.9, -0.3, y2);
+    z[0] = y2[0];
+    z[1] = y2[2];
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t2, z, zdot), CDYN_OK);
+    rod_exact(&r, t2, 0.9, -0.3, qdd, &lam, gf);
+    expect_near(zdot[1], qdd[0], 1e-11 * vmax_abs(2, qdd), "x'' on the moving rod");
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    expect_vec(4, yps, y2, 1e-12, 1.0, "state with the dependent speed from Phi_t");
+    double lam_got;
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+    expect_near(lam_got, lam, 1e-11 * fabs(lam), "rod lambda (partitioned)");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Slider-crank with a = 1.2, b = 2.5, partitioned at th1 = 1.5: the column
+ * norms are 1 (s), 1.2 (th1), 2.5 (th3); with th3 taken first, the norms
+ * left after removing its direction are 0.88 (s) and 1.09 (th1): th3 and th1
+ * dependent, s independent. Driving s towards the outer dead centre a + b (th1 -> 0)
+ * makes the dependent block B = [-a s1, -b s3; a c1, -b c3]
+ * (det = a b sin(th1 + th3)) ill conditioned. dgecon's estimate of
+ * |B^-1|_1 never exceeds the true value, so the event must stay 0 while the
+ * exact cond_1(B) (computed here) is below the limit, and must be 1 once it
+ * is far above it. Repartitioning then makes s dependent and th1
+ * independent. */
+START_TEST(partition_event_fires_near_the_slider_crank_dead_centre_and_repartitioning_fixes_it)
+{
+    slider sc;
+    slider_init(&sc, 1.2, 2.5);
+    cdyn_mbs *mbs = slider_new(&sc, 1);
+    const double limit = 30.0;
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, limit), CDYN_OK);
+    double y[6], z[2], zdot[2], yps[6], ydot[6];
+    slider_state(&sc, 1.5, 1.0, y);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    int ind = -1;
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+    ck_assert_int_eq(ind, 0);
+    const double th1[] = {1.5, 1.3, 1.1, 0.9, 0.7, 0.5, 0.35, 0.25, 0.18, 0.12,
+                          0.08, 0.05, 0.035, 0.025, 0.018, 0.012};
+    int fired = 0;
+    for (size_t k = 0; k < sizeof th1 / sizeof th1[0]; ++k) {
+        slider_state(&sc, th1[k], 1.0, y);
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+        expect_vec(6, yps, y, 1e-9, 1.0, "state near the dead centre");
+        /* still computed with the current partition, and right */
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
+        expect_near(zdot[1], ydot[3], 1e-9 * vmax_abs(3, ydot + 3), "s''");
+        double J[6];
+        slider_J(&sc, yps, J, 2);
+        double cond = cond1_2x2(J + 2); /* columns th1, th3 */
+        int event = cdyn_mbs_partition_event(mbs);
+        if (!fired && cond <= limit)
+            ck_assert_msg(event == 0, "event at cond %.3g <= limit %.3g (th1 = %g)", cond,
+                          limit, th1[k]);
+        if (cond > 3.0 * limit)
+            ck_assert_msg(event == 1, "no event at cond %.3g > 3 * limit (th1 = %g)", cond,
+                          th1[k]);
+        fired = fired || event;
+    }
+    ck_assert_int_eq(fired, 1);
+    /* repartition from the last consistent state */
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    int dep[2];
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, dep), CDYN_OK);
+    ck_assert_int_eq(ind, 1);
+    ck_assert_int_eq(dep[0] + dep[1], 2);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, yps, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
+    expect_near(zdot[1], ydot[4], 1e-10 * vmax_abs(3, ydot + 3), "th1'' after repartition");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Pendulum partitioned at 0.7 rad (x independent, y dependent). As the bob
+ * swings towards the horizontal, y -> 0: x is a bad independent
+ * coordinate (dy/dx = -x/y blows up; the dependent column 2y is tiny next
+ * to the independent one 2x, |Phi_q| / |2y| = l / |y|). Past l/|y| = 3 *
+ * limit the event must be on, and repartitioning makes y independent. */
+START_TEST(partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is_independent)
+{
+    pendulum p;
+    pendulum_init(&p, 1.0, 1.0);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 1);
+    const double limit = 30.0;
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, limit), CDYN_OK);
+    double y[4], z[2], zdot[2], yps[4], ydot[4];
+    pendulum_state(&p, 0.7, 0.5, y);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    int ind = -1;
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+    ck_assert_int_eq(ind, 0);
+    const double th[] = {0.7, 0.9, 1.1, 1.3, 1.45, 1.52, 1.55, 1.56, 1.565, 1.568};
+    double missed_th = -1.0, missed_ratio = 0.0;
+    for (size_t k = 0; k < sizeof th / sizeof th[0]; ++k) {
+        pendulum_state(&p, th[k], 0.5, y);
+        z[0] = y[0];
+        z[1] = y[2];
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+        /* (y itself is ill-determined here: |dy| ~ |Phi| / (2|y|); check
+         * the independent part and the constraint levels instead) */
+        ck_assert_double_eq(yps[0], z[0]);
+        ck_assert_double_eq(yps[2], z[1]);
+        ck_assert_double_lt(yps[1], 0.0); /* same branch */
+        ck_assert_double_le(fabs(yps[0] * yps[0] + yps[1] * yps[1] - 1.0), 1e-12);
+        ck_assert_double_le(fabs(yps[0] * yps[2] + yps[1] * yps[3]), 1e-12);
+        double ratio = p.len / fabs(y[1]);
+        if (ratio > 3.0 * limit && cdyn_mbs_partition_event(mbs) != 1 && missed_th < 0.0) {
+            missed_th = th[k];
+            missed_ratio = ratio;
+        }
+    }
+    int final_event = cdyn_mbs_partition_event(mbs);
+    double final_ratio = p.len / fabs(y[1]);
+    /* repartitioning from the last consistent state makes y independent */
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+    ck_assert_int_eq(ind, 1);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, yps, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
+    expect_near(zdot[1], ydot[3], 1e-10 * vmax_abs(2, ydot + 2), "y'' after repartition");
+    cdyn_mbs_free(mbs);
+    ck_assert_msg(missed_th < 0.0,
+                  "no partition event with x independent at th = %g (l/|y| = %.3g > 3 * limit "
+                  "%g); event at the last point (l/|y| = %.3g): %d",
+                  missed_th, missed_ratio, limit, final_ratio, final_event);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 5. Integration: RK4 + projection over one period                          */
+
+static void rk4_step(cdyn_mbs *mbs, double t, double h, double *y)
+{
+    double k1[4], k2[4], k3[4], k4[4], yt[4];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, t, y, k1), CDYN_OK);
+    for (int i = 0; i < 4; ++i) yt[i] = y[i] + 0.5 * h * k1[i];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, t + 0.5 * h, yt, k2), CDYN_OK);
+    for (int i = 0; i < 4; ++i) yt[i] = y[i] + 0.5 * h * k2[i];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, t + 0.5 * h, yt, k3), CDYN_OK);
+    for (int i = 0; i < 4; ++i) yt[i] = y[i] + h * k3[i];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, t + h, yt, k4), CDYN_OK);
+    for (int i = 0; i < 4; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
+}
+
+/* Root in [0, 1] of the cubic Hermite interpolant of x over one step. */
+static double hermite_root(double x0, double v0, double x1, double v1, double h)
+{
+    double lo = 0.0, hi = 1.0;
+    for (int it = 0; it < 200; ++it) {
+        double s = 0.5 * (lo + hi), s2 = s * s, s3 = s2 * s;
+        double val = (2 * s3 - 3 * s2 + 1) * x0 + (s3 - 2 * s2 + s) * h * v0 +
+                     (-2 * s3 + 3 * s2) * x1 + (s3 - s2) * h * v1;
+        if ((val > 0) == (x0 > 0))
+            lo = s;
+        else
+            hi = s;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* theta0 = 0.01 rad from rest. The period is T0 (1 + theta0^2/16 +
+ * 11 theta0^4/3072 + ...), T0 = 2 pi sqrt(l/g): the theta0^4 term is 3.6e-11
+ * relative. RK4 with 4000 steps per period has a phase error
+ * ~ (w h)^4 / 120 per radian ~ 5e-14, the crossing times by cubic Hermite
+ * interpolation O(h^4): the measured period must match T0 (1 + theta0^2/16)
+ * to 1e-8 relative, i.e. resolve the 6.25e-6 correction to 0.2%. The period
+ * is the time between the first and second downward crossings of x = 0
+ * (T/4 and 5T/4). Energy: RK4's relative drift per period is ~ (w h)^4 ~
+ * 1e-11 of the swing energy; the projection only removes O(h^5) normal
+ * errors (and the differenced xi only acts along the normal): 1e-8 of the
+ * swing energy m g l (1 - cos theta0) leaves a wide margin. */
+START_TEST(rk4_with_projection_keeps_the_pendulum_on_the_circle_and_gives_its_period)
+{
+    pendulum p;
+    pendulum_init(&p, 1.0, 1.0);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+    const double th0 = 0.01, l = p.len, g = p.grav, m = p.mass;
+    const double T0 = 2.0 * M_PI * sqrt(l / g);
+    const int per = 4000, steps = (int)(1.3 * per);
+    const double h = T0 / per;
+    double y[4], t = 0.0;
+    pendulum_state(&p, th0, 0.0, y);
+    double E0 = 0.5 * m * (y[2] * y[2] + y[3] * y[3]) + m * g * y[1];
+    double Eswing = m * g * l * (1.0 - cos(th0));
+    double crossing[2] = {-1.0, -1.0};
+    int ncross = 0;
+    double max_phi = 0.0, max_drift = 0.0;
+    for (int k = 0; k < steps; ++k) {
+        double yprev[4];
+        memcpy(yprev, y, sizeof y);
+        rk4_step(mbs, t, h, y);
+        t += h;
+        ck_assert_int_eq(cdyn_mbs_project(mbs, t, y), CDYN_OK);
+        double Phi = y[0] * y[0] + y[1] * y[1] - l * l;
+        max_phi = fmax(max_phi, fabs(Phi));
+        double rp;
+        ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, NULL), CDYN_OK);
+        ck_assert_double_le(rp, 1e-10);
+        double E = 0.5 * m * (y[2] * y[2] + y[3] * y[3]) + m * g * y[1];
+        max_drift = fmax(max_drift, fabs(E - E0));
+        if (yprev[0] > 0.0 && y[0] <= 0.0 && ncross < 2)
+            crossing[ncross++] = t - h + h * hermite_root(yprev[0], yprev[2], y[0], y[2], h);
+    }
+    ck_assert_double_le(max_phi, 1e-10);
+    ck_assert_msg(max_drift <= 1e-8 * Eswing, "energy drift %.3e (swing energy %.3e)", max_drift,
+                  Eswing);
+    ck_assert_int_eq(ncross, 2);
+    double period = crossing[1] - crossing[0];
+    double want = T0 * (1.0 + th0 * th0 / 16.0);
+    ck_assert_msg(fabs(period - want) <= 1e-8 * T0,
+                  "period %.15g, want %.15g (T0 %.15g): rel. diff %.3e", period, want, T0,
+                  fabs(period - want) / T0);
+    ck_assert_double_ge(period - T0, 0.5 * T0 * th0 * th0 / 16.0);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 6. Failure handling                                                       */
+
+/* Each callback of rhs returning non-zero on its k-th call. With phi_t and
+ * xi given, one rhs calls each callback once. */
+START_TEST(rhs_reports_each_failing_callback_with_its_code_and_leaves_ydot_untouched)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
+    double y[4], qdd[2], lam, gf[2];
+    pendulum_state(&p, 0.7, 1.3, y);
+    pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
+    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), 0);
+    ck_assert_str_eq(cdyn_mbs_last_error(mbs), "");
+    for (int cb = 0; cb < CB_COUNT; ++cb)
+        for (int k = 1; k <= 3; ++k) {
+            fault_arm(&p.f, cb, k, 0);
+            for (int call = 1; call <= k; ++call) {
+                double ydot[5];
+                fill(ydot, 5, SENTINEL);
+                cdyn_status st = cdyn_mbs_rhs(mbs, 0.0, y, ydot);
+                if (call < k) {
+                    ck_assert_int_eq(st, CDYN_OK);
+                    continue;
+                }
+                ck_assert_msg(st == CDYN_ERR_CALLBACK, "%s failing on call %d: status %d",
+                              CB_NAME[cb], k, (int)st);
+                ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+                ck_assert_msg(all_equal(ydot, 5, SENTINEL), "ydot written (%s)", CB_NAME[cb]);
+                ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), CB_NAME[cb]));
+            }
+            /* usable afterwards, same answer */
+            fault_reset(&p.f);
+            double ydot[4];
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+            expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after a failure");
+        }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* With phi_t and xi by differences, phi and the Jacobian are called several
+ * times per rhs: a failure on any of those calls is reported. */
+START_TEST(rhs_reports_failures_inside_the_time_derivative_differences)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+    double y[4], ydot[4];
+    pendulum_state(&p, 0.7, 1.3, y);
+    fault_reset(&p.f);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    int calls[CB_COUNT];
+    memcpy(calls, p.f.calls, sizeof calls);
+    ck_assert_int_ge(calls[CB_PHI], 3); /* Phi and a difference in t */
+    ck_assert_int_ge(calls[CB_JAC], 1);
+    double ref[4];
+    memcpy(ref, ydot, sizeof ref);
+    for (int cb = 0; cb < CB_COUNT; ++cb)
+        for (int k = 1; k <= calls[cb]; ++k) {
+            fault_arm(&p.f, cb, k, 0);
+            fill(ydot, 4, SENTINEL);
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_CALLBACK);
+            ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+            ck_assert(all_equal(ydot, 4, SENTINEL));
+            fault_arm(&p.f, cb, k, 1);
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_NONFINITE);
+            ck_assert(all_equal(ydot, 4, SENTINEL));
+        }
+    fault_reset(&p.f);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_int_eq(memcmp(ydot, ref, sizeof ref), 0);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(rhs_reports_nan_from_each_callback_as_nonfinite)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
+    double y[4], ydot[4], qdd[2], lam, gf[2], gf_before[2], lam_before;
+    pendulum_state(&p, 0.7, 1.3, y);
+    pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_before, &lam_before), CDYN_OK);
+    for (int cb = 0; cb < CB_COUNT; ++cb) {
+        fault_arm(&p.f, cb, 1, 1);
+        fill(ydot, 4, SENTINEL);
+        ck_assert_msg(cdyn_mbs_rhs(mbs, 0.0, y, ydot) == CDYN_ERR_NONFINITE, "NaN from %s",
+                      CB_NAME[cb]);
+        ck_assert(all_equal(ydot, 4, SENTINEL));
+        /* the reactions of the last successful rhs are kept */
+        double g2[2], l2;
+        ck_assert_int_eq(cdyn_mbs_reactions(mbs, g2, &l2), CDYN_OK);
+        ck_assert_double_eq(l2, lam_before);
+        fault_reset(&p.f);
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+        expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after NaN");
+    }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Projection: every callback call of a projection (mass metric, so the
+ * mass is evaluated too) failing or giving NaN leaves y untouched. */
+START_TEST(projection_failures_leave_y_untouched)
+{
+    for (int metric = 0; metric < 2; ++metric) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
+        ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric), CDYN_OK);
+        double y0c[4], y[4];
+        pendulum_state(&p, 0.7, 1.3, y0c);
+        y0c[0] += 1e-3;
+        y0c[3] += 1e-3;
+        memcpy(y, y0c, sizeof y);
+        fault_reset(&p.f);
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+        double ref[4];
+        memcpy(ref, y, sizeof ref);
+        int calls[CB_COUNT];
+        memcpy(calls, p.f.calls, sizeof calls);
+        ck_assert_int_ge(calls[CB_PHI], 1);
+        ck_assert_int_ge(calls[CB_JAC], 2); /* positions and speeds */
+        if (metric == CDYN_PROJECT_MASS) ck_assert_int_ge(calls[CB_MASS], 1);
+        for (int cb = 0; cb < CB_COUNT; ++cb)
+            for (int k = 1; k <= calls[cb]; ++k)
+                for (int nan = 0; nan < 2; ++nan) {
+                    fault_arm(&p.f, cb, k, nan);
+                    memcpy(y, y0c, sizeof y);
+                    cdyn_status st = cdyn_mbs_project(mbs, 0.0, y);
+                    ck_assert_msg(st == (nan ? CDYN_ERR_NONFINITE : CDYN_ERR_CALLBACK),
+                                  "%s call %d (nan %d): status %d", CB_NAME[cb], k, nan, (int)st);
+                    if (!nan) ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+                    ck_assert_msg(memcmp(y, y0c, sizeof y) == 0, "y changed (%s call %d)",
+                                  CB_NAME[cb], k);
+                }
+        fault_reset(&p.f);
+        memcpy(y, y0c, sizeof y);
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+        ck_assert_int_eq(memcmp(y, ref, sizeof ref), 0);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* Partitioned form: each callback call of partition_rhs failing or giving
+ * NaN leaves zdot and the last consistent state untouched. */
+START_TEST(partition_failures_leave_zdot_and_the_state_untouched)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
+    double y[4], z[2], zdot[3], yps[4], y2[4];
+    pendulum_state(&p, 0.7, 1.3, y);
+    /* a failing Jacobian stops the partition itself */
+    fault_arm(&p.f, CB_JAC, 1, 0);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + CB_JAC);
+    fault_arm(&p.f, CB_JAC, 1, 1);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_NONFINITE);
+    fault_reset(&p.f);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    /* a new point, so that Newton has work to do */
+    pendulum_state(&p, 0.6, 1.0, y2);
+    double z2[2] = {y2[0], y2[2]}, zref[2];
+    fault_reset(&p.f);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z2, zref), CDYN_OK);
+    int calls[CB_COUNT];
+    memcpy(calls, p.f.calls, sizeof calls);
+    /* back to the first point, then fail on the way to the second */
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    for (int cb = 0; cb < CB_COUNT; ++cb) {
+        ck_assert_msg(calls[cb] >= 1, "%s not called by partition_rhs", CB_NAME[cb]);
+        for (int k = 1; k <= calls[cb]; ++k)
+            for (int nan = 0; nan < 2; ++nan) {
+                fault_arm(&p.f, cb, k, nan);
+                fill(zdot, 3, SENTINEL);
+                cdyn_status st = cdyn_mbs_partition_rhs(mbs, 0.0, z2, zdot);
+                ck_assert_msg(st == (nan ? CDYN_ERR_NONFINITE : CDYN_ERR_CALLBACK),
+                              "%s call %d (nan %d): status %d", CB_NAME[cb], k, nan, (int)st);
+                if (!nan) ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+                ck_assert(all_equal(zdot, 3, SENTINEL));
+                double ynow[4];
+                ck_assert_int_eq(cdyn_mbs_partition_state(mbs, ynow), CDYN_OK);
+                ck_assert_int_eq(memcmp(ynow, yps, sizeof ynow), 0);
+            }
+    }
+    fault_reset(&p.f);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z2, zdot), CDYN_OK);
+    expect_vec(2, zdot, zref, 1e-14, 0.0, "zdot after failures");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Pendulum at the pivot, q = 0: Phi_q = [0 0], rank 0, singular value 0.
+ * Lagrange must say so; the penalty form has the leading matrix M itself,
+ * so q'' = M^{-1} Q = (0, -g), and lambda = alpha (Phi_q q'' - s) =
+ * alpha (0 - xi) = 2 alpha |q'|^2 (xi = -2 |q'|^2). */
+START_TEST(pendulum_at_the_pivot_is_singular_for_lagrange_and_fine_for_penalty)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+    double good[4], ydot[4], lam_good;
+    pendulum_state(&p, 0.7, 1.3, good);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_good), CDYN_OK);
+    double rp0, rv0;
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp0, &rv0), CDYN_OK);
+    double y[4] = {0.0, 0.0, 0.3, 0.4};
+    fill(ydot, 4, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
+    ck_assert(all_equal(ydot, 4, SENTINEL));
+    cdyn_constraint *c = cdyn_mbs_constraint(mbs);
+    ck_assert_int_eq(cdyn_constraint_rank(c), 0);
+    ck_assert_double_eq(cdyn_constraint_smallest_singular_value(c), 0.0);
+    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 1);
+    ck_assert_str_ne(cdyn_mbs_last_error(mbs), "");
+    /* residuals still describe the last successful rhs */
+    double rp, rv, lam;
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_double_eq(rp, rp0);
+    ck_assert_double_eq(rv, rv0);
+    /* the same pose under the penalty form */
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+    double alpha = 10.0;
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, &alpha), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_double_eq_tol(ydot[2], 0.0, 1e-14);
+    ck_assert_double_eq_tol(ydot[3], -GRAV, 1e-13);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam), CDYN_OK);
+    expect_near(lam, 2.0 * alpha * 0.25, FD_RTOL * 5.0, "penalty lambda at the pivot");
+    /* usable afterwards */
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_LAGRANGE), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam), CDYN_OK);
+    expect_near(lam, lam_good, 1e-15 * lam_good, "lambda after the singular pose");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* "Constraint force of the last successful rhs" (mbs.h) and "on any error
+ * the output arrays are untouched and the object stays usable": a rhs that
+ * fails at a singular pose must not lose the reactions of the previous,
+ * successful one. */
+START_TEST(reactions_after_a_singular_rhs_are_those_of_the_last_successful_rhs)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 0);
+    double good[4], ydot[4], gf_good[2], lam_good;
+    pendulum_state(&p, 0.7, 1.3, good);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_good, &lam_good), CDYN_OK);
+    double y[4] = {0.0, 0.0, 0.3, 0.4};
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
+    double gf[2] = {SENTINEL, SENTINEL}, lam = SENTINEL;
+    cdyn_status st = cdyn_mbs_reactions(mbs, gf, &lam);
+    ck_assert_msg(st == CDYN_OK, "reactions after a failed rhs: status %d (%s)", (int)st,
+                  cdyn_mbs_last_error(mbs));
+    ck_assert_double_eq(lam, lam_good);
+    ck_assert_double_eq(gf[0], gf_good[0]);
+    ck_assert_double_eq(gf[1], gf_good[1]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* T6.2 arm at the folded pose q = (pi/2, pi) with v = 0, x0 = 0 (so Phi = 0
+ * there): Phi_q = [0 0; -1/2 1/2] (rank 1, singular values 1/sqrt 2 and 0,
+ * row 0 the dependent one). With q' = (0.3, -0.5), w = q1' + q2' = -0.2:
+ * xi1 = l1 s1 q1'^2 + l2 s12 w^2 = 0.09 - 0.02 = 0.07, xi2 = 0 (c1 = c12 = 0).
+ * The penalty form solves (M + alpha Phi_q^T Phi_q) q'' = Q + alpha Phi_q^T xi,
+ * solved here by Cramer's rule with M, Q of T6.2. */
+START_TEST(folded_two_link_arm_is_singular_for_lagrange_and_runs_under_penalty)
+{
+    arm a = {.v = 0.0, .x0 = 0.0};
+    fault_reset(&a.f);
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, arm_mass, arm_force, arm_phi, arm_jac, &a), CDYN_OK);
+    double y[4] = {M_PI / 2.0, M_PI, 0.3, -0.5}, ydot[4];
+    fill(ydot, 4, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
+    ck_assert(all_equal(ydot, 4, SENTINEL));
+    cdyn_constraint *c = cdyn_mbs_constraint(mbs);
+    ck_assert_int_eq(cdyn_constraint_rank(c), 1);
+    ck_assert_double_le(cdyn_constraint_smallest_singular_value(c), 1e-12);
+    ck_assert_double_ge(cdyn_constraint_smallest_singular_value(c), 0.0);
+    int rows[2] = {-1, -1};
+    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, rows), 1);
+    ck_assert_int_eq(rows[0], 0);
+    /* penalty */
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+    double alpha[2] = {10.0, 10.0};
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    double M[4], Q[2], J[4], xi[2] = {0.09 - 0.02, 0.0}, A[4], b[2], want[2];
+    arm_M(y, M, 2);
+    arm_Q(y, y + 2, Q);
+    arm_J(y, J, 2);
+    for (int j = 0; j < 2; ++j) {
+        for (int i = 0; i < 2; ++i)
+            A[i + 2 * j] = M[i + 2 * j] + alpha[0] * (J[0 + 2 * i] * J[0 + 2 * j] +
+                                                      J[1 + 2 * i] * J[1 + 2 * j]);
+        b[j] = Q[j] + alpha[0] * (J[0 + 2 * j] * xi[0] + J[1 + 2 * j] * xi[1]);
+    }
+    solve2(A, b, want);
+    expect_vec(2, ydot + 2, want, FD_RTOL, 0.0, "penalty q'' at the folded pose");
+    double lam[2], Jq[2];
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, lam), CDYN_OK);
+    tu_matvec(2, 2, J, 2, want, Jq);
+    double want_lam[2] = {alpha[0] * (Jq[0] - xi[0]), alpha[1] * (Jq[1] - xi[1])};
+    expect_vec(2, lam, want_lam, 1e-7, 1.0, "penalty multipliers at the folded pose");
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 7. Bad input                                                              */
+
+START_TEST(create_rejects_bad_sizes)
+{
+    const int sizes[][2] = {{0, 0}, {-1, 0}, {0, 1}, {2, -1}, {-3, -3}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
+        cdyn_status st = CDYN_OK;
+        ck_assert_ptr_null(cdyn_mbs_create(sizes[k][0], sizes[k][1], &st));
+        ck_assert_int_eq(st, CDYN_ERR_ARG);
+        ck_assert_ptr_null(cdyn_mbs_create(sizes[k][0], sizes[k][1], NULL));
+    }
+    cdyn_mbs_free(NULL);
+    cdyn_status st = CDYN_ERR_ARG;
+    cdyn_mbs *mbs = cdyn_mbs_create(1, 0, &st);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(st, CDYN_OK);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(null_object_is_rejected_everywhere)
+{
+    double y[4] = {0, -1, 1, 0}, v[4], z[2] = {0, 0};
+    int idx[2];
+    ck_assert_int_eq(cdyn_mbs_set_model(NULL, pend_mass, pend_force, pend_phi, pend_jac, NULL),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(NULL, pend_phi_t, pend_xi), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_formulation(NULL, CDYN_MBS_LAGRANGE), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_projection_metric(NULL, CDYN_PROJECT_MASS), CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_mbs_constraint(NULL));
+    ck_assert_ptr_null(cdyn_mbs_newton(NULL));
+    ck_assert_int_eq(cdyn_mbs_rhs(NULL, 0.0, y, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_project(NULL, 0.0, y), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_reactions(NULL, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals(NULL, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition(NULL, 0.0, y), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(NULL, idx, idx + 1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(NULL, y, z), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(NULL, 0.0, z, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_state(NULL, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_event(NULL), 0);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(NULL, 10.0), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_callback_code(NULL), 0);
+    ck_assert_ptr_nonnull(cdyn_mbs_last_error(NULL));
+}
+END_TEST
+
+START_TEST(calls_before_the_model_is_set_are_rejected)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    double y[4] = {0.6, -0.8, 0.8, 0.6}, yc[4], v[4];
+    memcpy(yc, y, sizeof y);
+    fill(v, 4, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, v), CDYN_ERR_ARG);
+    ck_assert(all_equal(v, 4, SENTINEL));
+    ck_assert_str_ne(cdyn_mbs_last_error(mbs), "");
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_ERR_ARG);
+    ck_assert_int_eq(memcmp(y, yc, sizeof y), 0);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, v, v), CDYN_ERR_ARG);
+    ck_assert(all_equal(v, 4, SENTINEL));
+    /* set_model with a NULL callback is rejected and leaves no model */
+    pendulum p;
+    pendulum_init(&p, 1.0, 1.0);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, NULL, pend_force, pend_phi, pend_jac, &p),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, NULL, pend_phi, pend_jac, &p),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, NULL, pend_jac, &p),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, NULL, &p),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, v), CDYN_ERR_ARG);
+    /* and works once the model is set (user may be NULL for set_model's
+     * contract, but these callbacks need it) */
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, pend_jac, &p),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, v), CDYN_OK);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(bad_arrays_and_values_are_rejected_and_the_object_works_afterwards)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 1);
+    double y[4], yc[4], v[5], qdd[2], lam, gf[2];
+    pendulum_state(&p, 0.7, 1.3, y);
+    pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
+    memcpy(yc, y, sizeof y);
+    /* reactions / residuals before any rhs */
+    fill(v, 5, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, v, v + 2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, v, v + 1), CDYN_ERR_ARG);
+    ck_assert(all_equal(v, 5, SENTINEL));
+    /* NULL arrays */
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, NULL, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, NULL), CDYN_ERR_ARG);
+    /* non-finite y and t */
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; ++b) {
+        for (int i = 0; i < 4; ++i) {
+            memcpy(y, yc, sizeof y);
+            y[i] = bad[b];
+            fill(v, 5, SENTINEL);
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, v), CDYN_ERR_NONFINITE);
+            ck_assert(all_equal(v, 5, SENTINEL));
+            double ybad[4];
+            memcpy(ybad, y, sizeof y);
+            ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_ERR_NONFINITE);
+            ck_assert_int_eq(memcmp(y, ybad, sizeof y), 0);
+            ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_NONFINITE);
+        }
+        memcpy(y, yc, sizeof y);
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, bad[b], y, v), CDYN_ERR_NONFINITE);
+        ck_assert(all_equal(v, 5, SENTINEL));
+        ck_assert_int_eq(cdyn_mbs_project(mbs, bad[b], y), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(memcmp(y, yc, sizeof y), 0);
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, bad[b], y), CDYN_ERR_NONFINITE);
+    }
+    ck_assert_int_eq(p.f.calls[CB_MASS] + p.f.calls[CB_PHI] + p.f.calls[CB_JAC], 0);
+    /* unknown formulation and metric values leave the settings unchanged */
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)3), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)-1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)-1), CDYN_ERR_ARG);
+    /* partition limit */
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, 0.5), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, 0.0), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, -2.0), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, NAN), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, INFINITY), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, 1.0), CDYN_OK);
+    /* partition functions out of order */
+    double z[2] = {y[0], y[2]}, zd[3];
+    int idx[2];
+    fill(zd, 3, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, idx, idx + 1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_ERR_ARG);
+    ck_assert(all_equal(zd, 3, SENTINEL));
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, v), CDYN_ERR_ARG); /* no partition_rhs yet */
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, NULL, z), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, NULL, zd), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, NULL), CDYN_ERR_ARG);
+    for (int b = 0; b < 3; ++b) {
+        for (int i = 0; i < 2; ++i) {
+            double zb[2] = {z[0], z[1]};
+            zb[i] = bad[b];
+            ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, zb, zd), CDYN_ERR_NONFINITE);
+        }
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, bad[b], z, zd), CDYN_ERR_NONFINITE);
+    }
+    ck_assert(all_equal(zd, 3, SENTINEL));
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, NULL, NULL), CDYN_OK);
+    /* the object works afterwards, with the Lagrange form still selected */
+    fill(v, 5, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yc, v), CDYN_OK);
+    expect_vec(2, v + 2, qdd, EXACT_RTOL, 0.0, "q'' after bad input");
+    ck_assert_double_eq(v[4], SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, &lam), CDYN_OK);
+    double lam_exact, gfe[2], qq[2];
+    pendulum_exact(&p, 0.7, 1.3, qq, &lam_exact, gfe);
+    expect_near(lam, lam_exact, EXACT_RTOL * lam_exact, "lambda (Lagrange still selected)");
+    memcpy(y, yc, sizeof y);
+    y[0] += 1e-3;
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(partitioning_needs_some_but_not_all_coordinates_constrained)
+{
+    pendulum p;
+    pendulum_init(&p, 1.0, 1.0);
+    const int sizes[2][2] = {{2, 0}, {2, 2}};
+    for (int k = 0; k < 2; ++k) {
+        cdyn_mbs *mbs = cdyn_mbs_create(sizes[k][0], sizes[k][1], NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, pend_jac, &p),
+                         CDYN_OK);
+        double y[4] = {0.6, -0.8, 0.8, 0.6}, z[2] = {0.6, 0.8}, zd[2] = {SENTINEL, SENTINEL};
+        int idx[2];
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, idx, idx), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, y), CDYN_ERR_ARG);
+        ck_assert_double_eq(zd[0], SENTINEL);
+        ck_assert_str_ne(cdyn_mbs_last_error(mbs), "");
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 8. No allocation per evaluation                                           */
+
+START_TEST(per_step_calls_allocate_nothing)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    cdyn_mbs *mbs = slider_new(&sc, 0);
+    double y[6], yp[6], ydot[6], z[2], zdot[2], gf[3], lam[2], rp, rv, ys[6];
+    slider_state(&sc, 1.1, 2.3, y);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    cdyn_status st[16];
+    int ns = 0;
+    alloc_count_start();
+    for (int form = 0; form < 3; ++form) {
+        st[ns++] = cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form);
+        st[ns++] = cdyn_mbs_rhs(mbs, 0.0, y, ydot);
+    }
+    st[ns++] = cdyn_mbs_reactions(mbs, gf, lam);
+    for (int metric = 0; metric < 2; ++metric) {
+        memcpy(yp, y, sizeof y);
+        yp[0] += 1e-3;
+        yp[4] += 1e-3;
+        st[ns++] = cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric);
+        st[ns++] = cdyn_mbs_project(mbs, 0.0, yp);
+    }
+    st[ns++] = cdyn_mbs_residuals(mbs, &rp, &rv);
+    z[0] += 1e-2;
+    st[ns++] = cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot);
+    st[ns++] = cdyn_mbs_partition_state(mbs, ys);
+    st[ns++] = cdyn_mbs_partition_gather(mbs, ys, z);
+    st[ns++] = cdyn_mbs_reactions(mbs, gf, lam);
+    long calls = alloc_count_stop();
+    ck_assert_int_eq(calls, 0);
+    for (int i = 0; i < ns; ++i) ck_assert_msg(st[i] == CDYN_OK, "call %d: status %d", i, st[i]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mbs");
+    TCase *tc_rhs = tcase_create("rhs");
+    tcase_add_test(tc_rhs,
+                   lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_differenced_xi);
+    tcase_add_test(tc_rhs, lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_exact_xi);
+    tcase_add_test(tc_rhs, pseudoinverse_rhs_gives_the_pendulum_accelerations_and_tension);
+    tcase_add_test(tc_rhs, penalty_rhs_converges_to_the_pendulum_solution_as_one_over_alpha);
+    tcase_add_test(tc_rhs,
+                   stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_manifold);
+    tcase_add_test(tc_rhs, slider_crank_rhs_matches_a_bordered_kkt_solve);
+    tcase_add_test(tc_rhs, unconstrained_model_gives_m_inverse_q);
+    suite_add_tcase(s, tc_rhs);
+
+    TCase *tc_rheo = tcase_create("rheonomic");
+    tcase_add_test(tc_rheo, rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_exact_time_terms);
+    tcase_add_test(
+        tc_rheo,
+        rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_phi_t_given_and_xi_differenced);
+    tcase_add_test(tc_rheo,
+                   rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_phi_t_and_xi_differenced);
+    suite_add_tcase(s, tc_rheo);
+
+    TCase *tc_proj = tcase_create("projection");
+    tcase_add_test(tc_proj, projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circle);
+    tcase_add_test(tc_proj,
+                   projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
+    tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
+    suite_add_tcase(s, tc_proj);
+
+    TCase *tc_part = tcase_create("partitioning");
+    tcase_add_test(tc_part, partitioned_pendulum_matches_the_kkt_rhs_and_the_analytic_solution);
+    tcase_add_test(tc_part, partitioned_slider_crank_matches_the_kkt_rhs);
+    tcase_add_test(tc_part, partitioned_rheonomic_model_takes_the_dependent_speed_from_phi_t);
+    tcase_add_test(
+        tc_part,
+        partition_event_fires_near_the_slider_crank_dead_centre_and_repartitioning_fixes_it);
+    tcase_add_test(
+        tc_part,
+        partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is_independent);
+    suite_add_tcase(s, tc_part);
+
+    TCase *tc_int = tcase_create("integration");
+    tcase_add_test(tc_int, rk4_with_projection_keeps_the_pendulum_on_the_circle_and_gives_its_period);
+    tcase_set_timeout(tc_int, 120);
+    suite_add_tcase(s, tc_int);
+
+    TCase *tc_fail = tcase_create("failures");
+    tcase_add_test(tc_fail, rhs_reports_each_failing_callback_with_its_code_and_leaves_ydot_untouched);
+    tcase_add_test(tc_fail, rhs_reports_failures_inside_the_time_derivative_differences);
+    tcase_add_test(tc_fail, rhs_reports_nan_from_each_callback_as_nonfinite);
+    tcase_add_test(tc_fail, projection_failures_leave_y_untouched);
+    tcase_add_test(tc_fail, partition_failures_leave_zdot_and_the_state_untouched);
+    tcase_add_test(tc_fail, pendulum_at_the_pivot_is_singular_for_lagrange_and_fine_for_penalty);
+    tcase_add_test(tc_fail, reactions_after_a_singular_rhs_are_those_of_the_last_successful_rhs);
+    tcase_add_test(tc_fail, folded_two_link_arm_is_singular_for_lagrange_and_runs_under_penalty);
+    tcase_set_timeout(tc_fail, 60);
+    suite_add_tcase(s, tc_fail);
+
+    TCase *tc_bad = tcase_create("bad_input");
+    tcase_add_test(tc_bad, create_rejects_bad_sizes);
+    tcase_add_test(tc_bad, null_object_is_rejected_everywhere);
+    tcase_add_test(tc_bad, calls_before_the_model_is_set_are_rejected);
+    tcase_add_test(tc_bad, bad_arrays_and_values_are_rejected_and_the_object_works_afterwards);
+    tcase_add_test(tc_bad, partitioning_needs_some_but_not_all_coordinates_constrained);
+    suite_add_tcase(s, tc_bad);
+
+    TCase *tc_alloc = tcase_create("allocation");
+    tcase_add_test(tc_alloc, per_step_calls_allocate_nothing);
+    suite_add_tcase(s, tc_alloc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
