@@ -29,6 +29,7 @@
 #include "alloc_count.h"
 #include "cdyn/constraint.h"
 #include "cdyn/status.h"
+#include "guarded.h"
 #include "testutil.h"
 
 void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
@@ -36,76 +37,6 @@ void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv,
 
 static const double G_ACC = 9.81;
 
-/* ------------------------------------------------------------------------ */
-/* Guarded buffers: GUARD sentinel elements before and after every output    */
-/* array, so writes outside [0, count) are caught, on success and on error.  */
-
-enum { GUARD = 8 };
-static const double SENTINEL = 12345.0;
-static const int ISENTINEL = -777;
-
-static double *dbuf(size_t count)
-{
-    double *base = malloc(sizeof(double) * (count + 2 * GUARD));
-    ck_assert_ptr_nonnull(base);
-    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = SENTINEL;
-    return base + GUARD;
-}
-
-static void dbuf_free(double *p)
-{
-    if (p) free(p - GUARD);
-}
-
-static int dbuf_untouched(const double *p, size_t count)
-{
-    for (size_t i = 0; i < count + 2 * GUARD; ++i)
-        if (p[(ptrdiff_t)i - GUARD] != SENTINEL) return 0;
-    return 1;
-}
-
-static int dbuf_guards_intact(const double *p, size_t count)
-{
-    for (ptrdiff_t i = 1; i <= GUARD; ++i)
-        if (p[-i] != SENTINEL) return 0;
-    for (size_t i = 0; i < GUARD; ++i)
-        if (p[count + i] != SENTINEL) return 0;
-    return 1;
-}
-
-static void dbuf_reset(double *p, size_t count)
-{
-    for (size_t i = 0; i < count + 2 * GUARD; ++i) p[(ptrdiff_t)i - GUARD] = SENTINEL;
-}
-
-static int *ibuf(size_t count)
-{
-    int *base = malloc(sizeof(int) * (count + 2 * GUARD));
-    ck_assert_ptr_nonnull(base);
-    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = ISENTINEL;
-    return base + GUARD;
-}
-
-static void ibuf_free(int *p)
-{
-    if (p) free(p - GUARD);
-}
-
-static int ibuf_untouched(const int *p, size_t count)
-{
-    for (size_t i = 0; i < count + 2 * GUARD; ++i)
-        if (p[(ptrdiff_t)i - GUARD] != ISENTINEL) return 0;
-    return 1;
-}
-
-static int ibuf_guards_intact(const int *p, size_t count)
-{
-    for (ptrdiff_t i = 1; i <= GUARD; ++i)
-        if (p[-i] != ISENTINEL) return 0;
-    for (size_t i = 0; i < GUARD; ++i)
-        if (p[count + i] != ISENTINEL) return 0;
-    return 1;
-}
 
 static size_t atleast1(int k) { return k > 0 ? (size_t)k : 1; }
 

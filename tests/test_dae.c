@@ -21,73 +21,9 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "guarded.h"
 #include "cdyn.h"
 
-/* ------------------------------------------------------------------------ */
-/* Guarded buffers                                                           */
-
-enum { GUARD = 4 };
-static const double SENTINEL = 12345.0;
-static const int ISENTINEL = -777;
-
-static double *dbuf(size_t count)
-{
-    double *base = malloc(sizeof(double) * (count + 2 * GUARD));
-    ck_assert_ptr_nonnull(base);
-    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = SENTINEL;
-    return base + GUARD;
-}
-
-static void dbuf_free(double *p)
-{
-    if (p) free(p - GUARD);
-}
-
-static int *ibuf(size_t count)
-{
-    int *base = malloc(sizeof(int) * (count + 2 * GUARD));
-    ck_assert_ptr_nonnull(base);
-    for (size_t i = 0; i < count + 2 * GUARD; ++i) base[i] = ISENTINEL;
-    return base + GUARD;
-}
-
-static void ibuf_free(int *p)
-{
-    if (p) free(p - GUARD);
-}
-
-/* Nothing written: the whole buffer, guards included, still holds SENTINEL. */
-static int dbuf_untouched(const double *p, size_t count)
-{
-    for (size_t i = 0; i < count + 2 * GUARD; ++i)
-        if (p[(ptrdiff_t)i - GUARD] != SENTINEL) return 0;
-    return 1;
-}
-
-static int dbuf_guards_intact(const double *p, size_t count)
-{
-    for (ptrdiff_t i = 1; i <= GUARD; ++i)
-        if (p[-i] != SENTINEL) return 0;
-    for (size_t i = 0; i < GUARD; ++i)
-        if (p[count + i] != SENTINEL) return 0;
-    return 1;
-}
-
-static int ibuf_untouched(const int *p, size_t count)
-{
-    for (size_t i = 0; i < count + 2 * GUARD; ++i)
-        if (p[(ptrdiff_t)i - GUARD] != ISENTINEL) return 0;
-    return 1;
-}
-
-static int ibuf_guards_intact(const int *p, size_t count)
-{
-    for (ptrdiff_t i = 1; i <= GUARD; ++i)
-        if (p[-i] != ISENTINEL) return 0;
-    for (size_t i = 0; i < GUARD; ++i)
-        if (p[count + i] != ISENTINEL) return 0;
-    return 1;
-}
 
 static double max_abs_diff(int n, const double *a, const double *b)
 {

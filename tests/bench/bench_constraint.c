@@ -19,6 +19,7 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <cdyn.h>
 
+#include "bench_util.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -42,19 +43,6 @@ typedef struct {
     int *ipiv_export;
     cdyn_constraint *c;
 } problem;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The naive baseline: stabilized right-hand side, bordered matrix, dgesv. */
 static void kkt_dgesv(problem *p)

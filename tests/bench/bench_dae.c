@@ -37,6 +37,7 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <cdyn.h>
 
+#include "bench_util.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -49,19 +50,6 @@ void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv,
             const int *ldb, int *info);
 
 /* ---- timing --------------------------------------------------------------- */
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct { double median, min, max; } timing;
 

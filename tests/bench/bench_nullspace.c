@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <cdyn.h>
 
+#include "bench_util.h"
 #include "testutil.h"
 
 #include <stdio.h>
@@ -28,19 +29,6 @@ typedef struct {
     int *ipiv;
     cdyn_nullspace *ns;
 } problem;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The naive baseline: assemble and LU-solve the bordered system. */
 static void kkt_dgesv(problem *p)
