@@ -543,9 +543,10 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     return st;
 }
 
-cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report)
+cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report)
 {
-    if (!nt || !report) return CDYN_ERR_ARG;
+    if (!nt) return CDYN_ERR_ARG;
+    if (!report) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "cdyn_newton_get_report: report is NULL");
     *report = nt->report;
     return CDYN_OK;
 }

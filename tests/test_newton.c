@@ -74,7 +74,7 @@ static void assert_report_finite(const cdyn_newton_report *r)
     ck_assert(isfinite(r->largest_dropped));
 }
 
-static cdyn_newton_report get_report(const cdyn_newton *nt)
+static cdyn_newton_report get_report(cdyn_newton *nt)
 {
     cdyn_newton_report r;
     memset(&r, 0xff, sizeof r);

@@ -75,13 +75,15 @@ CDYN_API cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double 
 
 /**
  * Critically damped gains per constraint (T4.6): K_D = diag(2 k_i),
- * K_P = diag(k_i^2), k (m entries) > 0. CDYN_ERR_ARG otherwise.
+ * K_P = diag(k_i^2), k (m entries) > 0 and finite. CDYN_ERR_ARG otherwise
+ * (NaN and Inf included: a setting, not data).
  */
 CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double *k);
 
 /**
  * Constraint masses for the modified Lagrange (penalty) form (T4.8):
- * alpha_c = diag(alpha), alpha (m entries) > 0. Default: all 10.
+ * alpha_c = diag(alpha), alpha (m entries) > 0 and finite (else
+ * CDYN_ERR_ARG, NaN and Inf included). Default: all 10.
  */
 CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha);
 
@@ -177,14 +179,15 @@ CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generaliz
 /**
  * Rank of Phi_q found by the last formulation that checked it (-1 if none):
  * the count of pivots |R_jj| > tol |R_11| of a pivoted QR of Phi_q^T, a fact
- * of the constraints alone (M plays no part).
+ * of the constraints alone (M plays no part). -1 for NULL.
  */
 CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
 
 /**
  * Smallest singular value of Phi_q recorded with the last rank decision,
  * or -1 when that decision did not need it (a full-rank KKT solve) or there
- * was none. Computed on rank loss and by the pseudo-inverse form.
+ * was none, or c is NULL. Computed on rank loss and by the pseudo-inverse
+ * form.
  */
 CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
 
@@ -195,7 +198,7 @@ CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c
  */
 CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows);
 
-/** Message of the last failure ("" if none). */
+/** Message of the last failure ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_constraint_last_error(const cdyn_constraint *c);
 
 #ifdef __cplusplus

@@ -155,7 +155,8 @@ CDYN_API cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, 
 /**
  * After cdyn_dae_analyze(): the number of hidden constraints found at
  * augmentation level `level` (0 = the n - r constraints beta^T F, 1 = those
- * from differentiating them once, ...), or -1 if level is out of range.
+ * from differentiating them once, ...), or -1 if level is out of range,
+ * nothing was analyzed or dae is NULL.
  */
 CDYN_API int cdyn_dae_constraints_at_level(const cdyn_dae *dae, int level);
 
@@ -215,20 +216,20 @@ CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
 /**
  * The Newton solver for the algebraic states (NULL before set_mass or when
  * M has full rank): set its iteration cap and tolerances, read its report
- * after each cdyn_dae_rhs(). Owned by the DAE object.
+ * after each cdyn_dae_rhs(). Owned by the DAE object; NULL for a NULL dae.
  */
 CDYN_API cdyn_newton *cdyn_dae_newton(cdyn_dae *dae);
 
 /**
  * How many rate solves (G_a^# of cdyn_dae_rhs) took the SVD path since the
- * last split; Newton iterations report their own count.
+ * last split (0 for NULL); Newton iterations report their own count.
  */
 CDYN_API long cdyn_dae_svd_rate_solves(const cdyn_dae *dae);
 
-/** Non-zero code of the callback that failed last (0 if none). */
+/** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_dae_callback_code(const cdyn_dae *dae);
 
-/** Message of the last failure on this object ("" if none). */
+/** Message of the last failure on this object ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_dae_last_error(const cdyn_dae *dae);
 
 #ifdef __cplusplus

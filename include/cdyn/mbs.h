@@ -91,7 +91,8 @@ CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn ph
 CDYN_API cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formulation);
 
 /**
- * The method-layer object the model uses (owned by mbs): set the stabilizer
+ * The method-layer object the model uses (owned by mbs; NULL for a NULL
+ * mbs): set the stabilizer
  * (cdyn_constraint_set_baumgarte / _gains / _critical_gains), the penalty
  * and the rank tolerance on it.
  */
@@ -99,7 +100,7 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
 
 /**
  * The Newton solver of the projection (m equations in n unknowns; NULL when
- * m = 0), owned by mbs: cap and tolerances (defaults: 10 iterations,
+ * m = 0, m > n or mbs is NULL), owned by mbs: cap and tolerances (defaults: 10 iterations,
  * residual 1e-12), report of the last projection.
  */
 CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
@@ -178,7 +179,8 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double *y);
 
 /**
  * 1 if the dependent block's condition estimate passed the limit since the
- * last cdyn_mbs_partition() (the caller should repartition), else 0.
+ * last cdyn_mbs_partition() (the caller should repartition), else 0 (also
+ * for NULL).
  */
 CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
 
@@ -189,10 +191,10 @@ CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
  */
 CDYN_API cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit);
 
-/** Non-zero code of the callback that failed last (0 if none). */
+/** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_mbs_callback_code(const cdyn_mbs *mbs);
 
-/** Message of the last failure ("" if none). */
+/** Message of the last failure ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_mbs_last_error(const cdyn_mbs *mbs);
 
 #ifdef __cplusplus

@@ -145,8 +145,8 @@ CDYN_API cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residua
 CDYN_API cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj,
                                       const double *G, double *dx);
 
-/** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL. */
-CDYN_API cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report);
+/** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL nt or report. */
+CDYN_API cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report);
 
 /**
  * Why J was singular at the last rank-deficient step: rows (may be NULL)
@@ -164,7 +164,7 @@ CDYN_API int cdyn_newton_dependent_rows(const cdyn_newton *nt, int *rows);
  */
 CDYN_API int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols);
 
-/** Message of the last failure on this object ("" if none). */
+/** Message of the last failure on this object ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_newton_last_error(const cdyn_newton *nt);
 
 #ifdef __cplusplus

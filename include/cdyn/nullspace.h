@@ -142,7 +142,8 @@ CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);
 
 /**
  * Numerical rank of W found by the last cdyn_nullspace_factor() or
- * reselecting update (m after success), or -1 when nothing was factored.
+ * reselecting update (m after success), or -1 when nothing was factored or
+ * ns is NULL.
  */
 CDYN_API int cdyn_nullspace_rank(const cdyn_nullspace *ns);
 
@@ -246,8 +247,9 @@ CDYN_API cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, i
                                           double *lambda);
 
 /**
- * The message of the last failed call on this object ("" if none). The
- * string belongs to the object and is overwritten by the next failure.
+ * The message of the last failed call on this object ("" if none; a static
+ * text for NULL). The string belongs to the object and is overwritten by the
+ * next failure.
  */
 CDYN_API const char *cdyn_nullspace_last_error(const cdyn_nullspace *ns);
 

@@ -1,0 +1,258 @@
+/**
+ * @file sundials.h
+ * Optional adapters from cdyn model objects to SUNDIALS' CVODE and IDA
+ * (library cdyn_sundials, CMake target cdyn::sundials, pkg-config
+ * cdyn_sundials; built only when SUNDIALS >= 6 with CVODE, IDA, the serial
+ * N_Vector and the dense matrix and linear solver was found). The core
+ * library does not depend on SUNDIALS; this header is the only one that
+ * includes SUNDIALS headers, and it is not part of <cdyn.h>. Usage and
+ * measured results: docs/integrators.md.
+ *
+ * What is here:
+ *
+ * - CVODE, multibody (THEORY T4): cdyn_cvode_mbs_rhs() is a CVRhsFn for
+ *   y = [q; q'] through cdyn_mbs_rhs(); cdyn_cvode_mbs_project() is a
+ *   CVProjFn through cdyn_mbs_project() (T4.9), so CVODE projects every step
+ *   onto Phi = 0 and Phi_q q' + Phi_t = 0; cdyn_cvode_attach_mbs() sets
+ *   both user data and projection in one call.
+ * - CVODE, quasi-linear DAE (THEORY T3): cdyn_cvode_dae_rhs() is a CVRhsFn
+ *   for the minimum-order ODE of an index-1 DAE, y = v_i, through
+ *   cdyn_dae_rhs().
+ * - IDA, quasi-linear DAE: a cdyn_ida_dae adapter object gives the residual
+ *   M v' - F(v, t) (IDAResFn), its Jacobian c_j M - dF/dv (IDALsJacFn, dense
+ *   matrix), the differential/algebraic id vector (IDASetId) from cdyn's
+ *   split, and consistent v, v' from cdyn's consistent initialisation.
+ * - IDA, multibody: cdyn_ida_mbs_residual() writes the stabilized ODE
+ *   y' = f(t, y) of cdyn_mbs_rhs() as an implicit residual y' - f(t, y)
+ *   (every component differential).
+ *
+ * Vectors: every N_Vector passed to these functions must give its data by
+ * N_VGetArrayPointer() — the serial N_Vector (N_VNew_Serial), or the OpenMP
+ * and Pthreads ones — and have the length stated at each function. The
+ * functions read and write that contiguous array; nothing is kept pointing
+ * to it.
+ *
+ * Return values of the SUNDIALS callbacks (rhs, projection, residual,
+ * Jacobian) follow SUNDIALS: 0 on success; a positive value for a failure
+ * the integrator may recover from by a smaller step: +CDYN_ERR_NONFINITE,
+ * +CDYN_ERR_SINGULAR, +CDYN_ERR_NOCONV, and +CDYN_ERR_CALLBACK when the
+ * model callback returned a positive code; a negative value stops the
+ * integrator: -CDYN_ERR_ARG (wrong vector length, NULL user data, a call
+ * out of order), -CDYN_ERR_CALLBACK when the model callback returned a
+ * negative code, -CDYN_ERR_LAPACK. So |value| is always the cdyn_status,
+ * and the model object's last_error() holds the message.
+ *
+ * Threads: the user data (cdyn_mbs, cdyn_dae, cdyn_ida_dae) is used by the
+ * integrator's thread; one model object per integrator.
+ *
+ * Precision: cdyn computes in double, so SUNDIALS must be built with
+ * double precision (sunrealtype = realtype = double); this header refuses
+ * anything else at compile time.
+ */
+#ifndef CDYN_SUNDIALS_H
+#define CDYN_SUNDIALS_H
+
+#include "dae.h"
+#include "mbs.h"
+#include "status.h"
+
+#include <sundials/sundials_config.h>
+#include <sundials/sundials_matrix.h>
+#include <sundials/sundials_nvector.h>
+#include <sundials/sundials_types.h>
+
+#if !defined(SUNDIALS_DOUBLE_PRECISION)
+#error "cdyn/sundials.h needs SUNDIALS built with double precision (sunrealtype = double)"
+#endif
+#if SUNDIALS_VERSION_MAJOR < 6
+#error "cdyn/sundials.h needs SUNDIALS 6 or newer"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CVODE: multibody ---------------------------------------------------- */
+
+/**
+ * CVRhsFn for y = [q; q'] (serial vectors of length 2n, n the coordinates
+ * of the model): ydot = [q'; q''] = cdyn_mbs_rhs(mbs, t, y). user_data is
+ * the cdyn_mbs (CVodeSetUserData, or cdyn_cvode_attach_mbs()). The
+ * formulation and stabilizer are those set on the cdyn_mbs. Returns as
+ * described at the top; ydot is untouched on failure. No allocation.
+ */
+CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
+
+/**
+ * CVProjFn (CVodeSetProjFn) with user_data the cdyn_mbs: projects
+ * ycur = [q; q'] (length 2n, read only) with cdyn_mbs_project() — Newton on
+ * Phi(q, t) = 0, then the linear step onto Phi_q q' + Phi_t = 0, in the
+ * metric set by cdyn_mbs_set_projection_metric() — and returns the
+ * correction corr = projected - ycur (length 2n). epsProj, CVODE's
+ * tolerance for the projection's iteration (WRMS norm), is not used: the
+ * projection's own Newton tolerances apply (cdyn_mbs_newton(); default
+ * residual 1e-12), which are tighter than any error weight CVODE uses in
+ * practice.
+ *
+ * err (length 2n; NULL when CVODE's error projection is off,
+ * CVodeSetProjErrEst): CVODE's local error estimate on input, replaced by
+ * its projection onto the tangent space of the manifold at the projected
+ * point, err <- P err with P = I - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q
+ * applied to the position half and the velocity half of err separately
+ * (W = I for the minimum-norm metric, M^{-1} for the mass metric): the
+ * component of the error that the projection removes is taken out of the
+ * estimate. The coupling of the velocity constraint to positions
+ * ((Phi_q q')_q) is left out of P, as in SUNDIALS' own pendulum example.
+ * P is applied through the velocity step of cdyn_mbs_project(), which is
+ * affine in q': 3 more calls with q at the projected point (Newton there
+ * takes no iteration), then the projection of ycur is repeated, because
+ * corr serves as workspace (this routine allocates nothing). So with err
+ * the cost is about two projections and three Jacobian factorizations;
+ * turn error projection off to save it.
+ *
+ * Returns as described at the top: CDYN_ERR_NOCONV (Newton cap reached)
+ * and CDYN_ERR_SINGULAR are recoverable (CVODE retries with a smaller
+ * step). On failure corr and err are unspecified (CVODE discards them).
+ * After the call, cdyn_mbs_newton()'s report describes the projection of
+ * ycur (the last call).
+ */
+CDYN_API int cdyn_cvode_mbs_project(sunrealtype t, N_Vector ycur, N_Vector corr,
+                                    sunrealtype epsProj, N_Vector err, void *user_data);
+
+/**
+ * One call for projection in CVODE: CVodeSetUserData(cvode_mem, mbs) and
+ * CVodeSetProjFn(cvode_mem, cdyn_cvode_mbs_project). Call after CVodeInit()
+ * (with cdyn_cvode_mbs_rhs as the right-hand side) and before CVode().
+ * Returns CV_SUCCESS or the flag of the CVODE call that failed:
+ * CV_MEM_NULL, or CV_ILL_INPUT when CVODE was created with CV_ADAMS
+ * (CVODE supports projection with CV_BDF only); CV_ILL_INPUT for a NULL
+ * mbs. Projection frequency, error projection and the maximum
+ * number of projection failures stay CVODE's (CVodeSetProjFrequency(),
+ * CVodeSetProjErrEst(), CVodeSetMaxNumProjFails()).
+ */
+CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
+
+/* ---- CVODE: quasi-linear DAE, minimum-order ODE -------------------------- */
+
+/**
+ * CVRhsFn for the minimum-order ODE of an index-1 DAE (THEORY T3.3):
+ * y = v_i (length r = cdyn_dae_rank(), in the order of cdyn_dae_states()'
+ * integrated states) → ydot = v_i' by cdyn_dae_rhs(). user_data is the
+ * cdyn_dae, after cdyn_dae_split() and cdyn_dae_consistent(). The
+ * algebraic states are solved inside every evaluation (warm-started from
+ * the last successful one); to get the full v at an output (t, y), call
+ * cdyn_dae_rhs() there and then cdyn_dae_state(). CDYN_ERR_NOCONV (Newton
+ * cap) and CDYN_ERR_SINGULAR are recoverable. No allocation.
+ */
+CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
+
+/* ---- IDA: quasi-linear DAE ------------------------------------------------ */
+
+/** Opaque IDA adapter for a cdyn_dae M v' = F(v, t) (does not own the cdyn_dae). */
+typedef struct cdyn_ida_dae cdyn_ida_dae;
+
+/**
+ * Allocate the IDA adapter for the n-state DAE `dae`, whose constant mass
+ * matrix M and model callbacks the caller passes again here — the same M
+ * as given to cdyn_dae_set_mass(), the same force, jacobian and user as
+ * given to cdyn_dae_set_functions() (cdyn_dae keeps them private). M
+ * (n x n, ldm >= n) is copied; dae, force, jacobian and user are kept and
+ * must outlive the adapter. jacobian may be NULL: then
+ * cdyn_ida_attach_dae() leaves IDA's difference-quotient Jacobian in
+ * place. M(t) (cdyn_dae_set_mass_fn) is not supported.
+ *
+ * Checks: n >= 1, the DAE's rank r is set (cdyn_dae_set_mass() done), and
+ * beta^T M = 0 to 1e-10 ||M|| with the DAE's left null-space basis beta —
+ * an M that is not the DAE's one is refused with CDYN_ERR_ARG.
+ * status (may be NULL): CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
+ * CDYN_ERR_NOMEM. Returns NULL on error.
+ */
+CDYN_API cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, int n, const double *M, int ldm,
+                                           cdyn_dae_force_fn force,
+                                           cdyn_dae_jacobian_fn jacobian, void *user,
+                                           cdyn_status *status);
+
+/** Free the adapter (not the cdyn_dae); NULL is allowed. */
+CDYN_API void cdyn_ida_dae_free(cdyn_ida_dae *ida_dae);
+
+/**
+ * IDAResFn with user_data the cdyn_ida_dae: r = M v' - F(v, t) for v, v',
+ * r of length n. Returns as described at the top (the force callback's
+ * non-zero code decides the sign); a non-finite F is recoverable. No
+ * allocation.
+ */
+CDYN_API int cdyn_ida_dae_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r,
+                                   void *user_data);
+
+/**
+ * IDALsJacFn with user_data the cdyn_ida_dae, for a dense SUNMatrix
+ * (SUNDenseMatrix(n, n)): J = dr/dv + c_j dr/dv' = c_j M - dF/dv from the
+ * jacobian callback. -CDYN_ERR_ARG if the adapter has no jacobian callback
+ * or J is not a dense n x n matrix. tmp1..tmp3 are not used.
+ */
+CDYN_API int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector vdot,
+                                   N_Vector r, SUNMatrix J, void *user_data, N_Vector tmp1,
+                                   N_Vector tmp2, N_Vector tmp3);
+
+/**
+ * The id vector for IDASetId (length n): 1 for the states cdyn integrates
+ * (cdyn_dae_states() after cdyn_dae_split()), 0 for its algebraic states.
+ * IDA uses it in IDACalcIC (IDA_YA_YDP_INIT) and, with
+ * IDASetSuppressAlg(), to leave the algebraic states out of the error
+ * test. When the algebraic states' columns of M are zero (e.g. a diagonal
+ * M, as in THEORY T6.3) this is exactly IDA's differential/algebraic
+ * split; an algebraic state whose column of M is not zero is marked 0
+ * although its derivative enters the equations — use the consistent values
+ * of cdyn_ida_dae_consistent() rather than IDACalcIC then. Returns
+ * CDYN_OK, CDYN_ERR_ARG (no split, NULL, wrong length).
+ */
+CDYN_API cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *ida_dae, N_Vector id);
+
+/**
+ * Consistent initial values at t0 for IDAInit (v, v' of length n): v in:
+ * integrated states kept, algebraic ones the guess; v out: consistent
+ * (cdyn_dae_consistent(), G0 = 0 to the Newton tolerance); v' out: the
+ * rates of the minimum-order ODE at that point (cdyn_dae_rhs(), then
+ * cdyn_dae_state()), so M v' = F(v, t0) holds to rounding and the
+ * algebraic rates satisfy d/dt G0 = 0. Returns the cdyn_dae's status
+ * (CDYN_ERR_NOCONV: no consistent v found, v holds the best iterate and
+ * v' is untouched); CDYN_ERR_ARG for NULL or wrong lengths.
+ */
+CDYN_API cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *ida_dae, sunrealtype t0, N_Vector v,
+                                             N_Vector vdot);
+
+/**
+ * One call after IDAInit(ida_mem, cdyn_ida_dae_residual, ...) and
+ * IDASetLinearSolver() (dense): IDASetUserData(ida_dae), IDASetId() with
+ * the id vector of cdyn_ida_dae_id() (built in a clone of `like`, a vector
+ * of length n, and freed again: IDA keeps its own copy), and
+ * IDASetJacFn(cdyn_ida_dae_jacobian) when the adapter has a jacobian
+ * callback. Returns IDA_SUCCESS, the flag of the IDA call that failed, or
+ * IDA_ILL_INPUT when the id vector could not be built (NULL arguments, no
+ * split) and IDA_MEM_FAIL when the clone failed.
+ */
+CDYN_API int cdyn_ida_attach_dae(void *ida_mem, cdyn_ida_dae *ida_dae, N_Vector like);
+
+/** Message of the adapter's last failure ("" if none; static text for NULL). */
+CDYN_API const char *cdyn_ida_dae_last_error(const cdyn_ida_dae *ida_dae);
+
+/* ---- IDA: multibody, stabilized ODE as an implicit residual --------------- */
+
+/**
+ * IDAResFn with user_data the cdyn_mbs: r = y' - f(t, y), y = [q; q']
+ * (length 2n), f = cdyn_mbs_rhs() — the constrained equations in the
+ * formulation and stabilizer set on the cdyn_mbs (Baumgarte, generalized
+ * Baumgarte or penalty keep the drift bounded; IDA has no projection), an
+ * ODE written as a residual: every component is differential (id = 1, no
+ * IDASetId needed), dr/dy' = I. This lets a multibody model share an IDA
+ * set-up with DAE parts; it is not an index-3 formulation in q and lambda.
+ * No allocation.
+ */
+CDYN_API int cdyn_ida_mbs_residual(sunrealtype t, N_Vector y, N_Vector ydot, N_Vector r,
+                                   void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CDYN_SUNDIALS_H */
