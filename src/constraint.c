@@ -319,6 +319,16 @@ static void whiten_transpose(cdyn_constraint *c, const double *G, int ldg, doubl
     cdyn__trsm('L', 'L', 'N', 'N', n, m, 1.0, c->chol, n, out, n);
 }
 
+/* Intermediate results can overflow for extreme (finite) inputs; LAPACK
+ * must never see NaN or Inf (its SVD may not terminate on them). */
+static cdyn_status check_overflow(cdyn_constraint *c, const char *fn, const char *what,
+                                  int rows, int cols, const double *A, int ld)
+{
+    if (rows == 0 || cols == 0 || cdyn__first_nonfinite(rows, cols, A, ld) < 0) return CDYN_OK;
+    return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: %s overflowed (inputs too large)", fn,
+                      what);
+}
+
 /* r = Phi_q M^{-1} Q - s into c->vec_m (uses vec_n). */
 static void schur_rhs(cdyn_constraint *c)
 {
@@ -330,12 +340,12 @@ static void schur_rhs(cdyn_constraint *c)
 }
 
 /* q'' = M^{-1} (Q - G^T mult) into c->vec_n, with the generalized force
- * G^T mult kept as the result. */
+ * G^T mult into c->vec_n2. */
 static void accelerations(cdyn_constraint *c, const double *G, int ldg, const double *mult)
 {
     int n = c->n, m = c->m;
-    cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->gen_force);
-    for (int i = 0; i < n; ++i) c->vec_n[i] = c->force[i] - c->gen_force[i];
+    cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->vec_n2);
+    for (int i = 0; i < n; ++i) c->vec_n[i] = c->force[i] - c->vec_n2[i];
     cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
 }
 
@@ -390,13 +400,21 @@ static cdyn_status rank_loss(cdyn_constraint *c, const char *fn)
                       c->n_redundant > 1 ? " ..." : "");
 }
 
-/* Copy the result out and keep it for cdyn_constraint_force(). */
-static void commit(cdyn_constraint *c, const double *mult, double *qdd, double *mult_out)
+/* Copy the result out and keep it for cdyn_constraint_force(); a result
+ * that overflowed is an error, never passed on. */
+static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult, double *qdd,
+                          double *mult_out)
 {
+    cdyn_status st = check_overflow(c, fn, "q''", c->n, 1, c->vec_n, c->n);
+    if (!st) st = check_overflow(c, fn, "the multipliers", c->m, 1, mult, c->m1);
+    if (!st) st = check_overflow(c, fn, "the constraint force", c->n, 1, c->vec_n2, c->n);
+    if (st) return st;
     if (c->m > 0) memcpy(c->multipliers, mult, sizeof(double) * (size_t)c->m);
+    memcpy(c->gen_force, c->vec_n2, sizeof(double) * (size_t)c->n);
     memcpy(qdd, c->vec_n, sizeof(double) * (size_t)c->n);
     if (mult_out && c->m > 0) memcpy(mult_out, mult, sizeof(double) * (size_t)c->m);
     c->has_result = 1;
+    return CDYN_OK;
 }
 
 /* ---- formulations ----------------------------------------------------- */
@@ -417,6 +435,8 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
      * Y = L^{-1} Phi_q^T, used through a pivoted QR Y P = Q_Y R (A is never
      * formed, so its conditioning is not squared). */
     whiten_transpose(c, c->jac, c->m1, c->y);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
+    if (st) return st;
     memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
     memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
     if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
@@ -426,8 +446,7 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
     for (int i = 0; i < m; ++i) c->vec_m[c->jpvt[i] - 1] = c->vec_m2[i];
     accelerations(c, c->jac, c->m1, c->vec_m);
-    commit(c, c->vec_m, qdd, lambda);
-    return CDYN_OK;
+    return commit(c, fn, c->vec_m, qdd, lambda);
 }
 
 cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc, double *qdd,
@@ -452,10 +471,13 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
      * restricted to its first m rows: solve R^T z = P^T r, then T f = z by
      * LU — no product whose condition is squared. */
     whiten_transpose(c, c->jac, c->m1, c->y);
+    whiten_transpose(c, C, ldc, c->y2);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
+    if (!st) st = check_overflow(c, fn, "L^-1 C^T", n, m, c->y2, n);
+    if (st) return st;
     memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
     memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
     cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
-    whiten_transpose(c, C, ldc, c->y2);
     cdyn__ormqr('L', 'T', n, m, m, c->qr, n, c->tau, c->y2, n, c->work, c->lwork);
     for (int j = 0; j < m; ++j)
         memcpy(c->small + (size_t)j * c->m1, c->y2 + (size_t)j * n, sizeof(double) * (size_t)m);
@@ -475,8 +497,7 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     memcpy(c->vec_m, c->vec_m2, sizeof(double) * (size_t)m);
     cdyn__getrs('N', m, 1, c->small, c->m1, c->ipiv, c->vec_m, c->m1);
     accelerations(c, C, ldc, c->vec_m);
-    commit(c, c->vec_m, qdd, f);
-    return CDYN_OK;
+    return commit(c, fn, c->vec_m, qdd, f);
 }
 
 cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, double *lambda)
@@ -494,6 +515,8 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     /* T4.7: Y = L^{-1} Phi_q^T = U S V^T, A = Y^T Y = V S^2 V^T,
      * lambda = V_r S_r^{-2} V_r^T r (minimum norm), r = rank Phi_q = rank Y */
     whiten_transpose(c, c->jac, c->m1, c->y);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
+    if (st) return st;
     schur_rhs(c);
     if (m > 0) {
         cdyn__gesvd(n, m, c->y, n, c->sv, c->u_svd, n, c->vt_svd, k, c->work, c->lwork);
@@ -507,8 +530,7 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
         cdyn__gemv('T', kept, m, 1.0, c->vt_svd, k, c->vec_m2, 0.0, c->vec_m);
     }
     accelerations(c, c->jac, c->m1, c->vec_m);
-    commit(c, c->vec_m, qdd, lambda);
-    return CDYN_OK;
+    return commit(c, fn, c->vec_m, qdd, lambda);
 }
 
 cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
@@ -527,6 +549,8 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
             c->y2[i + (size_t)j * c->m1] = sqrt(c->alpha[i]) * c->jac[i + (size_t)j * c->m1];
     memcpy(c->chol, c->mass, sizeof(double) * (size_t)n * n);
     cdyn__syrk('L', 'T', n, m, 1.0, c->y2, c->m1, 1.0, c->chol, n);
+    st = check_overflow(c, fn, "M + Phi_q^T alpha_c Phi_q", n, n, c->chol, n);
+    if (st) return st;
     int info = cdyn__potrf(n, c->chol, n);
     if (info != 0)
         return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
@@ -541,9 +565,8 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
     memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
     cdyn__gemv('N', m, n, 1.0, c->jac, c->m1, c->vec_n, -1.0, c->vec_m);
     for (int i = 0; i < m; ++i) c->vec_m[i] *= c->alpha[i];
-    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 0.0, c->gen_force);
-    commit(c, c->vec_m, qdd, lambda);
-    return CDYN_OK;
+    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 0.0, c->vec_n2);
+    return commit(c, fn, c->vec_m, qdd, lambda);
 }
 
 cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant variant,

@@ -419,6 +419,9 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
     memset(dae->level_count, 0, sizeof dae->level_count);
     dae->analyzed = 0;
     for (int level = 0;; ++level) {
+        if (cdyn__first_nonfinite(n, n, dae->aug, n) >= 0) /* LAPACK must not see it */
+            return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                              "%s: the augmented matrix overflowed at level %d", fn, level);
         int rank = svd_rank(dae, dae->aug);
         if (rank == n) {
             dae->levels = level;

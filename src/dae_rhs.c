@@ -132,6 +132,8 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     if (st != CDYN_OK) return st;
     cdyn__gemm('T', 'N', q, n, n, 1.0, dae->beta, n, dae->force_jac, n, 0.0,
                dae->constraint_jac, q);
+    if (cdyn__first_nonfinite(q, n, dae->constraint_jac, q) >= 0) /* LAPACK must not see it */
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
     for (int k = 0; k < q; ++k)
         memcpy(dae->ga + (size_t)k * q, dae->constraint_jac + (size_t)dae->algebraic[k] * q,
                sizeof(double) * (size_t)q);
@@ -201,6 +203,8 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
                           fn, t);
     cdyn__getrs('N', r, 1, dae->reduced, r, dae->ipiv, dae->reduced_rhs, r);
 
+    if (r > 0 && cdyn__first_nonfinite(r, 1, dae->reduced_rhs, r) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v_i' overflowed at t = %g", fn, t);
     /* commit: v, v' = Pi [v_i'; coef v_i' + offset] */
     for (int j = 0; j < r; ++j) dae->vdot_last[dae->integrated[j]] = dae->reduced_rhs[j];
     for (int k = 0; k < q; ++k) {

@@ -34,7 +34,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     if (st != CDYN_OK) goto fail;
     if (mbs->projector) {
         cdyn_newton_set_max_iterations(mbs->projector, 10);
-        cdyn_newton_set_tolerances(mbs->projector, 1e-12, 1e-15);
+        cdyn_newton_set_tolerances(mbs->projector, 1e-12, 1e-14);
     }
     if (mbs->dependent) {
         cdyn_newton_set_max_iterations(mbs->dependent, 10);
@@ -327,15 +327,17 @@ cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity
 
 /* ---- projection (T4.9) ------------------------------------------------- */
 
-/* Newton unknowns x → q: q = x (minimum norm) or q = q_base + L^{-T} x
- * (mass metric, M = L L^T), into mbs->q_work. */
+/* Newton unknowns x → q: q = x (minimum norm) or q = L^{-T} x (mass
+ * metric, M = L L^T, so that |dx| = |dq|_M), into mbs->q_work. The unknowns
+ * are absolute, not corrections, so the Newton step test compares a step
+ * with the size of the coordinates: it also ends the iteration where
+ * rounding of large coordinates keeps |Phi| above its tolerance. */
 static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
 {
     int n = mbs->n;
     memcpy(mbs->q_work, x, sizeof(double) * (size_t)n);
-    if (mbs->metric != CDYN_PROJECT_MASS) return;
-    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
-    for (int j = 0; j < n; ++j) mbs->q_work[j] += mbs->q_base[j];
+    if (mbs->metric == CDYN_PROJECT_MASS)
+        cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
 }
 
 static int projection_residual(const double *x, double *G, void *user)
@@ -377,9 +379,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
                           n);
     double *q = y, *qdot = y + n;
     mbs->t_eval = t;
-    /* unknowns: q itself, or x with q = q0 + L^{-T} x (so |x| = |dq|_M) */
+    /* unknowns: q itself, or x = L^T q */
     double *x = mbs->vec_n;
-    memcpy(mbs->q_base, q, sizeof(double) * (size_t)n);
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = cdyn__mbs_mass(mbs, fn, t, q);
         if (st) return st;
@@ -387,7 +388,11 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
         if (cdyn__potrf(n, mbs->chol, n) != 0)
             return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
                               "%s: M is not positive definite; use the minimum-norm metric", fn);
-        memset(x, 0, sizeof(double) * (size_t)n);
+        for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
+            double sum = 0.0;
+            for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
+            x[i] = sum;
+        }
     } else {
         memcpy(x, q, sizeof(double) * (size_t)n);
     }

@@ -422,6 +422,10 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
         if (st != CDYN_OK) return st;
         for (int i = 0; i < k; ++i) nt->jac[i + (size_t)j * k] = (nt->g_shifted[i] - nt->g[i]) / h;
     }
+    /* differences of finite values can still overflow; LAPACK must not see it */
+    if (cdyn__first_nonfinite(k, p, nt->jac, k) >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
+                          "cdyn_newton_solve: the finite-difference Jacobian overflowed");
     return CDYN_OK;
 }
 

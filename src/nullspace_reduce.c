@@ -276,6 +276,10 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
     if (st) return st;
     int d = ns->d;
     reduce_into(ns, M, ldm, F, c, ns->mass_reduced, d, ns->force_reduced);
+    if (cdyn__first_nonfinite(d, d, ns->mass_reduced, d) >= 0 ||
+        cdyn__first_nonfinite(d, 1, ns->force_reduced, d) >= 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
+                          "%s: the reduced equations overflowed (inputs too large)", fn);
     int info = cdyn__potrf(d, ns->mass_reduced, d);
     if (info > 0)
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
