@@ -30,13 +30,26 @@
  * M_eps v' = F(v, t) integrated by explicit RK4 with a small step. As eps and
  * C_J go to zero its solution approaches the DAE's (singular perturbation).
  *
+ * Long run (docs/long_runs.md): `hydraulic_valve --cycles N` runs N valve
+ * cycles (1 s each, RK4 dt = 1 ms) of the DAE alone: no references, no
+ * files. Every evaluation must succeed within the Newton cap and leave the
+ * continuity residual within the Newton tolerance; the junction pressure at
+ * the end of each open phase is compared with the steady state by hand.
+ * Exit status 1 on any violation.
+ *
  * usage: hydraulic_valve [output-dir]   (CSV, and a PNG if gnuplot is found)
+ *        hydraulic_valve --cycles N [output-dir]   (summary only, no files)
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+
 #include <cdyn/dae.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 enum { N = 4, Q1 = 0, QA = 1, QB = 2, PJ = 3, NEWTON_CAP = 20 };
 static const double NEWTON_TOL = 1e-10;
@@ -173,6 +186,12 @@ typedef struct {
     long newton_svd_steps;        /* all Newton steps on the SVD path */
     long svd_steps_near_closure;  /* those while the valve is closing, closed or opening */
     double worst_continuity;
+    /* gathered for the long run (--cycles) */
+    double worst_continuity_t;    /* where the worst continuity residual occurred [s] */
+    double worst_newton_residual; /* largest ||G0||_inf reported by a converged solve */
+    long evaluations, newton_iterations, backtracks;
+    cdyn_status failed_status;    /* status of the failed evaluation (CDYN_OK: none) */
+    double failed_t;              /* its time [s] */
 } run_stats;
 
 static int fail(cdyn_dae *dae, const char *what, cdyn_status st)
@@ -187,25 +206,42 @@ static int fail(cdyn_dae *dae, const char *what, cdyn_status st)
 static int dae_rhs(cdyn_dae *dae, double t, double y, double *ydot, run_stats *stats)
 {
     cdyn_status st = cdyn_dae_rhs(dae, t, &y, ydot);
-    if (st != CDYN_OK) return fail(dae, "cdyn_dae_rhs", st);
+    if (st != CDYN_OK) {
+        stats->failed_status = st;
+        stats->failed_t = t;
+        return fail(dae, "cdyn_dae_rhs", st);
+    }
     cdyn_newton_report report;
     cdyn_newton_get_report(cdyn_dae_newton(dae), &report);
     if (report.iterations > stats->max_newton_iterations)
         stats->max_newton_iterations = report.iterations;
     stats->newton_svd_steps += report.svd_steps;
+    ++stats->evaluations;
+    stats->newton_iterations += report.iterations;
+    stats->backtracks += report.backtracks;
+    if (report.residual_norm > stats->worst_newton_residual)
+        stats->worst_newton_residual = report.residual_norm;
     double phase = fmod(t, stats->net->period);
     if (phase >= 0.3 && phase <= 0.7) stats->svd_steps_near_closure += report.svd_steps;
     double v[N];
     cdyn_dae_state(dae, v, NULL);
     double residual = fabs(v[Q1] - v[QA] - v[QB]);
-    if (residual > stats->worst_continuity) stats->worst_continuity = residual;
+    if (residual > stats->worst_continuity) {
+        stats->worst_continuity = residual;
+        stats->worst_continuity_t = t;
+    }
     return 1;
 }
 
-static int dae_step(cdyn_dae *dae, double t, double *y, double dt, run_stats *stats)
+/* One RK4 step; v_start (may be NULL) receives the full state at t, from
+ * the first stage. */
+static int dae_step(cdyn_dae *dae, double t, double *y, double dt, run_stats *stats,
+                    double *v_start)
 {
     double k1, k2, k3, k4;
-    if (!dae_rhs(dae, t, *y, &k1, stats) || !dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k1, &k2, stats) ||
+    if (!dae_rhs(dae, t, *y, &k1, stats)) return 0;
+    if (v_start) cdyn_dae_state(dae, v_start, NULL);
+    if (!dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k1, &k2, stats) ||
         !dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k2, &k3, stats) ||
         !dae_rhs(dae, t + dt, *y + dt * k3, &k4, stats))
         return 0;
@@ -275,8 +311,142 @@ static void reference_tolerance(const network *net, double eps, double *flow, do
     *pressure = 2.0 * 2.0 * sqrt(net->p_supply * net->k_orifice) * delta;
 }
 
+/* ---- the long run: N valve cycles of the DAE alone ------------------- */
+
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs `cycles` valve periods (RK4, dt = 1 ms) from rest and checks every
+ * evaluation; the junction pressure at the end of each open phase (phase
+ * 0.3 s, where the valve starts to close) is compared with the steady state
+ * by hand: from rest in cycle 0 (reported), 0.6 s after a reopening in
+ * every later cycle (checked, with the 1e-6 of the default run). A progress
+ * line per tenth. Returns 1 if every check passed. */
+static int cycles_run(long cycles)
+{
+    network net = make_network();
+    const double dt = 1e-3, open_end = 0.3, p_tol = 1e-6;
+    const long per_cycle = lround(net.period / dt), sample = lround(open_end / dt);
+    const double v0[N] = {0.0, 0.0, 0.0, 0.0};
+    cdyn_status st;
+    cdyn_dae *dae = cdyn_dae_create(N, &st);
+    if (!dae) {
+        fprintf(stderr, "hydraulic_valve: cdyn_dae_create: %s\n", cdyn_status_string(st));
+        return 0;
+    }
+    if (!setup(dae, &net, v0)) {
+        cdyn_dae_free(dae);
+        return 0;
+    }
+    const double p_hand = steady_junction_pressure(&net);
+    run_stats stats = {.net = &net};
+    double y = v0[Q1], p_first = 0.0, p_worst = 0.0, p_part = 0.0, slowest = 0.0;
+    long p_worst_cycle = -1, done = 0;
+    const long part = cycles >= 10 ? cycles / 10 : cycles;
+    int ok = 1;
+
+    printf("valve long run: %ld cycles of %.0f s, RK4 dt = %.0e s, DAE only; steady p_J by "
+           "hand %.6f bar\n", cycles, net.period, dt, p_hand);
+    const double start = wall_seconds();
+    for (long c = 0; ok && c < cycles; ++c) {
+        const double cycle_start = wall_seconds();
+        for (long k = 0; k < per_cycle; ++k) {
+            double t = (double)(c * per_cycle + k) * dt, v[N];
+            if (!(ok = dae_step(dae, t, &y, dt, &stats, k == sample ? v : NULL))) break;
+            if (k == sample) {
+                double rel = fabs(v[PJ] - p_hand) / p_hand;
+                if (c == 0) {
+                    p_first = rel;
+                } else {
+                    if (rel > p_worst) p_worst = rel, p_worst_cycle = c;
+                    p_part = fmax(p_part, rel);
+                }
+            }
+        }
+        if (!ok) break;
+        const double cycle_time = wall_seconds() - cycle_start;
+        slowest = fmax(slowest, cycle_time);
+        done = c + 1;
+        if (done % part == 0) {
+            printf("  cycle %6ld  t = %6.0f s  max Newton iterations %2d  worst continuity "
+                   "%.2e L/s  worst p_J rel. diff (this tenth) %.1e  %.3f ms/cycle\n",
+                   done, (double)done * net.period, stats.max_newton_iterations,
+                   stats.worst_continuity, p_part, 1e3 * (wall_seconds() - start) / (double)done);
+            p_part = 0.0;
+            fflush(stdout); /* progress visible when redirected */
+        }
+    }
+    const double elapsed = wall_seconds() - start;
+    if (!ok) {
+        double t = stats.failed_t, s, ds;
+        cdyn_newton_report report;
+        cdyn_newton_get_report(cdyn_dae_newton(dae), &report);
+        valve_opening(&net, t, &s, &ds);
+        fprintf(stderr, "hydraulic_valve: long run: failed evaluation at t = %.6f s (cycle %ld, "
+                "phase %.6f s, opening %.6f): %s; Newton: %d iterations, %d SVD steps, "
+                "%d backtracks, residual %.2e\n", t, (long)floor(t / net.period),
+                fmod(t, net.period), s, cdyn_status_string(stats.failed_status),
+                report.iterations, report.svd_steps, report.backtracks, report.residual_norm);
+    }
+    const long failures = stats.failed_status != CDYN_OK;
+    printf("\ncycles completed: %ld of %ld; failed evaluations: %ld (of %ld)\n", done, cycles,
+           failures, stats.evaluations + failures);
+    printf("Newton: at most %d iterations per evaluation (cap %d), %.3f on average, %ld "
+           "backtracks; %ld steps took the SVD path, %ld of them around the closures; %ld "
+           "rate solves used the SVD\n", stats.max_newton_iterations, NEWTON_CAP,
+           stats.evaluations ? (double)stats.newton_iterations / (double)stats.evaluations : 0.0,
+           stats.backtracks, stats.newton_svd_steps, stats.svd_steps_near_closure,
+           cdyn_dae_svd_rate_solves(dae));
+    printf("worst continuity residual |Q1 - Qa - Qb|: %.2e L/s at t = %.3f s (Newton tolerance "
+           "%.0e); largest Newton residual %.2e\n", stats.worst_continuity,
+           stats.worst_continuity_t, NEWTON_TOL, stats.worst_newton_residual);
+    printf("junction pressure at the end of the open phases vs. steady state by hand: first "
+           "(from rest) %.1e, ", p_first);
+    if (p_worst_cycle >= 0)
+        printf("after reopenings at worst %.1e (cycle %ld; limit %.0e)\n", p_worst,
+               p_worst_cycle, p_tol);
+    else
+        printf("no reopening in %ld cycle(s)\n", done);
+    printf("wall time: %.2f s, %.3f ms per cycle on average, %.3f ms the slowest cycle, "
+           "%.3f us per evaluation\n", elapsed, done ? 1e3 * elapsed / (double)done : 0.0,
+           1e3 * slowest, stats.evaluations ? 1e6 * elapsed / (double)stats.evaluations : 0.0);
+    cdyn_dae_free(dae);
+
+    int pass = ok && stats.max_newton_iterations <= NEWTON_CAP &&
+               stats.worst_continuity <= NEWTON_TOL && p_worst <= p_tol;
+    printf("checks: no failed evaluation, Newton iterations <= %d, continuity residual <= %.0e, "
+           "p_J after reopenings within %.0e of the steady state: %s\n", NEWTON_CAP, NEWTON_TOL,
+           p_tol, pass ? "passed" : "FAILED");
+    return pass;
+}
+
+/* N: a positive decimal integer */
+static int parse_count(const char *text, long *count)
+{
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || value < 1) return 0;
+    *count = value;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--cycles") == 0) {
+        long cycles;
+        if (argc < 3 || argc > 4 || !parse_count(argv[2], &cycles)) {
+            fprintf(stderr, "usage: hydraulic_valve [output-dir]\n"
+                            "       hydraulic_valve --cycles N [output-dir]\n");
+            return EXIT_FAILURE;
+        }
+        /* the output directory is accepted for symmetry; the long run writes no files */
+        return cycles_run(cycles) ? EXIT_SUCCESS : EXIT_FAILURE;
+    }
     const char *out_dir = argc > 1 ? argv[1] : ".";
     network net = make_network();
     const double t_end = 3.3, dt = 1e-3, sample = 0.01;
@@ -304,7 +474,7 @@ int main(int argc, char **argv)
     FILE *csv = fopen(path, "w");
     if (csv) fprintf(csv, "t_s,opening,Q1_Lps,Qa_Lps,Qb_Lps,pJ_bar,Q1_ref,Qa_ref,Qb_ref,pJ_ref\n");
 
-    run_stats stats = {&net, 0, 0, 0, 0.0};
+    run_stats stats = {.net = &net};
     double y = v0[Q1];
     const int steps = (int)lround(t_end / dt), per_sample = (int)lround(sample / dt);
     const int ref_per_step = (int)lround(dt / dt_ref);
@@ -332,7 +502,7 @@ int main(int argc, char **argv)
                 printf("%6.2f %7.3f %9.5f %9.5f %9.5f %9.5f\n", t, s, v[Q1], v[QA], v[QB], v[PJ]);
         }
         if (step == steps) break;
-        ok = dae_step(dae, t, &y, dt, &stats);
+        ok = dae_step(dae, t, &y, dt, &stats, NULL);
         for (int k = 0; k < ref_per_step; ++k)
             for (int r = 0; r < 2; ++r) reference_step(&ref[r], t + k * dt_ref, v_ref[r], dt_ref);
     }

@@ -79,13 +79,27 @@
  *    1e-3 rad is three times the largest of these and 300 times below the
  *    0.33 rad of a penalty that is too soft (alpha = 1e4 kg).
  *
+ * Long run (docs/long_runs.md): `slider_crank --long STEPS` integrates only
+ * the projected KKT run (mass metric, as above) for STEPS fixed RK4 steps of
+ * dt = 1 ms, with constant memory and no per-step output or files. It checks
+ * |Phi| <= 1e-10 m after every projection and that every value stays
+ * finite, and reports the energy drift relative to E(0), the Newton
+ * iterations of the projections and the wall time per step; exit status 1
+ * if a check fails or a cdyn call fails.
+ *
  * usage: slider_crank [output-dir]   (CSV, and a PNG if gnuplot is found)
+ *        slider_crank --long STEPS [output-dir]   (summary only, no files)
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+
 #include <cdyn/mbs.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 enum { N = 3, M_CON = 2, NY = 2 * N, S = 0, TH1 = 1, TH3 = 2 };
 enum { RUN_LAGRANGE, RUN_BAUMGARTE, RUN_GENERALIZED, RUN_PSEUDOINVERSE, RUN_PENALTY,
@@ -359,12 +373,169 @@ static double theta1_deviation(const run_result *run, const run_result *ref, dou
     return worst;
 }
 
+/* ---- the long run: projected KKT only, STEPS steps, constant memory ------ */
+
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int count_nonfinite(const double *v, int n)
+{
+    int count = 0;
+    for (int i = 0; i < n; ++i) count += !isfinite(v[i]);
+    return count;
+}
+
+static int long_fail(cdyn_mbs *mbs, long step, const char *what, cdyn_status st)
+{
+    cdyn_newton_report report;
+    cdyn_newton_get_report(cdyn_mbs_newton(mbs), &report);
+    fprintf(stderr, "slider_crank: long run: step %ld (t = %.3f s): %s: %s: %s "
+            "(last projection: %d Newton iterations, residual %.2e m)\n",
+            step, (double)step * DT, what, cdyn_status_string(st), cdyn_mbs_last_error(mbs),
+            report.iterations, report.residual_norm);
+    return 0;
+}
+
+/* KKT + projection in the mass metric (RUN_PROJECTED) for `steps` RK4
+ * steps: max |Phi| after projection, non-finite values, energy drift,
+ * projection Newton iterations and wall time; a progress line per tenth.
+ * Returns 1 if every check passed. */
+static int long_run(long steps, const double *y0)
+{
+    cdyn_status st;
+    cdyn_mbs *mbs = cdyn_mbs_create(N, M_CON, &st);
+    if (!mbs) {
+        fprintf(stderr, "slider_crank: cdyn_mbs_create: %s\n", cdyn_status_string(st));
+        return 0;
+    }
+    int ok = (st = cdyn_mbs_set_model(mbs, mass, force, phi, jacobian, NULL)) == CDYN_OK &&
+             (st = configure(mbs, RUN_PROJECTED)) == CDYN_OK;
+    if (!ok) long_fail(mbs, 0, "setup", st);
+    cdyn_newton *nt = cdyn_mbs_newton(mbs);
+
+    const double e0 = energy(y0);
+    double y[NY], position, velocity;
+    for (int i = 0; i < NY; ++i) y[i] = y0[i];
+    residuals(y, &position, &velocity);
+    double max_phi = position, max_phidot = velocity, max_de = 0.0, last_de = 0.0;
+    double max_phi_t = 0.0, part_phi = 0.0;
+    long nonfinite = 0, newton_total = 0, noconv = 0, done = 0;
+    double noconv_residual = 0.0; /* largest Newton residual of those projections [m] */
+    int newton_max = 0;
+    const long part = steps >= 10 ? steps / 10 : steps;
+
+    printf("slider-crank long run: KKT + projection (mass metric), RK4 dt = %.0e s, %ld steps "
+           "(t_end = %.0f s); E(0) = %.6f J\n", DT, steps, (double)steps * DT, e0);
+    const double start = wall_seconds();
+    for (long step = 1; ok && step <= steps; ++step) {
+        double t = (double)(step - 1) * DT;
+        if ((st = rk4_step(cdyn_mbs_rhs, mbs, NY, t, y, DT)) != CDYN_OK) {
+            ok = long_fail(mbs, step, "RK4 step (cdyn_mbs_rhs)", st);
+            break;
+        }
+        st = cdyn_mbs_project(mbs, t + DT, y);
+        if (st == CDYN_ERR_NOCONV) {
+            /* a failed cdyn call (the run fails), but y holds the best
+             * iterate (mbs.h): counted, and the run goes on so that the
+             * summary shows how often and how far */
+            if (noconv++ == 0) long_fail(mbs, step, "cdyn_mbs_project (first time)", st);
+        } else if (st != CDYN_OK) {
+            ok = long_fail(mbs, step, "cdyn_mbs_project", st);
+            break;
+        }
+        cdyn_newton_report report;
+        cdyn_newton_get_report(nt, &report);
+        newton_total += report.iterations;
+        if (report.iterations > newton_max) newton_max = report.iterations;
+        if (st == CDYN_ERR_NOCONV) noconv_residual = fmax(noconv_residual, report.residual_norm);
+
+        double e = energy(y);
+        int bad = count_nonfinite(y, NY) + !isfinite(e);
+        if (bad) {
+            nonfinite += bad;
+            fprintf(stderr, "slider_crank: long run: step %ld (t = %.3f s): %d non-finite "
+                    "value(s) in the state or energy\n", step, t + DT, bad);
+            ok = 0;
+            break;
+        }
+        residuals(y, &position, &velocity);
+        if (position > max_phi) max_phi = position, max_phi_t = t + DT;
+        max_phidot = fmax(max_phidot, velocity);
+        part_phi = fmax(part_phi, position);
+        last_de = e - e0;
+        max_de = fmax(max_de, fabs(last_de));
+        done = step;
+        if (step % part == 0) {
+            double elapsed = wall_seconds() - start;
+            printf("  step %9ld  t = %6.0f s  theta1 = %10.3f rad  max|Phi| (this tenth) %8.2e m"
+                   "  (E - E0)/E0 %+9.2e  NOCONV %ld  %.3g steps/s\n",
+                   step, t + DT, y[TH1], part_phi, last_de / e0, noconv,
+                   (double)step / elapsed);
+            part_phi = 0.0;
+            fflush(stdout); /* progress visible when redirected */
+        }
+    }
+    const double elapsed = wall_seconds() - start;
+    cdyn_mbs_free(mbs);
+
+    const int pass = ok && noconv == 0 && max_phi <= PHI_TOL && nonfinite == 0;
+    printf("\nsteps completed: %ld of %ld\n", done, steps);
+    printf("max |Phi| after projection: %.2e m (at t = %.3f s; limit %.0e m)\n", max_phi,
+           max_phi_t, PHI_TOL);
+    printf("max |Phi_q q'| after projection: %.2e m/s\n", max_phidot);
+    printf("non-finite values: %ld\n", nonfinite);
+    printf("energy drift: max |E - E0| = %.3e J (%.3e of E0), final E - E0 = %+.3e J "
+           "(%+.3e of E0)\n", max_de, max_de / e0, last_de, last_de / e0);
+    printf("projection Newton: at most %d iterations (cap 10), %.3f on average; %ld "
+           "projection(s) returned CDYN_ERR_NOCONV", newton_max,
+           done > 0 ? (double)newton_total / (double)done : 0.0, noconv);
+    if (noconv) printf(" (largest residual of those %.3e m)", noconv_residual);
+    printf("\n");
+    printf("wall time: %.2f s, %.3f us per step, %.4g steps/s\n", elapsed,
+           done > 0 ? 1e6 * elapsed / (double)done : 0.0,
+           elapsed > 0.0 ? (double)done / elapsed : 0.0);
+    printf("checks: no failed cdyn call, |Phi| <= %.0e m after every step, no NaN/Inf: %s\n",
+           PHI_TOL, pass ? "passed" : "FAILED");
+    if (noconv)
+        fprintf(stderr, "slider_crank: long run: %ld projection(s) returned CDYN_ERR_NOCONV\n",
+                noconv);
+    if (ok && max_phi > PHI_TOL)
+        fprintf(stderr, "slider_crank: long run: max |Phi| = %.2e m > %.0e m (t = %.3f s)\n",
+                max_phi, PHI_TOL, max_phi_t);
+    return pass;
+}
+
+/* STEPS: a positive decimal integer */
+static int parse_steps(const char *text, long *steps)
+{
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || value < 1) return 0;
+    *steps = value;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *out_dir = argc > 1 ? argv[1] : ".";
     const double omega0 = 4.0 * PI; /* rad/s */
     /* theta1 = 0: theta3 = 0, s = r + L; Phi_q q' = 0: s' = 0, theta3' = -r omega0 / L */
     const double y0[NY] = {CRANK + ROD, 0.0, 0.0, 0.0, omega0, -CRANK * omega0 / ROD};
+    if (argc > 1 && strcmp(argv[1], "--long") == 0) {
+        long steps;
+        if (argc < 3 || argc > 4 || !parse_steps(argv[2], &steps)) {
+            fprintf(stderr, "usage: slider_crank [output-dir]\n"
+                            "       slider_crank --long STEPS [output-dir]\n");
+            return EXIT_FAILURE;
+        }
+        /* the output directory is accepted for symmetry; the long run writes no files */
+        return long_run(steps, y0) ? EXIT_SUCCESS : EXIT_FAILURE;
+    }
     static const char *const names[RUN_COUNT][2] = {
         {"KKT, unstabilized", "lagrange"},       {"KKT + Baumgarte a=b=5", "baumgarte"},
         {"KKT + gen. Baumgarte k=10,5", "generalized"},
