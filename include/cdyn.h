@@ -12,5 +12,6 @@
 #include "cdyn/dae.h"
 #include "cdyn/constraint.h"
 #include "cdyn/mbs.h"
+#include "cdyn/rigid.h"
 
 #endif /* CDYN_H */

@@ -53,7 +53,8 @@
  *
  * Problems: nullspace and constraint n = 4, m = 2; Newton x0^2 + x1^2 = 4,
  * x0 = x1; DAE x' = -x + y, 0 = cos t - y^3 - y; mbs the Cartesian pendulum
- * (mass 2, length 1.5). */
+ * (mass 2, length 1.5); rigid one body with f = 2 under a carriage-like
+ * motion. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
@@ -1644,7 +1645,373 @@ static const module MOD_MB = {
     .fns = MB_FNS, .nfns = (int)(sizeof MB_FNS / sizeof MB_FNS[0]), .hand = MB_HAND,
     .nhand = (int)(sizeof MB_HAND / sizeof MB_HAND[0])};
 
-static const module *const MODULES[] = {&MOD_STATUS, &MOD_NS, &MOD_NT, &MOD_DAE, &MOD_CO, &MOD_MB};
+/* ======================================================================== */
+/* Module: rigid (one body, f = 2: q = (z, theta) under a carriage-like      */
+/* motion; the kinematics and preset parameters are packed into arrays of    */
+/* exactly the fields each call reads, the rest is NaN to prove it ignored)  */
+
+enum { RCB_MOTION, RCB_LOADS, RCB_COUNT };
+static const char *const RIGID_CB[RCB_COUNT] = {"motion", "loads"};
+
+_Static_assert(sizeof(cdyn_rigid_kinematics) == 66 * sizeof(double),
+               "cdyn_rigid_kinematics is 66 doubles without padding");
+enum { RG_KLEN = 66 };
+
+static const double RG_MASS = 2.0;
+static const double RG_I[9] = {1.0, 0.1, 0.0, 0.1, 2.0, 0.2, 0.0, 0.2, 3.0};
+static const double RG_I_SKEW[9] = {1.0, 0.1, 0.0, 0.2, 2.0, 0.2, 0.0, 0.2, 3.0};
+static const double RG_I_INDEF[9] = {1.0, 2.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0};
+static const double RG_I_ZERO[9] = {0};
+static const double RG_RPC[3] = {0.1, -0.1, 0.2};
+/* J_T (3 x 2), J_R (3 x 2), L_T, L_R, v0_dot, w0, w0_dot, rotation (3 x 3) */
+static const double RG_KIN[36] = {0, 0, 1, 0, 0, 0,   0, 0, 0, -0.6, 0.8, 0,
+                                  0, 0, 0.1,          0.1, -0.05, 0,
+                                  0.3, 0.1, 0,        0, 0, 0.4,
+                                  0, 0, -0.2,         0.6, 0.8, 0, -0.8, 0.6, 0, 0, 0, 1};
+static const double RG_KIN_SING[36] = {0, 0, 1, 0, 0, 0,   0, 0, 0, 0, 0, 0,
+                                       0, 0, 0.1,          0.1, -0.05, 0,
+                                       0.3, 0.1, 0,        0, 0, 0.4,
+                                       0, 0, -0.2,         0.6, 0.8, 0, -0.8, 0.6, 0, 0, 0, 1};
+/* J_T (3 x 2), J_R (3 x 2), v0, w0 */
+static const double RG_VKIN[18] = {0, 0, 1, 0, 0, 0, 0, 0, 0, -0.6, 0.8, 0,
+                                   0.2, -0.1, 0, 0, 0, 0.4};
+static const double RG_QD[2] = {0.5, -1.0};
+static const double RG_F[6] = {0.5, -1.5, -19.6, 0.1, -0.2, 0.3};
+static const double RG_Y[4] = {0.1, 0.3, -0.2, 0.4};
+static const double RG_Q6[6] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6};
+static const double RG_QD6[6] = {1.0, -0.5, 0.25, 0.3, 0.2, -0.1};
+static const double RG_FREE_PARAMS[9] = {0}; /* FREE reads no parameter */
+static const double RG_AXIS_ORIGIN[6] = {0.0, 0.6, 0.8, 1.0, -2.0, 0.5};
+static const double RG_ZERO_AXIS[6] = {0.0, 0.0, 0.0, 1.0, -2.0, 0.5};
+static const double RG_Z0_THETA0[2] = {-0.5, 0.2};
+static const double RG_PHI0[1] = {0.15};
+
+static struct {
+    int singular;      /* the motion callback drops the pitch column */
+    int carriage_mode; /* 0: the carriage is fine, 1: it fails, 2: it writes NaN */
+} g_rigid;
+
+static int rg_carriage(double t, double *pos, double *vel, double *acc, void *user)
+{
+    (void)user;
+    if (g_rigid.carriage_mode == 1) return 7;
+    pos[0] = 0.1 * sin(t), vel[0] = 0.1 * cos(t), acc[0] = -0.1 * sin(t);
+    pos[1] = 0.2 * cos(t), vel[1] = -0.2 * sin(t), acc[1] = -0.2 * cos(t);
+    pos[2] = 0.3 * t, vel[2] = 0.3, acc[2] = 0.0;
+    if (g_rigid.carriage_mode == 2) acc[2] = NAN;
+    return 0;
+}
+
+static int rg_motion(double t, const double *q, const double *qd, cdyn_rigid_kinematics *k,
+                     void *user)
+{
+    int poison, rc = fault_hit(RCB_MOTION, &poison);
+    (void)user;
+    if (rc) return rc;
+    cdyn_rigid_preset_params p = {.phi0 = 0.15, .carriage = rg_carriage};
+    must(cdyn_rigid_preset_eval(CDYN_RIGID_CARRIAGE, &p, t, q, qd, k) == CDYN_OK,
+         "cdyn_rigid_preset_eval in the motion callback");
+    if (g_rigid.singular) k->J_R[3] = k->J_R[4] = k->J_R[5] = 0.0;
+    if (poison) k->J_T[2] = NAN;
+    return 0;
+}
+
+static int rg_loads(double t, const double *q, const double *qd, const cdyn_rigid_kinematics *k,
+                    double *F_i, void *user)
+{
+    int poison, rc = fault_hit(RCB_LOADS, &poison);
+    (void)t, (void)qd, (void)k, (void)user;
+    if (rc) return rc;
+    F_i[2] = -RG_MASS * 9.81;
+    F_i[4] = -0.5 * q[1];
+    if (poison) F_i[0] = NAN;
+    return 0;
+}
+
+static void rg_nan_kinematics(cdyn_rigid_kinematics *k)
+{
+    double *d = (double *)k;
+    for (int i = 0; i < RG_KLEN; ++i) d[i] = NAN;
+}
+
+/* RG_KIN layout into a struct (NULL stays NULL); unread fields NaN. */
+static const cdyn_rigid_kinematics *rg_unpack(const double *p, cdyn_rigid_kinematics *k)
+{
+    if (!p) return NULL;
+    rg_nan_kinematics(k);
+    memcpy(k->J_T, p, 6 * sizeof(double));
+    memcpy(k->J_R, p + 6, 6 * sizeof(double));
+    memcpy(k->L_T, p + 12, 3 * sizeof(double));
+    memcpy(k->L_R, p + 15, 3 * sizeof(double));
+    memcpy(k->v0_dot, p + 18, 3 * sizeof(double));
+    memcpy(k->w0, p + 21, 3 * sizeof(double));
+    memcpy(k->w0_dot, p + 24, 3 * sizeof(double));
+    memcpy(k->rotation, p + 27, 9 * sizeof(double));
+    return k;
+}
+
+/* RG_VKIN layout (what cdyn_rigid_velocities reads). */
+static const cdyn_rigid_kinematics *rg_unpack_vel(const double *p, cdyn_rigid_kinematics *k)
+{
+    if (!p) return NULL;
+    rg_nan_kinematics(k);
+    memcpy(k->J_T, p, 6 * sizeof(double));
+    memcpy(k->J_R, p + 6, 6 * sizeof(double));
+    memcpy(k->v0, p + 12, 3 * sizeof(double));
+    memcpy(k->w0, p + 15, 3 * sizeof(double));
+    return k;
+}
+
+/* Preset parameters with every field NaN (unused fields are ignored). */
+static void rg_nan_params(cdyn_rigid_preset_params *p)
+{
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < 3; ++i) p->axis[i] = p->origin[i] = NAN;
+    p->z0 = p->theta0 = p->phi0 = NAN;
+}
+
+static cdyn_rigid *rg_new(void)
+{
+    g_rigid.singular = 0;
+    g_rigid.carriage_mode = 0;
+    cdyn_rigid *rb = cdyn_rigid_create(2, NULL);
+    must(rb != NULL, "cdyn_rigid_create");
+    return rb;
+}
+
+static void rg_set_body(cdyn_rigid *rb)
+{
+    must(cdyn_rigid_set_body(rb, RG_MASS, RG_I, 3, RG_RPC) == CDYN_OK, "cdyn_rigid_set_body");
+}
+
+static void rg_set_model(cdyn_rigid *rb)
+{
+    must(cdyn_rigid_set_model(rb, rg_motion, rg_loads, NULL) == CDYN_OK, "cdyn_rigid_set_model");
+}
+
+static void *rg_make_created(void) { return rg_new(); }
+static void *rg_make_body(void)
+{
+    cdyn_rigid *rb = rg_new();
+    rg_set_body(rb);
+    return rb;
+}
+static void *rg_make_model_only(void)
+{
+    cdyn_rigid *rb = rg_new();
+    rg_set_model(rb);
+    return rb;
+}
+static void *rg_make_modelled(void)
+{
+    cdyn_rigid *rb = rg_make_body();
+    rg_set_model(rb);
+    return rb;
+}
+static void *rg_make(void)
+{
+    cdyn_rigid *rb = rg_make_modelled();
+    double yd[4];
+    must(cdyn_rigid_rhs(rb, 0.0, RG_Y, yd) == CDYN_OK, "cdyn_rigid_rhs");
+    return rb;
+}
+
+static void rg_destroy(void *obj) { cdyn_rigid_free(obj); }
+static const char *rg_err(const void *obj) { return cdyn_rigid_last_error(obj); }
+static int rg_code(void *obj) { return cdyn_rigid_callback_code(obj); }
+static void rg_prep_singular(void *obj) { (void)obj; g_rigid.singular = 1; }
+static void rg_recover(void *obj) { (void)obj; g_rigid.singular = 0; }
+
+static void rg_probe(void *obj, double *out)
+{
+    cdyn_rigid *rb = obj;
+    pw w = {out, 0};
+    cdyn_rigid_kinematics k, kv;
+    double Fq[6] = {0}, qdd[2] = {0}, v[3] = {0}, om[3] = {0}, yd[4] = {0};
+    put(&w, cdyn_rigid_constraint_loads(rb, Fq));
+    putv(&w, Fq, 6);
+    put(&w, cdyn_rigid_accelerations(rb, rg_unpack(RG_KIN, &k), RG_QD, RG_F, qdd, Fq));
+    putv(&w, qdd, 2);
+    putv(&w, Fq, 6);
+    put(&w, cdyn_rigid_velocities(rb, rg_unpack_vel(RG_VKIN, &kv), RG_QD, v, om));
+    putv(&w, v, 3);
+    putv(&w, om, 3);
+    put(&w, cdyn_rigid_rhs(rb, 0.3, RG_Y, yd));
+    putv(&w, yd, 4);
+    put(&w, cdyn_rigid_constraint_loads(rb, Fq));
+    putv(&w, Fq, 6);
+}
+
+WRAP(w_rg_create)
+{
+    USE_ALL;
+    cdyn_status *st = p[0];
+    cdyn_rigid *rb = cdyn_rigid_create(SCI(0), st);
+    create_outcome(o, rb != NULL, st);
+    cdyn_rigid_free(rb);
+}
+WRAP(w_rg_free) { USE_ALL; cdyn_rigid_free(obj); }
+WRAP(w_rg_set_body) { USE_ALL; o->st = cdyn_rigid_set_body(obj, sc[0], p[0], SCI(1), p[1]); }
+WRAP(w_rg_accelerations)
+{
+    USE_ALL;
+    cdyn_rigid_kinematics k;
+    o->st = cdyn_rigid_accelerations(obj, rg_unpack(p[0], &k), p[1], p[2], p[3], p[4]);
+}
+WRAP(w_rg_velocities)
+{
+    USE_ALL;
+    cdyn_rigid_kinematics k;
+    o->st = cdyn_rigid_velocities(obj, rg_unpack_vel(p[0], &k), p[1], p[2], p[3]);
+}
+WRAP(w_rg_preset_free)
+{
+    USE_ALL;
+    cdyn_rigid_preset_params prm;
+    rg_nan_params(&prm);
+    o->st = cdyn_rigid_preset_eval((cdyn_rigid_preset)SCI(1), p[0] ? &prm : NULL, sc[0], p[1],
+                                   p[2], p[3]);
+}
+static void rg_preset_axis(cdyn_rigid_preset preset, void *const *p, const double *sc,
+                           outcome *o)
+{
+    cdyn_rigid_preset_params prm;
+    rg_nan_params(&prm);
+    const double *ao = p[0];
+    if (ao) memcpy(prm.axis, ao, 3 * sizeof(double)), memcpy(prm.origin, ao + 3, 3 * sizeof(double));
+    o->st = cdyn_rigid_preset_eval(preset, ao ? &prm : NULL, sc[0], p[1], p[2], p[3]);
+}
+WRAP(w_rg_preset_rotation) { USE_ALL; rg_preset_axis(CDYN_RIGID_ROTATION, p, sc, o); }
+WRAP(w_rg_preset_translation) { USE_ALL; rg_preset_axis(CDYN_RIGID_TRANSLATION, p, sc, o); }
+WRAP(w_rg_preset_maneuver4)
+{
+    USE_ALL;
+    cdyn_rigid_preset_params prm;
+    rg_nan_params(&prm);
+    const double *zt = p[0];
+    if (zt) prm.z0 = zt[0], prm.theta0 = zt[1];
+    o->st = cdyn_rigid_preset_eval(CDYN_RIGID_MANEUVER4, zt ? &prm : NULL, sc[0], p[1], p[2],
+                                   p[3]);
+}
+WRAP(w_rg_preset_carriage)
+{
+    USE_ALL;
+    cdyn_rigid_preset_params prm;
+    rg_nan_params(&prm);
+    const double *ph = p[0];
+    if (ph) prm.phi0 = ph[0];
+    prm.carriage = p[1] ? rg_carriage : NULL;
+    g_rigid.carriage_mode = SCI(1);
+    o->st = cdyn_rigid_preset_eval(CDYN_RIGID_CARRIAGE, ph ? &prm : NULL, sc[0], p[2], p[3], p[4]);
+    g_rigid.carriage_mode = 0;
+}
+WRAP(w_rg_preset_dof) { USE_ALL; o->val = cdyn_rigid_preset_dof((cdyn_rigid_preset)SCI(0)); }
+WRAP(w_rg_set_model)
+{
+    USE_ALL;
+    o->st = cdyn_rigid_set_model(obj, p[0] ? rg_motion : NULL, p[1] ? rg_loads : NULL, NULL);
+}
+WRAP(w_rg_rhs) { USE_ALL; o->st = cdyn_rigid_rhs(obj, sc[0], p[0], p[1]); }
+WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_constraint_loads(obj, p[0]); }
+WRAP(w_rg_callback_code) { USE_ALL; o->val = cdyn_rigid_callback_code(obj); }
+WRAP(w_rg_last_error) { USE_ALL; o->val = cdyn_rigid_last_error(obj) != NULL; }
+
+#define RG_PRESET_SC SC("preset", CDYN_RIGID_FREE, 3, BV(5, XARG), BV(-1, XARG), BV(INT_MAX, XARG))
+static const fn_desc RG_FNS[] = {
+    {.fn = "cdyn_rigid_create", .ret = R_STATUS, .arg = {A_STATUS},
+     .sc = {SC("f", 2, 4, BV(0, XARG), BV(-1, XARG), BV(7, XARG), BV(INT_MIN, XARG))},
+     .call = w_rg_create},
+    {.fn = "cdyn_rigid_free", .ret = R_VOID, .has_obj = 1, .null_obj = XNONE, .flags = F_CONSUMES,
+     .call = w_rg_free},
+    {.fn = "cdyn_rigid_set_body", OBJ,
+     .arg = {A_IN_SYM("inertia", 9, 3, RG_I), A_IN_OPT("r_pc", 3, 0, RG_RPC, NUL_OK)},
+     .sc = {SC("mass", 2.0, 5, BV(0.0, XARG), BV(-1.0, XARG), BV(NAN, XNF), BV(INFINITY, XNF),
+               BV(-INFINITY, XNF)),
+            SC_LD("ldi", 3)},
+     .call = w_rg_set_body},
+    {.fn = "cdyn_rigid_accelerations", OBJ,
+     .arg = {A_IN("k", 36, 0, RG_KIN), A_IN("qdot", 2, 0, RG_QD), A_IN("F_i", 6, 0, RG_F),
+             A_OUT("qdd", 2), A_OUT_OPT("F_q", 6)},
+     .call = w_rg_accelerations},
+    {.fn = "cdyn_rigid_velocities", OBJ,
+     .arg = {A_IN("k", 18, 0, RG_VKIN), A_IN("qdot", 2, 0, RG_QD), A_OUT_OPT("v_p", 3),
+             A_OUT_OPT("omega", 3)},
+     .call = w_rg_velocities},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "FREE", .ret = R_STATUS,
+     .arg = {A_IN_IGNORED("params", 9, RG_FREE_PARAMS), A_IN("q", 6, 0, RG_Q6),
+             A_IN("qdot", 6, 0, RG_QD6), A_OUT("k", RG_KLEN)},
+     .sc = {SC_T("t", 0.4), RG_PRESET_SC}, .call = w_rg_preset_free},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "ROTATION", .ret = R_STATUS,
+     .arg = {A_IN("params (axis, origin)", 6, 0, RG_AXIS_ORIGIN), A_IN("q", 1, 0, RG_Q6),
+             A_IN("qdot", 1, 0, RG_QD6), A_OUT("k", RG_KLEN)},
+     .sc = {SC_T("t", 0.4)}, .call = w_rg_preset_rotation},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "TRANSLATION", .ret = R_STATUS,
+     .arg = {A_IN("params (axis, origin)", 6, 0, RG_AXIS_ORIGIN), A_IN("q", 1, 0, RG_Q6),
+             A_IN("qdot", 1, 0, RG_QD6), A_OUT("k", RG_KLEN)},
+     .sc = {SC_T("t", 0.4)}, .call = w_rg_preset_translation},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "MANEUVER4", .ret = R_STATUS,
+     .arg = {A_IN("params (z0, theta0)", 2, 0, RG_Z0_THETA0), A_IN("q", 4, 0, RG_Q6),
+             A_IN("qdot", 4, 0, RG_QD6), A_OUT("k", RG_KLEN)},
+     .sc = {SC_T("t", 0.4)}, .call = w_rg_preset_maneuver4},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "CARRIAGE", .ret = R_STATUS,
+     .arg = {A_IN("params (phi0)", 1, 0, RG_PHI0), A_FN("carriage"), A_IN("q", 2, 0, RG_Q6),
+             A_IN("qdot", 2, 0, RG_QD6), A_OUT("k", RG_KLEN)},
+     .sc = {SC_T("t", 0.4), {.name = "carriage behaviour (hand rows only)", .valid = 0}},
+     .call = w_rg_preset_carriage},
+    {.fn = "cdyn_rigid_preset_dof", .ret = R_INT,
+     .sc = {SC("preset", CDYN_RIGID_CARRIAGE, 3, BV(5, XV(-1)), BV(-1, XV(-1)),
+               BV(INT_MAX, XV(-1)))},
+     .call = w_rg_preset_dof},
+    {.fn = "cdyn_rigid_set_model", OBJ, .arg = {A_FN("motion"), A_FN_OPT("loads")},
+     .call = w_rg_set_model},
+    {.fn = "cdyn_rigid_rhs", OBJ, .arg = {A_IN("y", 4, 0, RG_Y), A_OUT("ydot", 4)},
+     .sc = {SC_T("t", 0.3)}, .call = w_rg_rhs},
+    {.fn = "cdyn_rigid_constraint_loads", OBJ, .arg = {A_OUT("F_q", 6)},
+     .call = w_rg_constraint_loads},
+    {.fn = "cdyn_rigid_callback_code", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
+     .call = w_rg_callback_code},
+    {.fn = "cdyn_rigid_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULL,
+     .call = w_rg_last_error},
+};
+
+#define RG_EARLY(f, mk, why) {.fn = f, .name = why, .ex = XARG, .make = mk}
+static const hand_row RG_HAND[] = {
+    {.fn = "cdyn_rigid_create", .name = "f = 1 (smallest)", .ex = XOK, .sc1 = 1, .v1 = 1},
+    {.fn = "cdyn_rigid_create", .name = "f = 6 (largest)", .ex = XOK, .sc1 = 1, .v1 = 6},
+    {.fn = "cdyn_rigid_set_body", .name = "inertia not symmetric", .ex = XSING, .arg = 1,
+     .data = RG_I_SKEW},
+    {.fn = "cdyn_rigid_set_body", .name = "inertia indefinite", .ex = XSING, .arg = 1,
+     .data = RG_I_INDEF},
+    {.fn = "cdyn_rigid_set_body", .name = "inertia zero", .ex = XSING, .arg = 1,
+     .data = RG_I_ZERO},
+    {.fn = "cdyn_rigid_accelerations", .name = "a coordinate that moves nothing", .ex = XSING,
+     .arg = 1, .data = RG_KIN_SING},
+    RG_EARLY("cdyn_rigid_accelerations", rg_make_created, "before set_body"),
+    {.fn = "cdyn_rigid_velocities", .name = "before set_body (needs none)", .ex = XOK,
+     .make = rg_make_created},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "ROTATION", .name = "zero axis", .ex = XARG,
+     .arg = 1, .data = RG_ZERO_AXIS},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "TRANSLATION", .name = "zero axis", .ex = XARG,
+     .arg = 1, .data = RG_ZERO_AXIS},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "CARRIAGE", .name = "carriage callback fails",
+     .ex = XS(CDYN_ERR_CALLBACK), .sc1 = 2, .v1 = 1},
+    {.fn = "cdyn_rigid_preset_eval", .variant = "CARRIAGE", .name = "carriage callback writes NaN",
+     .ex = XNF, .sc1 = 2, .v1 = 2},
+    {.fn = "cdyn_rigid_rhs", .name = "coordinates lose rank", .ex = XSING,
+     .prep = rg_prep_singular, .recover = rg_recover},
+    RG_EARLY("cdyn_rigid_rhs", rg_make_body, "before set_model"),
+    RG_EARLY("cdyn_rigid_rhs", rg_make_model_only, "before set_body"),
+    RG_EARLY("cdyn_rigid_constraint_loads", rg_make_modelled, "before any rhs"),
+};
+
+static const module MOD_RG = {
+    .name = "rigid", .make = rg_make, .destroy = rg_destroy, .last_error = rg_err,
+    .callback_code = rg_code, .probe = rg_probe, .ncb = RCB_COUNT, .cb_names = RIGID_CB,
+    .fns = RG_FNS, .nfns = (int)(sizeof RG_FNS / sizeof RG_FNS[0]), .hand = RG_HAND,
+    .nhand = (int)(sizeof RG_HAND / sizeof RG_HAND[0])};
+
+static const module *const MODULES[] = {&MOD_STATUS, &MOD_NS, &MOD_NT, &MOD_DAE,
+                                       &MOD_CO,     &MOD_MB, &MOD_RG};
 enum { NMODULES = (int)(sizeof MODULES / sizeof MODULES[0]) };
 
 /* ======================================================================== */
@@ -2256,6 +2623,8 @@ START_TEST(constraint_rows) { run_module(&MOD_CO); }
 END_TEST
 START_TEST(mbs_rows) { run_module(&MOD_MB); }
 END_TEST
+START_TEST(rigid_rows) { run_module(&MOD_RG); }
+END_TEST
 
 /* Every CDYN_API function declared in the headers of <cdyn.h> (the core
  * library this suite links) has a descriptor, or is one of the deliberately
@@ -2387,6 +2756,7 @@ static Suite *bad_input_suite(void)
         {"status", status_rows},         {"nullspace", nullspace_rows},
         {"newton", newton_rows},         {"dae", dae_rows},
         {"constraint", constraint_rows}, {"mbs", mbs_rows},
+        {"rigid", rigid_rows},
         {"coverage", every_public_function_has_rows},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
