@@ -1,0 +1,73 @@
+/* libFuzzer harness: cdyn_dae with a decoded mass matrix and a decoded
+ * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
+ * set_mass, analyze, split, consistent, rhs, state. */
+#include <cdyn.h>
+
+#include "fuzz_input.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+enum { NMAX = 6 };
+typedef struct { int n; double c[NMAX], d[NMAX], a[NMAX * NMAX], b[NMAX * NMAX]; } model;
+
+static int force(double t, const double *v, double *F, void *user)
+{
+    const model *md = user;
+    for (int i = 0; i < md->n; ++i) {
+        double s = md->c[i] + md->d[i] * sin(t);
+        for (int j = 0; j < md->n; ++j)
+            s += md->a[i + NMAX * j] * v[j] + md->b[i + NMAX * j] * v[j] * fabs(v[j]);
+        F[i] = s;
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size, 0};
+    int n = fuzz_size(&in, 1, NMAX);
+    cdyn_status st;
+    cdyn_dae *dae = cdyn_dae_create(n, &st);
+    if (!dae) return 0;
+    if (n > NMAX) {
+        cdyn_dae_free(dae);
+        return 0;
+    }
+    model md = {n, {0}, {0}, {0}, {0}};
+    double M[NMAX * NMAX] = {0}, v[NMAX], y[NMAX], ydot[NMAX + FUZZ_GUARD], full[NMAX], rate[NMAX];
+    uint8_t mask = fuzz_byte(&in); /* zero rows/columns make M singular */
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i)
+            M[i + n * j] = ((mask >> i) & 1) || ((mask >> j) & 1) ? 0.0 : fuzz_double(&in);
+    fuzz_fill(&in, md.c, (size_t)n);
+    fuzz_fill(&in, md.d, (size_t)n);
+    fuzz_fill(&in, md.a, NMAX * NMAX);
+    fuzz_fill(&in, md.b, NMAX * NMAX);
+    fuzz_fill(&in, v, (size_t)n);
+    uint8_t opts = fuzz_byte(&in);
+    if (opts & 1) cdyn_dae_set_rank_tolerance(dae, fuzz_double(&in));
+    if (opts & 2) cdyn_dae_set_max_index(dae, (int)(fuzz_byte(&in) % 12) - 1);
+    double t = (opts & 4) ? fuzz_double(&in) : 0.0;
+    if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
+        cdyn_dae_set_functions(dae, force, NULL, NULL, &md) == CDYN_OK) {
+        int index;
+        cdyn_dae_analyze(dae, t, v, &index);
+        if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
+            cdyn_newton *nt = cdyn_dae_newton(dae);
+            if (nt) cdyn_newton_set_max_iterations(nt, 8);
+            cdyn_dae_consistent(dae, t, v);
+            int r = cdyn_dae_rank(dae), integrated[NMAX];
+            cdyn_dae_states(dae, integrated, NULL);
+            for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
+            fuzz_guard_set(ydot, (size_t)r);
+            for (int step = 0; step < 3; ++step) cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot);
+            if (!fuzz_guard_ok(ydot, (size_t)r)) abort();
+            cdyn_dae_state(dae, full, rate);
+        }
+    }
+    cdyn_dae_free(dae);
+    return 0;
+}
