@@ -368,7 +368,7 @@ static void check_preset_against_differences(const traj_t *tr, const char *what)
     ck_assert_ptr_nonnull(rb);
     double P[5][3], R[5][9], W[5][3];
     for (int s = 0; s < 5; ++s) {
-        double t = tr->t0 + (s - 2) * h, q[6], qd[6], Pe[3], Re[9];
+        double t = tr->t0 + (s - 2) * h, q[6], qd[6], Pe[3] = {0}, Re[9] = {0};
         cdyn_rigid_kinematics k;
         traj_kin(tr, t, &k);
         traj_state(tr, t, q, qd);

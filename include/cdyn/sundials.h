@@ -107,8 +107,10 @@ CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
  * affine in q': 3 more calls with q at the projected point (Newton there
  * takes no iteration), then the projection of ycur is repeated, because
  * corr serves as workspace (this routine allocates nothing). So with err
- * the cost is about two projections and three Jacobian factorizations;
- * turn error projection off to save it.
+ * the cost is about two projections and three Jacobian factorizations.
+ * Turning error projection off saves it, but keep it on with the mass
+ * metric (docs/integrators.md: without it CVODE's step collapsed on the
+ * slider crank at rtol 1e-10).
  *
  * Returns as described at the top: CDYN_ERR_NOCONV (Newton cap reached)
  * and CDYN_ERR_SINGULAR are recoverable (CVODE retries with a smaller
@@ -161,9 +163,12 @@ typedef struct cdyn_ida_dae cdyn_ida_dae;
  * cdyn_ida_attach_dae() leaves IDA's difference-quotient Jacobian in
  * place. M(t) (cdyn_dae_set_mass_fn) is not supported.
  *
- * Checks: n >= 1, the DAE's rank r is set (cdyn_dae_set_mass() done), and
- * beta^T M = 0 to 1e-10 ||M|| with the DAE's left null-space basis beta —
- * an M that is not the DAE's one is refused with CDYN_ERR_ARG.
+ * Checks: n >= 1, the DAE's rank r is set (cdyn_dae_set_mass() done), n
+ * is the DAE's number of states (its n - r null-space columns are all
+ * there and unit length), and beta^T M = 0 to 1e-8 max|M_ij| with the
+ * DAE's left null-space basis beta — a different n or an M that is not the
+ * DAE's one is refused with CDYN_ERR_ARG (a wrong n may also leave a
+ * message in cdyn_dae_last_error()).
  * status (may be NULL): CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
  * CDYN_ERR_NOMEM. Returns NULL on error.
  */

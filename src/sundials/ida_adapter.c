@@ -1,0 +1,301 @@
+/*
+ * cdyn_sundials: IDA adapters (include/cdyn/sundials.h). The adapter object
+ * owns a copy of M and the work arrays; the residual and Jacobian allocate
+ * nothing.
+ */
+#include <cdyn/sundials.h>
+
+#include "adapter_internal.h"
+
+#include <ida/ida.h>
+#include <ida/ida_ls.h>
+#include <sunmatrix/sunmatrix_dense.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cdyn_ida_dae {
+    cdyn_dae *dae; /* not owned */
+    int n, r;
+    double *M;     /* n x n copy, leading dimension n */
+    cdyn_dae_force_fn force;
+    cdyn_dae_jacobian_fn jacobian;
+    void *user;
+    double *F, *v, *vdot, *y, *ydot; /* n each */
+    int *integrated;                 /* n */
+    char msg[256];
+};
+
+static cdyn_status fail(cdyn_ida_dae *a, cdyn_status st, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(a->msg, sizeof a->msg, fmt, args);
+    va_end(args);
+    return st;
+}
+
+static double *vector_data(N_Vector v, int length)
+{
+    if (!v || N_VGetLength(v) != (sunindextype)length) return NULL;
+    return N_VGetArrayPointer(v);
+}
+
+static void set_status(cdyn_status *status, cdyn_status value)
+{
+    if (status) *status = value;
+}
+
+cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, int n, const double *M, int ldm,
+                                  cdyn_dae_force_fn force, cdyn_dae_jacobian_fn jacobian,
+                                  void *user, cdyn_status *status)
+{
+    if (!dae || n < 1 || !M || ldm < n || !force) {
+        set_status(status, CDYN_ERR_ARG);
+        return NULL;
+    }
+    int r = cdyn_dae_rank(dae);
+    if (r < 0 || r > n) { /* no cdyn_dae_set_mass() yet, or n too small */
+        set_status(status, CDYN_ERR_ARG);
+        return NULL;
+    }
+    double m_max = 0.0;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) {
+            double x = M[i + (size_t)j * ldm];
+            if (!isfinite(x)) {
+                set_status(status, CDYN_ERR_NONFINITE);
+                return NULL;
+            }
+            m_max = fmax(m_max, fabs(x));
+        }
+
+    /* M must be the DAE's: its left null space beta (n x (n - r)) has
+     * orthonormal columns (all n - r of them written: a DAE with fewer
+     * states leaves some zero, one with more refuses ldbeta = n) and
+     * annihilates M. */
+    cdyn_status st = CDYN_OK;
+    int q = n - r;
+    if (q > 0) {
+        double *beta = calloc((size_t)n * (size_t)q, sizeof(double));
+        if (!beta) {
+            set_status(status, CDYN_ERR_NOMEM);
+            return NULL;
+        }
+        st = cdyn_dae_bases(dae, beta, n, NULL, n);
+        for (int k = 0; st == CDYN_OK && k < q; ++k) {
+            double norm2 = 0.0;
+            for (int i = 0; i < n; ++i) norm2 += beta[i + (size_t)k * n] * beta[i + (size_t)k * n];
+            if (fabs(norm2 - 1.0) > 1e-8) st = CDYN_ERR_ARG; /* n is not the DAE's */
+            for (int j = 0; st == CDYN_OK && j < n; ++j) {
+                double s = 0.0;
+                for (int i = 0; i < n; ++i) s += beta[i + (size_t)k * n] * M[i + (size_t)j * ldm];
+                if (fabs(s) > 1e-8 * m_max) st = CDYN_ERR_ARG; /* not the DAE's M */
+            }
+        }
+        free(beta);
+    } else {
+        /* full rank r = n: a DAE with more than n states refuses ldbeta = n
+         * before writing; one with exactly n has no column to write */
+        double unused = 0.0;
+        st = cdyn_dae_bases(dae, &unused, n, NULL, n);
+    }
+    if (st != CDYN_OK) {
+        set_status(status, st);
+        return NULL;
+    }
+
+    cdyn_ida_dae *a = calloc(1, sizeof *a);
+    if (a) {
+        a->M = malloc(sizeof(double) * (size_t)n * (size_t)n);
+        a->F = malloc(sizeof(double) * (size_t)n * 5);
+        a->integrated = malloc(sizeof(int) * (size_t)n);
+    }
+    if (!a || !a->M || !a->F || !a->integrated) {
+        cdyn_ida_dae_free(a);
+        set_status(status, CDYN_ERR_NOMEM);
+        return NULL;
+    }
+    a->dae = dae;
+    a->n = n;
+    a->r = r;
+    a->force = force;
+    a->jacobian = jacobian;
+    a->user = user;
+    a->v = a->F + n;
+    a->vdot = a->v + n;
+    a->y = a->vdot + n;
+    a->ydot = a->y + n;
+    for (int j = 0; j < n; ++j)
+        memcpy(a->M + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
+    a->msg[0] = '\0';
+    set_status(status, CDYN_OK);
+    return a;
+}
+
+void cdyn_ida_dae_free(cdyn_ida_dae *a)
+{
+    if (!a) return;
+    free(a->M);
+    free(a->F);
+    free(a->integrated);
+    free(a);
+}
+
+const char *cdyn_ida_dae_last_error(const cdyn_ida_dae *a)
+{
+    return a ? a->msg : "cdyn_ida_dae: NULL adapter";
+}
+
+/* SUNDIALS flag for a failed model callback (the sign from its code). */
+static int callback_flag(cdyn_ida_dae *a, const char *fn, const char *which, int code)
+{
+    fail(a, CDYN_ERR_CALLBACK, "%s: %s callback returned %d", fn, which, code);
+    return cdyn__sundials_flag(CDYN_ERR_CALLBACK, code);
+}
+
+int cdyn_ida_dae_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r,
+                          void *user_data)
+{
+    cdyn_ida_dae *a = user_data;
+    if (!a) return -(int)CDYN_ERR_ARG;
+    const char *fn = "cdyn_ida_dae_residual";
+    int n = a->n;
+    const double *vd = vector_data(v, n), *pd = vector_data(vdot, n);
+    double *rd = vector_data(r, n);
+    if (!vd || !pd || !rd) {
+        fail(a, CDYN_ERR_ARG, "%s: a vector is NULL or not of length n = %d", fn, n);
+        return -(int)CDYN_ERR_ARG;
+    }
+    int code = a->force(t, vd, a->F, a->user);
+    if (code != 0) return callback_flag(a, fn, "force", code);
+    for (int i = 0; i < n; ++i) {
+        if (!isfinite(a->F[i])) {
+            fail(a, CDYN_ERR_NONFINITE, "%s: F[%d] is not finite at t = %g", fn, i, t);
+            return (int)CDYN_ERR_NONFINITE;
+        }
+        rd[i] = -a->F[i];
+    }
+    for (int j = 0; j < n; ++j) {
+        double pj = pd[j];
+        if (pj == 0.0) continue;
+        const double *col = a->M + (size_t)j * n;
+        for (int i = 0; i < n; ++i) rd[i] += col[i] * pj;
+    }
+    return 0;
+}
+
+int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector vdot,
+                          N_Vector r, SUNMatrix J, void *user_data, N_Vector tmp1,
+                          N_Vector tmp2, N_Vector tmp3)
+{
+    (void)vdot, (void)r, (void)tmp1, (void)tmp2, (void)tmp3;
+    cdyn_ida_dae *a = user_data;
+    if (!a) return -(int)CDYN_ERR_ARG;
+    const char *fn = "cdyn_ida_dae_jacobian";
+    int n = a->n;
+    const double *vd = vector_data(v, n);
+    if (!a->jacobian || !vd || !J || SUNMatGetID(J) != SUNMATRIX_DENSE ||
+        SUNDenseMatrix_Rows(J) != n || SUNDenseMatrix_Columns(J) != n) {
+        fail(a, CDYN_ERR_ARG, "%s: needs a jacobian callback, v of length %d and a dense "
+             "%d x %d SUNMatrix", fn, n, n, n);
+        return -(int)CDYN_ERR_ARG;
+    }
+    double *Jd = SUNDenseMatrix_Data(J); /* column-major, leading dimension n */
+    int code = a->jacobian(t, vd, Jd, n, a->user);
+    if (code != 0) return callback_flag(a, fn, "jacobian", code);
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) {
+            double *x = Jd + i + (size_t)j * n;
+            if (!isfinite(*x)) {
+                fail(a, CDYN_ERR_NONFINITE, "%s: dF/dv(%d, %d) is not finite at t = %g", fn, i,
+                     j, t);
+                return (int)CDYN_ERR_NONFINITE;
+            }
+            *x = c_j * a->M[i + (size_t)j * n] - *x;
+        }
+    return 0;
+}
+
+cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *a, N_Vector id)
+{
+    if (!a) return CDYN_ERR_ARG;
+    double *d = vector_data(id, a->n);
+    if (!d)
+        return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: id is NULL or not of length n = %d",
+                    a->n);
+    cdyn_status st = cdyn_dae_states(a->dae, a->integrated, NULL);
+    if (st != CDYN_OK)
+        return fail(a, st, "cdyn_ida_dae_id: %s", cdyn_dae_last_error(a->dae));
+    for (int i = 0; i < a->n; ++i) d[i] = 0.0;
+    for (int j = 0; j < a->r; ++j) d[a->integrated[j]] = 1.0;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v, N_Vector vdot)
+{
+    if (!a) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_ida_dae_consistent";
+    int n = a->n, r = a->r;
+    double *vd = vector_data(v, n), *pd = vector_data(vdot, n);
+    if (!vd || !pd)
+        return fail(a, CDYN_ERR_ARG, "%s: v or vdot is NULL or not of length n = %d", fn, n);
+    memcpy(a->v, vd, sizeof(double) * (size_t)n);
+    cdyn_status st = cdyn_dae_consistent(a->dae, t0, a->v);
+    if (st == CDYN_OK || st == CDYN_ERR_NOCONV) memcpy(vd, a->v, sizeof(double) * (size_t)n);
+    if (st != CDYN_OK) return fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
+    if (r == 0) { /* purely algebraic: no rates to integrate */
+        memset(pd, 0, sizeof(double) * (size_t)n);
+        return CDYN_OK;
+    }
+    st = cdyn_dae_states(a->dae, a->integrated, NULL);
+    if (st == CDYN_OK) {
+        for (int j = 0; j < r; ++j) a->y[j] = a->v[a->integrated[j]];
+        st = cdyn_dae_rhs(a->dae, t0, a->y, a->ydot);
+    }
+    if (st == CDYN_OK) st = cdyn_dae_state(a->dae, a->v, a->vdot);
+    if (st != CDYN_OK) return fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
+    memcpy(vd, a->v, sizeof(double) * (size_t)n);
+    memcpy(pd, a->vdot, sizeof(double) * (size_t)n);
+    return CDYN_OK;
+}
+
+int cdyn_ida_attach_dae(void *ida_mem, cdyn_ida_dae *a, N_Vector like)
+{
+    if (!ida_mem) return IDA_MEM_NULL;
+    if (!a || !like) return IDA_ILL_INPUT;
+    int flag = IDASetUserData(ida_mem, a);
+    if (flag != IDA_SUCCESS) return flag;
+    N_Vector id = N_VClone(like);
+    if (!id) return IDA_MEM_FAIL;
+    if (cdyn_ida_dae_id(a, id) != CDYN_OK) {
+        N_VDestroy(id);
+        return IDA_ILL_INPUT;
+    }
+    flag = IDASetId(ida_mem, id); /* IDA keeps its own copy */
+    N_VDestroy(id);
+    if (flag != IDA_SUCCESS) return flag;
+    if (a->jacobian) flag = IDASetJacFn(ida_mem, cdyn_ida_dae_jacobian);
+    return flag;
+}
+
+int cdyn_ida_mbs_residual(sunrealtype t, N_Vector y, N_Vector ydot, N_Vector r,
+                          void *user_data)
+{
+    cdyn_mbs *mbs = user_data;
+    if (!mbs || !y) return -(int)CDYN_ERR_ARG;
+    sunindextype length = N_VGetLength(y);
+    if (length < 2 || length % 2 != 0 || !ydot || !r || N_VGetLength(ydot) != length ||
+        N_VGetLength(r) != length)
+        return -(int)CDYN_ERR_ARG;
+    const double *yd = N_VGetArrayPointer(y), *pd = N_VGetArrayPointer(ydot);
+    double *rd = N_VGetArrayPointer(r);
+    if (!yd || !pd || !rd) return -(int)CDYN_ERR_ARG;
+    cdyn_status st = cdyn_mbs_rhs(mbs, t, yd, rd); /* f(t, y) in r */
+    if (st != CDYN_OK) return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
+    for (sunindextype i = 0; i < length; ++i) rd[i] = pd[i] - rd[i];
+    return 0;
+}
