@@ -52,6 +52,8 @@
 #include <sunlinsol/sunlinsol_dense.h>
 #include <sunmatrix/sunmatrix_dense.h>
 
+#include "slider_crank_model.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,72 +64,14 @@
 #define SUN_NO_COMM NULL
 #endif
 
-enum { N = 3, M_CON = 2, NY = 2 * N, S = 0, TH1 = 1, TH3 = 2 };
 
 static const double PI = 3.14159265358979323846;
-static const double CRANK = 0.375;    /* r: crank pin distance [m] */
-static const double ROD = 1.0;        /* L: rod pin distance [m] */
 static const double T_END = 10.0, DT = 1e-3, SAMPLE = 0.01; /* s */
 static const double RTOL = 1e-8, ATOL = 1e-10;
 static const double THETA_TOL = 3e-3, S_TOL = 4e-4;             /* rad, m: see the header */
 static const double THETA_TOL_TIGHT = 1e-4, S_TOL_TIGHT = 2e-5; /* rad, m */
 static const double PHI_TOL = 1e-10;  /* m */
 #define SAMPLES 1000                  /* T_END / SAMPLE */
-
-/* ---- the model callbacks (slider_crank.c: THEORY T6.1 M and F) ---------- */
-
-static int mass(double t, const double *q, double *M, int ldm, void *user)
-{
-    (void)t, (void)user;
-    M[TH1 + S * ldm] = M[S + TH1 * ldm] = M[TH1 + TH3 * ldm] = M[TH3 + TH1 * ldm] = 0.0;
-    M[S + S * ldm] = 5.0 / 2.0;
-    M[TH1 + TH1 * ldm] = 3.0 / 400.0;
-    M[TH3 + TH3 * ldm] = 129.0 / 1000.0;
-    M[S + TH3 * ldm] = M[TH3 + S * ldm] = sin(q[TH3]) / 4.0;
-    return 0;
-}
-
-static int force(double t, const double *q, const double *qdot, double *F, void *user)
-{
-    (void)t, (void)user;
-    F[S] = -qdot[TH3] * qdot[TH3] * cos(q[TH3]) / 4.0;
-    F[TH1] = -2943.0 * cos(q[TH1]) / 10000.0;
-    F[TH3] = 981.0 * cos(q[TH3]) / 400.0;
-    return 0;
-}
-
-static int phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = CRANK * cos(q[TH1]) + ROD * cos(q[TH3]) - q[S];
-    Phi[1] = CRANK * sin(q[TH1]) + ROD * sin(q[TH3]);
-    return 0;
-}
-
-static int jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0 + S * ld] = -1.0, J[0 + TH1 * ld] = -CRANK * sin(q[TH1]);
-    J[1 + S * ld] = 0.0, J[1 + TH1 * ld] = CRANK * cos(q[TH1]);
-    J[0 + TH3 * ld] = -ROD * sin(q[TH3]), J[1 + TH3 * ld] = ROD * cos(q[TH3]);
-    return 0;
-}
-
-static int phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = Phi_t[1] = 0.0;
-    return 0;
-}
-
-static int xi(double t, const double *q, const double *qdot, double *x, void *user)
-{
-    (void)t, (void)user;
-    double w1 = qdot[TH1] * qdot[TH1], w3 = qdot[TH3] * qdot[TH3];
-    x[0] = CRANK * cos(q[TH1]) * w1 + ROD * cos(q[TH3]) * w3;
-    x[1] = CRANK * sin(q[TH1]) * w1 + ROD * sin(q[TH3]) * w3;
-    return 0;
-}
 
 /* ||Phi||_inf [m] from the callback */
 static double position_residual(const double *y)

@@ -44,6 +44,8 @@
 
 #include <cdyn/dae.h>
 
+#include "valve_network.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,94 +53,8 @@
 #include <string.h>
 #include <time.h>
 
-enum { N = 4, Q1 = 0, QA = 1, QB = 2, PJ = 3, NEWTON_CAP = 20 };
+enum { N = VALVE_STATES, NEWTON_CAP = 20 };
 static const double NEWTON_TOL = 1e-10;
-
-static const double PI = 3.14159265358979323846;
-static const double Q_REF = 1e-3;  /* m^3/s per state unit (1 L/s) */
-static const double P_REF = 1e5;   /* Pa per state unit (1 bar) */
-
-typedef struct {
-    double inertance, resistance; /* pipe 1, scaled */
-    double k_valve, k_orifice;    /* orifice coefficients, scaled */
-    double p_supply;              /* scaled */
-    double period;                /* valve cycle [s] */
-} network;
-
-/* SI data -> scaled coefficients. Hydraulic oil; Cd = 0.7. */
-static network make_network(void)
-{
-    const double rho = 870.0, mu = 0.04, cd = 0.7;
-    const double length = 5.0, diameter = 0.02, area = PI * diameter * diameter / 4.0;
-    const double valve_area = 5e-5, orifice_area = 3e-5; /* m^2 */
-    network net;
-    net.inertance = rho * length / area * Q_REF / P_REF;                         /* s */
-    net.resistance = 128.0 * mu * length / (PI * pow(diameter, 4)) * Q_REF / P_REF;
-    net.k_valve = rho / (2.0 * cd * cd * valve_area * valve_area) * Q_REF * Q_REF / P_REF;
-    net.k_orifice = rho / (2.0 * cd * cd * orifice_area * orifice_area) * Q_REF * Q_REF / P_REF;
-    net.p_supply = 10e5 / P_REF;
-    net.period = 1.0;
-    return net;
-}
-
-/* Valve opening s(t) and ds/dt: open, closing ramp (smoothstep, 0.1 s),
- * closed, opening ramp, open; one cycle per period. */
-static void valve_opening(const network *net, double t, double *s, double *ds)
-{
-    const double phase = fmod(t, net->period), ramp = 0.1;
-    const double close_at = 0.3, open_at = 0.6;
-    double x, dir;
-    if (phase < close_at) { *s = 1.0; *ds = 0.0; return; }
-    if (phase < close_at + ramp) { x = (phase - close_at) / ramp; dir = -1.0; }
-    else if (phase < open_at) { *s = 0.0; *ds = 0.0; return; }
-    else if (phase < open_at + ramp) { x = (phase - open_at) / ramp; dir = 1.0; }
-    else { *s = 1.0; *ds = 0.0; return; }
-    double smooth = x * x * (3.0 - 2.0 * x), slope = 6.0 * x * (1.0 - x) / ramp;
-    *s = dir > 0 ? smooth : 1.0 - smooth;
-    *ds = dir * slope;
-}
-
-/* F(v, t), its Jacobian and its time derivative (the model callbacks). */
-static int force(double t, const double *v, double *F, void *user)
-{
-    const network *net = user;
-    double s, ds;
-    valve_opening(net, t, &s, &ds);
-    F[Q1] = net->p_supply - net->resistance * v[Q1] - v[PJ];
-    F[QA] = s * s * v[PJ] - net->k_valve * v[QA] * fabs(v[QA]);
-    F[QB] = v[PJ] - net->k_orifice * v[QB] * fabs(v[QB]);
-    F[PJ] = v[Q1] - v[QA] - v[QB];
-    return 0;
-}
-
-static int force_jacobian(double t, const double *v, double *J, int ld, void *user)
-{
-    const network *net = user;
-    double s, ds;
-    valve_opening(net, t, &s, &ds);
-    for (int j = 0; j < N; ++j)
-        for (int i = 0; i < N; ++i) J[i + j * ld] = 0.0;
-    J[Q1 + Q1 * ld] = -net->resistance;
-    J[Q1 + PJ * ld] = -1.0;
-    J[QA + QA * ld] = -2.0 * net->k_valve * fabs(v[QA]); /* T2.5: 2 diag(|u|) */
-    J[QA + PJ * ld] = s * s;
-    J[QB + QB * ld] = -2.0 * net->k_orifice * fabs(v[QB]);
-    J[QB + PJ * ld] = 1.0;
-    J[PJ + Q1 * ld] = 1.0;
-    J[PJ + QA * ld] = -1.0;
-    J[PJ + QB * ld] = -1.0;
-    return 0;
-}
-
-static int force_time(double t, const double *v, double *dFdt, void *user)
-{
-    const network *net = user;
-    double s, ds;
-    valve_opening(net, t, &s, &ds);
-    dFdt[Q1] = dFdt[QB] = dFdt[PJ] = 0.0;
-    dFdt[QA] = 2.0 * s * ds * v[PJ];
-    return 0;
-}
 
 /* Open-valve steady state by hand: p_J = k_a Qa^2 = k_b Qb^2, so
  * Q1 = Qa + Qb = c sqrt(p_J) with c = 1/sqrt(k_a) + 1/sqrt(k_b), and pipe 1
@@ -161,7 +77,7 @@ typedef struct {
 static void reference_rate(const reference *ref, double t, const double *v, double *rate)
 {
     double F[N];
-    force(t, v, F, (void *)ref->net);
+    valve_force(t, v, F, (void *)ref->net);
     for (int i = 0; i < N; ++i) rate[i] = F[i] / ref->mass[i];
 }
 
@@ -256,7 +172,7 @@ static int setup(cdyn_dae *dae, network *net, const double *v0)
     double M[N * N] = {0};
     M[Q1 + Q1 * N] = net->inertance;
     cdyn_status st = cdyn_dae_set_mass(dae, M, N);
-    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, force, force_jacobian, force_time, net);
+    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, valve_force, valve_jacobian, valve_time, net);
     if (st != CDYN_OK) return fail(dae, "setup", st);
     /* a state near the initial one with flow, where the index is generic */
     double v_probe[N] = {2.0, 1.2, 0.8, 5.0};

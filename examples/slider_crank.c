@@ -94,6 +94,8 @@
 
 #include <cdyn/mbs.h>
 
+#include "slider_crank_model.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -101,73 +103,15 @@
 #include <string.h>
 #include <time.h>
 
-enum { N = 3, M_CON = 2, NY = 2 * N, S = 0, TH1 = 1, TH3 = 2 };
 enum { RUN_LAGRANGE, RUN_BAUMGARTE, RUN_GENERALIZED, RUN_PSEUDOINVERSE, RUN_PENALTY,
        RUN_PROJECTED, RUN_PARTITION, RUN_COUNT };
 
 static const double PI = 3.14159265358979323846;
 static const double GRAVITY = 9.81;   /* m/s^2 */
-static const double CRANK = 0.375;    /* r: crank pin distance [m] */
-static const double ROD = 1.0;        /* L: rod pin distance [m] */
 static const double T_END = 10.0, DT = 1e-3, SAMPLE = 0.01; /* s */
 static const double THETA_TOL = 1e-3; /* agreement of theta1 [rad], see above */
 static const double PHI_TOL = 1e-10;  /* |Phi| of the projected run [m] */
 #define SAMPLES 1000                  /* T_END / SAMPLE */
-
-/* ---- the model callbacks (T6.1 M and F, the constraints above) ---------- */
-
-static int mass(double t, const double *q, double *M, int ldm, void *user)
-{
-    (void)t, (void)user;
-    M[TH1 + S * ldm] = M[S + TH1 * ldm] = M[TH1 + TH3 * ldm] = M[TH3 + TH1 * ldm] = 0.0;
-    M[S + S * ldm] = 5.0 / 2.0;
-    M[TH1 + TH1 * ldm] = 3.0 / 400.0;
-    M[TH3 + TH3 * ldm] = 129.0 / 1000.0;
-    M[S + TH3 * ldm] = M[TH3 + S * ldm] = sin(q[TH3]) / 4.0;
-    return 0;
-}
-
-static int force(double t, const double *q, const double *qdot, double *F, void *user)
-{
-    (void)t, (void)user;
-    F[S] = -qdot[TH3] * qdot[TH3] * cos(q[TH3]) / 4.0;
-    F[TH1] = -2943.0 * cos(q[TH1]) / 10000.0;
-    F[TH3] = 981.0 * cos(q[TH3]) / 400.0;
-    return 0;
-}
-
-static int phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = CRANK * cos(q[TH1]) + ROD * cos(q[TH3]) - q[S];
-    Phi[1] = CRANK * sin(q[TH1]) + ROD * sin(q[TH3]);
-    return 0;
-}
-
-static int jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0 + S * ld] = -1.0, J[0 + TH1 * ld] = -CRANK * sin(q[TH1]);
-    J[1 + S * ld] = 0.0, J[1 + TH1 * ld] = CRANK * cos(q[TH1]);
-    J[0 + TH3 * ld] = -ROD * sin(q[TH3]), J[1 + TH3 * ld] = ROD * cos(q[TH3]);
-    return 0;
-}
-
-static int phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = Phi_t[1] = 0.0;
-    return 0;
-}
-
-static int xi(double t, const double *q, const double *qdot, double *x, void *user)
-{
-    (void)t, (void)user;
-    double w1 = qdot[TH1] * qdot[TH1], w3 = qdot[TH3] * qdot[TH3];
-    x[0] = CRANK * cos(q[TH1]) * w1 + ROD * cos(q[TH3]) * w3;
-    x[1] = CRANK * sin(q[TH1]) * w1 + ROD * sin(q[TH3]) * w3;
-    return 0;
-}
 
 /* E = 1/2 q'^T M q' + V, V = m_c g r_c sin theta1 - m_r g a sin theta3 [J] */
 static double energy(const double *y)
