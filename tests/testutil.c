@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
             const int *ldb, int *info);
@@ -78,27 +79,40 @@ double tu_max_abs(int rows, int cols, const double *A, int ld)
 
 double tu_vec_max_abs(int n, const double *x) { return tu_max_abs(n, 1, x, n > 0 ? n : 1); }
 
+int tu_bordered_solve(int n, int m, const double *M, int ldm, const double *G, int ldg,
+                      double sign, const double *top, const double *bottom, double *K,
+                      int *ipiv, double *x)
+{
+    int N = n + m, one = 1, info = 0;
+    memset(K, 0, sizeof(double) * (size_t)N * N);
+    for (int j = 0; j < n; ++j)
+        memcpy(K + (size_t)j * N, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+            K[(n + i) + (size_t)j * N] = G[i + (size_t)j * ldg];
+            K[j + (size_t)(n + i) * N] = sign * G[i + (size_t)j * ldg];
+        }
+    memcpy(x, top, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(x + n, bottom, sizeof(double) * (size_t)m);
+    dgesv_(&N, &one, K, &N, ipiv, x, &N, &info);
+    return info;
+}
+
 int tu_kkt_solve(int n, int m, const double *M, int ldm, const double *W, int ldw,
                  const double *F, const double *c, double *vdot, double *lambda)
 {
-    int N = n + m, one = 1, info = 0;
-    double *K = calloc((size_t)N * N, sizeof(double));
-    double *b = malloc(sizeof(double) * (size_t)N);
+    int N = n + m;
+    double *K = malloc(sizeof(double) * (size_t)N * N);
+    double *x = malloc(sizeof(double) * (size_t)N);
+    double *bottom = calloc((size_t)(m > 0 ? m : 1), sizeof(double));
     int *ipiv = malloc(sizeof(int) * (size_t)N);
-    for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i) K[i + (size_t)j * N] = M[i + (size_t)j * ldm];
-    for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) {
-            K[(n + i) + (size_t)j * N] = W[i + (size_t)j * ldw];
-            K[j + (size_t)(n + i) * N] = -W[i + (size_t)j * ldw];
-        }
-    for (int i = 0; i < n; ++i) b[i] = F[i];
-    for (int i = 0; i < m; ++i) b[n + i] = c ? -c[i] : 0.0;
-    dgesv_(&N, &one, K, &N, ipiv, b, &N, &info);
-    for (int i = 0; i < n; ++i) vdot[i] = b[i];
-    for (int i = 0; i < m; ++i) lambda[i] = b[n + i];
+    for (int i = 0; i < m; ++i) bottom[i] = c ? -c[i] : 0.0;
+    int info = tu_bordered_solve(n, m, M, ldm, W, ldw, -1.0, F, bottom, K, ipiv, x);
+    for (int i = 0; i < n; ++i) vdot[i] = x[i];
+    for (int i = 0; i < m; ++i) lambda[i] = x[n + i];
     free(K);
-    free(b);
+    free(x);
+    free(bottom);
     free(ipiv);
     return info;
 }

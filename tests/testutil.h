@@ -28,6 +28,16 @@ void tu_matvec_t(int r, int c, const double *A, int lda, const double *x, double
 double tu_max_abs(int rows, int cols, const double *A, int ld);
 double tu_vec_max_abs(int n, const double *x);
 
+/* Assemble the bordered matrix [M  sign G^T; G 0] (n + m square, G m x n)
+ * into K (leading dimension n + m), the right-hand side [top; bottom] into
+ * x, and solve with LAPACK dgesv (LU of the whole matrix): the naive
+ * baseline and independent reference of the tests and benchmarks. No
+ * allocation: K (n+m)^2, ipiv (n+m), x (n+m) come from the caller. Returns
+ * dgesv's info. */
+int tu_bordered_solve(int n, int m, const double *M, int ldm, const double *G, int ldg,
+                      double sign, const double *top, const double *bottom, double *K,
+                      int *ipiv, double *x);
+
 /* Reference solve of the bordered (KKT) system of THEORY T1.1,
  *     [ M  -W^T ] [v'    ]   [ F  ]
  *     [ W   0   ] [lambda] = [ -c ]

@@ -37,7 +37,7 @@ typedef struct {
     int n, m;
     double *M, *Q, *P, *Phi, *Phid, *xi, *h;
     double *qdd, *lambda;
-    double *kkt, *rhs; /* baseline workspace, allocated once */
+    double *kkt, *rhs, *bottom; /* baseline workspace, allocated once */
     int *ipiv;
     double *A, *B; /* exported system (2n+m) */
     int *ipiv_export;
@@ -47,19 +47,10 @@ typedef struct {
 /* The naive baseline: stabilized right-hand side, bordered matrix, dgesv. */
 static void kkt_dgesv(problem *p)
 {
-    int n = p->n, m = p->m, N = n + m, one = 1, info = 0;
-    memset(p->kkt, 0, sizeof(double) * (size_t)N * N);
-    for (int j = 0; j < n; ++j)
-        memcpy(p->kkt + (size_t)j * N, p->M + (size_t)j * n, sizeof(double) * (size_t)n);
-    for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) {
-            p->kkt[(n + i) + (size_t)j * N] = p->P[i + (size_t)j * m];
-            p->kkt[j + (size_t)(n + i) * N] = p->P[i + (size_t)j * m];
-        }
-    memcpy(p->rhs, p->Q, sizeof(double) * (size_t)n);
-    for (int i = 0; i < m; ++i)
-        p->rhs[n + i] = p->xi[i] - 2.0 * BAUM_A * p->Phid[i] - BAUM_B * BAUM_B * p->Phi[i];
-    dgesv_(&N, &one, p->kkt, &N, p->ipiv, p->rhs, &N, &info);
+    for (int i = 0; i < p->m; ++i)
+        p->bottom[i] = p->xi[i] - 2.0 * BAUM_A * p->Phid[i] - BAUM_B * BAUM_B * p->Phi[i];
+    tu_bordered_solve(p->n, p->m, p->M, p->n, p->P, p->m, 1.0, p->Q, p->bottom, p->kkt, p->ipiv,
+                      p->rhs);
 }
 
 static void load(problem *p)
@@ -189,6 +180,7 @@ int main(int argc, char **argv)
         p.lambda = malloc(sizeof(double) * (size_t)m);
         p.kkt = malloc(sizeof(double) * (size_t)N * N);
         p.rhs = malloc(sizeof(double) * (size_t)N);
+        p.bottom = malloc(sizeof(double) * (size_t)m);
         p.ipiv = malloc(sizeof(int) * (size_t)N);
         p.A = malloc(sizeof(double) * (size_t)size * size);
         p.B = malloc(sizeof(double) * (size_t)size);
@@ -245,7 +237,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         cdyn_constraint_free(p.c);
         free(p.M); free(p.Q); free(p.P); free(p.Phi); free(p.Phid); free(p.xi); free(p.h);
-        free(p.qdd); free(p.lambda); free(p.kkt); free(p.rhs); free(p.ipiv);
+        free(p.qdd); free(p.lambda); free(p.kkt); free(p.rhs); free(p.bottom); free(p.ipiv);
         free(p.A); free(p.B); free(p.ipiv_export);
     }
     if (csv) fclose(csv);

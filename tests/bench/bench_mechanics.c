@@ -178,19 +178,7 @@ static void small_hand(void *ctx)
 static void bordered_dgesv(int n, int m, const double *Mm, const double *Qv, const double *P,
                            const double *xiv, double *kkt, double *rhs, int *ipiv)
 {
-    int nb = n + m, one = 1, info = 0;
-    memset(kkt, 0, sizeof(double) * (size_t)nb * (size_t)nb);
-    for (int j = 0; j < n; ++j)
-        memcpy(kkt + (size_t)j * nb, Mm + (size_t)j * n, sizeof(double) * (size_t)n);
-    for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) {
-            kkt[(n + i) + (size_t)j * nb] = P[i + (size_t)j * m];
-            kkt[j + (size_t)(n + i) * nb] = P[i + (size_t)j * m];
-        }
-    memcpy(rhs, Qv, sizeof(double) * (size_t)n);
-    memcpy(rhs + n, xiv, sizeof(double) * (size_t)m);
-    dgesv_(&nb, &one, kkt, &nb, ipiv, rhs, &nb, &info);
-    if (info != 0) ++g_failures;
+    if (tu_bordered_solve(n, m, Mm, n, P, m, 1.0, Qv, xiv, kkt, ipiv, rhs) != 0) ++g_failures;
 }
 
 static void small_dgesv(void *ctx)

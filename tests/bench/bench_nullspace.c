@@ -19,13 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
-            const int *ldb, int *info);
-
 typedef struct {
     int n, m;
     double *M, *F, *W, *c, *vdot, *lambda;
-    double *kkt, *rhs; /* baseline workspace, allocated once */
+    double *kkt, *rhs, *bottom; /* baseline workspace, allocated once */
     int *ipiv;
     cdyn_nullspace *ns;
 } problem;
@@ -33,18 +30,9 @@ typedef struct {
 /* The naive baseline: assemble and LU-solve the bordered system. */
 static void kkt_dgesv(problem *p)
 {
-    int n = p->n, m = p->m, N = n + m, one = 1, info = 0;
-    memset(p->kkt, 0, sizeof(double) * (size_t)N * N);
-    for (int j = 0; j < n; ++j)
-        memcpy(p->kkt + (size_t)j * N, p->M + (size_t)j * n, sizeof(double) * n);
-    for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) {
-            p->kkt[(n + i) + (size_t)j * N] = p->W[i + (size_t)j * m];
-            p->kkt[j + (size_t)(n + i) * N] = -p->W[i + (size_t)j * m];
-        }
-    memcpy(p->rhs, p->F, sizeof(double) * n);
-    for (int i = 0; i < m; ++i) p->rhs[n + i] = -p->c[i];
-    dgesv_(&N, &one, p->kkt, &N, p->ipiv, p->rhs, &N, &info);
+    for (int i = 0; i < p->m; ++i) p->bottom[i] = -p->c[i];
+    tu_bordered_solve(p->n, p->m, p->M, p->n, p->W, p->m, -1.0, p->F, p->bottom, p->kkt,
+                      p->ipiv, p->rhs);
 }
 
 static void cdyn_solve(problem *p)
@@ -105,6 +93,7 @@ int main(int argc, char **argv)
         p.lambda = malloc(sizeof(double) * m);
         p.kkt = malloc(sizeof(double) * N * N);
         p.rhs = malloc(sizeof(double) * N);
+        p.bottom = malloc(sizeof(double) * m);
         p.ipiv = malloc(sizeof(int) * N);
         tu_random_spd(&rng, n, p.M, n);
         tu_random(&rng, n, 1, p.F, n);
@@ -139,7 +128,7 @@ int main(int argc, char **argv)
         }
         cdyn_nullspace_free(p.ns);
         free(p.M); free(p.F); free(p.W); free(p.c); free(p.vdot); free(p.lambda);
-        free(p.kkt); free(p.rhs); free(p.ipiv);
+        free(p.kkt); free(p.rhs); free(p.bottom); free(p.ipiv);
     }
     if (csv) fclose(csv);
     return EXIT_SUCCESS;
