@@ -32,6 +32,9 @@ void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, do
 void dpotrf_(const char *uplo, const int *n, double *A, const int *lda, int *info, fchar_len);
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *A, const int *lda,
              double *B, const int *ldb, int *info, fchar_len);
+void dpocon_(const char *uplo, const int *n, const double *A, const int *lda,
+             const double *anorm, double *rcond, double *work, int *iwork, int *info,
+             fchar_len);
 void dgetrf_(const int *m, const int *n, double *A, const int *lda, int *ipiv, int *info);
 void dgetrs_(const char *t, const int *n, const int *nrhs, const double *A, const int *lda,
              const int *ipiv, double *B, const int *ldb, int *info, fchar_len);
@@ -41,11 +44,19 @@ void dgecon_(const char *norm, const int *n, const double *A, const int *lda,
 
 static const int one = 1;
 
+/* Every dimension small enough for the plain loops of linalg_small.c? */
+static int small2(int a, int b) { return a <= CDYN__SMALL && b <= CDYN__SMALL; }
+static int small3(int a, int b, int c) { return small2(a, b) && c <= CDYN__SMALL; }
+
 void cdyn__gemm(char transa, char transb, int m, int n, int k, double alpha,
                 const double *A, int lda, const double *B, int ldb, double beta, double *C,
                 int ldc)
 {
     if (m == 0 || n == 0) return;
+    if (small3(m, n, k)) {
+        cdyn__small_gemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     dgemm_(&transa, &transb, &m, &n, &k, &alpha, A, &lda, B, &ldb, &beta, C, &ldc, 1, 1);
 }
 
@@ -59,6 +70,10 @@ void cdyn__gemv(char trans, int m, int n, double alpha, const double *A, int lda
         for (int i = 0; i < len; ++i) y[i] = (beta == 0.0) ? 0.0 : beta * y[i];
         return;
     }
+    if (small2(m, n)) {
+        cdyn__small_gemv(trans, m, n, alpha, A, lda, x, beta, y);
+        return;
+    }
     dgemv_(&trans, &m, &n, &alpha, A, &lda, x, &one, &beta, y, &one, 1);
 }
 
@@ -66,6 +81,10 @@ void cdyn__syrk(char uplo, char trans, int n, int k, double alpha, const double 
                 double beta, double *C, int ldc)
 {
     if (n == 0) return;
+    if (small2(n, k)) {
+        cdyn__small_syrk(uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
+        return;
+    }
     dsyrk_(&uplo, &trans, &n, &k, &alpha, A, &lda, &beta, C, &ldc, 1, 1);
 }
 
@@ -73,6 +92,10 @@ void cdyn__trsm(char side, char uplo, char transa, char diag, int m, int n, doub
                 const double *A, int lda, double *B, int ldb)
 {
     if (m == 0 || n == 0) return;
+    if (small2(m, n)) {
+        cdyn__small_trsm(side, uplo, transa, diag, m, n, alpha, A, lda, B, ldb);
+        return;
+    }
     dtrsm_(&side, &uplo, &transa, &diag, &m, &n, &alpha, A, &lda, B, &ldb, 1, 1, 1, 1);
 }
 
@@ -131,6 +154,7 @@ int cdyn__gesvd_lwork(int m, int n)
 
 int cdyn__potrf(int n, double *A, int lda)
 {
+    if (n <= CDYN__SMALL) return cdyn__small_potrf(n, A, lda);
     int info = 0;
     dpotrf_("L", &n, A, &lda, &info, 1);
     return info;
@@ -138,6 +162,10 @@ int cdyn__potrf(int n, double *A, int lda)
 
 int cdyn__potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb)
 {
+    if (small2(n, nrhs)) {
+        cdyn__small_potrs(n, nrhs, L, ldl, B, ldb);
+        return 0;
+    }
     int info = 0;
     dpotrs_("L", &n, &nrhs, L, &ldl, B, &ldb, &info, 1);
     return info;
@@ -165,6 +193,15 @@ int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, 
     int info = 0;
     dgecon_("1", &n, LU, &ldlu, &anorm, rcond, work, iwork, &info, 1);
     return info;
+}
+
+double cdyn__pocon(int n, const double *L, int ldl, double anorm, double *work, int *iwork)
+{
+    if (n <= CDYN__SMALL) return cdyn__small_pocon(n, L, ldl, anorm, work);
+    int info = 0;
+    double rcond = 0.0;
+    dpocon_("L", &n, L, &ldl, &anorm, &rcond, work, iwork, &info, 1);
+    return info == 0 ? rcond : 0.0;
 }
 
 double cdyn__norm1(int m, int n, const double *A, int lda)

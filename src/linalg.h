@@ -71,7 +71,33 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, double *work,
                 int *iwork);
 
+/* Reciprocal 1-norm condition number of the SPD A = L L^T from its
+ * Cholesky factor (lower) and ||A||_1 = anorm: LAPACK's estimate (dpocon,
+ * work 3n, iwork n), exact for n <= CDYN__SMALL. 0 when A is singular. */
+double cdyn__pocon(int n, const double *L, int ldl, double anorm, double *work, int *iwork);
+
 /* 1-norm (largest column sum) of an m x n matrix. */
 double cdyn__norm1(int m, int n, const double *A, int lda);
+
+/* --- small sizes (linalg_small.c) -------------------------------------- */
+
+/* The wrappers above send a call whose every dimension is <= CDYN__SMALL to
+ * these plain loops (same arguments, same info), which at such sizes cost
+ * a fraction of a BLAS call. Declared here so the tests can compare them
+ * with the Fortran routines. */
+#define CDYN__SMALL 16
+void cdyn__small_gemm(char transa, char transb, int m, int n, int k, double alpha,
+                      const double *A, int lda, const double *B, int ldb, double beta,
+                      double *C, int ldc);
+void cdyn__small_gemv(char trans, int m, int n, double alpha, const double *A, int lda,
+                      const double *x, double beta, double *y);
+void cdyn__small_syrk(char uplo, char trans, int n, int k, double alpha, const double *A,
+                      int lda, double beta, double *C, int ldc);
+void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n, double alpha,
+                      const double *A, int lda, double *B, int ldb);
+int cdyn__small_potrf(int n, double *A, int lda);
+void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb);
+/* Exact reciprocal 1-norm condition from the Cholesky factor; work n. */
+double cdyn__small_pocon(int n, const double *L, int ldl, double anorm, double *work);
 
 #endif /* CDYN_LINALG_H */

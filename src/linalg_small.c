@@ -1,0 +1,151 @@
+/* Plain-C kernels for small matrices (every dimension <= CDYN__SMALL).
+ *
+ * At the sizes of a slider crank or a ship model a BLAS/LAPACK call costs
+ * more in argument checking and dispatch than in arithmetic; these loops do
+ * the same operations with the same argument conventions and the same
+ * failure reports (info), and linalg.c sends small problems here. They are
+ * tested against the Fortran routines in tests/test_linalg.c.
+ *
+ * A matrix entry op(A)(i, j) is read through a row and a column stride, so
+ * one loop serves A and its transpose.
+ */
+#include "linalg.h"
+
+#include <math.h>
+#include <stddef.h>
+
+/* Strides of op(A) for A stored column-major with leading dimension lda. */
+static void strides(char trans, int lda, size_t *row, size_t *col)
+{
+    *row = trans == 'N' ? 1 : (size_t)lda;
+    *col = trans == 'N' ? (size_t)lda : 1;
+}
+
+/* BLAS semantics: beta = 0 overwrites without reading (NaN in C is ignored). */
+static double scaled(double beta, double c) { return beta == 0.0 ? 0.0 : beta * c; }
+
+void cdyn__small_gemm(char transa, char transb, int m, int n, int k, double alpha,
+                      const double *A, int lda, const double *B, int ldb, double beta,
+                      double *C, int ldc)
+{
+    size_t ar, ac, br, bc;
+    strides(transa, lda, &ar, &ac);
+    strides(transb, ldb, &br, &bc);
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+            double sum = 0.0;
+            if (alpha != 0.0)
+                for (int l = 0; l < k; ++l) sum += A[i * ar + l * ac] * B[l * br + j * bc];
+            double *cij = C + i + (size_t)j * ldc;
+            *cij = scaled(beta, *cij) + (alpha != 0.0 ? alpha * sum : 0.0);
+        }
+}
+
+void cdyn__small_gemv(char trans, int m, int n, double alpha, const double *A, int lda,
+                      const double *x, double beta, double *y)
+{
+    size_t ar, ac;
+    strides(trans, lda, &ar, &ac);
+    int rows = trans == 'N' ? m : n, cols = trans == 'N' ? n : m;
+    for (int i = 0; i < rows; ++i) {
+        double sum = 0.0;
+        if (alpha != 0.0)
+            for (int l = 0; l < cols; ++l) sum += A[i * ar + l * ac] * x[l];
+        y[i] = scaled(beta, y[i]) + (alpha != 0.0 ? alpha * sum : 0.0);
+    }
+}
+
+void cdyn__small_syrk(char uplo, char trans, int n, int k, double alpha, const double *A,
+                      int lda, double beta, double *C, int ldc)
+{
+    size_t ar, ac; /* op(A) is n x k */
+    strides(trans, lda, &ar, &ac);
+    for (int j = 0; j < n; ++j) {
+        int lo = uplo == 'L' ? j : 0, hi = uplo == 'L' ? n : j + 1;
+        for (int i = lo; i < hi; ++i) {
+            double sum = 0.0;
+            if (alpha != 0.0)
+                for (int l = 0; l < k; ++l) sum += A[i * ar + l * ac] * A[j * ar + l * ac];
+            double *cij = C + i + (size_t)j * ldc;
+            *cij = scaled(beta, *cij) + (alpha != 0.0 ? alpha * sum : 0.0);
+        }
+    }
+}
+
+/* Solve T x = alpha x in place for the dim x dim triangle T(i, j) =
+ * T[i*tr + j*tc] (lower or upper, unit diagonal or not); x has stride incx. */
+static void triangular_solve(int dim, const double *T, size_t tr, size_t tc, int lower,
+                             int unit, double alpha, double *x, size_t incx)
+{
+    if (lower) {
+        for (int i = 0; i < dim; ++i) {
+            double sum = alpha * x[i * incx];
+            for (int l = 0; l < i; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
+            x[i * incx] = unit ? sum : sum / T[i * tr + i * tc];
+        }
+    } else {
+        for (int i = dim - 1; i >= 0; --i) {
+            double sum = alpha * x[i * incx];
+            for (int l = i + 1; l < dim; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
+            x[i * incx] = unit ? sum : sum / T[i * tr + i * tc];
+        }
+    }
+}
+
+void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n, double alpha,
+                      const double *A, int lda, double *B, int ldb)
+{
+    size_t tr, tc; /* strides of op(A) */
+    strides(transa, lda, &tr, &tc);
+    int lower = (uplo == 'L') != (transa == 'T'), unit = diag == 'U';
+    if (side == 'L') { /* op(A) X = alpha B, one column of B at a time */
+        for (int j = 0; j < n; ++j)
+            triangular_solve(m, A, tr, tc, lower, unit, alpha, B + (size_t)j * ldb, 1);
+    } else { /* X op(A) = alpha B: op(A)^T x = alpha b for each row of B */
+        for (int i = 0; i < m; ++i)
+            triangular_solve(n, A, tc, tr, !lower, unit, alpha, B + i, (size_t)ldb);
+    }
+}
+
+int cdyn__small_potrf(int n, double *A, int lda)
+{
+    for (int j = 0; j < n; ++j) {
+        double *col = A + (size_t)j * lda;
+        double d = col[j];
+        for (int l = 0; l < j; ++l) d -= A[j + (size_t)l * lda] * A[j + (size_t)l * lda];
+        if (!(d > 0.0)) return j + 1; /* also catches NaN */
+        double ljj = sqrt(d);
+        col[j] = ljj;
+        for (int i = j + 1; i < n; ++i) {
+            double s = col[i];
+            for (int l = 0; l < j; ++l) s -= A[i + (size_t)l * lda] * A[j + (size_t)l * lda];
+            col[i] = s / ljj;
+        }
+    }
+    return 0;
+}
+
+void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb)
+{
+    for (int j = 0; j < nrhs; ++j) {
+        double *b = B + (size_t)j * ldb;
+        triangular_solve(n, L, 1, (size_t)ldl, 1, 0, 1.0, b, 1); /* L y = b */
+        triangular_solve(n, L, (size_t)ldl, 1, 0, 0, 1.0, b, 1); /* L^T x = y */
+    }
+}
+
+double cdyn__small_pocon(int n, const double *L, int ldl, double anorm, double *work)
+{
+    /* exact ||A^{-1}||_1: the largest column sum of A^{-1}, column by column */
+    double inv_norm = 0.0;
+    for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) work[i] = i == j ? 1.0 : 0.0;
+        cdyn__small_potrs(n, 1, L, ldl, work, n);
+        double sum = 0.0;
+        for (int i = 0; i < n; ++i) sum += fabs(work[i]);
+        if (!(sum <= inv_norm)) inv_norm = sum; /* NaN propagates */
+    }
+    if (n == 0) return 1.0;
+    if (!(anorm > 0.0) || !(inv_norm > 0.0) || isinf(inv_norm)) return 0.0;
+    return 1.0 / (anorm * inv_norm);
+}
