@@ -419,6 +419,75 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 
 /* ---- formulations ----------------------------------------------------- */
 
+/* 1-norm of the symmetric n x n matrix whose lower triangle is stored. */
+static double symmetric_norm1(int n, const double *A, int lda)
+{
+    double best = 0.0;
+    for (int j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int i = 0; i < n; ++i)
+            sum += fabs(i >= j ? A[i + (size_t)j * lda] : A[j + (size_t)i * lda]);
+        if (!(sum <= best)) best = sum; /* NaN or Inf propagates */
+    }
+    return best;
+}
+
+/* Limits of the Schur-Cholesky path: a margin between its condition bound
+ * and the rank tolerance (cond(Phi_q) <= 1e-2 / rank_tol there), and the
+ * largest condition of the Schur complement it accepts (its q'' error grows
+ * like cond(A) eps, the QR path's like sqrt(cond(A)) eps: 1e6 keeps it
+ * near 1e-10 relative). */
+#define SCHUR_MARGIN 1e-4
+#define SCHUR_COND_LIMIT 1e6
+
+/* T4.4 through the Cholesky factor of the Schur complement A = Y^T Y
+ * (Y = L^{-1} Phi_q^T already in c->y). Taken only when it is certain that
+ * the rank decision on Phi_q finds full rank: cond(Phi_q)^2 <= cond(M)
+ * cond(A), and the pivoted QR of Phi_q^T keeps every |R_kk| >= sigma_min
+ * >= |R_11| / cond(Phi_q), so a bound cond(M) cond(A) <= SCHUR_MARGIN /
+ * rank_tol^2 leaves no doubt. Forming A costs accuracy (cond(A) eps in q''
+ * against sqrt(cond(A)) eps through the QR of Y), so A must also be well
+ * conditioned (SCHUR_COND_LIMIT); near a singular pose the QR path runs.
+ * On entry c->vec_m holds r = Phi_q M^{-1} Q - s; returns 1 with the
+ * multipliers there (rank facts recorded), or 0 (vec_m untouched) when the
+ * rank-revealing path must decide. */
+static int schur_cholesky(cdyn_constraint *c, double cond_mass)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    if (m > 0) {
+        cdyn__syrk('L', 'T', m, n, 1.0, c->y, n, 0.0, c->small, m1);
+        double anorm = symmetric_norm1(m, c->small, m1);
+        if (!(anorm < INFINITY) || cdyn__potrf(m, c->small, m1) != 0) return 0;
+        double cond = cdyn__spd_cond(m, c->small, m1, anorm, c->work, c->jpvt);
+        if (!(cond <= SCHUR_COND_LIMIT) ||
+            !(cond_mass * cond <= SCHUR_MARGIN / (c->rank_tol * c->rank_tol)))
+            return 0;
+    }
+    c->rank = m;
+    c->n_redundant = 0;
+    c->sigma_min = -1.0;
+    cdyn__potrs(m, 1, c->small, m1, c->vec_m, m1);
+    return 1;
+}
+
+/* T4.4 through a pivoted QR Y P = Q_Y R, after the rank of Phi_q is
+ * decided by its own pivoted QR: the path for nearly dependent rows.
+ * r in c->vec_m is replaced by the multipliers; CDYN_ERR_SINGULAR on rank
+ * loss. */
+static cdyn_status rank_revealing_lagrange(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n, m = c->m;
+    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
+    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
+    if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
+    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    for (int i = 0; i < m; ++i) c->vec_m[c->jpvt[i] - 1] = c->vec_m2[i];
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda)
 {
     if (!c) return CDYN_ERR_ARG;
@@ -429,23 +498,27 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
         st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
     if (!st) st = factor_mass(c, fn);
     if (st) return st;
-    /* rank decided on Phi_q itself (time-free, independent of M) */
-    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
     /* T4.4 by the Schur complement A = Phi_q M^{-1} Phi_q^T = Y^T Y with
-     * Y = L^{-1} Phi_q^T, used through a pivoted QR Y P = Q_Y R (A is never
-     * formed, so its conditioning is not squared). */
+     * Y = L^{-1} Phi_q^T; the rank is decided on Phi_q itself (time-free,
+     * independent of M) whenever it is in doubt. */
     whiten_transpose(c, c->jac, c->m1, c->y);
     st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
     if (st) return st;
-    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
-    memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
-    if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
-    schur_rhs(c); /* r = Phi_q M^{-1} Q - s */
-    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
-    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
-    cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
-    for (int i = 0; i < m; ++i) c->vec_m[c->jpvt[i] - 1] = c->vec_m2[i];
-    accelerations(c, c->jac, c->m1, c->vec_m);
+    double cond_mass = cdyn__spd_cond(n, c->chol, n, symmetric_norm1(n, c->mass, n), c->work,
+                                      c->jpvt);
+    /* w = L^{-1} Q and r = Y^T w - s = Phi_q M^{-1} Q - s */
+    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
+    cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
+    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
+    cdyn__gemv('T', n, m, 1.0, c->y, n, c->vec_n, -1.0, c->vec_m);
+    if (!schur_cholesky(c, cond_mass)) {
+        st = rank_revealing_lagrange(c, fn);
+        if (st) return st;
+    }
+    /* q'' = M^{-1} (Q - Phi_q^T lambda) = L^{-T} (w - Y lambda) */
+    cdyn__gemv('N', n, m, -1.0, c->y, n, c->vec_m, 1.0, c->vec_n);
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
+    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 0.0, c->vec_n2);
     return commit(c, fn, c->vec_m, qdd, lambda);
 }
 

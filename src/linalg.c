@@ -195,13 +195,13 @@ int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, 
     return info;
 }
 
-double cdyn__pocon(int n, const double *L, int ldl, double anorm, double *work, int *iwork)
+double cdyn__spd_cond(int n, const double *L, int ldl, double anorm, double *work, int *iwork)
 {
-    if (n <= CDYN__SMALL) return cdyn__small_pocon(n, L, ldl, anorm, work);
+    if (n <= CDYN__SMALL) return cdyn__small_spd_cond(n, L, ldl, work);
     int info = 0;
     double rcond = 0.0;
     dpocon_("L", &n, L, &ldl, &anorm, &rcond, work, iwork, &info, 1);
-    return info == 0 ? rcond : 0.0;
+    return info == 0 && rcond > 0.0 ? 1.0 / rcond : INFINITY;
 }
 
 double cdyn__norm1(int m, int n, const double *A, int lda)

@@ -71,10 +71,12 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, double *work,
                 int *iwork);
 
-/* Reciprocal 1-norm condition number of the SPD A = L L^T from its
- * Cholesky factor (lower) and ||A||_1 = anorm: LAPACK's estimate (dpocon,
- * work 3n, iwork n), exact for n <= CDYN__SMALL. 0 when A is singular. */
-double cdyn__pocon(int n, const double *L, int ldl, double anorm, double *work, int *iwork);
+/* An upper bound of the 2-norm condition number of the SPD A = L L^T from
+ * its Cholesky factor (lower): for n <= CDYN__SMALL the rigorous
+ * tr(A) tr(A^{-1}) (at most n times too large); above, LAPACK's 1-norm
+ * estimate with ||A||_1 = anorm (dpocon; cond_2 <= cond_1 for symmetric A;
+ * work 3n, iwork n). Inf when A is singular. */
+double cdyn__spd_cond(int n, const double *L, int ldl, double anorm, double *work, int *iwork);
 
 /* 1-norm (largest column sum) of an m x n matrix. */
 double cdyn__norm1(int m, int n, const double *A, int lda);
@@ -97,7 +99,7 @@ void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n
                       const double *A, int lda, double *B, int ldb);
 int cdyn__small_potrf(int n, double *A, int lda);
 void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb);
-/* Exact reciprocal 1-norm condition from the Cholesky factor; work n. */
-double cdyn__small_pocon(int n, const double *L, int ldl, double anorm, double *work);
+/* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor; work n. */
+double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work);
 
 #endif /* CDYN_LINALG_H */

@@ -72,22 +72,31 @@ void cdyn__small_syrk(char uplo, char trans, int n, int k, double alpha, const d
     }
 }
 
+/* Reciprocals of the diagonal of a dim x dim triangle (T(i, i) = T[i*step]),
+ * computed once so the substitutions below multiply instead of chaining
+ * divisions; LAPACK's Cholesky scales by the reciprocal in the same way. */
+static void reciprocal_diagonal(int dim, const double *T, size_t step, double *inv)
+{
+    for (int i = 0; i < dim; ++i) inv[i] = 1.0 / T[i * step];
+}
+
 /* Solve T x = alpha x in place for the dim x dim triangle T(i, j) =
- * T[i*tr + j*tc] (lower or upper, unit diagonal or not); x has stride incx. */
+ * T[i*tr + j*tc] (lower or upper; inv = reciprocal diagonal, NULL for a unit
+ * diagonal); x has stride incx. */
 static void triangular_solve(int dim, const double *T, size_t tr, size_t tc, int lower,
-                             int unit, double alpha, double *x, size_t incx)
+                             const double *inv, double alpha, double *x, size_t incx)
 {
     if (lower) {
         for (int i = 0; i < dim; ++i) {
             double sum = alpha * x[i * incx];
             for (int l = 0; l < i; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
-            x[i * incx] = unit ? sum : sum / T[i * tr + i * tc];
+            x[i * incx] = inv ? sum * inv[i] : sum;
         }
     } else {
         for (int i = dim - 1; i >= 0; --i) {
             double sum = alpha * x[i * incx];
             for (int l = i + 1; l < dim; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
-            x[i * incx] = unit ? sum : sum / T[i * tr + i * tc];
+            x[i * incx] = inv ? sum * inv[i] : sum;
         }
     }
 }
@@ -97,13 +106,16 @@ void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n
 {
     size_t tr, tc; /* strides of op(A) */
     strides(transa, lda, &tr, &tc);
-    int lower = (uplo == 'L') != (transa == 'T'), unit = diag == 'U';
+    int lower = (uplo == 'L') != (transa == 'T'), dim = side == 'L' ? m : n;
+    double inv[CDYN__SMALL];
+    if (diag != 'U') reciprocal_diagonal(dim, A, (size_t)lda + 1, inv);
+    const double *d = diag == 'U' ? NULL : inv;
     if (side == 'L') { /* op(A) X = alpha B, one column of B at a time */
         for (int j = 0; j < n; ++j)
-            triangular_solve(m, A, tr, tc, lower, unit, alpha, B + (size_t)j * ldb, 1);
+            triangular_solve(m, A, tr, tc, lower, d, alpha, B + (size_t)j * ldb, 1);
     } else { /* X op(A) = alpha B: op(A)^T x = alpha b for each row of B */
         for (int i = 0; i < m; ++i)
-            triangular_solve(n, A, tc, tr, !lower, unit, alpha, B + i, (size_t)ldb);
+            triangular_solve(n, A, tc, tr, !lower, d, alpha, B + i, (size_t)ldb);
     }
 }
 
@@ -114,12 +126,12 @@ int cdyn__small_potrf(int n, double *A, int lda)
         double d = col[j];
         for (int l = 0; l < j; ++l) d -= A[j + (size_t)l * lda] * A[j + (size_t)l * lda];
         if (!(d > 0.0)) return j + 1; /* also catches NaN */
-        double ljj = sqrt(d);
+        double ljj = sqrt(d), scale = 1.0 / ljj;
         col[j] = ljj;
         for (int i = j + 1; i < n; ++i) {
             double s = col[i];
             for (int l = 0; l < j; ++l) s -= A[i + (size_t)l * lda] * A[j + (size_t)l * lda];
-            col[i] = s / ljj;
+            col[i] = s * scale;
         }
     }
     return 0;
@@ -127,25 +139,31 @@ int cdyn__small_potrf(int n, double *A, int lda)
 
 void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb)
 {
+    double inv[CDYN__SMALL];
+    reciprocal_diagonal(n, L, (size_t)ldl + 1, inv);
     for (int j = 0; j < nrhs; ++j) {
         double *b = B + (size_t)j * ldb;
-        triangular_solve(n, L, 1, (size_t)ldl, 1, 0, 1.0, b, 1); /* L y = b */
-        triangular_solve(n, L, (size_t)ldl, 1, 0, 0, 1.0, b, 1); /* L^T x = y */
+        triangular_solve(n, L, 1, (size_t)ldl, 1, inv, 1.0, b, 1); /* L y = b */
+        triangular_solve(n, L, (size_t)ldl, 1, 0, inv, 1.0, b, 1); /* L^T x = y */
     }
 }
 
-double cdyn__small_pocon(int n, const double *L, int ldl, double anorm, double *work)
+double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work)
 {
-    /* exact ||A^{-1}||_1: the largest column sum of A^{-1}, column by column */
-    double inv_norm = 0.0;
+    /* cond_2(A) <= tr(A) tr(A^{-1}) = ||L||_F^2 ||L^{-1}||_F^2 (both traces
+     * bound the extreme eigenvalues); column j of L^{-1} by forward
+     * substitution from row j on */
+    double tr = 0.0, tr_inv = 0.0, inv[CDYN__SMALL];
+    reciprocal_diagonal(n, L, (size_t)ldl + 1, inv);
     for (int j = 0; j < n; ++j) {
-        for (int i = 0; i < n; ++i) work[i] = i == j ? 1.0 : 0.0;
-        cdyn__small_potrs(n, 1, L, ldl, work, n);
-        double sum = 0.0;
-        for (int i = 0; i < n; ++i) sum += fabs(work[i]);
-        if (!(sum <= inv_norm)) inv_norm = sum; /* NaN propagates */
+        for (int i = j; i < n; ++i) tr += L[i + (size_t)j * ldl] * L[i + (size_t)j * ldl];
+        for (int i = j; i < n; ++i) {
+            double sum = i == j ? 1.0 : 0.0;
+            for (int l = j; l < i; ++l) sum -= L[i + (size_t)l * ldl] * work[l];
+            work[i] = sum * inv[i];
+            tr_inv += work[i] * work[i];
+        }
     }
-    if (n == 0) return 1.0;
-    if (!(anorm > 0.0) || !(inv_norm > 0.0) || isinf(inv_norm)) return 0.0;
-    return 1.0 / (anorm * inv_norm);
+    double cond = tr * tr_inv;
+    return cond == cond ? cond : INFINITY; /* NaN (a zero pivot) counts as singular */
 }
