@@ -440,18 +440,17 @@ static double symmetric_norm1(int n, const double *A, int lda)
 #define SCHUR_MARGIN 1e-4
 #define SCHUR_COND_LIMIT 1e6
 
-/* T4.4 through the Cholesky factor of the Schur complement A = Y^T Y
- * (Y = L^{-1} Phi_q^T already in c->y). Taken only when it is certain that
- * the rank decision on Phi_q finds full rank: cond(Phi_q)^2 <= cond(M)
- * cond(A), and the pivoted QR of Phi_q^T keeps every |R_kk| >= sigma_min
- * >= |R_11| / cond(Phi_q), so a bound cond(M) cond(A) <= SCHUR_MARGIN /
- * rank_tol^2 leaves no doubt. Forming A costs accuracy (cond(A) eps in q''
- * against sqrt(cond(A)) eps through the QR of Y), so A must also be well
- * conditioned (SCHUR_COND_LIMIT); near a singular pose the QR path runs.
- * On entry c->vec_m holds r = Phi_q M^{-1} Q - s; returns 1 with the
- * multipliers there (rank facts recorded), or 0 (vec_m untouched) when the
- * rank-revealing path must decide. */
-static int schur_cholesky(cdyn_constraint *c, double cond_mass)
+/* Is the rank decision on Phi_q certain to find full rank, with the Schur
+ * complement A = Y^T Y (Y = L^{-1} Phi_q^T already in c->y) well enough
+ * conditioned to be used directly? cond(Phi_q)^2 <= cond(M) cond(A), and
+ * the pivoted QR of Phi_q^T keeps every |R_kk| >= sigma_min >= |R_11| /
+ * cond(Phi_q), so a bound cond(M) cond(A) <= SCHUR_MARGIN / rank_tol^2
+ * leaves no doubt. Forming A costs accuracy (q'' error cond(A) eps against
+ * sqrt(cond(A)) eps through the QR of Y), so A must also be well
+ * conditioned (SCHUR_COND_LIMIT); near a singular pose the rank-revealing
+ * paths run. On 1 the Cholesky factor of A is in c->small and the rank
+ * facts are recorded. */
+static int full_rank_certain(cdyn_constraint *c, double cond_mass)
 {
     int n = c->n, m = c->m, m1 = c->m1;
     if (m > 0) {
@@ -466,8 +465,36 @@ static int schur_cholesky(cdyn_constraint *c, double cond_mass)
     c->rank = m;
     c->n_redundant = 0;
     c->sigma_min = -1.0;
-    cdyn__potrs(m, 1, c->small, m1, c->vec_m, m1);
     return 1;
+}
+
+/* Condition bound of M from its Cholesky factor (see full_rank_certain). */
+static double mass_condition(cdyn_constraint *c)
+{
+    return cdyn__spd_cond(c->n, c->chol, c->n, symmetric_norm1(c->n, c->mass, c->n), c->work,
+                          c->jpvt);
+}
+
+/* w = L^{-1} Q into c->vec_n and r = Y^T w - s = Phi_q M^{-1} Q - s into
+ * c->vec_m (Y = L^{-1} Phi_q^T in c->y). */
+static void whitened_rhs(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m;
+    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
+    cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
+    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
+    cdyn__gemv('T', n, m, 1.0, c->y, n, c->vec_n, -1.0, c->vec_m);
+}
+
+/* q'' = M^{-1} (Q - G^T mult) = L^{-T} (w - Z mult) into c->vec_n (w there
+ * on entry, Z = L^{-1} G^T) and the force G^T mult into c->vec_n2. */
+static void whitened_accelerations(cdyn_constraint *c, const double *Z, const double *G,
+                                   int ldg, const double *mult)
+{
+    int n = c->n, m = c->m;
+    cdyn__gemv('N', n, m, -1.0, Z, n, mult, 1.0, c->vec_n);
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
+    cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->vec_n2);
 }
 
 /* T4.4 through a pivoted QR Y P = Q_Y R, after the rank of Phi_q is
@@ -504,22 +531,63 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     whiten_transpose(c, c->jac, c->m1, c->y);
     st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
     if (st) return st;
-    double cond_mass = cdyn__spd_cond(n, c->chol, n, symmetric_norm1(n, c->mass, n), c->work,
-                                      c->jpvt);
-    /* w = L^{-1} Q and r = Y^T w - s = Phi_q M^{-1} Q - s */
-    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
-    cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
-    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
-    cdyn__gemv('T', n, m, 1.0, c->y, n, c->vec_n, -1.0, c->vec_m);
-    if (!schur_cholesky(c, cond_mass)) {
+    whitened_rhs(c);
+    if (full_rank_certain(c, mass_condition(c))) {
+        cdyn__potrs(m, 1, c->small, c->m1, c->vec_m, c->m1); /* A lambda = r */
+    } else {
         st = rank_revealing_lagrange(c, fn);
         if (st) return st;
     }
-    /* q'' = M^{-1} (Q - Phi_q^T lambda) = L^{-T} (w - Y lambda) */
-    cdyn__gemv('N', n, m, -1.0, c->y, n, c->vec_m, 1.0, c->vec_n);
-    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
-    cdyn__gemv('T', m, n, 1.0, c->jac, c->m1, c->vec_m, 0.0, c->vec_n2);
+    whitened_accelerations(c, c->y, c->jac, c->m1, c->vec_m);
     return commit(c, fn, c->vec_m, qdd, lambda);
+}
+
+/* T4.3 with the m x m product T = Y^T Z = Phi_q M^{-1} C^T formed (Y, Z the
+ * whitened Phi_q^T, C^T in c->y, c->y2) and solved by LU, when T is well
+ * conditioned (SCHUR_COND_LIMIT). r in c->vec_m becomes f; 0 (vec_m
+ * untouched) sends the caller to the rank-revealing path. */
+static int reactions_by_product(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    if (m == 0) return 1;
+    cdyn__gemm('T', 'N', m, m, n, 1.0, c->y, n, c->y2, n, 0.0, c->qr, m1);
+    double anorm = cdyn__norm1(m, m, c->qr, m1), rcond = 0.0;
+    if (!(anorm < INFINITY) || cdyn__getrf(m, c->qr, m1, c->ipiv) != 0) return 0;
+    cdyn__gecon(m, c->qr, m1, anorm, &rcond, c->work, c->iwork);
+    if (!(rcond * SCHUR_COND_LIMIT >= 1.0)) return 0;
+    cdyn__getrs('N', m, 1, c->qr, m1, c->ipiv, c->vec_m, m1);
+    return 1;
+}
+
+/* T4.3 without forming a product whose condition is squared: with Y =
+ * Q_Y R P^T (pivoted QR) the matrix is P R^T T', T' = (Q_Y^T Z) restricted
+ * to its first m rows: solve R^T z = P^T r, then T' f = z by LU. The rank
+ * of Phi_q is decided first. r in c->vec_m becomes f (c->y2 is clobbered). */
+static cdyn_status rank_revealing_reactions(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n, m = c->m;
+    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
+    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
+    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    cdyn__ormqr('L', 'T', n, m, m, c->qr, n, c->tau, c->y2, n, c->work, c->lwork);
+    for (int j = 0; j < m; ++j)
+        memcpy(c->small + (size_t)j * c->m1, c->y2 + (size_t)j * n, sizeof(double) * (size_t)m);
+    double anorm = cdyn__norm1(m, m, c->small, c->m1), rcond = 1.0;
+    int info = m > 0 ? cdyn__getrf(m, c->small, c->m1, c->ipiv) : 0;
+    if (info == 0 && m > 0) cdyn__gecon(m, c->small, c->m1, anorm, &rcond, c->work, c->iwork);
+    if (info != 0 || rcond < DBL_EPSILON * c->m1) { /* numerically singular */
+        record_smallest_singular_value(c);
+        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                          "%s: Phi_q M^-1 C^T is singular (reciprocal condition %.3e of its C "
+                          "factor; Phi_q has full rank %d)",
+                          fn, info != 0 ? 0.0 : rcond, m);
+    }
+    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
+    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
+    memcpy(c->vec_m, c->vec_m2, sizeof(double) * (size_t)m);
+    cdyn__getrs('N', m, 1, c->small, c->m1, c->ipiv, c->vec_m, c->m1);
+    return CDYN_OK;
 }
 
 cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc, double *qdd,
@@ -538,38 +606,20 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
         st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
     if (!st) st = factor_mass(c, fn);
     if (st) return st;
-    if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
-    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s. With Y = L^{-1} Phi_q^T
-     * = Q_Y R P^T (pivoted QR) the matrix is P R^T T, T = (Q_Y^T L^{-1} C^T)
-     * restricted to its first m rows: solve R^T z = P^T r, then T f = z by
-     * LU — no product whose condition is squared. */
+    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s = r, with Y = L^{-1}
+     * Phi_q^T and Z = L^{-1} C^T: (Y^T Z) f = r. */
     whiten_transpose(c, c->jac, c->m1, c->y);
     whiten_transpose(c, C, ldc, c->y2);
     st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
     if (!st) st = check_overflow(c, fn, "L^-1 C^T", n, m, c->y2, n);
     if (st) return st;
-    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
-    memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
-    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
-    cdyn__ormqr('L', 'T', n, m, m, c->qr, n, c->tau, c->y2, n, c->work, c->lwork);
-    for (int j = 0; j < m; ++j)
-        memcpy(c->small + (size_t)j * c->m1, c->y2 + (size_t)j * n, sizeof(double) * (size_t)m);
-    double anorm = cdyn__norm1(m, m, c->small, c->m1), rcond = 1.0;
-    int info = m > 0 ? cdyn__getrf(m, c->small, c->m1, c->ipiv) : 0;
-    if (info == 0 && m > 0) cdyn__gecon(m, c->small, c->m1, anorm, &rcond, c->work, c->iwork);
-    if (info != 0 || rcond < DBL_EPSILON * c->m1) { /* numerically singular */
-        record_smallest_singular_value(c);
-        return cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                          "%s: Phi_q M^-1 C^T is singular (reciprocal condition %.3e of its C "
-                          "factor; Phi_q has full rank %d)",
-                          fn, info != 0 ? 0.0 : rcond, m);
+    whitened_rhs(c);
+    if (!full_rank_certain(c, mass_condition(c)) || !reactions_by_product(c)) {
+        st = rank_revealing_reactions(c, fn);
+        if (st) return st;
+        whiten_transpose(c, C, ldc, c->y2); /* Z again (the QR path used it) */
     }
-    schur_rhs(c);
-    for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
-    cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, c->vec_m2, c->m1);
-    memcpy(c->vec_m, c->vec_m2, sizeof(double) * (size_t)m);
-    cdyn__getrs('N', m, 1, c->small, c->m1, c->ipiv, c->vec_m, c->m1);
-    accelerations(c, C, ldc, c->vec_m);
+    whitened_accelerations(c, c->y2, C, ldc, c->vec_m);
     return commit(c, fn, c->vec_m, qdd, f);
 }
 

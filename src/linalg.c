@@ -173,6 +173,7 @@ int cdyn__potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb)
 
 int cdyn__getrf(int n, double *A, int lda, int *ipiv)
 {
+    if (n <= CDYN__SMALL) return cdyn__small_getrf(n, A, lda, ipiv);
     int info = 0;
     dgetrf_(&n, &n, A, &lda, ipiv, &info);
     return info;
@@ -183,6 +184,10 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 {
     int info = 0;
     if (n == 0 || nrhs == 0) return 0;
+    if (small2(n, nrhs)) {
+        cdyn__small_getrs(trans, n, nrhs, LU, ldlu, ipiv, B, ldb);
+        return 0;
+    }
     dgetrs_(&trans, &n, &nrhs, LU, &ldlu, ipiv, B, &ldb, &info, 1);
     return info;
 }
@@ -190,6 +195,10 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, double *work,
                 int *iwork)
 {
+    if (n <= CDYN__SMALL) {
+        *rcond = cdyn__small_gecon(n, LU, ldlu, anorm, work);
+        return 0;
+    }
     int info = 0;
     dgecon_("1", &n, LU, &ldlu, &anorm, rcond, work, iwork, &info, 1);
     return info;

@@ -64,7 +64,8 @@ int cdyn__potrf(int n, double *A, int lda);
 int cdyn__potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb);
 
 /* LU with partial pivoting (dgetrf), its solve (dgetrs, trans 'N'/'T') and a
- * 1-norm reciprocal condition estimate (dgecon; work 4n, iwork n). */
+ * 1-norm reciprocal condition estimate (dgecon; work 4n, iwork n; exact for
+ * n <= CDYN__SMALL). */
 int cdyn__getrf(int n, double *A, int lda, int *ipiv);
 int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const int *ipiv,
                 double *B, int ldb);
@@ -99,6 +100,11 @@ void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n
                       const double *A, int lda, double *B, int ldb);
 int cdyn__small_potrf(int n, double *A, int lda);
 void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb);
+int cdyn__small_getrf(int n, double *A, int lda, int *ipiv);
+void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
+                       const int *ipiv, double *B, int ldb);
+/* Exact reciprocal 1-norm condition from the LU factors; work n. */
+double cdyn__small_gecon(int n, const double *LU, int ldlu, double anorm, double *work);
 /* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor; work n. */
 double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work);
 

@@ -11,6 +11,7 @@
  */
 #include "linalg.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 
@@ -166,4 +167,84 @@ double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work)
     }
     double cond = tr * tr_inv;
     return cond == cond ? cond : INFINITY; /* NaN (a zero pivot) counts as singular */
+}
+
+int cdyn__small_getrf(int n, double *A, int lda, int *ipiv)
+{
+    int info = 0;
+    for (int j = 0; j < n; ++j) {
+        double *col = A + (size_t)j * lda;
+        int p = j;
+        for (int i = j + 1; i < n; ++i)
+            if (fabs(col[i]) > fabs(col[p])) p = i;
+        ipiv[j] = p + 1;
+        if (col[p] != 0.0) {
+            if (p != j)
+                for (int k = 0; k < n; ++k) {
+                    double *row = A + (size_t)k * lda, tmp = row[j];
+                    row[j] = row[p];
+                    row[p] = tmp;
+                }
+            if (fabs(col[j]) >= DBL_MIN) { /* as LAPACK: reciprocal unless it overflows */
+                double scale = 1.0 / col[j];
+                for (int i = j + 1; i < n; ++i) col[i] *= scale;
+            } else {
+                for (int i = j + 1; i < n; ++i) col[i] /= col[j];
+            }
+        } else if (info == 0) {
+            info = j + 1;
+        }
+        for (int k = j + 1; k < n; ++k) {
+            double *ck = A + (size_t)k * lda, ujk = ck[j];
+            for (int i = j + 1; i < n; ++i) ck[i] -= col[i] * ujk;
+        }
+    }
+    return info;
+}
+
+void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
+                       const int *ipiv, double *B, int ldb)
+{
+    double inv[CDYN__SMALL];
+    reciprocal_diagonal(n, LU, (size_t)ldlu + 1, inv);
+    size_t ld = (size_t)ldlu;
+    for (int j = 0; j < nrhs; ++j) {
+        double *b = B + (size_t)j * ldb;
+        if (trans == 'N') { /* P L U x = b */
+            for (int i = 0; i < n; ++i) {
+                double tmp = b[i];
+                b[i] = b[ipiv[i] - 1];
+                b[ipiv[i] - 1] = tmp;
+            }
+            triangular_solve(n, LU, 1, ld, 1, NULL, 1.0, b, 1);
+            triangular_solve(n, LU, 1, ld, 0, inv, 1.0, b, 1);
+        } else { /* U^T L^T P^T x = b */
+            triangular_solve(n, LU, ld, 1, 1, inv, 1.0, b, 1);
+            triangular_solve(n, LU, ld, 1, 0, NULL, 1.0, b, 1);
+            for (int i = n - 1; i >= 0; --i) {
+                double tmp = b[i];
+                b[i] = b[ipiv[i] - 1];
+                b[ipiv[i] - 1] = tmp;
+            }
+        }
+    }
+}
+
+double cdyn__small_gecon(int n, const double *LU, int ldlu, double anorm, double *work)
+{
+    /* exact ||A^{-1}||_1: A^{-1} = U^{-1} L^{-1} P^T has the columns of
+     * (LU)^{-1} in another order, so the pivots do not matter */
+    double inv[CDYN__SMALL], inv_norm = 0.0;
+    reciprocal_diagonal(n, LU, (size_t)ldlu + 1, inv);
+    for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) work[i] = i == j ? 1.0 : 0.0;
+        triangular_solve(n, LU, 1, (size_t)ldlu, 1, NULL, 1.0, work, 1);
+        triangular_solve(n, LU, 1, (size_t)ldlu, 0, inv, 1.0, work, 1);
+        double sum = 0.0;
+        for (int i = 0; i < n; ++i) sum += fabs(work[i]);
+        if (!(sum <= inv_norm)) inv_norm = sum; /* NaN or Inf propagates */
+    }
+    if (n == 0) return 1.0;
+    if (!(anorm > 0.0) || !(inv_norm < INFINITY)) return 0.0;
+    return 1.0 / (anorm * inv_norm);
 }
