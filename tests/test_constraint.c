@@ -349,7 +349,7 @@ static void check_exact_on_instant(cdyn_constraint *c, const sys_t *p, const dou
     free(lref);
 }
 
-static const int SIZES[][2] = {{3, 2}, {6, 2}, {12, 4}, {30, 10}};
+static const int SIZES[][2] = {{3, 2}, {6, 2}, {12, 4}, {30, 10}, {100, 33}};
 enum { NSIZES = sizeof SIZES / sizeof SIZES[0] };
 
 START_TEST(exact_formulations_agree_with_bordered_solve_without_stabilization)
@@ -426,6 +426,95 @@ START_TEST(exact_formulations_agree_with_bordered_solve_with_generalized_gains)
         cdyn_constraint_free(c);
         sys_free(&p);
     }
+}
+END_TEST
+
+/* Rows of an m x n matrix made orthonormal (modified Gram-Schmidt on rows). */
+static void orthonormal_rows(int m, int n, double *P, int ldp)
+{
+    for (int i = 0; i < m; ++i) {
+        for (int k = 0; k < i; ++k) {
+            double d = 0.0;
+            for (int j = 0; j < n; ++j) d += P[i + (size_t)j * ldp] * P[k + (size_t)j * ldp];
+            for (int j = 0; j < n; ++j) P[i + (size_t)j * ldp] -= d * P[k + (size_t)j * ldp];
+        }
+        double nrm = 0.0;
+        for (int j = 0; j < n; ++j) nrm += P[i + (size_t)j * ldp] * P[i + (size_t)j * ldp];
+        nrm = sqrt(nrm);
+        for (int j = 0; j < n; ++j) P[i + (size_t)j * ldp] /= nrm;
+    }
+}
+
+START_TEST(schur_and_rank_revealing_paths_give_the_same_solution)
+{
+    /* lagrange and reactions solve through the Cholesky factor of the
+     * Schur complement when the rank of Phi_q is certain (cond(M) cond(A)
+     * far below 1 / rank_tol^2) and through pivoted QRs otherwise. With
+     * orthonormal rows every |R_kk| of the pivoted QR of Phi_q^T is 1, so a
+     * rank tolerance of 0.5 still finds full rank while refusing the Schur
+     * path (its bound needs cond <= 1e-4 / 0.25); the default tolerance
+     * takes it (tu_random_spd M and orthonormal Phi_q: conditions ~ 10).
+     * Both must match each other and the bordered dgesv. Sizes on both
+     * sides of the small-kernel limit (16). */
+    for (int k = 0; k < NSIZES; ++k) {
+        int n = SIZES[k][0], m = SIZES[k][1];
+        sys_t p;
+        sys_random(&p, n, m, 1, 700 + (unsigned)k);
+        orthonormal_rows(m, n, p.P, p.ldp);
+        cdyn_constraint *fast = make(n, m), *safe = make(n, m);
+        ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(safe, 0.5), CDYN_OK);
+        ck_assert_int_eq(sys_load(fast, &p), CDYN_OK);
+        ck_assert_int_eq(sys_load(safe, &p), CDYN_OK);
+        double *qref = malloc(sizeof(double) * (size_t)n), *lref = malloc(sizeof(double) * (size_t)m);
+        double *q1 = malloc(sizeof(double) * (size_t)n), *l1 = malloc(sizeof(double) * (size_t)m);
+        double *q2 = malloc(sizeof(double) * (size_t)n), *l2 = malloc(sizeof(double) * (size_t)m);
+        ck_assert_int_eq(
+            bordered_solve(n, m, p.M, p.ldm, p.P, p.ldp, p.Q, p.xi, NULL, qref, lref), 0);
+        ck_assert_int_eq(cdyn_constraint_lagrange(fast, q1, l1), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_lagrange(safe, q2, l2), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_rank(fast), m);
+        ck_assert_int_eq(cdyn_constraint_rank(safe), m);
+        ck_assert_msg(reldiff(n, q1, q2) <= 1e-12 && reldiff(m, l1, l2) <= 1e-12,
+                      "n = %d: lagrange paths differ by %g, %g", n, reldiff(n, q1, q2),
+                      reldiff(m, l1, l2));
+        ck_assert_double_le(reldiff(n, q1, qref), 1e-10);
+        ck_assert_double_le(reldiff(m, l1, lref), 1e-10);
+        ck_assert_int_eq(cdyn_constraint_reactions(fast, p.P, p.ldp, q1, l1), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_reactions(safe, p.P, p.ldp, q2, l2), CDYN_OK);
+        ck_assert_msg(reldiff(n, q1, q2) <= 1e-12 && reldiff(m, l1, l2) <= 1e-12,
+                      "n = %d: reactions paths differ by %g, %g", n, reldiff(n, q1, q2),
+                      reldiff(m, l1, l2));
+        ck_assert_double_le(reldiff(m, l1, lref), 1e-10);
+        free(qref), free(lref), free(q1), free(l1), free(q2), free(l2);
+        cdyn_constraint_free(fast);
+        cdyn_constraint_free(safe);
+        sys_free(&p);
+    }
+}
+END_TEST
+
+START_TEST(badly_scaled_mass_is_solved_through_the_rank_revealing_path)
+{
+    /* M = diag(1e6, 1, 1e-6) (cond 1e12) with a well-conditioned Phi_q: the
+     * Schur complement's condition bound is too large for the Cholesky path,
+     * so the pivoted QR solves it; the identities M q'' + Phi_q^T lambda = Q
+     * and Phi_q q'' = xi must hold to rounding, and lambda must match the
+     * hand value from the 2 x 2 Schur complement. */
+    const double M[9] = {1e6, 0, 0, 0, 1, 0, 0, 0, 1e-6}, Q[3] = {1e6, 2, 3e-6};
+    const double P[6] = {1, 0, 1, 1, 0, 1}, xi[2] = {0.25, -0.5};
+    cdyn_constraint *c = make(3, 2);
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 3, Q, P, 2, NULL, NULL, xi), CDYN_OK);
+    double q[3], l[2];
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    ck_assert_double_le(eom_residual(3, 2, M, 3, P, 2, q, l, Q), 1e-14);
+    ck_assert_double_le(acc_residual(3, 2, P, 2, q, xi), 1e-14);
+    /* by hand: Phi_q M^-1 Q = (1 + 2, 2 + 3) = (3, 5); A = Phi_q M^-1 Phi_q^T
+     * = [1e-6 + 1, 1; 1, 1 + 1e6]; lambda = A^-1 ((3, 5) - xi) */
+    double a = 1e-6 + 1, b = 1.0, d = 1.0 + 1e6, r0 = 3 - 0.25, r1 = 5 + 0.5;
+    double det = a * d - b * b, l0 = (d * r0 - b * r1) / det, l1 = (a * r1 - b * r0) / det;
+    ck_assert_double_le(fabs(l[0] - l0) / fabs(l0), 1e-12);
+    ck_assert_double_le(fabs(l[1] - l1) / fabs(l1), 1e-10);
+    cdyn_constraint_free(c);
 }
 END_TEST
 
@@ -2162,6 +2251,8 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, exact_formulations_agree_with_bordered_solve_with_baumgarte);
     tcase_add_test(exact, exact_formulations_agree_with_bordered_solve_with_generalized_gains);
     tcase_add_test(exact, no_constraints_give_the_unconstrained_acceleration);
+    tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
+    tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
     suite_add_tcase(s, exact);
 
     TCase *penalty = tcase_create("penalty");
