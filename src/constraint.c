@@ -38,7 +38,7 @@ struct cdyn_constraint {
     double *tau;            /* max(n, m) */
     int *jpvt;              /* max(n, m) */
     double *sv;             /* min(n, m) */
-    double *u_svd, *vt_svd; /* n x k, k x max(n, m) */
+    double *vt_svd;         /* k x max(n, m) */
     double *small;          /* m x m */
     int *ipiv;              /* m */
     int *iwork;             /* m */
@@ -70,8 +70,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->rank = -1;
     c->sigma_min = -1.0;
     int lwork = cdyn__max(cdyn__geqp3_lwork(n, m1), cdyn__geqp3_lwork(m1, n));
-    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(n, m1));
-    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(m1, n));
+    lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'S', n, m1)); /* pseudo-inverse */
+    lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'N', m1, n)); /* sigma_min */
     lwork = cdyn__max(lwork, 4 * m1);
     c->lwork = lwork;
     c->work = malloc(sizeof(double) * (size_t)lwork);
@@ -92,7 +92,6 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->tau = malloc(sizeof(double) * (size_t)big);
     c->jpvt = malloc(sizeof(int) * (size_t)big);
     c->sv = malloc(sizeof(double) * (size_t)k);
-    c->u_svd = malloc(sizeof(double) * (size_t)big * k);
     c->vt_svd = malloc(sizeof(double) * (size_t)k * big);
     c->small = malloc(sizeof(double) * mm);
     c->ipiv = malloc(sizeof(int) * (size_t)m1);
@@ -103,7 +102,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->vec_m2 = malloc(sizeof(double) * (size_t)m1);
     if (!c->work || !c->kd || !c->kp || !c->alpha || !c->mass || !c->force || !c->jac ||
         !c->accel_rhs || !c->gen_force || !c->multipliers || !c->redundant || !c->chol ||
-        !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv || !c->u_svd ||
+        !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv ||
         !c->vt_svd || !c->small || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
         !c->vec_m || !c->vec_m2)
         goto fail;
@@ -121,7 +120,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     if (!c) return;
     double *arrays[] = {c->work,  c->kd,     c->kp,     c->alpha,  c->mass,        c->force,
                         c->jac,   c->accel_rhs, c->gen_force, c->multipliers, c->chol, c->y,
-                        c->y2,    c->qr,     c->tau,    c->sv,     c->u_svd,       c->vt_svd,
+                        c->y2,    c->qr,     c->tau,    c->sv,     c->vt_svd,
                         c->small, c->vec_n,  c->vec_n2, c->vec_m,  c->vec_m2};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->redundant);
@@ -385,7 +384,7 @@ static void record_smallest_singular_value(cdyn_constraint *c)
     }
     for (int j = 0; j < n; ++j)
         memcpy(c->qr + (size_t)j * m, c->jac + (size_t)j * c->m1, sizeof(double) * (size_t)m);
-    cdyn__gesvd(m, n, c->qr, m, c->sv, c->u_svd, m, c->vt_svd, k, c->work, c->lwork);
+    cdyn__gesvd_jobs('N', 'N', m, n, c->qr, m, c->sv, NULL, 1, NULL, 1, c->work, c->lwork);
     c->sigma_min = m > n ? 0.0 : c->sv[k - 1];
 }
 
@@ -419,16 +418,24 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 
 /* ---- formulations ----------------------------------------------------- */
 
-/* 1-norm of the symmetric n x n matrix whose lower triangle is stored. */
-static double symmetric_norm1(int n, const double *A, int lda)
+/* 1-norm of the symmetric n x n matrix whose lower triangle is stored, in
+ * one pass down the columns (sums: n of workspace). */
+static double symmetric_norm1(int n, const double *A, int lda, double *sums)
 {
-    double best = 0.0;
+    for (int j = 0; j < n; ++j) sums[j] = 0.0;
     for (int j = 0; j < n; ++j) {
-        double sum = 0.0;
-        for (int i = 0; i < n; ++i)
-            sum += fabs(i >= j ? A[i + (size_t)j * lda] : A[j + (size_t)i * lda]);
-        if (!(sum <= best)) best = sum; /* NaN or Inf propagates */
+        const double *col = A + (size_t)j * lda;
+        double below = 0.0;
+        for (int i = j + 1; i < n; ++i) {
+            double v = fabs(col[i]);
+            below += v;    /* A(i, j), column j */
+            sums[i] += v;  /* A(j, i), column i */
+        }
+        sums[j] += fabs(col[j]) + below;
     }
+    double best = 0.0;
+    for (int j = 0; j < n; ++j)
+        if (!(sums[j] <= best)) best = sums[j]; /* NaN or Inf propagates */
     return best;
 }
 
@@ -455,7 +462,7 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
     int n = c->n, m = c->m, m1 = c->m1;
     if (m > 0) {
         cdyn__syrk('L', 'T', m, n, 1.0, c->y, n, 0.0, c->small, m1);
-        double anorm = symmetric_norm1(m, c->small, m1);
+        double anorm = symmetric_norm1(m, c->small, m1, c->vec_m2);
         if (!(anorm < INFINITY) || cdyn__potrf(m, c->small, m1) != 0) return 0;
         double cond = cdyn__spd_cond(m, c->small, m1, anorm, c->work, c->jpvt);
         if (!(cond <= SCHUR_COND_LIMIT) ||
@@ -471,8 +478,8 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
 /* Condition bound of M from its Cholesky factor (see full_rank_certain). */
 static double mass_condition(cdyn_constraint *c)
 {
-    return cdyn__spd_cond(c->n, c->chol, c->n, symmetric_norm1(c->n, c->mass, c->n), c->work,
-                          c->jpvt);
+    double anorm = symmetric_norm1(c->n, c->mass, c->n, c->vec_n2);
+    return cdyn__spd_cond(c->n, c->chol, c->n, anorm, c->work, c->jpvt);
 }
 
 /* w = L^{-1} Q into c->vec_n and r = Y^T w - s = Phi_q M^{-1} Q - s into
@@ -642,7 +649,9 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     if (st) return st;
     schur_rhs(c);
     if (m > 0) {
-        cdyn__gesvd(n, m, c->y, n, c->sv, c->u_svd, n, c->vt_svd, k, c->work, c->lwork);
+        /* V and S only: lambda = V S^-2 V^T r needs no U */
+        cdyn__gesvd_jobs('N', 'S', n, m, c->y, n, c->sv, NULL, 1, c->vt_svd, k, c->work,
+                         c->lwork);
         int kept = rank;
         while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
         for (int i = 0; i < kept; ++i) { /* coefficients S^-2 V^T r */

@@ -135,22 +135,30 @@ int cdyn__ormqr_lwork(char side, char trans, int m, int n, int k)
     return lwork_from(w);
 }
 
-int cdyn__gesvd(int m, int n, double *A, int lda, double *s, double *U, int ldu, double *VT,
-                int ldvt, double *work, int lwork)
+int cdyn__gesvd_jobs(char jobu, char jobvt, int m, int n, double *A, int lda, double *s,
+                     double *U, int ldu, double *VT, int ldvt, double *work, int lwork)
 {
     int info = 0;
-    dgesvd_("S", "S", &m, &n, A, &lda, s, U, &ldu, VT, &ldvt, work, &lwork, &info, 1, 1);
+    dgesvd_(&jobu, &jobvt, &m, &n, A, &lda, s, U, &ldu, VT, &ldvt, work, &lwork, &info, 1, 1);
     return info;
 }
 
-int cdyn__gesvd_lwork(int m, int n)
+int cdyn__gesvd_jobs_lwork(char jobu, char jobvt, int m, int n)
 {
     int info = 0, query = -1, k = m < n ? m : n;
     int lda = m > 1 ? m : 1, ldu = lda, ldvt = k > 1 ? k : 1;
     double w = 0.0, a = 0.0, s = 0.0, u = 0.0, vt = 0.0;
-    dgesvd_("S", "S", &m, &n, &a, &lda, &s, &u, &ldu, &vt, &ldvt, &w, &query, &info, 1, 1);
+    dgesvd_(&jobu, &jobvt, &m, &n, &a, &lda, &s, &u, &ldu, &vt, &ldvt, &w, &query, &info, 1, 1);
     return lwork_from(w);
 }
+
+int cdyn__gesvd(int m, int n, double *A, int lda, double *s, double *U, int ldu, double *VT,
+                int ldvt, double *work, int lwork)
+{
+    return cdyn__gesvd_jobs('S', 'S', m, n, A, lda, s, U, ldu, VT, ldvt, work, lwork);
+}
+
+int cdyn__gesvd_lwork(int m, int n) { return cdyn__gesvd_jobs_lwork('S', 'S', m, n); }
 
 int cdyn__potrf(int n, double *A, int lda)
 {

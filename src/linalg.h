@@ -56,6 +56,11 @@ int cdyn__ormqr_lwork(char side, char trans, int m, int n, int k);
 int cdyn__gesvd(int m, int n, double *A, int lda, double *s, double *U, int ldu, double *VT,
                 int ldvt, double *work, int lwork);
 int cdyn__gesvd_lwork(int m, int n);
+/* The same with dgesvd's jobs: 'S' (thin factor) or 'N' (not computed;
+ * U or VT is then not referenced), e.g. 'N', 'N' for the values alone. */
+int cdyn__gesvd_jobs(char jobu, char jobvt, int m, int n, double *A, int lda, double *s,
+                     double *U, int ldu, double *VT, int ldvt, double *work, int lwork);
+int cdyn__gesvd_jobs_lwork(char jobu, char jobvt, int m, int n);
 
 /* Cholesky A = L L^T of the lower triangle (dpotrf), and its solve (dpotrs)
  * with nrhs right-hand sides. potrf returns k > 0 if the leading k x k minor

@@ -105,6 +105,11 @@ static void triangular_solve(int dim, const double *T, size_t tr, size_t tc, int
 void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n, double alpha,
                       const double *A, int lda, double *B, int ldb)
 {
+    if (alpha == 0.0) { /* as BLAS: X = 0, B not read */
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) B[i + (size_t)j * ldb] = 0.0;
+        return;
+    }
     size_t tr, tc; /* strides of op(A) */
     strides(transa, lda, &tr, &tc);
     int lower = (uplo == 'L') != (transa == 'T'), dim = side == 'L' ? m : n;
