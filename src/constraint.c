@@ -418,27 +418,6 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 
 /* ---- formulations ----------------------------------------------------- */
 
-/* 1-norm of the symmetric n x n matrix whose lower triangle is stored, in
- * one pass down the columns (sums: n of workspace). */
-static double symmetric_norm1(int n, const double *A, int lda, double *sums)
-{
-    for (int j = 0; j < n; ++j) sums[j] = 0.0;
-    for (int j = 0; j < n; ++j) {
-        const double *col = A + (size_t)j * lda;
-        double below = 0.0;
-        for (int i = j + 1; i < n; ++i) {
-            double v = fabs(col[i]);
-            below += v;    /* A(i, j), column j */
-            sums[i] += v;  /* A(j, i), column i */
-        }
-        sums[j] += fabs(col[j]) + below;
-    }
-    double best = 0.0;
-    for (int j = 0; j < n; ++j)
-        if (!(sums[j] <= best)) best = sums[j]; /* NaN or Inf propagates */
-    return best;
-}
-
 /* Limits of the Schur-Cholesky path: a margin between its condition bound
  * and the rank tolerance (cond(Phi_q) <= 1e-2 / rank_tol there), and the
  * largest condition of the Schur complement it accepts (its q'' error grows
@@ -461,10 +440,13 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
 {
     int n = c->n, m = c->m, m1 = c->m1;
     if (m > 0) {
-        cdyn__syrk('L', 'T', m, n, 1.0, c->y, n, 0.0, c->small, m1);
-        double anorm = symmetric_norm1(m, c->small, m1, c->vec_m2);
-        if (!(anorm < INFINITY) || cdyn__potrf(m, c->small, m1) != 0) return 0;
-        double cond = cdyn__spd_cond(m, c->small, m1, anorm, c->work, c->jpvt);
+        /* A into c->qr (kept for the condition estimate), its factor into c->small */
+        cdyn__syrk('L', 'T', m, n, 1.0, c->y, n, 0.0, c->qr, m1);
+        for (int j = 0; j < m; ++j)
+            memcpy(c->small + (size_t)j * m1 + j, c->qr + (size_t)j * m1 + j,
+                   sizeof(double) * (size_t)(m - j));
+        if (cdyn__potrf(m, c->small, m1) != 0) return 0;
+        double cond = cdyn__spd_cond(m, c->qr, m1, c->small, m1, c->work, c->jpvt);
         if (!(cond <= SCHUR_COND_LIMIT) ||
             !(cond_mass * cond <= SCHUR_MARGIN / (c->rank_tol * c->rank_tol)))
             return 0;
@@ -478,8 +460,7 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
 /* Condition bound of M from its Cholesky factor (see full_rank_certain). */
 static double mass_condition(cdyn_constraint *c)
 {
-    double anorm = symmetric_norm1(c->n, c->mass, c->n, c->vec_n2);
-    return cdyn__spd_cond(c->n, c->chol, c->n, anorm, c->work, c->jpvt);
+    return cdyn__spd_cond(c->n, c->mass, c->n, c->chol, c->n, c->work, c->jpvt);
 }
 
 /* w = L^{-1} Q into c->vec_n and r = Y^T w - s = Phi_q M^{-1} Q - s into

@@ -212,11 +212,34 @@ int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, 
     return info;
 }
 
-double cdyn__spd_cond(int n, const double *L, int ldl, double anorm, double *work, int *iwork)
+/* 1-norm of the symmetric n x n matrix whose lower triangle is stored, in
+ * one pass down the columns (column sums in sums, n). */
+static double symmetric_norm1(int n, const double *A, int lda, double *sums)
+{
+    for (int j = 0; j < n; ++j) sums[j] = 0.0;
+    for (int j = 0; j < n; ++j) {
+        const double *col = A + (size_t)j * lda;
+        double below = 0.0;
+        for (int i = j + 1; i < n; ++i) {
+            double v = fabs(col[i]);
+            below += v;   /* A(i, j), column j */
+            sums[i] += v; /* A(j, i), column i */
+        }
+        sums[j] += fabs(col[j]) + below;
+    }
+    double best = 0.0;
+    for (int j = 0; j < n; ++j)
+        if (!(sums[j] <= best)) best = sums[j]; /* NaN or Inf propagates */
+    return best;
+}
+
+double cdyn__spd_cond(int n, const double *A, int lda, const double *L, int ldl, double *work,
+                      int *iwork)
 {
     if (n <= CDYN__SMALL) return cdyn__small_spd_cond(n, L, ldl, work);
+    double anorm = symmetric_norm1(n, A, lda, work), rcond = 0.0;
+    if (!(anorm < INFINITY)) return INFINITY;
     int info = 0;
-    double rcond = 0.0;
     dpocon_("L", &n, L, &ldl, &anorm, &rcond, work, iwork, &info, 1);
     return info == 0 && rcond > 0.0 ? 1.0 / rcond : INFINITY;
 }

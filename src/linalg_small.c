@@ -83,19 +83,41 @@ static void reciprocal_diagonal(int dim, const double *T, size_t step, double *i
 
 /* Solve T x = alpha x in place for the dim x dim triangle T(i, j) =
  * T[i*tr + j*tc] (lower or upper; inv = reciprocal diagonal, NULL for a unit
- * diagonal); x has stride incx. */
+ * diagonal); x has stride incx. When the columns of T are contiguous the
+ * column (axpy) form runs, otherwise the row (dot) form: both walk memory
+ * in order. */
 static void triangular_solve(int dim, const double *T, size_t tr, size_t tc, int lower,
                              const double *inv, double alpha, double *x, size_t incx)
 {
+    if (alpha != 1.0)
+        for (int i = 0; i < dim; ++i) x[i * incx] *= alpha;
+    if (tr == 1 && incx == 1) {
+        if (lower) {
+            for (int l = 0; l < dim; ++l) {
+                const double *col = T + l * tc;
+                double xl = inv ? x[l] * inv[l] : x[l];
+                x[l] = xl;
+                for (int i = l + 1; i < dim; ++i) x[i] -= col[i] * xl;
+            }
+        } else {
+            for (int l = dim - 1; l >= 0; --l) {
+                const double *col = T + l * tc;
+                double xl = inv ? x[l] * inv[l] : x[l];
+                x[l] = xl;
+                for (int i = 0; i < l; ++i) x[i] -= col[i] * xl;
+            }
+        }
+        return;
+    }
     if (lower) {
         for (int i = 0; i < dim; ++i) {
-            double sum = alpha * x[i * incx];
+            double sum = x[i * incx];
             for (int l = 0; l < i; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
             x[i * incx] = inv ? sum * inv[i] : sum;
         }
     } else {
         for (int i = dim - 1; i >= 0; --i) {
-            double sum = alpha * x[i * incx];
+            double sum = x[i * incx];
             for (int l = i + 1; l < dim; ++l) sum -= T[i * tr + l * tc] * x[l * incx];
             x[i * incx] = inv ? sum * inv[i] : sum;
         }
@@ -127,17 +149,18 @@ void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n
 
 int cdyn__small_potrf(int n, double *A, int lda)
 {
+    /* right-looking: scale column j, then update the trailing lower
+     * triangle column by column (contiguous inner loops) */
     for (int j = 0; j < n; ++j) {
         double *col = A + (size_t)j * lda;
         double d = col[j];
-        for (int l = 0; l < j; ++l) d -= A[j + (size_t)l * lda] * A[j + (size_t)l * lda];
         if (!(d > 0.0)) return j + 1; /* also catches NaN */
         double ljj = sqrt(d), scale = 1.0 / ljj;
         col[j] = ljj;
-        for (int i = j + 1; i < n; ++i) {
-            double s = col[i];
-            for (int l = 0; l < j; ++l) s -= A[i + (size_t)l * lda] * A[j + (size_t)l * lda];
-            col[i] = s * scale;
+        for (int i = j + 1; i < n; ++i) col[i] *= scale;
+        for (int k = j + 1; k < n; ++k) {
+            double *ck = A + (size_t)k * lda, lkj = col[k];
+            for (int i = k; i < n; ++i) ck[i] -= col[i] * lkj;
         }
     }
     return 0;
@@ -157,18 +180,18 @@ void cdyn__small_potrs(int n, int nrhs, const double *L, int ldl, double *B, int
 double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work)
 {
     /* cond_2(A) <= tr(A) tr(A^{-1}) = ||L||_F^2 ||L^{-1}||_F^2 (both traces
-     * bound the extreme eigenvalues); column j of L^{-1} by forward
-     * substitution from row j on */
+     * bound the extreme eigenvalues); column j of L^{-1} is zero above row
+     * j and solves the trailing triangle against e_1 */
     double tr = 0.0, tr_inv = 0.0, inv[CDYN__SMALL];
     reciprocal_diagonal(n, L, (size_t)ldl + 1, inv);
     for (int j = 0; j < n; ++j) {
-        for (int i = j; i < n; ++i) tr += L[i + (size_t)j * ldl] * L[i + (size_t)j * ldl];
-        for (int i = j; i < n; ++i) {
-            double sum = i == j ? 1.0 : 0.0;
-            for (int l = j; l < i; ++l) sum -= L[i + (size_t)l * ldl] * work[l];
-            work[i] = sum * inv[i];
-            tr_inv += work[i] * work[i];
+        const double *corner = L + j + (size_t)j * ldl;
+        for (int i = 0; i < n - j; ++i) {
+            tr += corner[i] * corner[i];
+            work[i] = i == 0 ? 1.0 : 0.0;
         }
+        triangular_solve(n - j, corner, 1, (size_t)ldl, 1, inv + j, 1.0, work, 1);
+        for (int i = 0; i < n - j; ++i) tr_inv += work[i] * work[i];
     }
     double cond = tr * tr_inv;
     return cond == cond ? cond : INFINITY; /* NaN (a zero pivot) counts as singular */

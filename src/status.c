@@ -61,6 +61,9 @@ static int column_has_nonfinite(int rows, const double *a)
 
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
 {
+    if (ld == rows && cols > 1) { /* contiguous: one scan, then the index */
+        if (!column_has_nonfinite(rows * cols, A)) return -1;
+    }
     for (int j = 0; j < cols; ++j) {
         const double *a = A + (size_t)j * ld;
         if (!column_has_nonfinite(rows, a)) continue;
