@@ -32,6 +32,10 @@
  * fails (other than those counted in B), or if cdyn and the baseline
  * disagree on v'.
  *
+ * The machine description (uname, CPU, compiler, cdyn version, the BLAS and
+ * LAPACK shared objects actually loaded) heads the output and, as '#'
+ * comment lines, the CSV.
+ *
  * usage: bench_dae [--quick] [--csv FILE]
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
@@ -962,12 +966,15 @@ int main(int argc, char **argv)
     if (csv_path) {
         csv_out = fopen(csv_path, "w");
         if (!csv_out) die("cannot open the CSV file", csv_path);
+        fprintf(csv_out, "# cdyn bench_dae (%s mode)\n", quick ? "quick" : "full");
+        bu_print_machine(csv_out, "# ");
         fprintf(csv_out, "section,case,n,q,path,median_s,min_s,max_s,iterations,svd_steps,"
                          "ratio,cost_units,note\n");
     }
     printf("cdyn %s index-1 DAE benchmark (%s mode): time per call, median [min, max] over "
            "%d samples\n",
            cdyn_version(), quick ? "quick" : "full", samples);
+    bu_print_machine(stdout, "  ");
     printf("iters, svd: mean Newton iterations and SVD-path steps per call\n");
 
     /* models: valve open, valve closed, random n = 10, 30, 100 */

@@ -6,6 +6,12 @@
  * over repeated samples, and the ratio of each cdyn path to the dgesv
  * baseline measured in the same run. Not a pass/fail test.
  *
+ * The machine description (uname, CPU, compiler, cdyn version, the BLAS and
+ * LAPACK shared objects actually loaded) heads the output and, as '#'
+ * comment lines, the CSV. Before timing, both cdyn paths are checked
+ * against the baseline's solution; the exit status is non-zero only if a
+ * call fails or they differ by more than 1e-6 relative (a bug).
+ *
  * usage: bench_nullspace [--quick] [--csv FILE]
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
@@ -14,6 +20,7 @@
 #include "bench_util.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,15 +42,33 @@ static void kkt_dgesv(problem *p)
                       p->ipiv, p->rhs);
 }
 
+static long g_failures = 0; /* non-OK statuses of the cdyn calls */
+
 static void cdyn_solve(problem *p)
 {
-    cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda);
+    if (cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda) != CDYN_OK)
+        ++g_failures;
 }
 
 static void cdyn_update_solve(problem *p)
 {
-    cdyn_nullspace_update(p->ns, p->W, p->m, NULL);
-    cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda);
+    if (cdyn_nullspace_update(p->ns, p->W, p->m, NULL) != CDYN_OK ||
+        cdyn_nullspace_solve(p->ns, p->M, p->n, p->F, p->c, p->vdot, p->lambda) != CDYN_OK)
+        ++g_failures;
+}
+
+/* Largest relative difference of (v', lambda) of a cdyn path from the
+ * baseline's solution in p->rhs. */
+static double difference(problem *p, void (*fn)(problem *))
+{
+    int n = p->n, m = p->m;
+    fn(p);
+    double sv = tu_vec_max_abs(n, p->rhs), sl = tu_vec_max_abs(m, p->rhs + n), worst = 0.0;
+    if (!(sv > 0.0)) sv = 1.0;
+    if (!(sl > 0.0)) sl = 1.0;
+    for (int i = 0; i < n; ++i) worst = fmax(worst, fabs(p->vdot[i] - p->rhs[i]) / sv);
+    for (int i = 0; i < m; ++i) worst = fmax(worst, fabs(p->lambda[i] - p->rhs[n + i]) / sl);
+    return worst;
 }
 
 typedef struct { double median, min, max; } timing;
@@ -73,9 +98,19 @@ int main(int argc, char **argv)
     const int sizes[] = {3, 6, 12, 30, 100, 300};
     const int samples = quick ? 3 : 15;
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
-    if (csv) fprintf(csv, "n,m,path,median_s,min_s,max_s,ratio_to_dgesv\n");
+    if (csv_path && !csv) {
+        fprintf(stderr, "cannot open %s\n", csv_path);
+        return EXIT_FAILURE;
+    }
+    if (csv) {
+        fprintf(csv, "# cdyn bench_nullspace (%s mode)\n", quick ? "quick" : "full");
+        bu_print_machine(csv, "# ");
+        fprintf(csv, "n,m,path,median_s,min_s,max_s,ratio_to_dgesv\n");
+    }
+    int bugs = 0;
     printf("cdyn %s null-space benchmark (%s mode): time per call, median [min, max]\n",
            cdyn_version(), quick ? "quick" : "full");
+    bu_print_machine(stdout, "  ");
     printf("%5s %4s  %-22s %12s %12s %12s %8s\n", "n", "m", "path", "median [us]", "min",
            "max", "ratio");
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
@@ -104,6 +139,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "setup failed at n = %d\n", n);
             return EXIT_FAILURE;
         }
+        kkt_dgesv(&p);
+        double d1 = difference(&p, cdyn_solve), d2 = difference(&p, cdyn_update_solve);
+        if (!(fmax(d1, d2) <= 1e-6)) {
+            fprintf(stderr, "BUG: n = %d: cdyn differs from the dgesv baseline by %.3e, %.3e\n",
+                    n, d1, d2);
+            ++bugs;
+        }
         /* repetitions so one sample lasts about 2 ms (0.2 ms in quick mode) */
         double t0 = now_seconds();
         kkt_dgesv(&p);
@@ -131,5 +173,10 @@ int main(int argc, char **argv)
         free(p.kkt); free(p.rhs); free(p.bottom); free(p.ipiv);
     }
     if (csv) fclose(csv);
+    if (g_failures || bugs) {
+        fprintf(stderr, "bench_nullspace: %ld failed calls, %d disagreements > 1e-6: a bug\n",
+                g_failures, bugs);
+        return EXIT_FAILURE;
+    }
     return EXIT_SUCCESS;
 }
