@@ -112,9 +112,12 @@ CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, i
 
 /**
  * Lagrange multipliers (KKT, T4.4, stabilized by s): M = L L^T (Cholesky),
- * Y = L^{-1} Phi_q^T with a pivoted QR Y P = Q_Y R_Y, then
- * (R_Y^T R_Y) P^T lambda = P^T (Phi_q M^{-1} Q - s) and
- * q'' = M^{-1} (Q - Phi_q^T lambda) — no bordered LU.
+ * Y = L^{-1} Phi_q^T, A = Y^T Y, A lambda = Phi_q M^{-1} Q - s and
+ * q'' = M^{-1} (Q - Phi_q^T lambda) — no bordered LU. A is factored by
+ * Cholesky when the full rank of Phi_q is certain (cond(M) cond(A) <=
+ * 1e-4 / rank_tol^2) and cond(A) <= 1e6; otherwise (near a singular pose)
+ * the rank of Phi_q is decided by a pivoted QR of Phi_q^T and A is used
+ * through a pivoted QR of Y, never formed (docs/theory.md, T4.4).
  * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when M is not SPD or Phi_q
  * is rank deficient (facts recorded); CDYN_ERR_ARG before a load.
  */
@@ -123,9 +126,12 @@ CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, d
 /**
  * Reactions with their own coefficient matrix C (m x n, ldc >= max(1, m);
  * T4.3): M q'' + C^T f = Q, Phi_q q'' = s, so (Phi_q M^{-1} C^T) f =
- * Phi_q M^{-1} Q - s (LU). qdd (n), f (m) out. CDYN_ERR_SINGULAR when M is
- * not SPD or Phi_q M^{-1} C^T is numerically singular (reciprocal condition
- * below m * machine epsilon).
+ * Phi_q M^{-1} Q - s: the m x m product by LU when the rank of Phi_q is
+ * certain (as in lagrange) and its condition is <= 1e6, otherwise through
+ * the pivoted QR of L^{-1} Phi_q^T without forming it. qdd (n), f (m) out.
+ * CDYN_ERR_SINGULAR when M is not SPD, Phi_q is rank deficient (facts
+ * recorded) or Phi_q M^{-1} C^T is numerically singular (reciprocal
+ * condition below m * machine epsilon).
  */
 CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc,
                                                double *qdd, double *f);
