@@ -27,10 +27,25 @@
  *     (pivoted QR path) and a rank-deficient one (SVD path), and one dgesv;
  *  D. a valve run through one closure (RK4, dt = 1 ms, t in [0, 1] s, as in
  *     the example): Newton steps per path and the estimated share of Newton
- *     step time spent on SVD steps, from the step costs of C.
+ *     step time spent on SVD steps, from the step costs of C;
+ *  E. what each cached factorization of the DAE path saves (performance
+ *     issue: factorizations that do not change between calls are cached),
+ *     same models and y sequence as A, the three paths timed in turn:
+ *     cdyn_dae_rhs with the split of one cdyn_dae_split call and the SVD of
+ *     the constant M from set_mass (everything cached), against
+ *     (a) cdyn_dae_split + cdyn_dae_rhs every call (the index analysis and
+ *         pivoted QR of dG0/dv re-done: a library without caching), split
+ *         at the current state (last consistent v_a, the new v_i), and
+ *     (b) the same constant M given through cdyn_dae_set_mass_fn, so that
+ *         every call refactors it (SVD of M at t and t +- h, Procrustes
+ *         alignment of beta: beta' comes out exactly 0 here).
+ *     The valve only with the valve open (at a closed valve cdyn_dae_split
+ *     refuses to re-plan: the analysis finds no index <= 5). Before timing, the
+ *     three paths run the same 8 y values from the same state and must
+ *     agree on y' and v' to 1e-10 relative (printed).
  * Not a pass/fail test; the process fails only if a setup or a cdyn call
- * fails (other than those counted in B), or if cdyn and the baseline
- * disagree on v'.
+ * fails (other than those counted in B), if cdyn and the baseline disagree
+ * on v', or if the cached and uncached paths of E disagree.
  *
  * The machine description (uname, CPU, compiler, cdyn version, the BLAS and
  * LAPACK shared objects actually loaded) heads the output and, as '#'
@@ -900,6 +915,216 @@ static run_result valve_run(model *m, long *svd_rate_solves)
     return res;
 }
 
+/* ---- section E: what the cached factorizations save ------------------------ */
+
+/* The constant M of a model through the M(t) callback interface. */
+static int constant_mass_fn(double t, double *M, int ldm, void *user)
+{
+    const model *m = user;
+    (void)t;
+    for (int j = 0; j < m->n; ++j)
+        memcpy(M + (size_t)j * ldm, m->M + (size_t)j * m->n, sizeof(double) * (size_t)m->n);
+    return 0;
+}
+
+/* As model_dae, with M by callback (set_mass_fn at t_split). */
+static cdyn_dae *model_dae_mass_fn(model *m, int *integrated)
+{
+    cdyn_status st;
+    cdyn_dae *dae = cdyn_dae_create(m->n, &st);
+    if (!dae) die("cdyn_dae_create", cdyn_status_string(st));
+    check_dae(cdyn_dae_set_mass_fn(dae, constant_mass_fn, m, m->t_split), dae,
+              "cdyn_dae_set_mass_fn", m->name);
+    if (cdyn_dae_rank(dae) != m->r) die("unexpected rank of M(t)", m->name);
+    check_dae(cdyn_dae_set_functions(dae, m->force, m->jacobian, m->time_derivative, m->user),
+              dae, "cdyn_dae_set_functions", m->name);
+    cdyn_newton *nt = cdyn_dae_newton(dae);
+    if (!nt) die("cdyn_dae_newton returned NULL", m->name);
+    apply_newton_settings(m, nt);
+    check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
+    check_dae(cdyn_dae_states(dae, integrated, NULL), dae, "cdyn_dae_states", m->name);
+    check_dae(cdyn_dae_consistent(dae, m->t, m->v0), dae, "cdyn_dae_consistent", m->name);
+    return dae;
+}
+
+/* cdyn_dae_rhs, optionally re-planned (cdyn_dae_split first) every call */
+typedef struct {
+    rhs_ctx rc;
+    int replan;
+    double *v_plan;     /* n: where the re-plan splits (current state) */
+    const char *call;   /* the call that failed */
+} cache_ctx;
+
+static int run_cache_rhs(void *p)
+{
+    cache_ctx *c = p;
+    rhs_ctx *rc = &c->rc;
+    const model *m = rc->m;
+    if (!c->replan) {
+        c->call = "cdyn_dae_rhs";
+        return run_cdyn_rhs(rc);
+    }
+    perturbed_y(rc);
+    for (int j = 0; j < m->r; ++j) {
+        rc->ycdyn[j] = rc->y[rc->integrated[j]];
+        c->v_plan[rc->integrated[j]] = rc->ycdyn[j];
+    }
+    c->call = "cdyn_dae_split";
+    rc->status = cdyn_dae_split(rc->dae, m->t, c->v_plan);
+    if (rc->status != CDYN_OK) return 1;
+    c->call = "cdyn_dae_rhs";
+    rc->status = cdyn_dae_rhs(rc->dae, m->t, rc->ycdyn, rc->ydot);
+    if (rc->status != CDYN_OK) return 1;
+    c->call = "cdyn_dae_state";
+    rc->status = cdyn_dae_state(rc->dae, c->v_plan, NULL); /* next plan point */
+    if (rc->status != CDYN_OK) return 1;
+    cdyn_newton_report rep;
+    cdyn_newton_get_report(cdyn_dae_newton(rc->dae), &rep);
+    rc->iterations += rep.iterations;
+    rc->svd_steps += rep.svd_steps;
+    return 0;
+}
+
+static void cache_ctx_init(cache_ctx *c, const model *m, cdyn_dae *dae, int replan,
+                           const int *integrated)
+{
+    rhs_ctx_init(&c->rc, m, dae, NULL, 0, integrated);
+    c->replan = replan;
+    c->call = "cdyn_dae_rhs";
+    c->v_plan = malloc(sizeof(double) * (size_t)m->n);
+    if (!c->v_plan) die("out of memory", NULL);
+    memcpy(c->v_plan, m->v0, sizeof(double) * (size_t)m->n);
+}
+
+static void cache_ctx_free(cache_ctx *c)
+{
+    rhs_ctx_free(&c->rc);
+    free(c->v_plan);
+}
+
+static void cache_check(cache_ctx *c, const char *name)
+{
+    check_dae(c->rc.status, c->rc.dae, c->call, name);
+    die("a timed call failed", name); /* status OK yet failed: not expected */
+}
+
+/* max |a - b| / max |b| over y' (r) and over v, v' (n each) */
+static double rel_diff(int len, const double *a, const double *b)
+{
+    double diff = 0.0, scale = 0.0;
+    for (int k = 0; k < len; ++k) {
+        diff = fmax(diff, fabs(a[k] - b[k]));
+        scale = fmax(scale, fabs(b[k]));
+    }
+    return diff / (scale > 0.0 ? scale : 1.0);
+}
+
+/* Same y values from the same state through the cached path c[0] and the
+ * uncached ones c[1], c[2]: largest relative difference of each from c[0]
+ * (y', v, v'), in diff[1], diff[2]. The paths stay in step (same calls). */
+static void cache_agreement(cache_ctx *c, double *diff)
+{
+    const model *m = c[0].rc.m;
+    int n = m->n, r = m->r;
+    double *ref = malloc(sizeof(double) * (size_t)(r + 2 * n));
+    double *got = malloc(sizeof(double) * (size_t)(r + 2 * n));
+    if (!ref || !got) die("out of memory", NULL);
+    diff[0] = diff[1] = diff[2] = 0.0;
+    for (int call = 0; call < 8; ++call)
+        for (int k = 0; k < 3; ++k) {
+            double *out = k ? got : ref;
+            if (run_cache_rhs(&c[k]) != 0) cache_check(&c[k], m->name);
+            memcpy(out, c[k].rc.ydot, sizeof(double) * (size_t)r);
+            check_dae(cdyn_dae_state(c[k].rc.dae, out + r, out + r + n), c[k].rc.dae,
+                      "cdyn_dae_state", m->name);
+            if (k) {
+                diff[k] = fmax(diff[k], rel_diff(r, got, ref));
+                diff[k] = fmax(diff[k], rel_diff(n, got + r, ref + r));
+                diff[k] = fmax(diff[k], rel_diff(n, got + r + n, ref + r + n));
+            }
+        }
+    /* the re-planned split must still be the cached one */
+    int *integrated = malloc(sizeof(int) * (size_t)r);
+    if (!integrated) die("out of memory", NULL);
+    check_dae(cdyn_dae_states(c[1].rc.dae, integrated, NULL), c[1].rc.dae, "cdyn_dae_states",
+              m->name);
+    if (memcmp(integrated, c[0].rc.integrated, sizeof(int) * (size_t)r) != 0)
+        die("the re-planned split differs from the cached one", m->name);
+    free(integrated);
+    free(ref);
+    free(got);
+    for (int k = 0; k < 3; ++k) c[k].rc.calls = c[k].rc.iterations = c[k].rc.svd_steps = 0;
+}
+
+static int g_cache_bugs; /* cached and uncached paths of E disagree */
+
+static void bench_cache(model *m, int samples, double target)
+{
+    int n = m->n, r = m->r, q = m->q;
+    int *integrated = malloc(sizeof(int) * (size_t)r);
+    int *integrated_fn = malloc(sizeof(int) * (size_t)r);
+    double *v_start = malloc(sizeof(double) * (size_t)n);
+    if (!integrated || !integrated_fn || !v_start) die("out of memory", NULL);
+    memcpy(v_start, m->v0, sizeof(double) * (size_t)n);
+    cdyn_dae *dae_cached = model_dae(m, integrated);
+    memcpy(m->v0, v_start, sizeof(double) * (size_t)n);
+    cdyn_dae *dae_replan = model_dae(m, integrated_fn);
+    if (memcmp(integrated, integrated_fn, sizeof(int) * (size_t)r) != 0)
+        die("two splits of the same model differ", m->name);
+    memcpy(m->v0, v_start, sizeof(double) * (size_t)n);
+    cdyn_dae *dae_mass_fn = model_dae_mass_fn(m, integrated_fn);
+    if (memcmp(integrated, integrated_fn, sizeof(int) * (size_t)r) != 0)
+        die("the split with M by callback differs", m->name);
+    memcpy(m->v0, v_start, sizeof(double) * (size_t)n);
+
+    cache_ctx c[3];
+    cache_ctx_init(&c[0], m, dae_cached, 0, integrated);
+    cache_ctx_init(&c[1], m, dae_replan, 1, integrated);
+    cache_ctx_init(&c[2], m, dae_mass_fn, 0, integrated);
+    double diff[3];
+    cache_agreement(c, diff);
+
+    bench_path p[3] = {{run_cache_rhs, &c[0], 0, 0, {0, 0, 0}},
+                       {run_cache_rhs, &c[1], 0, 0, {0, 0, 0}},
+                       {run_cache_rhs, &c[2], 0, 0, {0, 0, 0}}};
+    measure_paths(p, 3, samples, target);
+    for (int k = 0; k < 3; ++k)
+        if (p[k].code) cache_check(&c[k], m->name);
+
+    static const char *paths[3] = {"rhs: split + SVD(M) cached", "(a) split+rhs every call",
+                                   "(b) rhs, M by M(t) callback"};
+    static const char *what[3] = {"", "cached split saves %.1f%% of a per-call re-plan at n = %d "
+                                      "(%s); rel. diff %.1e",
+                                  "cached SVD of M saves %.1f%% of a per-call mass "
+                                  "factorization at n = %d (%s); rel. diff %.1e"};
+    double cached = p[0].t.median;
+    for (int k = 0; k < 3; ++k) {
+        const rhs_ctx *rc = &c[k].rc;
+        char note[160];
+        if (k) {
+            double saving = 100.0 * (1.0 - cached / p[k].t.median);
+            snprintf(note, sizeof note, what[k], saving, n, m->name, diff[k]);
+        }
+        print_row("cache", m->name, n, q, paths[k], &p[k].t,
+                  (double)rc->iterations / (double)rc->calls,
+                  (double)rc->svd_steps / (double)rc->calls, p[k].t.median / cached, -1,
+                  k ? note : NULL);
+        if (k && !(diff[k] <= 1e-10)) {
+            fprintf(stderr,
+                    "bench_dae: BUG: %s, n = %d: %s and the cached path differ by %.3e\n",
+                    m->name, n, paths[k], diff[k]);
+            ++g_cache_bugs;
+        }
+    }
+    for (int k = 0; k < 3; ++k) cache_ctx_free(&c[k]);
+    cdyn_dae_free(dae_cached);
+    cdyn_dae_free(dae_replan);
+    cdyn_dae_free(dae_mass_fn);
+    free(integrated);
+    free(integrated_fn);
+    free(v_start);
+}
+
 /* ---- the models --------------------------------------------------------- */
 
 /* Valve network at t (open: 0.1 s; closed: 0.45 s), Newton settings of the
@@ -1063,7 +1288,19 @@ int main(int argc, char **argv)
         fprintf(csv_out, "run,valve run,4,3,rhs_mean,%.9e,,,%.3f,,,,\n",
                 run.seconds / (double)run.rhs_calls,
                 (double)run.iterations / (double)run.rhs_calls);
-        fclose(csv_out);
+    }
+
+    print_header("E. cached factorizations: cdyn_dae_rhs with the split and SVD(M) cached vs "
+                 "(a) cdyn_dae_split + cdyn_dae_rhs every call, (b) the same constant M "
+                 "through the M(t) callback (SVD of M at t, t +- h every call); ratio to the "
+                 "cached path");
+    bench_cache(&models[0], samples, target); /* valve open (closed: split refuses, no index <= 5) */
+    for (int k = 2; k < NMODELS; ++k) bench_cache(&models[k], samples, target);
+    if (csv_out) fclose(csv_out);
+    if (g_cache_bugs) {
+        fprintf(stderr, "bench_dae: %d cached/uncached disagreements > 1e-10: a bug\n",
+                g_cache_bugs);
+        return EXIT_FAILURE;
     }
 
     model_free(&run_model);
