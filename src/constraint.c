@@ -32,13 +32,13 @@ struct cdyn_constraint {
     int *redundant;         /* m */
     /* workspace */
     double *chol;           /* n x n */
-    double *y;              /* n x m, L^{-1} Phi_q^T (or C^T) */
-    double *y2;             /* n x m */
+    double *y;              /* m x n (ld m1), X = Phi_q L^{-T} = Y^T */
+    double *y2;             /* m x n (ld m1), C L^{-T} */
     double *qr;             /* max(n, m) x max(n, m) */
     double *tau;            /* max(n, m) */
     int *jpvt;              /* max(n, m) */
     double *sv;             /* min(n, m) */
-    double *vt_svd;         /* k x max(n, m) */
+    double *u_svd;          /* m1 x k, left singular vectors of X */
     double *small;          /* m x m */
     int *ipiv;              /* m */
     int *iwork;             /* m */
@@ -70,7 +70,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->rank = -1;
     c->sigma_min = -1.0;
     int lwork = cdyn__max(cdyn__geqp3_lwork(n, m1), cdyn__geqp3_lwork(m1, n));
-    lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'S', n, m1)); /* pseudo-inverse */
+    lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('S', 'N', m1, n)); /* pseudo-inverse */
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('R', 'N', m1, n, k));   /* reactions */
     lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'N', m1, n)); /* sigma_min */
     lwork = cdyn__max(lwork, 4 * m1);
     c->lwork = lwork;
@@ -92,7 +93,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->tau = malloc(sizeof(double) * (size_t)big);
     c->jpvt = malloc(sizeof(int) * (size_t)big);
     c->sv = malloc(sizeof(double) * (size_t)k);
-    c->vt_svd = malloc(sizeof(double) * (size_t)k * big);
+    c->u_svd = malloc(sizeof(double) * (size_t)m1 * k);
     c->small = malloc(sizeof(double) * mm);
     c->ipiv = malloc(sizeof(int) * (size_t)m1);
     c->iwork = malloc(sizeof(int) * (size_t)m1);
@@ -103,7 +104,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     if (!c->work || !c->kd || !c->kp || !c->alpha || !c->mass || !c->force || !c->jac ||
         !c->accel_rhs || !c->gen_force || !c->multipliers || !c->redundant || !c->chol ||
         !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->vt_svd || !c->small || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
+        !c->u_svd || !c->small || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
         !c->vec_m || !c->vec_m2)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
@@ -120,7 +121,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     if (!c) return;
     double *arrays[] = {c->work,  c->kd,     c->kp,     c->alpha,  c->mass,        c->force,
                         c->jac,   c->accel_rhs, c->gen_force, c->multipliers, c->chol, c->y,
-                        c->y2,    c->qr,     c->tau,    c->sv,     c->vt_svd,
+                        c->y2,    c->qr,     c->tau,    c->sv,     c->u_svd,
                         c->small, c->vec_n,  c->vec_n2, c->vec_m,  c->vec_m2};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->redundant);
@@ -309,13 +310,24 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn)
     return CDYN_OK;
 }
 
-/* out = L^{-1} G^T for G (m x n, ld ldg): n x m. */
-static void whiten_transpose(cdyn_constraint *c, const double *G, int ldg, double *out)
+/* out = G L^{-T} (m x n, ld m1) for G (m x n, ld ldg): the transpose of
+ * Y = L^{-1} G^T, kept by rows because the right-side solve passes over L
+ * once (the left-side one streams L once per column of Y). */
+static void whiten_rows(cdyn_constraint *c, const double *G, int ldg, double *out)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    if (m == 0) return;
+    for (int j = 0; j < n; ++j)
+        memcpy(out + (size_t)j * m1, G + (size_t)j * ldg, sizeof(double) * (size_t)m);
+    cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, c->chol, n, out, m1);
+}
+
+/* The n x m matrix Y = X^T into dst (ld n), from X (m x n, ld m1). */
+static void transpose_rows(cdyn_constraint *c, const double *X, double *dst)
 {
     int n = c->n, m = c->m;
     for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) out[j + (size_t)i * n] = G[i + (size_t)j * ldg];
-    cdyn__trsm('L', 'L', 'N', 'N', n, m, 1.0, c->chol, n, out, n);
+        for (int j = 0; j < n; ++j) dst[j + (size_t)i * n] = X[i + (size_t)j * c->m1];
 }
 
 /* Intermediate results can overflow for extreme (finite) inputs; LAPACK
@@ -326,26 +338,6 @@ static cdyn_status check_overflow(cdyn_constraint *c, const char *fn, const char
     if (rows == 0 || cols == 0 || cdyn__first_nonfinite(rows, cols, A, ld) < 0) return CDYN_OK;
     return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: %s overflowed (inputs too large)", fn,
                       what);
-}
-
-/* r = Phi_q M^{-1} Q - s into c->vec_m (uses vec_n). */
-static void schur_rhs(cdyn_constraint *c)
-{
-    int n = c->n, m = c->m;
-    memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
-    cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
-    memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
-    cdyn__gemv('N', m, n, 1.0, c->jac, c->m1, c->vec_n, -1.0, c->vec_m);
-}
-
-/* q'' = M^{-1} (Q - G^T mult) into c->vec_n, with the generalized force
- * G^T mult into c->vec_n2. */
-static void accelerations(cdyn_constraint *c, const double *G, int ldg, const double *mult)
-{
-    int n = c->n, m = c->m;
-    cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->vec_n2);
-    for (int i = 0; i < n; ++i) c->vec_n[i] = c->force[i] - c->vec_n2[i];
-    cdyn__potrs(n, 1, c->chol, n, c->vec_n, n);
 }
 
 /* Rank of Phi_q (the time-free fact every rank decision uses): pivoted QR
@@ -427,7 +419,7 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 #define SCHUR_COND_LIMIT 1e6
 
 /* Is the rank decision on Phi_q certain to find full rank, with the Schur
- * complement A = Y^T Y (Y = L^{-1} Phi_q^T already in c->y) well enough
+ * complement A = Y^T Y (Y = L^{-1} Phi_q^T, its transpose X in c->y) well enough
  * conditioned to be used directly? cond(Phi_q)^2 <= cond(M) cond(A), and
  * the pivoted QR of Phi_q^T keeps every |R_kk| >= sigma_min >= |R_11| /
  * cond(Phi_q), so a bound cond(M) cond(A) <= SCHUR_MARGIN / rank_tol^2
@@ -441,7 +433,7 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
     int n = c->n, m = c->m, m1 = c->m1;
     if (m > 0) {
         /* A into c->qr (kept for the condition estimate), its factor into c->small */
-        cdyn__syrk('L', 'T', m, n, 1.0, c->y, n, 0.0, c->qr, m1);
+        cdyn__syrk('L', 'N', m, n, 1.0, c->y, m1, 0.0, c->qr, m1);
         for (int j = 0; j < m; ++j)
             memcpy(c->small + (size_t)j * m1 + j, c->qr + (size_t)j * m1 + j,
                    sizeof(double) * (size_t)(m - j));
@@ -464,23 +456,24 @@ static double mass_condition(cdyn_constraint *c)
 }
 
 /* w = L^{-1} Q into c->vec_n and r = Y^T w - s = Phi_q M^{-1} Q - s into
- * c->vec_m (Y = L^{-1} Phi_q^T in c->y). */
+ * c->vec_m (X = Y^T in c->y). */
 static void whitened_rhs(cdyn_constraint *c)
 {
     int n = c->n, m = c->m;
     memcpy(c->vec_n, c->force, sizeof(double) * (size_t)n);
     cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
     memcpy(c->vec_m, c->accel_rhs, sizeof(double) * (size_t)m);
-    cdyn__gemv('T', n, m, 1.0, c->y, n, c->vec_n, -1.0, c->vec_m);
+    cdyn__gemv('N', m, n, 1.0, c->y, c->m1, c->vec_n, -1.0, c->vec_m);
 }
 
-/* q'' = M^{-1} (Q - G^T mult) = L^{-T} (w - Z mult) into c->vec_n (w there
- * on entry, Z = L^{-1} G^T) and the force G^T mult into c->vec_n2. */
+/* q'' = M^{-1} (Q - G^T mult) = L^{-T} (w - Z^T mult) into c->vec_n (w
+ * there on entry, Z = G L^{-T} by rows, ld m1) and the force G^T mult into
+ * c->vec_n2. */
 static void whitened_accelerations(cdyn_constraint *c, const double *Z, const double *G,
                                    int ldg, const double *mult)
 {
     int n = c->n, m = c->m;
-    cdyn__gemv('N', n, m, -1.0, Z, n, mult, 1.0, c->vec_n);
+    cdyn__gemv('T', m, n, -1.0, Z, c->m1, mult, 1.0, c->vec_n);
     cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, c->chol, n, c->vec_n, n);
     cdyn__gemv('T', m, n, 1.0, G, ldg, mult, 0.0, c->vec_n2);
 }
@@ -493,7 +486,7 @@ static cdyn_status rank_revealing_lagrange(cdyn_constraint *c, const char *fn)
 {
     int n = c->n, m = c->m;
     if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
-    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    transpose_rows(c, c->y, c->qr);
     memset(c->jpvt, 0, sizeof(int) * (size_t)cdyn__max(m, 1));
     if (m > 0) cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
     for (int i = 0; i < m; ++i) c->vec_m2[i] = c->vec_m[c->jpvt[i] - 1];
@@ -516,8 +509,8 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     /* T4.4 by the Schur complement A = Phi_q M^{-1} Phi_q^T = Y^T Y with
      * Y = L^{-1} Phi_q^T; the rank is decided on Phi_q itself (time-free,
      * independent of M) whenever it is in doubt. */
-    whiten_transpose(c, c->jac, c->m1, c->y);
-    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
+    whiten_rows(c, c->jac, c->m1, c->y);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->y, c->m1);
     if (st) return st;
     whitened_rhs(c);
     if (full_rank_certain(c, mass_condition(c))) {
@@ -531,14 +524,14 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
 }
 
 /* T4.3 with the m x m product T = Y^T Z = Phi_q M^{-1} C^T formed (Y, Z the
- * whitened Phi_q^T, C^T in c->y, c->y2) and solved by LU, when T is well
+ * whitened Phi_q^T, C^T, kept by rows in c->y, c->y2) and solved by LU, when T is well
  * conditioned (SCHUR_COND_LIMIT). r in c->vec_m becomes f; 0 (vec_m
  * untouched) sends the caller to the rank-revealing path. */
 static int reactions_by_product(cdyn_constraint *c)
 {
     int n = c->n, m = c->m, m1 = c->m1;
     if (m == 0) return 1;
-    cdyn__gemm('T', 'N', m, m, n, 1.0, c->y, n, c->y2, n, 0.0, c->qr, m1);
+    cdyn__gemm('N', 'T', m, m, n, 1.0, c->y, m1, c->y2, m1, 0.0, c->qr, m1);
     double anorm = cdyn__norm1(m, m, c->qr, m1), rcond = 0.0;
     if (!(anorm < INFINITY) || cdyn__getrf(m, c->qr, m1, c->ipiv) != 0) return 0;
     cdyn__gecon(m, c->qr, m1, anorm, &rcond, c->work, c->iwork);
@@ -549,18 +542,20 @@ static int reactions_by_product(cdyn_constraint *c)
 
 /* T4.3 without forming a product whose condition is squared: with Y =
  * Q_Y R P^T (pivoted QR) the matrix is P R^T T', T' = (Q_Y^T Z) restricted
- * to its first m rows: solve R^T z = P^T r, then T' f = z by LU. The rank
- * of Phi_q is decided first. r in c->vec_m becomes f (c->y2 is clobbered). */
+ * to its first m rows (the first m columns of Z^T Q_Y = Z Q_Y by rows):
+ * solve R^T z = P^T r, then T' f = z by LU. The rank of Phi_q is decided
+ * first. r in c->vec_m becomes f (c->y2 is clobbered). */
 static cdyn_status rank_revealing_reactions(cdyn_constraint *c, const char *fn)
 {
     int n = c->n, m = c->m;
     if (rank_of_jacobian(c) < m) return rank_loss(c, fn);
-    memcpy(c->qr, c->y, sizeof(double) * (size_t)n * m);
+    transpose_rows(c, c->y, c->qr);
     memset(c->jpvt, 0, sizeof(int) * (size_t)c->m1);
     cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
-    cdyn__ormqr('L', 'T', n, m, m, c->qr, n, c->tau, c->y2, n, c->work, c->lwork);
-    for (int j = 0; j < m; ++j)
-        memcpy(c->small + (size_t)j * c->m1, c->y2 + (size_t)j * n, sizeof(double) * (size_t)m);
+    cdyn__ormqr('R', 'N', m, n, m, c->qr, n, c->tau, c->y2, c->m1, c->work, c->lwork);
+    for (int j = 0; j < m; ++j) /* T'(i, j) = (Z Q_Y)(j, i) */
+        for (int i = 0; i < m; ++i)
+            c->small[i + (size_t)j * c->m1] = c->y2[j + (size_t)i * c->m1];
     double anorm = cdyn__norm1(m, m, c->small, c->m1), rcond = 1.0;
     int info = m > 0 ? cdyn__getrf(m, c->small, c->m1, c->ipiv) : 0;
     if (info == 0 && m > 0) cdyn__gecon(m, c->small, c->m1, anorm, &rcond, c->work, c->iwork);
@@ -596,16 +591,16 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     if (st) return st;
     /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s = r, with Y = L^{-1}
      * Phi_q^T and Z = L^{-1} C^T: (Y^T Z) f = r. */
-    whiten_transpose(c, c->jac, c->m1, c->y);
-    whiten_transpose(c, C, ldc, c->y2);
-    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
-    if (!st) st = check_overflow(c, fn, "L^-1 C^T", n, m, c->y2, n);
+    whiten_rows(c, c->jac, c->m1, c->y);
+    whiten_rows(c, C, ldc, c->y2);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->y, c->m1);
+    if (!st) st = check_overflow(c, fn, "L^-1 C^T", m, n, c->y2, c->m1);
     if (st) return st;
     whitened_rhs(c);
     if (!full_rank_certain(c, mass_condition(c)) || !reactions_by_product(c)) {
         st = rank_revealing_reactions(c, fn);
         if (st) return st;
-        whiten_transpose(c, C, ldc, c->y2); /* Z again (the QR path used it) */
+        whiten_rows(c, C, ldc, c->y2); /* Z again (the QR path used it) */
     }
     whitened_accelerations(c, c->y2, C, ldc, c->vec_m);
     return commit(c, fn, c->vec_m, qdd, f);
@@ -615,7 +610,7 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
 {
     if (!c) return CDYN_ERR_ARG;
     const char *fn = "cdyn_constraint_pseudoinverse";
-    int n = c->n, m = c->m, k = c->k;
+    int n = c->n, m = c->m;
     cdyn_status st = check_loaded(c, fn);
     if (!st && (!qdd || (m > 0 && !lambda)))
         st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : "lambda");
@@ -623,26 +618,25 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     if (st) return st;
     int rank = rank_of_jacobian(c);
     record_smallest_singular_value(c);
-    /* T4.7: Y = L^{-1} Phi_q^T = U S V^T, A = Y^T Y = V S^2 V^T,
-     * lambda = V_r S_r^{-2} V_r^T r (minimum norm), r = rank Phi_q = rank Y */
-    whiten_transpose(c, c->jac, c->m1, c->y);
-    st = check_overflow(c, fn, "L^-1 Phi_q^T", n, m, c->y, n);
+    /* T4.7: Y = L^{-1} Phi_q^T = V S U^T (the SVD of its transpose X = U S
+     * V^T), A = Y^T Y = U S^2 U^T, lambda = U_r S_r^{-2} U_r^T r (minimum
+     * norm), r = rank Phi_q = rank Y */
+    whiten_rows(c, c->jac, c->m1, c->y);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->y, c->m1);
     if (st) return st;
-    schur_rhs(c);
+    whitened_rhs(c);
     if (m > 0) {
-        /* V and S only: lambda = V S^-2 V^T r needs no U */
-        cdyn__gesvd_jobs('N', 'S', n, m, c->y, n, c->sv, NULL, 1, c->vt_svd, k, c->work,
+        double *U = c->u_svd; /* m x k, ld m1; V is not needed */
+        memcpy(c->y2, c->y, sizeof(double) * (size_t)c->m1 * n); /* the SVD destroys it */
+        cdyn__gesvd_jobs('S', 'N', m, n, c->y2, c->m1, c->sv, U, c->m1, NULL, 1, c->work,
                          c->lwork);
         int kept = rank;
         while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
-        for (int i = 0; i < kept; ++i) { /* coefficients S^-2 V^T r */
-            double s = 0.0;
-            for (int j = 0; j < m; ++j) s += c->vt_svd[i + (size_t)j * k] * c->vec_m[j];
-            c->vec_m2[i] = s / (c->sv[i] * c->sv[i]);
-        }
-        cdyn__gemv('T', kept, m, 1.0, c->vt_svd, k, c->vec_m2, 0.0, c->vec_m);
+        cdyn__gemv('T', m, kept, 1.0, U, c->m1, c->vec_m, 0.0, c->vec_m2); /* U^T r */
+        for (int i = 0; i < kept; ++i) c->vec_m2[i] /= c->sv[i] * c->sv[i];
+        cdyn__gemv('N', m, kept, 1.0, U, c->m1, c->vec_m2, 0.0, c->vec_m);
     }
-    accelerations(c, c->jac, c->m1, c->vec_m);
+    whitened_accelerations(c, c->y, c->jac, c->m1, c->vec_m);
     return commit(c, fn, c->vec_m, qdd, lambda);
 }
 
