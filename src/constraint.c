@@ -40,6 +40,7 @@ struct cdyn_constraint {
     double *sv;             /* min(n, m) */
     double *u_svd;          /* m1 x k, left singular vectors of X */
     double *small;          /* m x m */
+    double *gram;           /* m x m, Phi_q Phi_q^T */
     int *ipiv;              /* m */
     int *iwork;             /* m */
     double *vec_n, *vec_n2; /* n */
@@ -95,6 +96,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->sv = malloc(sizeof(double) * (size_t)k);
     c->u_svd = malloc(sizeof(double) * (size_t)m1 * k);
     c->small = malloc(sizeof(double) * mm);
+    c->gram = malloc(sizeof(double) * mm);
     c->ipiv = malloc(sizeof(int) * (size_t)m1);
     c->iwork = malloc(sizeof(int) * (size_t)m1);
     c->vec_n = malloc(sizeof(double) * (size_t)n);
@@ -104,7 +106,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     if (!c->work || !c->kd || !c->kp || !c->alpha || !c->mass || !c->force || !c->jac ||
         !c->accel_rhs || !c->gen_force || !c->multipliers || !c->redundant || !c->chol ||
         !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->u_svd || !c->small || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
+        !c->u_svd || !c->small || !c->gram || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
         !c->vec_m || !c->vec_m2)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
@@ -122,7 +124,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     double *arrays[] = {c->work,  c->kd,     c->kp,     c->alpha,  c->mass,        c->force,
                         c->jac,   c->accel_rhs, c->gen_force, c->multipliers, c->chol, c->y,
                         c->y2,    c->qr,     c->tau,    c->sv,     c->u_svd,
-                        c->small, c->vec_n,  c->vec_n2, c->vec_m,  c->vec_m2};
+                        c->small, c->gram,  c->vec_n,  c->vec_n2, c->vec_m,  c->vec_m2};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->redundant);
     free(c->jpvt);
@@ -411,24 +413,45 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 /* ---- formulations ----------------------------------------------------- */
 
 /* Limits of the Schur-Cholesky path: a margin between its condition bound
- * and the rank tolerance (cond(Phi_q) <= 1e-2 / rank_tol there), and the
+ * and the rank tolerance (cond(Phi_q) <= 1e-2 / rank_tol there), the
  * largest condition of the Schur complement it accepts (its q'' error grows
  * like cond(A) eps, the QR path's like sqrt(cond(A)) eps: 1e6 keeps it
- * near 1e-10 relative). */
+ * near 1e-10 relative), and the largest condition of the Gram matrix
+ * Phi_q Phi_q^T trusted as a certificate (it is formed, so its computed
+ * condition is reliable only well below 1 / eps). */
 #define SCHUR_MARGIN 1e-4
 #define SCHUR_COND_LIMIT 1e6
+#define GRAM_COND_LIMIT 1e12
+
+/* Upper bound of cond_2(Phi_q)^2 (uses c->gram): for few
+ * rows (m <= CDYN__SMALL) the condition of the Gram matrix Phi_q Phi_q^T
+ * itself (n m^2 flops; capped at GRAM_COND_LIMIT, Inf above); otherwise
+ * cond(M) cond(A) >= cond(Phi_q)^2 (since x^T A x = |L^{-1} Phi_q^T x|^2 lies
+ * between |Phi_q^T x|^2 / lambda_max(M) and / lambda_min(M)) with cond(A) =
+ * cond_schur, which costs only a condition estimate of M. */
+static double jacobian_condition_squared(cdyn_constraint *c, double cond_schur)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    if (m <= CDYN__SMALL) {
+        cdyn__syrk('L', 'N', m, n, 1.0, c->jac, m1, 0.0, c->gram, m1);
+        if (cdyn__potrf(m, c->gram, m1) != 0) return INFINITY;
+        double cond = cdyn__spd_cond(m, NULL, m1, c->gram, m1, c->work, c->jpvt);
+        return cond <= GRAM_COND_LIMIT ? cond : INFINITY;
+    }
+    double cond_mass = cdyn__spd_cond(n, c->mass, n, c->chol, n, c->work, c->jpvt);
+    return cond_mass * cond_schur;
+}
 
 /* Is the rank decision on Phi_q certain to find full rank, with the Schur
- * complement A = Y^T Y (Y = L^{-1} Phi_q^T, its transpose X in c->y) well enough
- * conditioned to be used directly? cond(Phi_q)^2 <= cond(M) cond(A), and
- * the pivoted QR of Phi_q^T keeps every |R_kk| >= sigma_min >= |R_11| /
- * cond(Phi_q), so a bound cond(M) cond(A) <= SCHUR_MARGIN / rank_tol^2
- * leaves no doubt. Forming A costs accuracy (q'' error cond(A) eps against
- * sqrt(cond(A)) eps through the QR of Y), so A must also be well
- * conditioned (SCHUR_COND_LIMIT); near a singular pose the rank-revealing
- * paths run. On 1 the Cholesky factor of A is in c->small and the rank
- * facts are recorded. */
-static int full_rank_certain(cdyn_constraint *c, double cond_mass)
+ * complement A = Y^T Y (Y = L^{-1} Phi_q^T, its transpose X in c->y) well
+ * enough conditioned to be used directly? The pivoted QR of Phi_q^T keeps
+ * every |R_kk| >= sigma_min >= |R_11| / cond(Phi_q), so a bound
+ * cond(Phi_q)^2 <= SCHUR_MARGIN / rank_tol^2 leaves no doubt. Forming A
+ * costs accuracy (q'' error cond(A) eps against sqrt(cond(A)) eps through
+ * the QR of Y), so A must also be well conditioned (SCHUR_COND_LIMIT); near
+ * a singular pose the rank-revealing paths run. On 1 the Cholesky factor of
+ * A is in c->small and the rank facts are recorded. */
+static int full_rank_certain(cdyn_constraint *c)
 {
     int n = c->n, m = c->m, m1 = c->m1;
     if (m > 0) {
@@ -440,19 +463,14 @@ static int full_rank_certain(cdyn_constraint *c, double cond_mass)
         if (cdyn__potrf(m, c->small, m1) != 0) return 0;
         double cond = cdyn__spd_cond(m, c->qr, m1, c->small, m1, c->work, c->jpvt);
         if (!(cond <= SCHUR_COND_LIMIT) ||
-            !(cond_mass * cond <= SCHUR_MARGIN / (c->rank_tol * c->rank_tol)))
+            !(jacobian_condition_squared(c, cond) <=
+              SCHUR_MARGIN / (c->rank_tol * c->rank_tol)))
             return 0;
     }
     c->rank = m;
     c->n_redundant = 0;
     c->sigma_min = -1.0;
     return 1;
-}
-
-/* Condition bound of M from its Cholesky factor (see full_rank_certain). */
-static double mass_condition(cdyn_constraint *c)
-{
-    return cdyn__spd_cond(c->n, c->mass, c->n, c->chol, c->n, c->work, c->jpvt);
 }
 
 /* w = L^{-1} Q into c->vec_n and r = Y^T w - s = Phi_q M^{-1} Q - s into
@@ -513,7 +531,7 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->y, c->m1);
     if (st) return st;
     whitened_rhs(c);
-    if (full_rank_certain(c, mass_condition(c))) {
+    if (full_rank_certain(c)) {
         cdyn__potrs(m, 1, c->small, c->m1, c->vec_m, c->m1); /* A lambda = r */
     } else {
         st = rank_revealing_lagrange(c, fn);
@@ -597,7 +615,7 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     if (!st) st = check_overflow(c, fn, "L^-1 C^T", m, n, c->y2, c->m1);
     if (st) return st;
     whitened_rhs(c);
-    if (!full_rank_certain(c, mass_condition(c)) || !reactions_by_product(c)) {
+    if (!full_rank_certain(c) || !reactions_by_product(c)) {
         st = rank_revealing_reactions(c, fn);
         if (st) return st;
         whiten_rows(c, C, ldc, c->y2); /* Z again (the QR path used it) */

@@ -518,6 +518,38 @@ START_TEST(badly_scaled_mass_is_solved_through_the_rank_revealing_path)
 }
 END_TEST
 
+START_TEST(schur_path_never_overrides_the_rank_decision_on_phi_q)
+{
+    /* Phi_q = [1 0; 1 1e-11] has condition ~2e11 > 1 / rank_tol: the rank
+     * decision on Phi_q says rank 1. With M = diag(1, 1e-22) the Schur
+     * complement Phi_q M^-1 Phi_q^T = [1 1; 1 2] is perfectly conditioned,
+     * so only the certificate on Phi_q itself (not A) can send the call to
+     * the rank-revealing path, which must report the documented rank loss. */
+    const double M[4] = {1, 0, 0, 1e-22}, Q[2] = {1, 1e-22}, P[4] = {1, 1, 0, 1e-11};
+    const double xi[2] = {0, 0};
+    cdyn_constraint *c = make(2, 2);
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, xi), CDYN_OK);
+    double q[2] = {SENTINEL, SENTINEL}, l[2] = {SENTINEL, SENTINEL};
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_constraint_rank(c), 1);
+    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 1);
+    ck_assert(q[0] == SENTINEL && l[0] == SENTINEL);
+    ck_assert_int_eq(cdyn_constraint_reactions(c, P, 2, q, l), CDYN_ERR_SINGULAR);
+    /* a finer tolerance accepts the same Phi_q as full rank. By hand: both
+     * rows ask q0'' = 0 and q1'' = 0, so Phi_q^T lambda = Q: lambda1 =
+     * 1e-22 / 1e-11 = 1e-11, lambda0 = 1 - 1e-11. q1'' = 1e22 (Q1 - 1e-11
+     * lambda1) amplifies the rounding of lambda1 by 1e11, hence its bound;
+     * lambda1 itself comes from (1 + 1e-11) - 1, so only absolutely exact. */
+    ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(c, 1e-13), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    ck_assert_double_le(fabs(l[0] - (1.0 - 1e-11)), 1e-15);
+    ck_assert_double_le(fabs(l[1] - 1e-11), 1e-15);
+    ck_assert_double_le(fabs(q[0]), 1e-15);
+    ck_assert_double_le(fabs(q[1]), 1e-4);
+    cdyn_constraint_free(c);
+}
+END_TEST
+
 START_TEST(no_constraints_give_the_unconstrained_acceleration)
 {
     /* m = 0: every formulation returns q'' = M^{-1} Q */
@@ -2253,6 +2285,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, no_constraints_give_the_unconstrained_acceleration);
     tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
     tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
+    tcase_add_test(exact, schur_path_never_overrides_the_rank_decision_on_phi_q);
     suite_add_tcase(s, exact);
 
     TCase *penalty = tcase_create("penalty");

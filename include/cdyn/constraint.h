@@ -114,8 +114,8 @@ CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, i
  * Lagrange multipliers (KKT, T4.4, stabilized by s): M = L L^T (Cholesky),
  * Y = L^{-1} Phi_q^T, A = Y^T Y, A lambda = Phi_q M^{-1} Q - s and
  * q'' = M^{-1} (Q - Phi_q^T lambda) — no bordered LU. A is factored by
- * Cholesky when the full rank of Phi_q is certain (cond(M) cond(A) <=
- * 1e-4 / rank_tol^2) and cond(A) <= 1e6; otherwise (near a singular pose)
+ * Cholesky when the full rank of Phi_q is certain (a bound of cond(Phi_q)^2
+ * <= 1e-4 / rank_tol^2) and cond(A) <= 1e6; otherwise (near a singular pose)
  * the rank of Phi_q is decided by a pivoted QR of Phi_q^T and A is used
  * through a pivoted QR of Y, never formed (docs/theory.md, T4.4).
  * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when M is not SPD or Phi_q
