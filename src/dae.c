@@ -78,6 +78,8 @@ static void free_rank_dependent(cdyn_dae *dae)
     free(dae->ipiv);
     free(dae->mass_saved);
     free(dae->beta_ref);
+    free(dae->beta_rows);
+    free(dae->beta_signs);
     free(dae->beta_plus);
     free(dae->beta_minus);
     free(dae->beta_dot);
@@ -90,7 +92,8 @@ static void free_rank_dependent(cdyn_dae *dae)
     dae->beta = dae->range = dae->range_t_mass = dae->constraint_jac = NULL;
     dae->ga = dae->coef = dae->offset = dae->vec_q = dae->vec_q2 = NULL;
     dae->mass_alpha = dae->reduced = dae->reduced_rhs = NULL;
-    dae->ipiv = NULL;
+    dae->ipiv = dae->beta_rows = NULL;
+    dae->beta_signs = NULL;
     dae->mass_saved = dae->beta_ref = dae->beta_plus = dae->beta_minus = dae->beta_dot = NULL;
     dae->align = dae->align_u = dae->align_vt = dae->align_sv = NULL;
     dae->split_ns = NULL;
@@ -190,6 +193,8 @@ static int alloc_rank_dependent(cdyn_dae *dae, int r)
     dae->ipiv = malloc(sizeof(int) * r1);
     dae->mass_saved = malloc(sizeof(double) * (size_t)n * n);
     dae->beta_ref = malloc(sizeof(double) * (size_t)n * q1);
+    dae->beta_rows = malloc(sizeof(int) * q1);
+    dae->beta_signs = malloc(sizeof(double) * q1);
     dae->beta_plus = malloc(sizeof(double) * (size_t)n * q1);
     dae->beta_minus = malloc(sizeof(double) * (size_t)n * q1);
     dae->beta_dot = malloc(sizeof(double) * (size_t)n * q1);
@@ -197,7 +202,8 @@ static int alloc_rank_dependent(cdyn_dae *dae, int r)
     dae->align_u = malloc(sizeof(double) * q1 * q1);
     dae->align_vt = malloc(sizeof(double) * q1 * q1);
     dae->align_sv = malloc(sizeof(double) * q1);
-    if (!dae->mass_saved || !dae->beta_ref || !dae->beta_plus || !dae->beta_minus ||
+    if (!dae->mass_saved || !dae->beta_ref || !dae->beta_rows || !dae->beta_signs ||
+        !dae->beta_plus || !dae->beta_minus ||
         !dae->beta_dot || !dae->align || !dae->align_u || !dae->align_vt || !dae->align_sv)
         return 0;
     if (!dae->beta || !dae->range || !dae->range_t_mass || !dae->constraint_jac || !dae->ga ||
@@ -226,6 +232,8 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn)
     memcpy(dae->range, dae->u, sizeof(double) * (size_t)n * r);
     memcpy(dae->beta, dae->u + (size_t)n * r, sizeof(double) * (size_t)n * q);
     memcpy(dae->beta_ref, dae->beta, sizeof(double) * (size_t)n * q);
+    dae->q = q;
+    cdyn__dae_detect_selection(dae);
     cdyn__gemm('T', 'N', r, n, n, 1.0, dae->range, n, dae->mass, n, 0.0, dae->range_t_mass,
                r > 0 ? r : 1);
     /* states whose column of M vanishes (relative to the largest entry) */
@@ -240,6 +248,40 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn)
     dae->r = r;
     dae->q = q;
     return CDYN_OK;
+}
+
+void cdyn__dae_detect_selection(cdyn_dae *dae)
+{
+    int n = dae->n, q = dae->q, selection = q > 0;
+    for (int k = 0; k < q && selection; ++k) {
+        const double *col = dae->beta + (size_t)k * n;
+        int row = -1;
+        for (int i = 0; i < n && selection; ++i) {
+            if (col[i] == 0.0) continue;
+            if (row >= 0 || fabs(col[i]) != 1.0) selection = 0;
+            row = i;
+        }
+        if (row < 0) selection = 0;
+        if (selection) {
+            dae->beta_rows[k] = row;
+            dae->beta_signs[k] = col[row];
+        }
+    }
+    dae->beta_is_selection = selection;
+}
+
+void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
+                      double *out, int ldo)
+{
+    int n = dae->n, q = dae->q;
+    if (!dae->beta_is_selection) {
+        cdyn__gemm('T', 'N', q, cols, n, alpha, dae->beta, n, X, ldx, 0.0, out, ldo);
+        return;
+    }
+    for (int j = 0; j < cols; ++j)
+        for (int k = 0; k < q; ++k)
+            out[k + (size_t)j * ldo] =
+                alpha * dae->beta_signs[k] * X[dae->beta_rows[k] + (size_t)j * ldx];
 }
 
 cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
@@ -367,7 +409,7 @@ cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v
     if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, dae->force_val);
     if (st != CDYN_OK) return st;
     /* T3.1: G0 = beta^T F */
-    cdyn__gemv('T', dae->n, dae->q, 1.0, dae->beta, dae->n, dae->force_val, 0.0, G0);
+    cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G0, dae->q);
     return CDYN_OK;
 }
 

@@ -28,6 +28,9 @@ struct cdyn_dae {
     double *beta_plus, *beta_minus, *beta_dot; /* n x q, for beta'(t) */
     double *align, *align_u, *align_vt, *align_sv; /* q x q, q x q, q x q, q */
     double *beta;           /* n x q, left null space */
+    int beta_is_selection;  /* beta = signed columns of I (cdyn__dae_beta_t) */
+    int *beta_rows;         /* q: the row of each column's +-1 */
+    double *beta_signs;     /* q */
     double *range;          /* n x r, P */
     double *range_t_mass;   /* r x n, P^T M */
     int *massless;          /* n flags: column j of M is zero */
@@ -91,6 +94,16 @@ int cdyn__dae_mass_svd(cdyn_dae *dae);
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),
  * P and P^T M for time t. Nothing to do for a constant M. */
 cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t);
+
+/* Record whether beta is a signed selection of rows (every column one
+ * entry +-1, the rest exactly 0: a diagonal or block-diagonal M with
+ * massless states); call whenever beta changes. */
+void cdyn__dae_detect_selection(cdyn_dae *dae);
+
+/* out = alpha beta^T X (q x cols, ld ldo) for X (n x cols, ld ldx): a row
+ * selection when beta is one, else a product (q n cols flops). */
+void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
+                      double *out, int ldo);
 
 /* With M(t): beta'(t) into dae->beta_dot by central differences (M, beta,
  * P at t are kept). */

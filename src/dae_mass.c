@@ -75,6 +75,7 @@ cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t)
     if (st != CDYN_OK) return st;
     int n = dae->n, r = dae->r;
     if (dae->q > 0) aligned_null_basis(dae, dae->beta_ref, dae->beta);
+    cdyn__dae_detect_selection(dae);
     memcpy(dae->range, dae->u, sizeof(double) * (size_t)n * r);
     cdyn__gemm('T', 'N', r, n, n, 1.0, dae->range, n, dae->mass, n, 0.0, dae->range_t_mass,
                r > 0 ? r : 1);

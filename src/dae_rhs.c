@@ -18,7 +18,7 @@ static int algebraic_residual(const double *x, double *G, void *user)
         dae->callback_code = code;
         return code;
     }
-    cdyn__gemv('T', dae->n, dae->q, 1.0, dae->beta, dae->n, dae->force_shift, 0.0, G);
+    cdyn__dae_beta_t(dae, 1, dae->force_shift, dae->n, 1.0, G, dae->q);
     return 0;
 }
 
@@ -35,8 +35,8 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
         return code;
     }
     for (int k = 0; k < q; ++k)
-        cdyn__gemv('T', n, q, 1.0, dae->beta, n, dae->force_jac + (size_t)dae->algebraic[k] * n,
-                   0.0, J + (size_t)k * ldj);
+        cdyn__dae_beta_t(dae, 1, dae->force_jac + (size_t)dae->algebraic[k] * n, n, 1.0,
+                         J + (size_t)k * ldj, q);
     return 0;
 }
 
@@ -76,8 +76,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         for (int k = 0; k < q; ++k) dae->algebraic[k] = k;
     } else {
         /* T3.3: dG0/dv = beta^T dF/dv; pivoted QR picks the algebraic states */
-        cdyn__gemm('T', 'N', q, n, n, 1.0, dae->beta, n, dae->force_jac, n, 0.0,
-                   dae->constraint_jac, q);
+        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, dae->constraint_jac, q);
         st = cdyn_nullspace_factor(dae->split_ns, dae->constraint_jac, q);
         if (st != CDYN_OK)
             return cdyn__fail(dae->msg, st, "%s: dG0/dv: %s", fn,
@@ -130,8 +129,7 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     cdyn_status st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
     if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
-    cdyn__gemm('T', 'N', q, n, n, 1.0, dae->beta, n, dae->force_jac, n, 0.0,
-               dae->constraint_jac, q);
+    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, dae->constraint_jac, q);
     if (cdyn__first_nonfinite(q, n, dae->constraint_jac, q) >= 0) /* LAPACK must not see it */
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
     for (int k = 0; k < q; ++k)
@@ -144,7 +142,7 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     }
     cdyn__newton_apply_many(dae->newton, dae->coef, q, r, dae->coef, q);
     /* G_t = beta^T dF/dt (+ beta'^T F for a time-varying M) */
-    cdyn__gemv('T', n, q, -1.0, dae->beta, n, dae->force_dt, 0.0, dae->vec_q2);
+    cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, dae->vec_q2, q);
     if (dae->mass_fn) {
         st = cdyn__dae_beta_rate(dae, fn, t);
         if (st != CDYN_OK) return st;
