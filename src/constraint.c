@@ -105,9 +105,9 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->vec_m2 = malloc(sizeof(double) * (size_t)m1);
     if (!c->work || !c->kd || !c->kp || !c->alpha || !c->mass || !c->force || !c->jac ||
         !c->accel_rhs || !c->gen_force || !c->multipliers || !c->redundant || !c->chol ||
-        !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->u_svd || !c->small || !c->gram || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 ||
-        !c->vec_m || !c->vec_m2)
+        !c->y || !c->y2 || !c->qr || !c->tau || !c->jpvt || !c->sv || !c->u_svd ||
+        !c->small || !c->gram || !c->ipiv || !c->iwork || !c->vec_n || !c->vec_n2 || !c->vec_m ||
+        !c->vec_m2)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
@@ -423,9 +423,8 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
 #define SCHUR_COND_LIMIT 1e6
 #define GRAM_COND_LIMIT 1e12
 
-/* Upper bound of cond_2(Phi_q)^2 (uses c->gram): for few
- * rows (m <= CDYN__SMALL) the condition of the Gram matrix Phi_q Phi_q^T
- * itself (n m^2 flops; capped at GRAM_COND_LIMIT, Inf above); otherwise
+/* Upper bound of cond_2(Phi_q)^2 (uses c->gram): for few rows (m <=
+ * CDYN__SMALL) the condition of the Gram matrix Phi_q Phi_q^T itself (n m^2 flops; capped at GRAM_COND_LIMIT, Inf above); otherwise
  * cond(M) cond(A) >= cond(Phi_q)^2 (since x^T A x = |L^{-1} Phi_q^T x|^2 lies
  * between |Phi_q^T x|^2 / lambda_max(M) and / lambda_min(M)) with cond(A) =
  * cond_schur, which costs only a condition estimate of M. */
@@ -542,9 +541,9 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
 }
 
 /* T4.3 with the m x m product T = Y^T Z = Phi_q M^{-1} C^T formed (Y, Z the
- * whitened Phi_q^T, C^T, kept by rows in c->y, c->y2) and solved by LU, when T is well
- * conditioned (SCHUR_COND_LIMIT). r in c->vec_m becomes f; 0 (vec_m
- * untouched) sends the caller to the rank-revealing path. */
+ * whitened Phi_q^T, C^T, kept by rows in c->y, c->y2) and solved by LU,
+ * when T is well conditioned (SCHUR_COND_LIMIT). r in c->vec_m becomes f;
+ * 0 (vec_m untouched) sends the caller to the rank-revealing path. */
 static int reactions_by_product(cdyn_constraint *c)
 {
     int n = c->n, m = c->m, m1 = c->m1;
