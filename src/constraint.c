@@ -75,6 +75,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     lwork = cdyn__max(lwork, cdyn__ormqr_lwork('R', 'N', m1, n, k));   /* reactions */
     lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'N', m1, n)); /* sigma_min */
     lwork = cdyn__max(lwork, 4 * m1);
+    lwork = cdyn__max(lwork, 3 * big); /* dpocon in the rank certificate */
     c->lwork = lwork;
     c->work = malloc(sizeof(double) * (size_t)lwork);
     c->kd = calloc(mm, sizeof(double));
@@ -418,7 +419,7 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *mult
  * like cond(A) eps, the QR path's like sqrt(cond(A)) eps: 1e6 keeps it
  * near 1e-10 relative), and the largest condition of the Gram matrix
  * Phi_q Phi_q^T trusted as a certificate (it is formed, so its computed
- * condition is reliable only well below 1 / eps). */
+ * condition is reliable only well below 1 / (n m eps)). */
 #define SCHUR_MARGIN 1e-4
 #define SCHUR_COND_LIMIT 1e6
 #define GRAM_COND_LIMIT 1e12
@@ -434,8 +435,11 @@ static double jacobian_condition_squared(cdyn_constraint *c, double cond_schur)
     if (m <= CDYN__SMALL) {
         cdyn__syrk('L', 'N', m, n, 1.0, c->jac, m1, 0.0, c->gram, m1);
         if (cdyn__potrf(m, c->gram, m1) != 0) return INFINITY;
+        /* forming G perturbs it by about n m eps |G|: trust its condition
+         * only well below the inverse of that */
+        double trust = fmin(GRAM_COND_LIMIT, 1e-2 / ((double)n * m * DBL_EPSILON));
         double cond = cdyn__spd_cond(m, NULL, m1, c->gram, m1, c->work, c->jpvt);
-        return cond <= GRAM_COND_LIMIT ? cond : INFINITY;
+        return cond <= trust ? cond : INFINITY;
     }
     double cond_mass = cdyn__spd_cond(n, c->mass, n, c->chol, n, c->work, c->jpvt);
     return cond_mass * cond_schur;
@@ -445,7 +449,9 @@ static double jacobian_condition_squared(cdyn_constraint *c, double cond_schur)
  * complement A = Y^T Y (Y = L^{-1} Phi_q^T, its transpose X in c->y) well
  * enough conditioned to be used directly? The pivoted QR of Phi_q^T keeps
  * every |R_kk| >= sigma_min >= |R_11| / cond(Phi_q), so a bound
- * cond(Phi_q)^2 <= SCHUR_MARGIN / rank_tol^2 leaves no doubt. Forming A
+ * cond(Phi_q)^2 <= SCHUR_MARGIN / rank_tol^2 settles it (rigorously below
+ * size 17; above, the factor 1e4 covers LAPACK's condition estimate,
+ * which can be low but rarely by more than a factor 10). Forming A
  * costs accuracy (q'' error cond(A) eps against sqrt(cond(A)) eps through
  * the QR of Y), so A must also be well conditioned (SCHUR_COND_LIMIT); near
  * a singular pose the rank-revealing paths run. On 1 the Cholesky factor of
@@ -650,7 +656,8 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
         int kept = rank;
         while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
         cdyn__gemv('T', m, kept, 1.0, U, c->m1, c->vec_m, 0.0, c->vec_m2); /* U^T r */
-        for (int i = 0; i < kept; ++i) c->vec_m2[i] /= c->sv[i] * c->sv[i];
+        for (int i = 0; i < kept; ++i) /* twice by s: s^2 may overflow or underflow */
+            c->vec_m2[i] = c->vec_m2[i] / c->sv[i] / c->sv[i];
         cdyn__gemv('N', m, kept, 1.0, U, c->m1, c->vec_m2, 0.0, c->vec_m);
     }
     whitened_accelerations(c, c->y, c->jac, c->m1, c->vec_m);

@@ -250,7 +250,7 @@ double cdyn__norm1(int m, int n, const double *A, int lda)
     for (int j = 0; j < n; ++j) {
         double sum = 0.0;
         for (int i = 0; i < m; ++i) sum += fabs(A[i + (size_t)j * lda]);
-        if (sum > best) best = sum;
+        if (!(sum <= best)) best = sum; /* NaN propagates */
     }
     return best;
 }

@@ -47,11 +47,11 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
  * exponent carries into the sign bit: a branch-free scan of each column that
  * the compiler vectorizes (it runs on every input of every per-step call),
  * then the index. */
-static int column_has_nonfinite(int rows, const double *a)
+static int column_has_nonfinite(size_t rows, const double *a)
 {
     const uint64_t exponent = UINT64_C(0x7ff0000000000000), one = UINT64_C(0x0010000000000000);
     uint64_t any = 0;
-    for (int i = 0; i < rows; ++i) {
+    for (size_t i = 0; i < rows; ++i) {
         uint64_t bits;
         memcpy(&bits, a + i, sizeof bits);
         any |= (bits & exponent) + one;
@@ -62,11 +62,11 @@ static int column_has_nonfinite(int rows, const double *a)
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
 {
     if (ld == rows && cols > 1) { /* contiguous: one scan, then the index */
-        if (!column_has_nonfinite(rows * cols, A)) return -1;
+        if (!column_has_nonfinite((size_t)rows * (size_t)cols, A)) return -1;
     }
     for (int j = 0; j < cols; ++j) {
         const double *a = A + (size_t)j * ld;
-        if (!column_has_nonfinite(rows, a)) continue;
+        if (!column_has_nonfinite((size_t)rows, a)) continue;
         for (int i = 0; i < rows; ++i)
             if (!isfinite(a[i])) return i + (long)j * rows;
     }

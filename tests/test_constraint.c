@@ -550,6 +550,33 @@ START_TEST(schur_path_never_overrides_the_rank_decision_on_phi_q)
 }
 END_TEST
 
+START_TEST(pseudoinverse_survives_extreme_scales)
+{
+    /* Phi_q = a [1 1; 1 -1], M = I, Q = 0, xi = a (1, 2) for a = 1e155 and
+     * a = 1e-160: the constraints alone fix q'' (q0 + q1 = 1, q0 - q1 = 2:
+     * q'' = (1.5, -0.5)) and Phi_q^T lambda = -q'' gives lambda = -(0.5,
+     * 1) / a. The squared singular values (1e310, 1e-320) are not
+     * representable, so the coefficients must be divided by s twice. */
+    const double scales[2] = {1e155, 1e-160};
+    for (int k = 0; k < 2; ++k) {
+        double a = scales[k];
+        const double M[4] = {1, 0, 0, 1}, Q[2] = {0, 0}, P[4] = {a, a, a, -a};
+        const double xi[2] = {a, 2 * a};
+        cdyn_constraint *c = make(2, 2);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, xi), CDYN_OK);
+        double q[2], l[2];
+        ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+        ck_assert_msg(fabs(q[0] - 1.5) <= 1e-14 && fabs(q[1] + 0.5) <= 1e-14,
+                      "a = %g: q'' = (%g, %g)", a, q[0], q[1]);
+        ck_assert_msg(fabs(l[0] * a + 0.5) <= 1e-14 && fabs(l[1] * a + 1.0) <= 1e-14,
+                      "a = %g: lambda a = (%g, %g)", a, l[0] * a, l[1] * a);
+        ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+        ck_assert(fabs(q[0] - 1.5) <= 1e-14 && fabs(q[1] + 0.5) <= 1e-14);
+        cdyn_constraint_free(c);
+    }
+}
+END_TEST
+
 START_TEST(no_constraints_give_the_unconstrained_acceleration)
 {
     /* m = 0: every formulation returns q'' = M^{-1} Q */
@@ -2286,6 +2313,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
     tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
     tcase_add_test(exact, schur_path_never_overrides_the_rank_decision_on_phi_q);
+    tcase_add_test(exact, pseudoinverse_survives_extreme_scales);
     suite_add_tcase(s, exact);
 
     TCase *penalty = tcase_create("penalty");
