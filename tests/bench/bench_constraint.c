@@ -812,25 +812,14 @@ int main(int argc, char **argv)
 {
     int quick = 0;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--csv FILE]\n", argv[0]);
-            return EXIT_FAILURE;
-        }
-    }
+    if (bu_parse_args(argc, argv, "bench_constraint", &quick, &csv_path) != 0)
+        return EXIT_FAILURE;
     const int sizes[] = {3, 6, 12, 30, 100, 300};
     const int samples = quick ? 3 : 15;
     const double target = quick ? 2e-4 : 2e-3; /* seconds per sample */
-    if (csv_path) {
-        g_csv = fopen(csv_path, "w");
-        if (!g_csv) die("cannot open the CSV file", csv_path);
-        fprintf(g_csv, "# cdyn bench_constraint (%s mode)\n", quick ? "quick" : "full");
-        bu_print_machine(g_csv, "# ");
-        fprintf(g_csv, "section,n,m,path,baseline,median_s,min_s,max_s,ratio,flops,gflops,"
-                       "frac_dgemm,rel_diff,note\n");
-    }
+    g_csv = bu_open_csv(csv_path, "bench_constraint", quick,
+                        "section,n,m,path,baseline,median_s,min_s,max_s,ratio,flops,gflops,"
+                        "frac_dgemm,rel_diff,note");
     double t_start = now_seconds();
     printf("cdyn %s constrained-acceleration benchmark (%s mode, %d samples)\n", cdyn_version(),
            quick ? "quick" : "full", samples);

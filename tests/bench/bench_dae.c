@@ -1178,24 +1178,12 @@ int main(int argc, char **argv)
 {
     int quick = 0;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench_dae [--quick] [--csv FILE]\n");
-            return EXIT_FAILURE;
-        }
-    }
+    if (bu_parse_args(argc, argv, "bench_dae", &quick, &csv_path) != 0) return EXIT_FAILURE;
     const int samples = quick ? 5 : 31;
     const double target = quick ? 3e-4 : 6e-3; /* seconds per sample */
-    if (csv_path) {
-        csv_out = fopen(csv_path, "w");
-        if (!csv_out) die("cannot open the CSV file", csv_path);
-        fprintf(csv_out, "# cdyn bench_dae (%s mode)\n", quick ? "quick" : "full");
-        bu_print_machine(csv_out, "# ");
-        fprintf(csv_out, "section,case,n,q,path,median_s,min_s,max_s,iterations,svd_steps,"
-                         "ratio,cost_units,note\n");
-    }
+    csv_out = bu_open_csv(csv_path, "bench_dae", quick,
+                          "section,case,n,q,path,median_s,min_s,max_s,iterations,svd_steps,"
+                          "ratio,cost_units,note");
     printf("cdyn %s index-1 DAE benchmark (%s mode): time per call, median [min, max] over "
            "%d samples\n",
            cdyn_version(), quick ? "quick" : "full", samples);

@@ -786,26 +786,12 @@ int main(int argc, char **argv)
 {
     int quick = 0;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--csv FILE]\n", argv[0]);
-            return EXIT_FAILURE;
-        }
-    }
+    if (bu_parse_args(argc, argv, "bench_mechanics", &quick, &csv_path) != 0)
+        return EXIT_FAILURE;
     g_samples = quick ? 3 : 15;
     g_target = quick ? 2e-4 : 2e-3;
-    if (csv_path) {
-        g_csv = fopen(csv_path, "w");
-        if (!g_csv) {
-            fprintf(stderr, "cannot open %s\n", csv_path);
-            return EXIT_FAILURE;
-        }
-        fprintf(g_csv, "# cdyn bench_mechanics (%s mode)\n", quick ? "quick" : "full");
-        bu_print_machine(g_csv, "# ");
-        fprintf(g_csv, "section,case,n,m,median_s,min_s,max_s,baseline,ratio,extra_name,extra\n");
-    }
+    g_csv = bu_open_csv(csv_path, "bench_mechanics", quick,
+                        "section,case,n,m,median_s,min_s,max_s,baseline,ratio,extra_name,extra");
     double t_start = now_seconds();
     printf("cdyn %s mechanics benchmark (%s mode): time per call [us], median [min, max]; "
            "ratio = median / median of the named baseline (same run)\n",

@@ -116,23 +116,13 @@ int main(int argc, char **argv)
 {
     int quick = 0;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    }
+    if (bu_parse_args(argc, argv, "bench_nullspace", &quick, &csv_path) != 0)
+        return EXIT_FAILURE;
     const int sizes[] = {3, 6, 12, 30, 100, 300};
     const int samples = quick ? 3 : 15;
     const double target = quick ? 2e-4 : 2e-3; /* seconds per sample and path */
-    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
-    if (csv_path && !csv) {
-        fprintf(stderr, "cannot open %s\n", csv_path);
-        return EXIT_FAILURE;
-    }
-    if (csv) {
-        fprintf(csv, "# cdyn bench_nullspace (%s mode)\n", quick ? "quick" : "full");
-        bu_print_machine(csv, "# ");
-        fprintf(csv, "n,m,path,median_s,min_s,max_s,ratio_to_dgesv,ratio_to_replan\n");
-    }
+    FILE *csv = bu_open_csv(csv_path, "bench_nullspace", quick,
+                            "n,m,path,median_s,min_s,max_s,ratio_to_dgesv,ratio_to_replan");
     int bugs = 0;
     long failures = 0;
     printf("cdyn %s null-space benchmark (%s mode): time per call, median [min, max] over %d "

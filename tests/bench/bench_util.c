@@ -262,3 +262,33 @@ double bu_flops_penalty(int n, int m)
     double dn = n, dm = m;
     return cube(dn) / 3.0 + dn * dn * dm + 2.0 * dn * dn + 7.0 * dn * dm;
 }
+
+int bu_parse_args(int argc, char **argv, const char *program, int *quick,
+                  const char **csv_path)
+{
+    *quick = 0;
+    *csv_path = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--quick")) *quick = 1;
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) *csv_path = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--csv FILE]\n", program);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+FILE *bu_open_csv(const char *csv_path, const char *program, int quick, const char *columns)
+{
+    if (!csv_path) return NULL;
+    FILE *csv = fopen(csv_path, "w");
+    if (!csv) {
+        fprintf(stderr, "%s: cannot open %s\n", program, csv_path);
+        exit(EXIT_FAILURE);
+    }
+    fprintf(csv, "# cdyn %s (%s mode)\n", program, quick ? "quick" : "full");
+    bu_print_machine(csv, "# ");
+    fprintf(csv, "%s\n", columns);
+    return csv;
+}

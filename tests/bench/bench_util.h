@@ -12,6 +12,19 @@ double now_seconds(void);
 /* qsort comparator for doubles (ascending). */
 int compare_double(const void *a, const void *b);
 
+/* ---- command line and CSV ------------------------------------------------- */
+
+/* Parse [--quick] [--csv FILE] into *quick and *csv_path; on anything else
+ * print the usage of program to stderr and return -1 (else 0). */
+int bu_parse_args(int argc, char **argv, const char *program, int *quick,
+                  const char **csv_path);
+
+/* Open csv_path for writing (NULL path: return NULL) and write its header:
+ * "# cdyn <program> (quick|full mode)", the machine description as '#'
+ * lines, then the column line `columns`. Exits with a message when the
+ * file cannot be opened. */
+FILE *bu_open_csv(const char *csv_path, const char *program, int quick, const char *columns);
+
 /* ---- machine description ------------------------------------------------ */
 
 /* Print the machine description, one item per line, each line starting with
