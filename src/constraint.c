@@ -136,19 +136,37 @@ void cdyn_constraint_free(cdyn_constraint *c)
 
 /* ---- settings --------------------------------------------------------- */
 
+/* K_D = kd I, K_P = kp I (T4.6). */
+static void set_diagonal_gains(cdyn_constraint *c, double kd, double kp)
+{
+    int m = c->m;
+    memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
+    for (int i = 0; i < m; ++i) {
+        c->kd[i + (size_t)i * m] = kd;
+        c->kp[i + (size_t)i * m] = kp;
+    }
+}
+
+/* CDYN_OK when every x[i] (m of them) is finite and > 0; NULL only if m = 0. */
+static cdyn_status check_positive(cdyn_constraint *c, const char *fn, const char *name,
+                                  const double *x)
+{
+    if (c->m > 0 && !x) return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, name);
+    for (int i = 0; i < c->m; ++i)
+        if (!(x[i] > 0.0) || isinf(x[i]))
+            return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s[%d] = %g is not > 0", fn, name, i,
+                              x[i]);
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_constraint_set_baumgarte(cdyn_constraint *c, double a, double b)
 {
     if (!c) return CDYN_ERR_ARG;
     if (!(a >= 0.0 && b >= 0.0) || isinf(a) || isinf(b))
         return cdyn__fail(c->msg, CDYN_ERR_ARG,
                           "cdyn_constraint_set_baumgarte: a = %g, b = %g (need finite >= 0)", a, b);
-    int m = c->m;
-    memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
-    memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
-    for (int i = 0; i < m; ++i) {
-        c->kd[i + (size_t)i * m] = 2.0 * a;
-        c->kp[i + (size_t)i * m] = b * b;
-    }
+    set_diagonal_gains(c, 2.0 * a, b * b);
     return CDYN_OK;
 }
 
@@ -196,19 +214,12 @@ cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int 
 cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double *k)
 {
     if (!c) return CDYN_ERR_ARG;
-    int m = c->m;
-    if (m > 0 && !k)
-        return cdyn__fail(c->msg, CDYN_ERR_ARG, "cdyn_constraint_set_critical_gains: k is NULL");
-    for (int i = 0; i < m; ++i)
-        if (!(k[i] > 0.0) || isinf(k[i]))
-            return cdyn__fail(c->msg, CDYN_ERR_ARG,
-                              "cdyn_constraint_set_critical_gains: k[%d] = %g is not > 0", i,
-                              k[i]);
-    memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
-    memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
-    for (int i = 0; i < m; ++i) { /* T4.6: critically damped per constraint */
-        c->kd[i + (size_t)i * m] = 2.0 * k[i];
-        c->kp[i + (size_t)i * m] = k[i] * k[i];
+    cdyn_status st = check_positive(c, "cdyn_constraint_set_critical_gains", "k", k);
+    if (st) return st;
+    set_diagonal_gains(c, 0.0, 0.0);
+    for (int i = 0; i < c->m; ++i) { /* T4.6: critically damped per constraint */
+        c->kd[i + (size_t)i * c->m] = 2.0 * k[i];
+        c->kp[i + (size_t)i * c->m] = k[i] * k[i];
     }
     return CDYN_OK;
 }
@@ -216,15 +227,9 @@ cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double 
 cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha)
 {
     if (!c) return CDYN_ERR_ARG;
-    int m = c->m;
-    if (m > 0 && !alpha)
-        return cdyn__fail(c->msg, CDYN_ERR_ARG, "cdyn_constraint_set_penalty: alpha is NULL");
-    for (int i = 0; i < m; ++i)
-        if (!(alpha[i] > 0.0) || isinf(alpha[i]))
-            return cdyn__fail(c->msg, CDYN_ERR_ARG,
-                              "cdyn_constraint_set_penalty: alpha[%d] = %g is not > 0", i,
-                              alpha[i]);
-    if (m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)m);
+    cdyn_status st = check_positive(c, "cdyn_constraint_set_penalty", "alpha", alpha);
+    if (st) return st;
+    if (c->m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)c->m);
     return CDYN_OK;
 }
 
