@@ -2,11 +2,16 @@
  * constraints, and the index by repeated augmentation (T3.2). */
 #include "dae_internal.h"
 #include "linalg.h"
+#include "newton_internal.h"
+#include "nullspace_internal.h"
+#include "rank.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+static double *doubles(size_t count) { return malloc(sizeof(double) * (count > 0 ? count : 1)); }
 
 cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
 {
@@ -21,36 +26,48 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     size_t nn = (size_t)n * n;
     dae->n = n;
     dae->r = -1;
-    dae->rank_tol = 1e-10;
+    dae->rank_tol = CDYN__RANK_TOL;
     dae->fd_step = 1.5e-8;
     dae->max_index = 5;
-    dae->lwork = cdyn__gesvd_lwork(n, n);
-    dae->work = malloc(sizeof(double) * (size_t)dae->lwork);
-    dae->mass = malloc(sizeof(double) * nn);
-    dae->massless = malloc(sizeof(int) * (size_t)n);
+    dae->rtol = 1e-10;
+    int lwork = cdyn__gesvd_lwork(n, n);
+    lwork = cdyn__max(lwork, cdyn__geqp3_lwork(n, n));
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', n, n, n));
+    dae->lwork = lwork;
+    dae->work = doubles((size_t)lwork);
+    dae->atol = doubles((size_t)n);
+    dae->row_scale = doubles((size_t)n);
+    dae->col_scale = doubles((size_t)n);
     dae->equation_level = malloc(sizeof(int) * (size_t)n);
+    dae->equation_size = doubles((size_t)n);
     dae->integrated = malloc(sizeof(int) * (size_t)n);
     dae->algebraic = malloc(sizeof(int) * (size_t)n);
-    dae->v_last = malloc(sizeof(double) * (size_t)n);
-    dae->vdot_last = malloc(sizeof(double) * (size_t)n);
-    dae->v_trial = malloc(sizeof(double) * (size_t)n);
-    dae->force_val = malloc(sizeof(double) * (size_t)n);
-    dae->force_shift = malloc(sizeof(double) * (size_t)n);
-    dae->force_dt = malloc(sizeof(double) * (size_t)n);
-    dae->force_jac = malloc(sizeof(double) * nn);
-    dae->aug = malloc(sizeof(double) * nn);
-    dae->aug_rhs = malloc(sizeof(double) * nn);
-    dae->origin = malloc(sizeof(double) * nn);
-    dae->svd_copy = malloc(sizeof(double) * nn);
-    dae->u = malloc(sizeof(double) * nn);
-    dae->vt = malloc(sizeof(double) * nn);
-    dae->prod = malloc(sizeof(double) * nn);
-    dae->sv = malloc(sizeof(double) * (size_t)n);
-    if (!dae->work || !dae->mass || !dae->massless || !dae->equation_level ||
-        !dae->integrated || !dae->algebraic || !dae->v_last || !dae->vdot_last ||
-        !dae->v_trial || !dae->force_val || !dae->force_shift || !dae->force_dt ||
-        !dae->force_jac || !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy ||
-        !dae->u || !dae->vt || !dae->prod || !dae->sv)
+    dae->v_last = doubles((size_t)n);
+    dae->vdot_last = doubles((size_t)n);
+    dae->magnitude = calloc((size_t)n, sizeof(double));
+    dae->v_trial = doubles((size_t)n);
+    dae->force_val = doubles((size_t)n);
+    dae->force_shift = doubles((size_t)n);
+    dae->force_dt = doubles((size_t)n);
+    dae->force_jac = doubles(nn);
+    dae->aug = doubles(nn);
+    dae->aug_rhs = doubles(nn);
+    dae->origin = doubles(nn);
+    dae->svd_copy = doubles(nn);
+    dae->u = doubles(nn);
+    dae->vt = doubles(nn);
+    dae->prod = doubles(nn);
+    dae->sv = doubles((size_t)n);
+    dae->tau = doubles((size_t)n);
+    dae->jpvt = malloc(sizeof(int) * (size_t)n);
+    dae->residual = doubles((size_t)n);
+    dae->bound = doubles((size_t)n);
+    if (!dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
+        !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
+        !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
+        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
+        !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy || !dae->u || !dae->vt ||
+        !dae->prod || !dae->sv || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound)
         goto fail;
     *status = CDYN_OK;
     return dae;
@@ -60,80 +77,98 @@ fail:
     return NULL;
 }
 
-/* What set_mass allocates for a given rank (freed again on the next call). */
-static void free_rank_dependent(cdyn_dae *dae)
+static void part_free(cdyn__dae_part *p)
 {
-    free(dae->beta);
-    free(dae->range);
-    free(dae->range_t_mass);
-    free(dae->constraint_jac);
-    free(dae->ga);
-    free(dae->coef);
-    free(dae->offset);
-    free(dae->vec_q);
-    free(dae->vec_q2);
-    free(dae->mass_alpha);
-    free(dae->reduced);
-    free(dae->reduced_rhs);
-    free(dae->ipiv);
-    free(dae->mass_saved);
-    free(dae->beta_ref);
-    free(dae->beta_rows);
-    free(dae->beta_signs);
-    free(dae->beta_plus);
-    free(dae->beta_minus);
-    free(dae->beta_dot);
-    free(dae->align);
-    free(dae->align_u);
-    free(dae->align_vt);
-    free(dae->align_sv);
-    cdyn_nullspace_free(dae->split_ns);
-    cdyn_newton_free(dae->newton);
-    dae->beta = dae->range = dae->range_t_mass = dae->constraint_jac = NULL;
-    dae->ga = dae->coef = dae->offset = dae->vec_q = dae->vec_q2 = NULL;
-    dae->mass_alpha = dae->reduced = dae->reduced_rhs = NULL;
-    dae->ipiv = dae->beta_rows = NULL;
-    dae->beta_signs = NULL;
-    dae->mass_saved = dae->beta_ref = dae->beta_plus = dae->beta_minus = dae->beta_dot = NULL;
-    dae->align = dae->align_u = dae->align_vt = dae->align_sv = NULL;
-    dae->split_ns = NULL;
-    dae->newton = NULL;
+    double *arrays[] = {p->mass,      p->mass_saved,   p->beta,       p->beta_signs,
+                        p->beta_ref,  p->beta_plus,    p->beta_minus, p->beta_dot,
+                        p->align,     p->align_u,      p->align_vt,   p->align_sv,
+                        p->range,     p->range_t_mass, p->constraint_jac, p->ga,
+                        p->coef,      p->offset,       p->vec_q,      p->vec_q2,
+                        p->reduced,   p->reduced_rhs};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(p->beta_rows);
+    free(p->massless);
+    free(p->ipiv);
+    cdyn_nullspace_free(p->split_ns);
+    memset(p, 0, sizeof *p);
+}
+
+/* Allocate the parts for rank r (THEORY T3.1, T3.3); 0 when out of memory
+ * (p freed). */
+static int part_alloc(cdyn__dae_part *p, int n, int r)
+{
+    memset(p, 0, sizeof *p);
+    int q = n - r;
+    size_t nn = (size_t)n * n, r1 = (size_t)(r > 0 ? r : 1), q1 = (size_t)(q > 0 ? q : 1);
+    p->r = r;
+    p->q = q;
+    p->mass = doubles(nn);
+    p->mass_saved = doubles(nn);
+    p->beta = doubles((size_t)n * q1);
+    p->beta_rows = malloc(sizeof(int) * q1);
+    p->beta_signs = doubles(q1);
+    p->beta_ref = doubles((size_t)n * q1);
+    p->beta_plus = doubles((size_t)n * q1);
+    p->beta_minus = doubles((size_t)n * q1);
+    p->beta_dot = doubles((size_t)n * q1);
+    p->align = doubles(q1 * q1);
+    p->align_u = doubles(q1 * q1);
+    p->align_vt = doubles(q1 * q1);
+    p->align_sv = doubles(q1);
+    p->range = doubles((size_t)n * r1);
+    p->range_t_mass = doubles(r1 * (size_t)n);
+    p->massless = malloc(sizeof(int) * (size_t)n);
+    p->constraint_jac = doubles(q1 * (size_t)n);
+    p->ga = doubles(q1 * q1);
+    p->coef = doubles(q1 * r1);
+    p->offset = doubles(q1);
+    p->vec_q = doubles(q1);
+    p->vec_q2 = doubles(q1);
+    p->reduced = doubles(r1 * r1);
+    p->reduced_rhs = doubles(r1);
+    p->ipiv = malloc(sizeof(int) * r1);
+    cdyn_status st = CDYN_OK;
+    if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
+    int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
+             p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
+             p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
+             p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
+             p->offset && p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv;
+    if (!ok) part_free(p);
+    return ok;
 }
 
 void cdyn_dae_free(cdyn_dae *dae)
 {
     if (!dae) return;
-    free_rank_dependent(dae);
-    free(dae->work);
-    free(dae->mass);
-    free(dae->massless);
+    part_free(&dae->part);
+    cdyn_newton_free(dae->newton);
+    double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
+                        dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
+                        dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
+                        dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
+                        dae->svd_copy,  dae->u,         dae->vt,         dae->prod,
+                        dae->sv,        dae->tau,       dae->residual,   dae->bound};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(dae->equation_level);
     free(dae->integrated);
     free(dae->algebraic);
-    free(dae->v_last);
-    free(dae->vdot_last);
-    free(dae->v_trial);
-    free(dae->force_val);
-    free(dae->force_shift);
-    free(dae->force_dt);
-    free(dae->force_jac);
-    free(dae->aug);
-    free(dae->aug_rhs);
-    free(dae->origin);
-    free(dae->svd_copy);
-    free(dae->u);
-    free(dae->vt);
-    free(dae->prod);
-    free(dae->sv);
+    free(dae->jpvt);
     free(dae);
+}
+
+cdyn_status cdyn__dae_check_idle(cdyn_dae *dae, const char *fn)
+{
+    return cdyn__guard_busy(&dae->guard) ? cdyn__busy(dae->msg, fn) : CDYN_OK;
 }
 
 cdyn_status cdyn_dae_set_rank_tolerance(cdyn_dae *dae, double tol)
 {
     if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_set_rank_tolerance";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!(tol > 0.0 && tol < 1.0))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
-                          "cdyn_dae_set_rank_tolerance: tol = %g is not in (0, 1)", tol);
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     dae->rank_tol = tol;
     return CDYN_OK;
 }
@@ -141,9 +176,10 @@ cdyn_status cdyn_dae_set_rank_tolerance(cdyn_dae *dae, double tol)
 cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index)
 {
     if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_set_max_index";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (max_index < 1 || max_index > CDYN_DAE_MAX_INDEX)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
-                          "cdyn_dae_set_max_index: %d is not in [1, %d]", max_index,
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: %d is not in [1, %d]", fn, max_index,
                           CDYN_DAE_MAX_INDEX);
     dae->max_index = max_index;
     return CDYN_OK;
@@ -152,10 +188,29 @@ cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index)
 cdyn_status cdyn_dae_set_fd_step(cdyn_dae *dae, double h)
 {
     if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_set_fd_step";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!(h > 0.0 && h < 1.0))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_set_fd_step: h = %g is not in (0, 1)",
-                          h);
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: h = %g is not in (0, 1)", fn, h);
     dae->fd_step = h;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const double *atol)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_set_tolerances";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!(rtol >= 1e-15 && rtol < 1.0))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: rtol = %g is not in [1e-15, 1)", fn, rtol);
+    for (int j = 0; atol && j < dae->n; ++j)
+        if (!(atol[j] >= 0.0) || isinf(atol[j]))
+            return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: atol[%d] = %g is not finite and >= 0",
+                              fn, j, atol[j]);
+    dae->rtol = rtol;
+    dae->has_tolerances = 1;
+    dae->has_atol = atol != NULL;
+    if (atol) memcpy(dae->atol, atol, sizeof(double) * (size_t)dae->n);
     return CDYN_OK;
 }
 
@@ -164,8 +219,9 @@ cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
                                    cdyn_dae_time_fn time_derivative, void *user)
 {
     if (!dae) return CDYN_ERR_ARG;
-    if (!force)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_set_functions: force is NULL");
+    const char *fn = "cdyn_dae_set_functions";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!force) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: force is NULL", fn);
     dae->force = force;
     dae->jacobian = jacobian;
     dae->time_derivative = time_derivative;
@@ -173,88 +229,94 @@ cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
     return CDYN_OK;
 }
 
-/* Allocate the rank-dependent parts for rank r (THEORY T3.1, T3.3). */
-static int alloc_rank_dependent(cdyn_dae *dae, int r)
-{
-    int n = dae->n, q = n - r;
-    size_t r1 = (size_t)(r > 0 ? r : 1), q1 = (size_t)(q > 0 ? q : 1);
-    dae->beta = malloc(sizeof(double) * (size_t)n * q1);
-    dae->range = malloc(sizeof(double) * (size_t)n * r1);
-    dae->range_t_mass = malloc(sizeof(double) * r1 * (size_t)n);
-    dae->constraint_jac = malloc(sizeof(double) * q1 * (size_t)n);
-    dae->ga = malloc(sizeof(double) * q1 * q1);
-    dae->coef = malloc(sizeof(double) * q1 * r1);
-    dae->offset = malloc(sizeof(double) * q1);
-    dae->vec_q = malloc(sizeof(double) * q1);
-    dae->vec_q2 = malloc(sizeof(double) * q1);
-    dae->mass_alpha = malloc(sizeof(double) * (size_t)n * r1);
-    dae->reduced = malloc(sizeof(double) * r1 * r1);
-    dae->reduced_rhs = malloc(sizeof(double) * r1);
-    dae->ipiv = malloc(sizeof(int) * r1);
-    dae->mass_saved = malloc(sizeof(double) * (size_t)n * n);
-    dae->beta_ref = malloc(sizeof(double) * (size_t)n * q1);
-    dae->beta_rows = malloc(sizeof(int) * q1);
-    dae->beta_signs = malloc(sizeof(double) * q1);
-    dae->beta_plus = malloc(sizeof(double) * (size_t)n * q1);
-    dae->beta_minus = malloc(sizeof(double) * (size_t)n * q1);
-    dae->beta_dot = malloc(sizeof(double) * (size_t)n * q1);
-    dae->align = malloc(sizeof(double) * q1 * q1);
-    dae->align_u = malloc(sizeof(double) * q1 * q1);
-    dae->align_vt = malloc(sizeof(double) * q1 * q1);
-    dae->align_sv = malloc(sizeof(double) * q1);
-    if (!dae->mass_saved || !dae->beta_ref || !dae->beta_rows || !dae->beta_signs ||
-        !dae->beta_plus || !dae->beta_minus ||
-        !dae->beta_dot || !dae->align || !dae->align_u || !dae->align_vt || !dae->align_sv)
-        return 0;
-    if (!dae->beta || !dae->range || !dae->range_t_mass || !dae->constraint_jac || !dae->ga ||
-        !dae->coef || !dae->offset || !dae->vec_q || !dae->vec_q2 || !dae->mass_alpha ||
-        !dae->reduced || !dae->reduced_rhs || !dae->ipiv)
-        return 0;
-    cdyn_status st = CDYN_OK;
-    if (q > 0) dae->newton = cdyn_newton_create(q, q, &st);
-    if (st == CDYN_OK && q > 0 && q < n) dae->split_ns = cdyn_nullspace_create(n, q, &st);
-    return st == CDYN_OK;
-}
+/* ---- T3.1: rank and bases by the rank policy ---------------------------- */
 
-cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn)
+int cdyn__dae_mass_rank(cdyn_dae *dae, const double *M)
 {
     int n = dae->n;
-    /* T3.1: M = U S V^T; beta = U(:, r:n), P = U(:, 0:r) */
-    int r = cdyn__dae_mass_svd(dae);
-    free_rank_dependent(dae);
-    dae->split_done = dae->state_valid = dae->analyzed = 0;
-    dae->r = -1;
-    if (!alloc_rank_dependent(dae, r)) {
-        free_rank_dependent(dae);
-        return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory", fn);
+    double *r = dae->row_scale, *c = dae->col_scale;
+    cdyn__equilibrate(n, n, M, n, r, c);
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) dae->svd_copy[i + (size_t)j * n] = r[i] * M[i + (size_t)j * n] * c[j];
+    cdyn__gesvd(n, n, dae->svd_copy, n, dae->sv, dae->u, n, dae->vt, n, dae->work, dae->lwork);
+    int rank = 0;
+    while (rank < n && dae->sv[0] > 0.0 && dae->sv[rank] > dae->rank_tol * dae->sv[0]) ++rank;
+    return rank;
+}
+
+void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
+{
+    /* u^T (D_r M D_c) = 0 for the last q left singular vectors u, so
+     * (D_r u)^T M = 0: the left null space of M is spanned by D_r U(:, r:n).
+     * A QR of it gives an orthonormal basis (its first q columns of Q) and
+     * the orthogonal complement, the range of M (the other r). */
+    int n = dae->n, q = n - r;
+    double *a = dae->svd_copy, *full = dae->prod;
+    if (q > 0) {
+        for (int k = 0; k < q; ++k)
+            for (int i = 0; i < n; ++i)
+                a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
+        memset(dae->jpvt, 0, sizeof(int) * (size_t)q);
+        cdyn__geqp3(n, q, a, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
     }
-    int q = n - r;
-    memcpy(dae->range, dae->u, sizeof(double) * (size_t)n * r);
-    memcpy(dae->beta, dae->u + (size_t)n * r, sizeof(double) * (size_t)n * q);
-    memcpy(dae->beta_ref, dae->beta, sizeof(double) * (size_t)n * q);
-    dae->q = q;
-    cdyn__dae_detect_selection(dae);
-    cdyn__gemm('T', 'N', r, n, n, 1.0, dae->range, n, dae->mass, n, 0.0, dae->range_t_mass,
+    memset(full, 0, sizeof(double) * (size_t)n * n);
+    for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
+    if (q > 0) cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
+    if (q > 0) memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
+    if (r > 0) memcpy(range, full + (size_t)n * q, sizeof(double) * (size_t)n * r);
+}
+
+cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *M, int ldm)
+{
+    int n = dae->n;
+    /* the new M is factored in workspace first: nothing of the object
+     * changes until the new parts exist */
+    for (int j = 0; j < n; ++j)
+        memcpy(dae->aug + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
+    int r = cdyn__dae_mass_rank(dae, dae->aug), q = n - r;
+    cdyn__dae_part fresh;
+    if (!part_alloc(&fresh, n, r))
+        return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)", fn);
+    if (q > 0) {
+        cdyn_status st = dae->newton ? cdyn__newton_set_size(dae->newton, q, q) : CDYN_OK;
+        if (st == CDYN_OK && !dae->newton) {
+            dae->newton = cdyn_newton_create(q, q, &st);
+            if (dae->newton) cdyn__newton_set_owner(dae->newton, &dae->guard.in_callback);
+        }
+        if (st != CDYN_OK) {
+            part_free(&fresh);
+            return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)",
+                              fn);
+        }
+    }
+    memcpy(fresh.mass, dae->aug, sizeof(double) * (size_t)n * n);
+    cdyn__dae_bases(dae, r, fresh.beta, fresh.range);
+    if (q > 0) memcpy(fresh.beta_ref, fresh.beta, sizeof(double) * (size_t)n * q);
+    cdyn__dae_detect_selection(&fresh, n);
+    cdyn__gemm('T', 'N', r, n, n, 1.0, fresh.range, n, fresh.mass, n, 0.0, fresh.range_t_mass,
                r > 0 ? r : 1);
-    /* states whose column of M vanishes (relative to the largest entry) */
-    double scale = 0.0;
-    for (size_t k = 0; k < (size_t)n * n; ++k) scale = fmax(scale, fabs(dae->mass[k]));
-    for (int j = 0; j < n; ++j) {
-        double col = 0.0;
-        for (int i = 0; i < n; ++i) col = fmax(col, fabs(dae->mass[i + (size_t)j * n]));
-        dae->massless[j] = col <= dae->rank_tol * scale;
+    for (int j = 0; j < n; ++j) { /* states without mass: column j exactly zero */
+        fresh.massless[j] = 1;
+        for (int i = 0; i < n; ++i)
+            if (fresh.mass[i + (size_t)j * n] != 0.0) fresh.massless[j] = 0;
     }
-    if (dae->split_ns) cdyn_nullspace_set_preferred_dependent(dae->split_ns, dae->massless);
+    if (fresh.split_ns) {
+        cdyn_nullspace_set_preferred_dependent(fresh.split_ns, fresh.massless);
+        cdyn__nullspace_set_owner(fresh.split_ns, &dae->guard.in_callback);
+    }
+    part_free(&dae->part);
+    dae->part = fresh;
     dae->r = r;
     dae->q = q;
+    dae->split_done = dae->state_valid = dae->analyzed = 0;
     return CDYN_OK;
 }
 
-void cdyn__dae_detect_selection(cdyn_dae *dae)
+void cdyn__dae_detect_selection(cdyn__dae_part *part, int n)
 {
-    int n = dae->n, q = dae->q, selection = q > 0;
+    int q = part->q, selection = q > 0;
     for (int k = 0; k < q && selection; ++k) {
-        const double *col = dae->beta + (size_t)k * n;
+        const double *col = part->beta + (size_t)k * n;
         int row = -1;
         for (int i = 0; i < n && selection; ++i) {
             if (col[i] == 0.0) continue;
@@ -263,25 +325,25 @@ void cdyn__dae_detect_selection(cdyn_dae *dae)
         }
         if (row < 0) selection = 0;
         if (selection) {
-            dae->beta_rows[k] = row;
-            dae->beta_signs[k] = col[row];
+            part->beta_rows[k] = row;
+            part->beta_signs[k] = col[row];
         }
     }
-    dae->beta_is_selection = selection;
+    part->beta_is_selection = selection;
 }
 
 void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
                       double *out, int ldo)
 {
     int n = dae->n, q = dae->q;
-    if (!dae->beta_is_selection) {
-        cdyn__gemm('T', 'N', q, cols, n, alpha, dae->beta, n, X, ldx, 0.0, out, ldo);
+    const cdyn__dae_part *p = &dae->part;
+    if (!p->beta_is_selection) {
+        cdyn__gemm('T', 'N', q, cols, n, alpha, p->beta, n, X, ldx, 0.0, out, ldo);
         return;
     }
     for (int j = 0; j < cols; ++j)
         for (int k = 0; k < q; ++k)
-            out[k + (size_t)j * ldo] =
-                alpha * dae->beta_signs[k] * X[dae->beta_rows[k] + (size_t)j * ldx];
+            out[k + (size_t)j * ldo] = alpha * p->beta_signs[k] * X[p->beta_rows[k] + (size_t)j * ldx];
 }
 
 cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
@@ -289,16 +351,16 @@ cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_set_mass";
     int n = dae->n;
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!M) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: M is NULL", fn);
     if (ldm < n) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ldm = %d < n = %d", fn, ldm, n);
     long bad = cdyn__first_nonfinite(n, n, M, ldm);
     if (bad >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: M(%ld, %ld) is not finite", fn,
                           bad % n, bad / n);
-    for (int j = 0; j < n; ++j)
-        memcpy(dae->mass + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
-    dae->mass_fn = NULL;
-    return cdyn__dae_install_mass(dae, fn);
+    cdyn_status st = cdyn__dae_install_mass(dae, fn, M, ldm);
+    if (st == CDYN_OK) dae->mass_fn = NULL;
+    return st;
 }
 
 int cdyn_dae_rank(const cdyn_dae *dae) { return dae ? dae->r : -1; }
@@ -308,14 +370,18 @@ cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, i
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_bases";
     int n = dae->n;
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (dae->r < 0)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_mass first", fn);
     if ((beta && ldbeta < n) || (P && ldp < n))
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: leading dimension < n = %d", fn, n);
+    if (beta && P && cdyn__overlap(beta, sizeof(double) * ((size_t)ldbeta * (dae->q - 1) + n),
+                                   P, sizeof(double) * ((size_t)ldp * (dae->r - 1) + n)))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: beta and P overlap", fn);
     for (int j = 0; beta && j < dae->q; ++j)
-        memcpy(beta + (size_t)j * ldbeta, dae->beta + (size_t)j * n, sizeof(double) * (size_t)n);
+        memcpy(beta + (size_t)j * ldbeta, dae->part.beta + (size_t)j * n, sizeof(double) * (size_t)n);
     for (int j = 0; P && j < dae->r; ++j)
-        memcpy(P + (size_t)j * ldp, dae->range + (size_t)j * n, sizeof(double) * (size_t)n);
+        memcpy(P + (size_t)j * ldp, dae->part.range + (size_t)j * n, sizeof(double) * (size_t)n);
     return CDYN_OK;
 }
 
@@ -340,22 +406,55 @@ static cdyn_status check_output(cdyn_dae *dae, const char *fn, const char *what,
 cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const double *v,
                             double *out)
 {
+    dae->guard.in_callback++;
     int code = dae->force(t, v, out, dae->user);
+    dae->guard.in_callback--;
     if (code != 0) return callback_failed(dae, fn, "force", code);
     return check_output(dae, fn, "F", dae->n, 1, out);
+}
+
+cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double *out)
+{
+    int n = dae->n;
+    dae->guard.in_callback++;
+    int code = dae->mass_fn(t, out, n, dae->mass_user);
+    dae->guard.in_callback--;
+    if (code != 0) return callback_failed(dae, fn, "mass", code);
+    long bad = cdyn__first_nonfinite(n, n, out, n);
+    if (bad >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: M(%ld, %ld) at t = %g is not finite",
+                          fn, bad % n, bad / n, t);
+    return CDYN_OK;
+}
+
+/* Magnitude of state j for a difference step: |v_j| or the largest |v_j|
+ * of a consistent state so far; for a state never seen non-zero, the
+ * smallest magnitude known of any state (1 if none is known). */
+static double step_scale(const cdyn_dae *dae, const double *v, int j)
+{
+    double s = fmax(fabs(v[j]), dae->magnitude[j]);
+    if (s > 0.0) return s;
+    double smallest = INFINITY;
+    for (int i = 0; i < dae->n; ++i) {
+        double m = fmax(fabs(v[i]), dae->magnitude[i]);
+        if (m > 0.0) smallest = fmin(smallest, m);
+    }
+    return isfinite(smallest) ? smallest : 1.0;
 }
 
 cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v)
 {
     int n = dae->n;
     if (dae->jacobian) {
+        dae->guard.in_callback++;
         int code = dae->jacobian(t, v, dae->force_jac, n, dae->user);
+        dae->guard.in_callback--;
         if (code != 0) return callback_failed(dae, fn, "Jacobian", code);
         return check_output(dae, fn, "dF/dv", n, n, dae->force_jac);
     }
     for (int j = 0; j < n; ++j) {
         double saved = v[j];
-        double h = dae->fd_step * fmax(fabs(saved), 1.0);
+        double h = dae->fd_step * step_scale(dae, v, j);
         v[j] = saved + h;
         h = v[j] - saved;
         cdyn_status st = cdyn__dae_force(dae, fn, t, v, dae->force_shift);
@@ -364,28 +463,35 @@ cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, do
         for (int i = 0; i < n; ++i)
             dae->force_jac[i + (size_t)j * n] = (dae->force_shift[i] - dae->force_val[i]) / h;
     }
-    return CDYN_OK;
+    return check_output(dae, fn, "the difference dF/dv", n, n, dae->force_jac);
 }
 
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v)
 {
     int n = dae->n;
     if (dae->time_derivative) {
+        dae->guard.in_callback++;
         int code = dae->time_derivative(t, v, dae->force_dt, dae->user);
+        dae->guard.in_callback--;
         if (code != 0) return callback_failed(dae, fn, "time-derivative", code);
         return check_output(dae, fn, "dF/dt", n, 1, dae->force_dt);
     }
-    double h = dae->fd_step * fmax(fabs(t), 1.0);
-    volatile double shifted = t + h; /* the step actually representable */
-    h = shifted - t;
+    /* central difference, step ~ cbrt(eps) on a time scale of max(|t|, 1 s):
+     * error ~ 1e-11 relative on smooth forces */
+    double h = 6e-6 * fmax(fabs(t), 1.0);
+    volatile double ahead = t + h; /* the step actually representable */
+    h = ahead - t;
     cdyn_status st = cdyn__dae_force(dae, fn, t + h, v, dae->force_shift);
+    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t - h, v, dae->force_dt);
     if (st != CDYN_OK) return st;
-    for (int i = 0; i < n; ++i) dae->force_dt[i] = (dae->force_shift[i] - dae->force_val[i]) / h;
-    return CDYN_OK;
+    for (int i = 0; i < n; ++i)
+        dae->force_dt[i] = (dae->force_shift[i] - dae->force_dt[i]) / (2.0 * h);
+    return check_output(dae, fn, "the difference dF/dt", n, 1, dae->force_dt);
 }
 
 cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const double *v)
 {
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (dae->r < 0)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_mass first", fn);
     if (!dae->force)
@@ -408,32 +514,42 @@ cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v
     st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, dae->force_val);
     if (st != CDYN_OK) return st;
-    /* T3.1: G0 = beta^T F */
+    /* T3.1: G0 = beta^T F (written last: G0 may alias v) */
     cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G0, dae->q);
     return CDYN_OK;
 }
 
 /* ---- T3.2: index by repeated augmentation ---------------------------- */
 
-/* SVD rank of the n x n matrix a (copied; a is kept), U into dae->u. */
-static int svd_rank(cdyn_dae *dae, const double *a)
+/* Rank of the n x n a by the rank policy; afterwards dae->u holds the left
+ * singular vectors of D_r a D_c and dae->row_scale D_r. */
+static int equilibrated_rank(cdyn_dae *dae, const double *a) { return cdyn__dae_mass_rank(dae, a); }
+
+/* a <- U^T D_r a for the n x n a: an invertible combination of the rows
+ * whose last n - rank rows vanish for the augmented matrix. */
+static void combine_rows(cdyn_dae *dae, double *a)
 {
     int n = dae->n;
-    memcpy(dae->svd_copy, a, sizeof(double) * (size_t)n * n);
-    cdyn__gesvd(n, n, dae->svd_copy, n, dae->sv, dae->u, n, dae->vt, n, dae->work, dae->lwork);
-    int rank = 0;
-    while (rank < n && dae->sv[0] > 0.0 && dae->sv[rank] > dae->rank_tol * dae->sv[0]) ++rank;
-    return rank;
-}
-
-int cdyn__dae_mass_svd(cdyn_dae *dae) { return svd_rank(dae, dae->mass); }
-
-/* a <- U^T a for the n x n a (U in dae->u). */
-static void rotate_rows(cdyn_dae *dae, double *a)
-{
-    int n = dae->n;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) a[i + (size_t)j * n] *= dae->row_scale[i];
     cdyn__gemm('T', 'N', n, n, n, 1.0, dae->u, n, a, n, 0.0, dae->prod, n);
     memcpy(a, dae->prod, sizeof(double) * (size_t)n * n);
+}
+
+/* Mark the equations that take part in the null row i of `origin`: those
+ * whose share |origin(i, j)| * size_j is at least 1e-8 of the largest (a
+ * measure that does not change with the units of the equations). */
+static void mark_levels(cdyn_dae *dae, int i, int level)
+{
+    int n = dae->n;
+    double largest = 0.0;
+    for (int j = 0; j < n; ++j)
+        largest = fmax(largest, fabs(dae->origin[i + (size_t)j * n]) * dae->equation_size[j]);
+    for (int j = 0; j < n; ++j) {
+        double share = fabs(dae->origin[i + (size_t)j * n]) * dae->equation_size[j];
+        if (largest > 0.0 && share >= 1e-8 * largest && dae->equation_level[j] < 0)
+            dae->equation_level[j] = level;
+    }
 }
 
 cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *index)
@@ -452,19 +568,28 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
     /* Augmented matrix `aug` (starts as M), the Jacobian of its right-hand
      * side `aug_rhs` (starts as dF/dv, linearised: zero for the rows of
      * differentiated constraints) and `origin`, which equations each row
-     * combines (starts as I). */
-    memcpy(dae->aug, dae->mass, sizeof(double) * (size_t)n * n);
+     * combines (starts as I). Every rank decision is made on the
+     * equilibrated matrix (rank policy), so the index is the same in any
+     * units of states and equations. */
+    memcpy(dae->aug, dae->part.mass, sizeof(double) * (size_t)n * n);
     memcpy(dae->aug_rhs, dae->force_jac, sizeof(double) * (size_t)n * n);
     memset(dae->origin, 0, sizeof(double) * (size_t)n * n);
-    for (int i = 0; i < n; ++i) dae->origin[i + (size_t)i * n] = 1.0;
-    for (int i = 0; i < n; ++i) dae->equation_level[i] = -1;
+    for (int i = 0; i < n; ++i) {
+        dae->origin[i + (size_t)i * n] = 1.0;
+        dae->equation_level[i] = -1;
+        dae->equation_size[i] = 0.0;
+        for (int j = 0; j < n; ++j)
+            dae->equation_size[i] = fmax(dae->equation_size[i],
+                                         fmax(fabs(dae->aug[i + (size_t)j * n]),
+                                              fabs(dae->aug_rhs[i + (size_t)j * n])));
+    }
     memset(dae->level_count, 0, sizeof dae->level_count);
     dae->analyzed = 0;
     for (int level = 0;; ++level) {
         if (cdyn__first_nonfinite(n, n, dae->aug, n) >= 0) /* LAPACK must not see it */
             return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
                               "%s: the augmented matrix overflowed at level %d", fn, level);
-        int rank = svd_rank(dae, dae->aug);
+        int rank = equilibrated_rank(dae, dae->aug);
         if (rank == n) {
             dae->levels = level;
             dae->analyzed = 1;
@@ -474,19 +599,19 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
         if (level == dae->max_index)
             return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                               "%s: augmented matrix still has rank %d < n = %d after %d "
-                              "levels: the DAE is singular or its index exceeds %d",
-                              fn, rank, n, level, dae->max_index);
-        /* rows rank..n-1 of U^T [aug | aug_rhs] are 0 = constraint; their
+                              "levels (rank decided after equilibration, tolerance %.1e): the "
+                              "DAE is singular or its index exceeds %d",
+                              fn, rank, n, level, dae->rank_tol, dae->max_index);
+        /* rows rank..n-1 of U^T D_r [aug | aug_rhs] are 0 = constraint; their
          * derivative replaces them in the augmented matrix */
-        rotate_rows(dae, dae->aug);
-        rotate_rows(dae, dae->aug_rhs);
-        rotate_rows(dae, dae->origin);
+        combine_rows(dae, dae->aug);
+        combine_rows(dae, dae->aug_rhs);
+        combine_rows(dae, dae->origin);
         dae->level_count[level] = n - rank;
         for (int i = rank; i < n; ++i) {
+            mark_levels(dae, i, level);
             for (int j = 0; j < n; ++j) {
                 size_t ij = (size_t)i + (size_t)j * n;
-                if (fabs(dae->origin[ij]) > 1e-8 && dae->equation_level[j] < 0)
-                    dae->equation_level[j] = level;
                 dae->aug[ij] = dae->aug_rhs[ij];
                 dae->aug_rhs[ij] = 0.0;
             }

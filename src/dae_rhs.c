@@ -1,6 +1,7 @@
 /* Index-1 DAEs: split into integrated and algebraic states, consistent
  * initial values, and the minimum-order right-hand side (THEORY T3.3). */
 #include "dae_internal.h"
+#include "kkt.h"
 #include "linalg.h"
 #include "newton_internal.h"
 
@@ -13,7 +14,9 @@ static int algebraic_residual(const double *x, double *G, void *user)
 {
     cdyn_dae *dae = user;
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    dae->guard.in_callback++;
     int code = dae->force(dae->t_eval, dae->v_trial, dae->force_shift, dae->user);
+    dae->guard.in_callback--;
     if (code != 0) {
         dae->callback_code = code;
         return code;
@@ -29,7 +32,9 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     cdyn_dae *dae = user;
     int n = dae->n, q = dae->q;
     for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    dae->guard.in_callback++;
     int code = dae->jacobian(dae->t_eval, dae->v_trial, dae->force_jac, n, dae->user);
+    dae->guard.in_callback--;
     if (code != 0) {
         dae->callback_code = code;
         return code;
@@ -54,6 +59,22 @@ static cdyn_status solve_algebraic(cdyn_dae *dae, const char *fn, double t, doub
     return CDYN_OK;
 }
 
+/* The Newton tolerances of the algebraic states from cdyn_dae_set_tolerances
+ * (nothing to do when the caller never set them). */
+static void install_tolerances(cdyn_dae *dae)
+{
+    if (!dae->has_tolerances || dae->q == 0) return;
+    double *atol = dae->part.vec_q2;
+    for (int k = 0; k < dae->q; ++k) atol[k] = dae->atol[dae->algebraic[k]];
+    cdyn_newton_set_tolerances(dae->newton, dae->rtol, dae->has_atol ? atol : NULL);
+}
+
+/* Remember the magnitudes of a consistent state (difference steps). */
+static void learn_magnitudes(cdyn_dae *dae, const double *v)
+{
+    for (int j = 0; j < dae->n; ++j) dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
+}
+
 cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
 {
     if (!dae) return CDYN_ERR_ARG;
@@ -61,6 +82,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     cdyn_status st = cdyn__dae_check_point(dae, fn, t, v);
     if (st != CDYN_OK) return st;
     int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
     if (q > 0) {
         int index = -1;
         st = cdyn_dae_analyze(dae, t, v, &index); /* leaves F and dF/dv at v */
@@ -76,17 +98,20 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         for (int k = 0; k < q; ++k) dae->algebraic[k] = k;
     } else {
         /* T3.3: dG0/dv = beta^T dF/dv; pivoted QR picks the algebraic states */
-        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, dae->constraint_jac, q);
-        st = cdyn_nullspace_factor(dae->split_ns, dae->constraint_jac, q);
+        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+        st = cdyn_nullspace_factor(p->split_ns, p->constraint_jac, q);
         if (st != CDYN_OK)
             return cdyn__fail(dae->msg, st, "%s: dG0/dv: %s", fn,
-                              cdyn_nullspace_last_error(dae->split_ns));
-        cdyn_nullspace_partition(dae->split_ns, dae->integrated, dae->algebraic);
+                              cdyn_nullspace_last_error(p->split_ns));
+        cdyn_nullspace_partition(p->split_ns, dae->integrated, dae->algebraic);
     }
+    if (q > 0) cdyn__newton_forget_magnitudes(dae->newton);
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
+    learn_magnitudes(dae, v);
     dae->split_done = 1;
     dae->state_valid = 0;
     dae->svd_rate_solves = 0;
+    install_tolerances(dae);
     return CDYN_OK;
 }
 
@@ -95,6 +120,10 @@ cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic)
     if (!dae) return CDYN_ERR_ARG;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: call cdyn_dae_split first");
+    if (integrated && algebraic &&
+        cdyn__overlap(integrated, sizeof(int) * (size_t)dae->r, algebraic,
+                      sizeof(int) * (size_t)dae->q))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: the outputs overlap");
     if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)dae->r);
     if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)dae->q);
     return CDYN_OK;
@@ -112,43 +141,158 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
     if (q == 0) return CDYN_OK;
     st = cdyn__dae_mass_at(dae, fn, t);
     if (st != CDYN_OK) return st;
+    double *x = dae->part.vec_q;
     memcpy(dae->v_trial, v, sizeof(double) * (size_t)n);
-    for (int k = 0; k < q; ++k) dae->vec_q[k] = v[dae->algebraic[k]];
-    st = solve_algebraic(dae, fn, t, dae->vec_q);
+    for (int k = 0; k < q; ++k) x[k] = v[dae->algebraic[k]];
+    st = solve_algebraic(dae, fn, t, x);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV)
-        for (int k = 0; k < q; ++k) v[dae->algebraic[k]] = dae->vec_q[k];
-    if (st == CDYN_OK) memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
+        for (int k = 0; k < q; ++k) v[dae->algebraic[k]] = x[k];
+    if (st == CDYN_OK) {
+        memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
+        learn_magnitudes(dae, v);
+    }
     return st;
 }
 
 /* At the consistent state v_trial: coef = -G_a^# G_i and offset =
- * -G_a^# G_t (T3.3), with the rank-revealing solve of cdyn_newton. */
+ * -G_a^# G_t (T3.3), with the rank-revealing solve of cdyn_newton. G_t is
+ * left in part.vec_q2 (as -G_t). */
 static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
     cdyn_status st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
     if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
-    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, dae->constraint_jac, q);
-    if (cdyn__first_nonfinite(q, n, dae->constraint_jac, q) >= 0) /* LAPACK must not see it */
+    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+    if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0) /* LAPACK must not see it */
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
     for (int k = 0; k < q; ++k)
-        memcpy(dae->ga + (size_t)k * q, dae->constraint_jac + (size_t)dae->algebraic[k] * q,
+        memcpy(p->ga + (size_t)k * q, p->constraint_jac + (size_t)dae->algebraic[k] * q,
                sizeof(double) * (size_t)q);
-    dae->svd_rate_solves += cdyn__newton_factor(dae->newton, dae->ga, q);
+    int svd = cdyn__newton_factor(dae->newton, p->ga, q);
+    if (svd < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on G_a", fn);
+    dae->svd_rate_solves += svd;
     for (int j = 0; j < r; ++j) {
-        const double *gi = dae->constraint_jac + (size_t)dae->integrated[j] * q;
-        for (int k = 0; k < q; ++k) dae->coef[k + (size_t)j * q] = -gi[k];
+        const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
+        for (int k = 0; k < q; ++k) p->coef[k + (size_t)j * q] = -gi[k];
     }
-    cdyn__newton_apply_many(dae->newton, dae->coef, q, r, dae->coef, q);
+    cdyn__newton_apply_many(dae->newton, p->coef, q, r, p->coef, q);
     /* G_t = beta^T dF/dt (+ beta'^T F for a time-varying M) */
-    cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, dae->vec_q2, q);
+    cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, p->vec_q2, q);
     if (dae->mass_fn) {
         st = cdyn__dae_beta_rate(dae, fn, t);
         if (st != CDYN_OK) return st;
-        cdyn__gemv('T', n, q, -1.0, dae->beta_dot, n, dae->force_val, 1.0, dae->vec_q2);
+        cdyn__gemv('T', n, q, -1.0, p->beta_dot, n, dae->force_val, 1.0, p->vec_q2);
     }
-    cdyn__newton_apply(dae->newton, dae->vec_q2, dae->offset);
+    cdyn__newton_apply(dae->newton, p->vec_q2, p->offset);
+    return CDYN_OK;
+}
+
+/* The rates for given right-hand sides of the two blocks of the linear
+ * system of T3.3,
+ *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
+ * into out (n): v_a' = coef v_i' + G_a^# bottom and
+ * [P^T M Pi [I; coef]] v_i' = top - P^T M Pi [0; G_a^# bottom], with the
+ * factorizations of this evaluation (reduced matrix LU in part.reduced). */
+static void solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out)
+{
+    int q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    const double *ptm = p->range_t_mass; /* r x n */
+    double *va_part = p->vec_q, *vi = p->reduced_rhs;
+    if (q > 0) cdyn__newton_apply(dae->newton, bottom, va_part);
+    memcpy(vi, top, sizeof(double) * (size_t)r);
+    for (int k = 0; k < q; ++k) {
+        const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
+        for (int i = 0; i < r; ++i) vi[i] -= ptm_a[i] * va_part[k];
+    }
+    cdyn__getrs('N', r, 1, p->reduced, r, p->ipiv, vi, r);
+    for (int j = 0; j < r; ++j) out[dae->integrated[j]] = vi[j];
+    for (int k = 0; k < q; ++k) {
+        double s = va_part[k];
+        for (int j = 0; j < r; ++j) s += p->coef[k + (size_t)j * q] * vi[j];
+        out[dae->algebraic[k]] = s;
+    }
+}
+
+/* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
+ * into dae->residual ([top; bottom], permuted to n entries: top first) and
+ * the componentwise backward error of v' (kkt.h's measure). */
+static double rates_backward_error(cdyn_dae *dae, const double *vdot)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    double *res = dae->residual, *bound = dae->bound;
+    /* top: P^T F (the reduced right-hand side before the solve) */
+    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, res);
+    for (int i = 0; i < r; ++i) bound[i] = fabs(res[i]);
+    for (int k = 0; k < q; ++k) {
+        res[r + k] = p->vec_q2[k]; /* -G_t */
+        bound[r + k] = fabs(p->vec_q2[k]);
+    }
+    for (int j = 0; j < n; ++j) {
+        const double *a = p->range_t_mass + (size_t)j * (r > 0 ? r : 1);
+        const double *g = p->constraint_jac + (size_t)j * q;
+        for (int i = 0; i < r; ++i) {
+            res[i] -= a[i] * vdot[j];
+            bound[i] += fabs(a[i] * vdot[j]);
+        }
+        for (int k = 0; k < q; ++k) {
+            res[r + k] -= g[k] * vdot[j];
+            bound[r + k] += fabs(g[k] * vdot[j]);
+        }
+    }
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i) {
+        double w = bound[i] > 0.0 ? fabs(res[i]) / bound[i] : (res[i] == 0.0 ? 0.0 : INFINITY);
+        worst = fmax(worst, w);
+    }
+    return worst;
+}
+
+/* v' (n) at the consistent state v_trial (T3.3), certified: its
+ * componentwise backward error on the linear system of the rates must reach
+ * the tolerance of kkt.h, with up to two steps of refinement (which use
+ * dae->force_dt as scratch). */
+static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    const double *ptm = p->range_t_mass; /* r x n */
+    for (int j = 0; j < r; ++j) { /* P^T M Pi [I; coef] */
+        double *col = p->reduced + (size_t)j * r;
+        memcpy(col, ptm + (size_t)dae->integrated[j] * r, sizeof(double) * (size_t)r);
+        for (int k = 0; k < q; ++k) {
+            double c = p->coef[k + (size_t)j * q];
+            const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
+            for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
+        }
+    }
+    if (r > 0 && cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular at "
+                          "t = %g",
+                          fn, t);
+    double *top = dae->force_shift; /* free after the Newton solve */
+    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, top);
+    solve_rates(dae, top, p->vec_q2, vdot);
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = rates_backward_error(dae, vdot);
+    for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
+        /* one step of refinement with the same factorizations */
+        memcpy(top, dae->residual, sizeof(double) * (size_t)r);
+        solve_rates(dae, top, dae->residual + r, dae->force_dt);
+        for (int j = 0; j < n; ++j) vdot[j] += dae->force_dt[j];
+        omega = rates_backward_error(dae, vdot);
+    }
+    if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);
+    if (!(omega <= tolerance))
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the rates at t = %g are not determined to working accuracy "
+                          "(componentwise backward error %.2e > %.2e after refinement): the "
+                          "minimum-order system is singular to rounding there",
+                          fn, t, omega, tolerance);
     return CDYN_OK;
 }
 
@@ -156,6 +300,7 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
 {
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_rhs";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
     int n = dae->n, q = dae->q, r = dae->r;
@@ -165,54 +310,28 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     long bad = r > 0 ? cdyn__first_nonfinite(r, 1, y, r) : -1;
     if (bad >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: y[%ld] is not finite", fn, bad);
+    cdyn__dae_part *p = &dae->part;
 
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
     for (int j = 0; j < r; ++j) dae->v_trial[dae->integrated[j]] = y[j];
     cdyn_status st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK && q > 0) {
-        for (int k = 0; k < q; ++k) dae->vec_q[k] = dae->v_last[dae->algebraic[k]];
-        st = solve_algebraic(dae, fn, t, dae->vec_q);
+        for (int k = 0; k < q; ++k) p->vec_q[k] = dae->v_last[dae->algebraic[k]];
+        st = solve_algebraic(dae, fn, t, p->vec_q);
     }
     if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
     if (st == CDYN_OK && q > 0) st = algebraic_rates(dae, fn, t);
+    double *vdot = dae->prod; /* n, committed below */
+    if (st == CDYN_OK) st = rates(dae, fn, t, vdot);
     if (st != CDYN_OK) return st;
 
-    /* [P^T M Pi [I; coef]] v_i' = P^T (F - M Pi [0; offset])  (T3.3) */
-    const double *ptm = dae->range_t_mass; /* r x n */
-    for (int j = 0; j < r; ++j) {
-        double *col = dae->reduced + (size_t)j * r;
-        memcpy(col, ptm + (size_t)dae->integrated[j] * r, sizeof(double) * (size_t)r);
-        for (int k = 0; k < q; ++k) {
-            double c = dae->coef[k + (size_t)j * q];
-            const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
-            for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
-        }
-    }
-    cdyn__gemv('T', n, r, 1.0, dae->range, n, dae->force_val, 0.0, dae->reduced_rhs);
-    for (int k = 0; k < q; ++k) {
-        const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
-        for (int i = 0; i < r; ++i) dae->reduced_rhs[i] -= ptm_a[i] * dae->offset[k];
-    }
-    if (r > 0 && cdyn__getrf(r, dae->reduced, r, dae->ipiv) != 0)
-        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
-                          "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular at "
-                          "t = %g",
-                          fn, t);
-    cdyn__getrs('N', r, 1, dae->reduced, r, dae->ipiv, dae->reduced_rhs, r);
-
-    if (r > 0 && cdyn__first_nonfinite(r, 1, dae->reduced_rhs, r) >= 0)
-        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v_i' overflowed at t = %g", fn, t);
-    /* commit: v, v' = Pi [v_i'; coef v_i' + offset] */
-    for (int j = 0; j < r; ++j) dae->vdot_last[dae->integrated[j]] = dae->reduced_rhs[j];
-    for (int k = 0; k < q; ++k) {
-        double s = dae->offset[k];
-        for (int j = 0; j < r; ++j) s += dae->coef[k + (size_t)j * q] * dae->reduced_rhs[j];
-        dae->vdot_last[dae->algebraic[k]] = s;
-    }
+    /* commit (ydot written last: it may alias y) */
+    memcpy(dae->vdot_last, vdot, sizeof(double) * (size_t)n);
     memcpy(dae->v_last, dae->v_trial, sizeof(double) * (size_t)n);
-    if (dae->mass_fn) memcpy(dae->beta_ref, dae->beta, sizeof(double) * (size_t)n * q);
-    if (r > 0) memcpy(ydot, dae->reduced_rhs, sizeof(double) * (size_t)r);
+    learn_magnitudes(dae, dae->v_last);
+    if (dae->mass_fn) memcpy(p->beta_ref, p->beta, sizeof(double) * (size_t)n * q);
+    for (int j = 0; j < r; ++j) ydot[j] = vdot[dae->integrated[j]];
     dae->state_valid = 1;
     return CDYN_OK;
 }
@@ -223,6 +342,9 @@ cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot)
     if (!dae->state_valid)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG,
                           "cdyn_dae_state: no successful cdyn_dae_rhs since the split");
+    if (v && vdot && cdyn__overlap(v, sizeof(double) * (size_t)dae->n, vdot,
+                                   sizeof(double) * (size_t)dae->n))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_state: v and vdot overlap");
     if (v) memcpy(v, dae->v_last, sizeof(double) * (size_t)dae->n);
     if (vdot) memcpy(vdot, dae->vdot_last, sizeof(double) * (size_t)dae->n);
     return CDYN_OK;

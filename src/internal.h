@@ -19,6 +19,28 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 /* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1. */
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld);
 
+/* Do the byte ranges [a, a + a_bytes) and [b, b + b_bytes) overlap?
+ * (Arguments that must not alias are refused with CDYN_ERR_ARG.) */
+int cdyn__overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
+
+/* Re-entry guard ("re-entry is refused, never a hang"). An object that runs
+ * user callbacks counts how deep it is inside them; an object owned by
+ * another (the Newton solver of a DAE, the constraint kernel of a
+ * mechanism) also sees its owner's count. While either is non-zero, every
+ * call on the object except the read-only accessors returns CDYN_ERR_BUSY. */
+typedef struct cdyn__guard {
+    int in_callback;
+    const int *owner; /* the owner's in_callback, or NULL */
+} cdyn__guard;
+
+static inline int cdyn__guard_busy(const cdyn__guard *g)
+{
+    return g->in_callback > 0 || (g->owner && *g->owner > 0);
+}
+
+/* The CDYN_ERR_BUSY message for the public function fn. */
+cdyn_status cdyn__busy(char *msg, const char *fn);
+
 /* Largest of two ints. */
 static inline int cdyn__max(int a, int b) { return a > b ? a : b; }
 

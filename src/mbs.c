@@ -2,7 +2,10 @@
  * reactions and residuals (THEORY T4.1, T4.4-T4.9). */
 #include "mbs_internal.h"
 #include "linalg.h"
+#include "constraint_internal.h"
 #include "newton_internal.h"
+#include "nullspace_internal.h"
+#include "rank.h"
 
 #include <float.h>
 #include <limits.h>
@@ -24,23 +27,32 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->n = n;
     mbs->m = m;
     mbs->m1 = m1;
-    mbs->fd_step = 6e-6; /* ~ cube root of machine epsilon: central differences */
     mbs->partition_limit = 10.0;
+    mbs->quality = mbs->best_quality = -1.0;
     cdyn_status st = CDYN_OK;
     mbs->kernel = cdyn_constraint_create(n, m, &st);
     if (st == CDYN_OK && m > 0 && m <= n) mbs->projector = cdyn_newton_create(m, n, &st);
     if (st == CDYN_OK && m > 0 && m < n) mbs->partition = cdyn_nullspace_create(n, m, &st);
+    if (st == CDYN_OK && m > 0 && m < n) mbs->probe = cdyn_nullspace_create(n, m, &st);
     if (st == CDYN_OK && m > 0 && m < n) mbs->dependent = cdyn_newton_create(m, m, &st);
     if (st != CDYN_OK) goto fail;
+    /* the owned objects refuse calls from inside the model's callbacks */
+    const int *busy = &mbs->guard.in_callback;
+    cdyn__constraint_set_owner(mbs->kernel, busy);
     if (mbs->projector) {
         cdyn_newton_set_max_iterations(mbs->projector, 10);
-        cdyn_newton_set_tolerances(mbs->projector, 1e-12, 1e-14);
+        cdyn_newton_set_tolerances(mbs->projector, 1e-12, NULL);
+        cdyn__newton_set_owner(mbs->projector, busy);
     }
     if (mbs->dependent) {
         cdyn_newton_set_max_iterations(mbs->dependent, 10);
-        cdyn_newton_set_tolerances(mbs->dependent, 1e-12, 1e-15);
+        cdyn_newton_set_tolerances(mbs->dependent, 1e-12, NULL);
+        cdyn__newton_set_owner(mbs->dependent, busy);
     }
-    if (mbs->partition) cdyn_nullspace_set_condition_limit(mbs->partition, DBL_MAX);
+    if (mbs->partition) {
+        cdyn_nullspace_set_condition_limit(mbs->partition, DBL_MAX);
+        cdyn__nullspace_set_owner(mbs->partition, busy);
+    }
     size_t nn = (size_t)n * n, nm = (size_t)n * m1;
     mbs->M = malloc(sizeof(double) * nn);
     mbs->Q = malloc(sizeof(double) * (size_t)n);
@@ -54,7 +66,9 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->vec_n = malloc(sizeof(double) * (size_t)n);
     mbs->vec_m = malloc(sizeof(double) * (size_t)m1);
     mbs->vec_m2 = malloc(sizeof(double) * (size_t)m1);
+    mbs->phi_shift = malloc(sizeof(double) * (size_t)m1);
     mbs->chol = malloc(sizeof(double) * nn);
+    mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);
     mbs->q_base = malloc(sizeof(double) * (size_t)n);
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
@@ -64,7 +78,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->reaction_mult = malloc(sizeof(double) * (size_t)m1);
     if (!mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->chol || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
+        !mbs->vec_m2 || !mbs->phi_shift || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -81,21 +95,29 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
     cdyn_constraint_free(mbs->kernel);
     cdyn_newton_free(mbs->projector);
     cdyn_nullspace_free(mbs->partition);
+    cdyn_nullspace_free(mbs->probe);
     cdyn_newton_free(mbs->dependent);
     double *arrays[] = {mbs->M,      mbs->Q,       mbs->Phi,     mbs->Phi_q,    mbs->Phi_t,
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
-                        mbs->y_part, mbs->reaction_force, mbs->reaction_mult};
+                        mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->phi_shift,
+                        mbs->mass_scale};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
     free(mbs);
 }
 
+cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn)
+{
+    return cdyn__guard_busy(&mbs->guard) ? cdyn__busy(mbs->msg, fn) : CDYN_OK;
+}
+
 cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_force_fn force,
                                cdyn_mbs_phi_fn phi, cdyn_mbs_jacobian_fn jacobian, void *user)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    if (cdyn__mbs_check_idle(mbs, "cdyn_mbs_set_model")) return CDYN_ERR_BUSY;
     if (!mass || !force || !phi || !jacobian)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_set_model: %s callback is NULL",
                           !mass ? "mass" : !force ? "force" : !phi ? "phi" : "jacobian");
@@ -110,6 +132,7 @@ cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_fo
 cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn phi_t, cdyn_mbs_xi_fn xi)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    if (cdyn__mbs_check_idle(mbs, "cdyn_mbs_set_time_terms")) return CDYN_ERR_BUSY;
     mbs->phi_t = phi_t;
     mbs->xi = xi;
     return CDYN_OK;
@@ -118,6 +141,7 @@ cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn phi_t, cdyn
 cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formulation)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    if (cdyn__mbs_check_idle(mbs, "cdyn_mbs_set_formulation")) return CDYN_ERR_BUSY;
     if (formulation != CDYN_MBS_LAGRANGE && formulation != CDYN_MBS_PSEUDOINVERSE &&
         formulation != CDYN_MBS_PENALTY)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_set_formulation: unknown value %d",
@@ -129,6 +153,7 @@ cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formula
 cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metric metric)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    if (cdyn__mbs_check_idle(mbs, "cdyn_mbs_set_projection_metric")) return CDYN_ERR_BUSY;
     if (metric != CDYN_PROJECT_MIN_NORM && metric != CDYN_PROJECT_MASS)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
                           "cdyn_mbs_set_projection_metric: unknown value %d", (int)metric);
@@ -164,28 +189,57 @@ static cdyn_status callback_result(cdyn_mbs *mbs, const char *fn, const char *wh
 
 cdyn_status cdyn__mbs_mass(cdyn_mbs *mbs, const char *fn, double t, const double *q)
 {
+    mbs->guard.in_callback++;
     int code = mbs->mass(t, q, mbs->M, mbs->n, mbs->user);
+    mbs->guard.in_callback--;
     return callback_result(mbs, fn, "mass", code, mbs->n, mbs->n, mbs->M, mbs->n);
 }
 
 cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                             const double *qdot)
 {
+    mbs->guard.in_callback++;
     int code = mbs->force(t, q, qdot, mbs->Q, mbs->user);
+    mbs->guard.in_callback--;
     return callback_result(mbs, fn, "force", code, mbs->n, 1, mbs->Q, mbs->n);
 }
 
 cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out)
 {
+    mbs->guard.in_callback++;
     int code = mbs->phi(t, q, out, mbs->user);
+    mbs->guard.in_callback--;
     return callback_result(mbs, fn, "phi", code, mbs->m, 1, out, mbs->m1);
 }
 
 cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                                double *out)
 {
+    mbs->guard.in_callback++;
     int code = mbs->jacobian(t, q, out, mbs->m1, mbs->user);
+    mbs->guard.in_callback--;
     return callback_result(mbs, fn, "jacobian", code, mbs->m, mbs->n, out, mbs->m1);
+}
+
+/* The time scale of the motion: 1 s, shortened to 1/|q'|_inf when the
+ * coordinates move faster than one unit (m or rad) per second, so that a
+ * difference step moves them by a small fraction of a unit. */
+static double motion_time_scale(const cdyn_mbs *mbs, const double *qdot)
+{
+    double speed = 0.0;
+    for (int j = 0; qdot && j < mbs->n; ++j) speed = fmax(speed, fabs(qdot[j]));
+    return 1.0 / fmax(speed, 1.0);
+}
+
+double cdyn__mbs_time_step(const cdyn_mbs *mbs, int order, double t, const double *qdot)
+{
+    /* step ~ eps^(1/3) for a first derivative by central differences
+     * (error ~ eps^(2/3)), eps^(1/6) for a second derivative by the
+     * five-point formula (error ~ eps^(2/3)); the step actually
+     * representable at t is returned */
+    double h = (order == 1 ? 6e-6 : 2.4e-3) * motion_time_scale(mbs, qdot);
+    volatile double ahead = t + h;
+    return ahead - t;
 }
 
 cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
@@ -193,15 +247,17 @@ cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const doubl
 {
     int m = mbs->m;
     if (mbs->phi_t) {
+        mbs->guard.in_callback++;
         int code = mbs->phi_t(t, q, out, mbs->user);
+        mbs->guard.in_callback--;
         return callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
     }
-    /* central difference of Phi in t */
-    double h = mbs->fd_step * fmax(fabs(t), 1.0);
-    cdyn_status st = cdyn__mbs_phi(mbs, fn, t + h, q, mbs->vec_m2);
+    /* central difference of Phi in t, q fixed */
+    double h = cdyn__mbs_time_step(mbs, 1, t, NULL);
+    cdyn_status st = cdyn__mbs_phi(mbs, fn, t + h, q, mbs->phi_shift);
     if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - h, q, out);
     if (st != CDYN_OK) return st;
-    for (int i = 0; i < m; ++i) out[i] = (mbs->vec_m2[i] - out[i]) / (2.0 * h);
+    for (int i = 0; i < m; ++i) out[i] = (mbs->phi_shift[i] - out[i]) / (2.0 * h);
     return CDYN_OK;
 }
 
@@ -216,33 +272,57 @@ static cdyn_status velocity_constraint(cdyn_mbs *mbs, const char *fn, double t, 
     return CDYN_OK;
 }
 
+/* Phi along the straight path (q + tau q', t + tau) into out. */
+static cdyn_status phi_on_path(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                               const double *qdot, double tau, double *out)
+{
+    for (int j = 0; j < mbs->n; ++j) mbs->q_work[j] = q[j] + tau * qdot[j];
+    return cdyn__mbs_phi(mbs, fn, t + tau, mbs->q_work, out);
+}
+
 cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                          const double *qdot)
 {
     int n = mbs->n, m = mbs->m;
+    double *xi = mbs->xi_val;
     if (mbs->xi) {
-        int code = mbs->xi(t, q, qdot, mbs->xi_val, mbs->user);
-        return callback_result(mbs, fn, "xi", code, m, 1, mbs->xi_val, mbs->m1);
+        mbs->guard.in_callback++;
+        int code = mbs->xi(t, q, qdot, xi, mbs->user);
+        mbs->guard.in_callback--;
+        return callback_result(mbs, fn, "xi", code, m, 1, xi, mbs->m1);
     }
-    /* T4.1: xi = -d/dt (Phi_q q' + Phi_t) along q'' = 0, central difference
-     * over (q -+ h q', t -+ h) */
-    double h = mbs->fd_step * fmax(fabs(t), 1.0);
-    double speed = 0.0;
-    for (int j = 0; j < n; ++j) speed = fmax(speed, fabs(qdot[j]));
-    if (speed > 1.0) h /= speed; /* keep the position step ~ fd_step */
-    for (int j = 0; j < n; ++j) mbs->q_work[j] = q[j] + h * qdot[j];
-    cdyn_status st =
-        velocity_constraint(mbs, fn, t + h, mbs->q_work, qdot, mbs->jac_work, mbs->xi_val);
-    for (int j = 0; st == CDYN_OK && j < n; ++j) mbs->q_work[j] = q[j] - h * qdot[j];
-    if (st == CDYN_OK)
-        st = velocity_constraint(mbs, fn, t - h, mbs->q_work, qdot, mbs->jac_work, mbs->vec_m);
+    /* T4.1: xi = -d/dtau (Phi_q q' + Phi_t) along (q + tau q', t + tau),
+     * i.e. -d^2/dtau^2 Phi along that path */
+    cdyn_status st = CDYN_OK;
+    if (mbs->phi_t) { /* first derivative of Phi': central difference */
+        double h = cdyn__mbs_time_step(mbs, 1, t, qdot);
+        for (int j = 0; j < n; ++j) mbs->q_work[j] = q[j] + h * qdot[j];
+        st = velocity_constraint(mbs, fn, t + h, mbs->q_work, qdot, mbs->jac_work, xi);
+        for (int j = 0; st == CDYN_OK && j < n; ++j) mbs->q_work[j] = q[j] - h * qdot[j];
+        if (st == CDYN_OK)
+            st = velocity_constraint(mbs, fn, t - h, mbs->q_work, qdot, mbs->jac_work, mbs->vec_m);
+        if (st != CDYN_OK) return st;
+        for (int i = 0; i < m; ++i) xi[i] = -(xi[i] - mbs->vec_m[i]) / (2.0 * h);
+        return CDYN_OK;
+    }
+    /* second derivative of Phi: five-point formula
+     * (-g(2h) + 16 g(h) - 30 g(0) + 16 g(-h) - g(-2h)) / (12 h^2) */
+    double h = cdyn__mbs_time_step(mbs, 2, t, qdot);
+    static const double offsets[4] = {2.0, 1.0, -1.0, -2.0}, weights[4] = {-1.0, 16.0, 16.0, -1.0};
+    st = phi_on_path(mbs, fn, t, q, qdot, 0.0, mbs->vec_m);
+    for (int i = 0; i < m; ++i) xi[i] = -30.0 * mbs->vec_m[i];
+    for (int k = 0; st == CDYN_OK && k < 4; ++k) {
+        st = phi_on_path(mbs, fn, t, q, qdot, offsets[k] * h, mbs->vec_m);
+        for (int i = 0; st == CDYN_OK && i < m; ++i) xi[i] += weights[k] * mbs->vec_m[i];
+    }
     if (st != CDYN_OK) return st;
-    for (int i = 0; i < m; ++i) mbs->xi_val[i] = -(mbs->xi_val[i] - mbs->vec_m[i]) / (2.0 * h);
+    for (int i = 0; i < m; ++i) xi[i] = -xi[i] / (12.0 * h * h);
     return CDYN_OK;
 }
 
 cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const double *y)
 {
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
     if (!mbs->mass)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_set_model first", fn);
     if (!y) return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: y is NULL", fn);
@@ -344,7 +424,9 @@ static int projection_residual(const double *x, double *G, void *user)
 {
     cdyn_mbs *mbs = user;
     unknowns_to_coordinates(mbs, x);
+    mbs->guard.in_callback++;
     int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
+    mbs->guard.in_callback--;
     if (code != 0) mbs->callback_code = code;
     return code;
 }
@@ -355,7 +437,9 @@ static int projection_jacobian(const double *x, double *J, int ldj, void *user)
     cdyn_mbs *mbs = user;
     int n = mbs->n;
     unknowns_to_coordinates(mbs, x);
+    mbs->guard.in_callback++;
     int code = mbs->jacobian(mbs->t_eval, mbs->q_work, J, ldj, mbs->user);
+    mbs->guard.in_callback--;
     if (code != 0) {
         mbs->callback_code = code;
         return code;
@@ -384,10 +468,13 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = cdyn__mbs_mass(mbs, fn, t, q);
         if (st) return st;
-        memcpy(mbs->chol, mbs->M, sizeof(double) * (size_t)n * n);
-        if (cdyn__potrf(n, mbs->chol, n) != 0)
+        /* the definiteness policy: S M S = L~ L~^T, so M = L L^T with
+         * L = S^{-1} L~ */
+        if (cdyn__spd_factor(n, mbs->M, n, mbs->chol, n, mbs->mass_scale) != 0)
             return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
                               "%s: M is not positive definite; use the minimum-norm metric", fn);
+        for (int j = 0; j < n; ++j)
+            for (int i = j; i < n; ++i) mbs->chol[i + (size_t)j * n] /= mbs->mass_scale[i];
         for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
             double sum = 0.0;
             for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
@@ -410,7 +497,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
         cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, mbs->chol, n, mbs->jac_work, mbs->m1);
     /* the same rank-revealing solve as a Newton step, leaving the position
      * solve's report in place */
-    cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1);
+    if (cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->Phi_dot[i];
     cdyn__newton_apply(mbs->projector, mbs->vec_m, mbs->qdot_work);
     cdyn_newton_report position_report;

@@ -19,8 +19,8 @@ struct cdyn_mbs {
     int callback_code;
     cdyn_mbs_formulation formulation;
     cdyn_mbs_metric metric;
-    double fd_step;               /* relative, for Phi_t and xi differences */
     double t_eval;                /* time of the Newton callbacks */
+    cdyn__guard guard;
 
     cdyn_constraint *kernel;      /* T4.3-T4.8 */
     cdyn_newton *projector;       /* m x n, T4.9 */
@@ -29,11 +29,12 @@ struct cdyn_mbs {
 
     /* T4.10 */
     cdyn_nullspace *partition;    /* n states, m constraints */
+    cdyn_nullspace *probe;        /* the best partition at the current Phi_q (events) */
     cdyn_newton *dependent;       /* m x m */
     int partitioned, event;
     double partition_limit;
-    double *y_part;               /* 2n, state of the last partition_rhs (warm start) */
-    int part_valid;
+    double quality, best_quality; /* of the current and of the best partition */
+    double *y_part;               /* 2n, last consistent state (warm start) */
     int *ind_index, *dep_index;   /* d, m */
     double *reaction_force, *reaction_mult; /* n, m: of the last successful rhs */
     int has_reactions;
@@ -41,7 +42,9 @@ struct cdyn_mbs {
     /* evaluation buffers */
     double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */
     double *q_work, *qdot_work, *vec_n, *vec_m, *vec_m2;   /* n, n, n, m, m */
+    double *phi_shift;            /* m, difference quotients */
     double *chol;                 /* n x n, for the mass metric */
+    double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */
     double *q_base;               /* n, projection origin */
     char msg[CDYN__MSG_LEN];
@@ -61,7 +64,14 @@ cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const doubl
 /* xi (m) at (t, q, qdot) into mbs->xi_val (callback or central differences). */
 cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                          const double *qdot);
-/* Check that the model is set and y (2n) is finite. */
+/* Check that the model is set and y (2n) is finite (and not busy). */
 cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const double *y);
+
+/* CDYN_ERR_BUSY when called from inside one of the model's callbacks. */
+cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn);
+
+/* The finite-difference time step for a derivative of order `order`
+ * (1 or 2) along the motion at speeds qdot (THEORY T4.1; mbs.h). */
+double cdyn__mbs_time_step(const cdyn_mbs *mbs, int order, double t, const double *qdot);
 
 #endif

@@ -8,8 +8,13 @@
 #include <math.h>
 #include <string.h>
 
+/* A partition at least this much better than the current one (in the
+ * unit-free quality of cdyn_mbs_partition_quality) is needed for an event. */
+#define PARTITION_GAIN 2.0
+
 static cdyn_status need_partition_object(cdyn_mbs *mbs, const char *fn)
 {
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
     if (!mbs->partition)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
                           "%s: coordinate partitioning needs 0 < m < n (m = %d, n = %d)", fn,
@@ -23,6 +28,14 @@ static cdyn_status need_partition(cdyn_mbs *mbs, const char *fn)
     if (!st && !mbs->partitioned)
         st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_partition first", fn);
     return st;
+}
+
+/* How good a factored partition is: the larger of the condition estimate
+ * of its dependent block and its largest sensitivity |d q_dep / d q_ind|,
+ * both in the equilibrated frame (unit-free). */
+static double quality_of(const cdyn_nullspace *ns)
+{
+    return fmax(cdyn_nullspace_condition(ns), cdyn_nullspace_dependence(ns));
 }
 
 cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
@@ -42,16 +55,18 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
     memcpy(mbs->y_part, y, sizeof(double) * 2 * (size_t)mbs->n);
     mbs->partitioned = 1;
     mbs->event = 0;
-    mbs->part_valid = 0;
+    mbs->quality = mbs->best_quality = quality_of(mbs->partition);
     return CDYN_OK;
 }
 
 cdyn_status cdyn_mbs_partition_coordinates(cdyn_mbs *mbs, int *independent, int *dependent)
 {
     if (!mbs) return CDYN_ERR_ARG;
-    cdyn_status st = need_partition(mbs, "cdyn_mbs_partition_coordinates");
-    if (st) return st;
-    return cdyn_nullspace_partition(mbs->partition, independent, dependent);
+    const char *fn = "cdyn_mbs_partition_coordinates";
+    cdyn_status st = need_partition(mbs, fn);
+    if (!st) st = cdyn_nullspace_partition(mbs->partition, independent, dependent);
+    if (st) return cdyn__fail(mbs->msg, st, "%s: %s", fn, cdyn_nullspace_last_error(mbs->partition));
+    return CDYN_OK;
 }
 
 cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z)
@@ -62,12 +77,11 @@ cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z)
     if (!st && (!y || !z)) st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !y ? "y" : "z");
     if (st) return st;
     int n = mbs->n, d = n - mbs->m;
-    st = cdyn_nullspace_independent(mbs->partition, y, mbs->vec_n);
-    if (!st) memcpy(mbs->q_base, mbs->vec_n, sizeof(double) * (size_t)d);
+    st = cdyn_nullspace_independent(mbs->partition, y, mbs->q_base);
     if (!st) st = cdyn_nullspace_independent(mbs->partition, y + n, mbs->vec_n);
     if (st)
         return cdyn__fail(mbs->msg, st, "%s: %s", fn, cdyn_nullspace_last_error(mbs->partition));
-    memcpy(z, mbs->q_base, sizeof(double) * (size_t)d);
+    memcpy(z, mbs->q_base, sizeof(double) * (size_t)d); /* written last: z may alias y */
     memcpy(z + d, mbs->vec_n, sizeof(double) * (size_t)d);
     return CDYN_OK;
 }
@@ -78,7 +92,9 @@ static int dependent_residual(const double *x, double *G, void *user)
 {
     cdyn_mbs *mbs = user;
     for (int i = 0; i < mbs->m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
+    mbs->guard.in_callback++;
     int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
+    mbs->guard.in_callback--;
     if (code != 0) mbs->callback_code = code;
     return code;
 }
@@ -89,7 +105,9 @@ static int dependent_jacobian(const double *x, double *J, int ldj, void *user)
     cdyn_mbs *mbs = user;
     int m = mbs->m;
     for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
+    mbs->guard.in_callback++;
     int code = mbs->jacobian(mbs->t_eval, mbs->q_work, mbs->jac_work, mbs->m1, mbs->user);
+    mbs->guard.in_callback--;
     if (code != 0) {
         mbs->callback_code = code;
         return code;
@@ -98,6 +116,57 @@ static int dependent_jacobian(const double *x, double *J, int ldj, void *user)
         memcpy(J + (size_t)k * ldj, mbs->jac_work + (size_t)mbs->dep_index[k] * mbs->m1,
                sizeof(double) * (size_t)m);
     return 0;
+}
+
+/* The consistent state at (t, z) into q_base (q) and qdot_work (q'): the
+ * dependent coordinates by Newton on Phi(q, t) = 0 (warm start: the last
+ * consistent state), W = Phi_q at q refactored in the current partition,
+ * the dependent speeds from Phi_q q' = -Phi_t (T1.2 with c = Phi_t). */
+static cdyn_status consistent_state(cdyn_mbs *mbs, const char *fn, double t, const double *z)
+{
+    int n = mbs->n, m = mbs->m, d = n - m;
+    cdyn_nullspace *ns = mbs->partition;
+    cdyn_nullspace_partition(ns, mbs->ind_index, mbs->dep_index);
+    memcpy(mbs->q_work, mbs->y_part, sizeof(double) * (size_t)n);
+    for (int j = 0; j < d; ++j) mbs->q_work[mbs->ind_index[j]] = z[j];
+    for (int i = 0; i < m; ++i) mbs->vec_m2[i] = mbs->q_work[mbs->dep_index[i]];
+    mbs->t_eval = t;
+    cdyn_status st = cdyn_newton_solve(mbs->dependent, dependent_residual, dependent_jacobian,
+                                       mbs, mbs->vec_m2);
+    if (st)
+        return cdyn__fail(mbs->msg, st, "%s at t = %g: dependent coordinates: %s", fn, t,
+                          cdyn_newton_last_error(mbs->dependent));
+    for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = mbs->vec_m2[i];
+    /* q_work is scratch for the xi differences: keep q apart */
+    memcpy(mbs->q_base, mbs->q_work, sizeof(double) * (size_t)n);
+    int changed = 0;
+    st = cdyn__mbs_jacobian(mbs, fn, t, mbs->q_base, mbs->Phi_q);
+    if (!st) st = cdyn_nullspace_update(ns, mbs->Phi_q, mbs->m1, &changed);
+    if (!st && changed) {
+        mbs->event = 1;
+        mbs->partitioned = 0;
+        st = cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
+                        "%s at t = %g: the dependent block became singular; repartition "
+                        "from the last state",
+                        fn, t);
+    }
+    if (!st) st = cdyn__mbs_phi_t(mbs, fn, t, mbs->q_base, mbs->Phi_t);
+    if (!st) st = cdyn_nullspace_complete(ns, z + d, mbs->Phi_t, mbs->qdot_work);
+    return st;
+}
+
+/* The event (mbs.h): when the current partition's quality passes the
+ * limit, compare it with the partition a pivoted QR would choose now at
+ * this Phi_q; an event only when that one is at least PARTITION_GAIN
+ * times better. */
+static void watch_partition(cdyn_mbs *mbs)
+{
+    mbs->quality = quality_of(mbs->partition);
+    mbs->best_quality = mbs->quality;
+    if (!(mbs->quality > mbs->partition_limit)) return;
+    if (cdyn_nullspace_factor(mbs->probe, mbs->Phi_q, mbs->m1) != CDYN_OK) return;
+    mbs->best_quality = fmin(mbs->quality, quality_of(mbs->probe));
+    if (mbs->best_quality * PARTITION_GAIN <= mbs->quality) mbs->event = 1;
 }
 
 cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, double *zdot)
@@ -111,60 +180,27 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
         st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
+    if (!st) st = consistent_state(mbs, fn, t, z);
     if (st) return st;
     cdyn_nullspace *ns = mbs->partition;
-    cdyn_nullspace_partition(ns, mbs->ind_index, mbs->dep_index);
-    /* dependent coordinates: Phi(q_ind, q_dep, t) = 0 by Newton, warm
-     * started from the last consistent state */
-    memcpy(mbs->q_work, mbs->y_part, sizeof(double) * (size_t)n);
-    for (int j = 0; j < d; ++j) mbs->q_work[mbs->ind_index[j]] = z[j];
-    for (int i = 0; i < m; ++i) mbs->vec_m2[i] = mbs->q_work[mbs->dep_index[i]];
-    mbs->t_eval = t;
-    st = cdyn_newton_solve(mbs->dependent, dependent_residual, dependent_jacobian, mbs,
-                           mbs->vec_m2);
-    if (st)
-        return cdyn__fail(mbs->msg, st, "%s at t = %g: dependent coordinates: %s", fn, t,
-                          cdyn_newton_last_error(mbs->dependent));
-    for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = mbs->vec_m2[i];
-    /* q_work is scratch for the xi differences: keep q apart */
-    memcpy(mbs->q_base, mbs->q_work, sizeof(double) * (size_t)n);
     double *q = mbs->q_base, *qdot = mbs->qdot_work;
-    /* W = Phi_q at q; keep the partition, watch its conditioning */
-    int changed = 0;
-    st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
-    if (!st) st = cdyn_nullspace_update(ns, mbs->Phi_q, mbs->m1, &changed);
-    if (!st && changed) {
-        mbs->event = 1;
-        mbs->partitioned = 0;
-        st = cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
-                        "%s at t = %g: the dependent block became singular; repartition "
-                        "from the last state",
-                        fn, t);
-    }
-    if (st) return st;
-    if (cdyn_nullspace_condition(ns) > mbs->partition_limit ||
-        cdyn_nullspace_dependence(ns) > mbs->partition_limit)
-        mbs->event = 1;
-    /* dependent speeds from Phi_q q' = -Phi_t (T1.2 with c = Phi_t) */
-    st = cdyn__mbs_phi_t(mbs, fn, t, q, mbs->Phi_t);
-    if (!st) st = cdyn_nullspace_complete(ns, z + d, mbs->Phi_t, qdot);
+    watch_partition(mbs);
     /* accelerations: T1.4-T1.5 with F = Q and c = -xi; T1's lambda is -T4's */
-    if (!st) st = cdyn__mbs_mass(mbs, fn, t, q);
+    st = cdyn__mbs_mass(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
     if (!st) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
     if (st) return st;
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->xi_val[i];
-    st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->reaction_mult);
+    st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->vec_m2);
     if (st)
         return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_nullspace_last_error(ns));
-    for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->reaction_mult[i];
+    for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->vec_m2[i];
     cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->reaction_mult, 0.0, mbs->reaction_force);
-    /* commit */
-    memcpy(zdot, z + d, sizeof(double) * (size_t)d);
-    for (int j = 0; j < d; ++j) zdot[d + j] = mbs->vec_n[mbs->ind_index[j]];
+    /* commit (zdot written last: it may alias z) */
     memcpy(mbs->y_part, q, sizeof(double) * (size_t)n);
     memcpy(mbs->y_part + n, qdot, sizeof(double) * (size_t)n);
-    mbs->part_valid = 1;
+    for (int j = 0; j < d; ++j) zdot[d + j] = mbs->vec_n[mbs->ind_index[j]];
+    for (int j = 0; j < d; ++j) zdot[j] = qdot[mbs->ind_index[j]];
     mbs->has_reactions = 1;
     cdyn_newton_report report;
     cdyn_newton_get_report(mbs->dependent, &report);
@@ -174,24 +210,45 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double *y)
+cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const double *z, double *y)
 {
     if (!mbs) return CDYN_ERR_ARG;
-    if (!mbs->part_valid || !y)
-        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_partition_state: %s",
-                          !y ? "y is NULL" : "no successful cdyn_mbs_partition_rhs yet");
-    memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)mbs->n);
+    const char *fn = "cdyn_mbs_partition_state";
+    int n = mbs->n, d = n - mbs->m;
+    cdyn_status st = need_partition(mbs, fn);
+    if (!st && (!z || !y))
+        st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !z ? "z" : "y");
+    if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
+    if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
+        st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
+    if (!st) st = consistent_state(mbs, fn, t, z);
+    if (st) return st;
+    memcpy(mbs->y_part, mbs->q_base, sizeof(double) * (size_t)n);
+    memcpy(mbs->y_part + n, mbs->qdot_work, sizeof(double) * (size_t)n);
+    memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)n); /* written last: y may alias z */
     return CDYN_OK;
 }
 
 int cdyn_mbs_partition_event(const cdyn_mbs *mbs) { return mbs ? mbs->event : 0; }
 
+cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, double *best)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_partition_quality";
+    if (!mbs->partitioned && mbs->quality < 0.0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_partition first", fn);
+    if (current) *current = mbs->quality;
+    if (best) *best = mbs->best_quality;
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_set_partition_limit";
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
     if (!(limit >= 1.0) || isinf(limit))
-        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
-                          "cdyn_mbs_set_partition_limit: %g is not in [1, inf)", limit);
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %g is not in [1, inf)", fn, limit);
     mbs->partition_limit = limit;
     return CDYN_OK;
 }

@@ -1,10 +1,12 @@
 /* Newton's method with pivoted-QR steps and an SVD outer-inverse fallback
- * (THEORY T2). */
+ * (THEORY T2), rank decisions by the one rank policy (rank.h) and
+ * convergence judged with weighted norms (newton.h). */
 #include "cdyn/newton.h"
 
 #include "internal.h"
 #include "linalg.h"
 #include "newton_internal.h"
+#include "rank.h"
 
 #include <float.h>
 #include <limits.h>
@@ -14,39 +16,102 @@
 
 enum factor_mode { MODE_QR_SQUARE, MODE_QR_WIDE, MODE_SVD };
 
-struct cdyn_newton {
+/* Everything sized by the problem, allocated together so that growing it
+ * is all or nothing. Capacity k x p. */
+typedef struct buffers {
     int k, p;
-    enum factor_mode mode; /* how the last Jacobian was factored */
-    int rank;             /* rank by the tolerance */
-    int rank_used;        /* singular values the SVD apply uses (>= rank when widened) */
-    int rank_numerical;   /* singular values above max(k, p) eps s_0 */
-    double smallest_kept, largest_dropped;
-    int max_iterations;
-    int max_backtracks;
-    double residual_tol, step_tol, rank_tol, fd_step;
+    cdyn__rank_ws ws;           /* pivoted QR of the equilibrated J or J^T */
+    double *row_scale;          /* k: D_r of the current factorization */
+    double *col_scale;          /* p: D_c (1 for wide systems) */
+    double *sv, *u, *vt;        /* k, k x k, k x p: SVD of the equilibrated J */
+    double *svd_copy;           /* k x p */
+    double *atol, *nominal;     /* p */
+    double *gtol;               /* k */
+    double *jac;                /* k x p */
+    double *g, *g_trial, *g_best; /* k */
+    double *tol_x, *tol_g;      /* p, k */
+    double *rhs, *dx, *x_best, *x_prev; /* p each */
+    double *scratch;            /* max(k, p) */
+    int *dependent_rows;        /* k */
+    int *dropped_cols;          /* p */
+} buffers;
+
+struct cdyn_newton {
+    int k, p;                   /* problem size (<= capacity) */
+    buffers b;
+    enum factor_mode mode;      /* how the last Jacobian was factored */
+    int rank;                   /* rank by the tolerance */
+    int rank_used;              /* singular values the SVD apply uses (>= rank when widened) */
+    int rank_numerical;         /* singular values above max(k, p) eps s_0 */
+    double smallest_kept, largest_dropped; /* relative to the largest */
+    int max_iterations, max_backtracks;
+    double rtol, rank_tol, fd_step;
+    int has_atol, has_gtol;
     cdyn_newton_report report;
     int n_dependent_rows, n_dropped_cols;
-    int *dependent_rows;  /* k */
-    int *dropped_cols;    /* p */
-    /* workspace, sized at create */
-    double *factor;       /* k*p: QR of J or J^T, or the SVD's copy of J */
-    double *tau;          /* k */
-    int *jpvt;            /* p */
-    double *sv;           /* k singular values */
-    double *u;            /* k x k */
-    double *vt;           /* k x p */
-    double *work;
-    int lwork;
-    double *jac;          /* k x p Jacobian */
-    double *g;            /* k residual */
-    double *g_shifted;    /* k, finite differences */
-    double *rhs;          /* p, right-hand side / solution of the step */
-    double *dx;           /* p */
-    double *x_best;       /* p */
-    double *x_prev;       /* p, iterate before a widened step */
-    double *g_prev;       /* k */
+    cdyn__guard guard;
     char msg[CDYN__MSG_LEN];
 };
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static void buffers_free(buffers *b)
+{
+    cdyn__rank_ws_free(&b->ws);
+    double *arrays[] = {b->row_scale, b->col_scale, b->sv,     b->u,       b->vt,
+                        b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
+                        b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
+                        b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(b->dependent_rows);
+    free(b->dropped_cols);
+    memset(b, 0, sizeof *b);
+}
+
+static double *doubles(size_t count) { return calloc(count > 0 ? count : 1, sizeof(double)); }
+
+/* Allocate for k x p; 0 when out of memory (b freed). */
+static int buffers_alloc(buffers *b, int k, int p)
+{
+    memset(b, 0, sizeof *b);
+    b->k = k;
+    b->p = p;
+    size_t kk = (size_t)k, pp = (size_t)p, big = (size_t)cdyn__max(k, p);
+    int lwork = cdyn__gesvd_lwork(k, p);
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'T', k, 1, k));
+    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', p, 1, k));
+    int ok = cdyn__rank_ws_init(&b->ws, k, p, lwork);
+    b->row_scale = doubles(kk);
+    b->col_scale = doubles(pp);
+    b->sv = doubles(kk);
+    b->u = doubles(kk * kk);
+    b->vt = doubles(kk * pp);
+    b->svd_copy = doubles(kk * pp);
+    b->atol = doubles(pp);
+    b->nominal = doubles(pp);
+    b->gtol = doubles(kk);
+    b->jac = doubles(kk * pp);
+    b->g = doubles(kk);
+    b->g_trial = doubles(kk);
+    b->g_best = doubles(kk);
+    b->tol_x = doubles(pp);
+    b->tol_g = doubles(kk);
+    b->rhs = doubles(pp);
+    b->dx = doubles(pp);
+    b->x_best = doubles(pp);
+    b->x_prev = doubles(pp);
+    b->scratch = doubles(big);
+    b->dependent_rows = calloc(kk, sizeof(int));
+    b->dropped_cols = calloc(pp, sizeof(int));
+    ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
+         b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best &&
+         b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
+         b->dependent_rows && b->dropped_cols;
+    if (!ok) buffers_free(b);
+    return ok;
+}
+
+/* ---- object ------------------------------------------------------------- */
 
 cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
 {
@@ -57,78 +122,77 @@ cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
         return NULL;
     }
     cdyn_newton *nt = calloc(1, sizeof *nt);
-    if (!nt) goto fail;
+    if (!nt || !buffers_alloc(&nt->b, k, p)) {
+        free(nt);
+        *status = CDYN_ERR_NOMEM;
+        return NULL;
+    }
     nt->k = k;
     nt->p = p;
     nt->max_iterations = 20;
-    nt->residual_tol = 1e-10;
-    nt->step_tol = 1e-12;
-    nt->rank_tol = 1e-10;
+    nt->rtol = 1e-10;
+    nt->rank_tol = CDYN__RANK_TOL;
     nt->fd_step = 1.5e-8;
-    int lwork = cdyn__geqp3_lwork(k, p);
-    lwork = cdyn__max(lwork, cdyn__geqp3_lwork(p, k));
-    lwork = cdyn__max(lwork, cdyn__gesvd_lwork(k, p));
-    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'T', k, 1, k));
-    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', p, 1, k));
-    nt->lwork = lwork;
-    nt->work = malloc(sizeof(double) * (size_t)lwork);
-    nt->dependent_rows = malloc(sizeof(int) * (size_t)k);
-    nt->dropped_cols = malloc(sizeof(int) * (size_t)p);
-    nt->factor = malloc(sizeof(double) * (size_t)k * p);
-    nt->tau = malloc(sizeof(double) * (size_t)k);
-    nt->jpvt = malloc(sizeof(int) * (size_t)p);
-    nt->sv = malloc(sizeof(double) * (size_t)k);
-    nt->u = malloc(sizeof(double) * (size_t)k * k);
-    nt->vt = malloc(sizeof(double) * (size_t)k * p);
-    nt->jac = malloc(sizeof(double) * (size_t)k * p);
-    nt->g = malloc(sizeof(double) * (size_t)k);
-    nt->g_shifted = malloc(sizeof(double) * (size_t)k);
-    nt->rhs = malloc(sizeof(double) * (size_t)p);
-    nt->dx = malloc(sizeof(double) * (size_t)p);
-    nt->x_best = malloc(sizeof(double) * (size_t)p);
-    nt->x_prev = malloc(sizeof(double) * (size_t)p);
-    nt->g_prev = malloc(sizeof(double) * (size_t)k);
-    if (!nt->work || !nt->dependent_rows || !nt->dropped_cols || !nt->factor || !nt->tau ||
-        !nt->jpvt || !nt->sv || !nt->u || !nt->vt || !nt->jac || !nt->g || !nt->g_shifted ||
-        !nt->rhs || !nt->dx || !nt->x_best || !nt->x_prev || !nt->g_prev)
-        goto fail;
     *status = CDYN_OK;
     return nt;
-fail:
-    cdyn_newton_free(nt);
-    *status = CDYN_ERR_NOMEM;
-    return NULL;
 }
 
 void cdyn_newton_free(cdyn_newton *nt)
 {
     if (!nt) return;
-    free(nt->work);
-    free(nt->dependent_rows);
-    free(nt->dropped_cols);
-    free(nt->factor);
-    free(nt->tau);
-    free(nt->jpvt);
-    free(nt->sv);
-    free(nt->u);
-    free(nt->vt);
-    free(nt->jac);
-    free(nt->g);
-    free(nt->g_shifted);
-    free(nt->rhs);
-    free(nt->dx);
-    free(nt->x_best);
-    free(nt->x_prev);
-    free(nt->g_prev);
+    buffers_free(&nt->b);
     free(nt);
+}
+
+static void clear_problem_settings(cdyn_newton *nt)
+{
+    nt->has_atol = nt->has_gtol = 0;
+    cdyn__newton_forget_magnitudes(nt);
+}
+
+cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
+{
+    if (k == nt->k && p == nt->p) return CDYN_OK;
+    if (k > nt->b.k || p > nt->b.p) {
+        buffers grown;
+        if (!buffers_alloc(&grown, cdyn__max(k, nt->b.k), cdyn__max(p, nt->b.p)))
+            return cdyn__fail(nt->msg, CDYN_ERR_NOMEM, "cdyn_newton: out of memory");
+        buffers_free(&nt->b);
+        nt->b = grown;
+    }
+    nt->k = k;
+    nt->p = p;
+    clear_problem_settings(nt);
+    memset(&nt->report, 0, sizeof nt->report);
+    nt->n_dependent_rows = nt->n_dropped_cols = 0;
+    return CDYN_OK;
+}
+
+void cdyn__newton_forget_magnitudes(cdyn_newton *nt)
+{
+    memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
+}
+
+void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback)
+{
+    nt->guard.owner = owner_in_callback;
+}
+
+/* ---- settings ----------------------------------------------------------- */
+
+/* CDYN_ERR_BUSY when called from inside a callback of nt (or its owner). */
+static cdyn_status check_idle(cdyn_newton *nt, const char *fn)
+{
+    return cdyn__guard_busy(&nt->guard) ? cdyn__busy(nt->msg, fn) : CDYN_OK;
 }
 
 cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations)
 {
     if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_set_max_iterations";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (max_iterations < 1)
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
-                          "cdyn_newton_set_max_iterations: %d < 1", max_iterations);
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %d < 1", fn, max_iterations);
     nt->max_iterations = max_iterations;
     return CDYN_OK;
 }
@@ -136,33 +200,52 @@ cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations)
 cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks)
 {
     if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_set_max_backtracks";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (max_backtracks < 0 || max_backtracks > 60)
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
-                          "cdyn_newton_set_max_backtracks: %d is not in [0, 60]", max_backtracks);
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %d is not in [0, 60]", fn, max_backtracks);
     nt->max_backtracks = max_backtracks;
     return CDYN_OK;
 }
 
-cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double residual_tol, double step_tol)
+cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double rtol, const double *atol)
 {
     if (!nt) return CDYN_ERR_ARG;
-    if (!(residual_tol >= 0.0) || !(step_tol >= 0.0) || isinf(residual_tol) ||
-        isinf(step_tol) || (residual_tol == 0.0 && step_tol == 0.0))
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
-                          "cdyn_newton_set_tolerances: residual_tol = %g, step_tol = %g "
-                          "(each finite and >= 0, not both 0)",
-                          residual_tol, step_tol);
-    nt->residual_tol = residual_tol;
-    nt->step_tol = step_tol;
+    const char *fn = "cdyn_newton_set_tolerances";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
+    if (!(rtol >= 1e-15 && rtol < 1.0))
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: rtol = %g is not in [1e-15, 1)", fn, rtol);
+    for (int j = 0; atol && j < nt->p; ++j)
+        if (!(atol[j] >= 0.0) || isinf(atol[j]))
+            return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: atol[%d] = %g is not finite and >= 0",
+                              fn, j, atol[j]);
+    nt->rtol = rtol;
+    nt->has_atol = atol != NULL;
+    if (atol) memcpy(nt->b.atol, atol, sizeof(double) * (size_t)nt->p);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_set_residual_tolerances(cdyn_newton *nt, const double *gtol)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_set_residual_tolerances";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
+    for (int i = 0; gtol && i < nt->k; ++i)
+        if (!(gtol[i] > 0.0) || isinf(gtol[i]))
+            return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: gtol[%d] = %g is not finite and > 0",
+                              fn, i, gtol[i]);
+    nt->has_gtol = gtol != NULL;
+    if (gtol) memcpy(nt->b.gtol, gtol, sizeof(double) * (size_t)nt->k);
     return CDYN_OK;
 }
 
 cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol)
 {
     if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_set_rank_tolerance";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (!(tol > 0.0 && tol < 1.0))
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG,
-                          "cdyn_newton_set_rank_tolerance: tol = %g is not in (0, 1)", tol);
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     nt->rank_tol = tol;
     return CDYN_OK;
 }
@@ -170,12 +253,15 @@ cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol)
 cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h)
 {
     if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_set_fd_step";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (!(h > 0.0 && h < 1.0))
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "cdyn_newton_set_fd_step: h = %g is not in (0, 1)",
-                          h);
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: h = %g is not in (0, 1)", fn, h);
     nt->fd_step = h;
     return CDYN_OK;
 }
+
+/* ---- the rank-revealing solve (T2.2, T2.3) ------------------------------ */
 
 static double norm_inf(int n, const double *x)
 {
@@ -184,120 +270,97 @@ static double norm_inf(int n, const double *x)
     return m;
 }
 
-/* Count the leading pivots |R_jj| > tol |R_00| of a pivoted QR held in a
- * (ld x *) array with `count` diagonal entries. */
-static int qr_rank(const double *qr, int ld, int count, double tol, double *smallest_kept)
-{
-    double r00 = fabs(qr[0]);
-    int rank = 0;
-    while (rank < count && r00 > 0.0 && fabs(qr[rank + (size_t)rank * ld]) > tol * r00) ++rank;
-    *smallest_kept = rank > 0 ? fabs(qr[(rank - 1) + (size_t)(rank - 1) * ld]) : 0.0;
-    return rank;
-}
-
-/* Pivoted QR of J^T (p x k) into nt->factor; returns the rank. The column
- * pivots rank the equations (rows of J). */
-static int factor_transpose(cdyn_newton *nt, const double *J, int ldj, double *smallest)
-{
-    int k = nt->k, p = nt->p;
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j < p; ++j) nt->factor[j + (size_t)i * p] = J[i + (size_t)j * ldj];
-    memset(nt->jpvt, 0, sizeof(int) * (size_t)k);
-    cdyn__geqp3(p, k, nt->factor, p, nt->jpvt, nt->tau, nt->work, nt->lwork);
-    return qr_rank(nt->factor, p, k, nt->rank_tol, smallest);
-}
-
-/* Pivoted QR of J (k x p) into nt->factor; returns the rank. The column
- * pivots rank the unknowns. */
-static int factor_direct(cdyn_newton *nt, const double *J, int ldj, double *smallest)
-{
-    int k = nt->k, p = nt->p;
-    for (int j = 0; j < p; ++j)
-        memcpy(nt->factor + (size_t)j * k, J + (size_t)j * ldj, sizeof(double) * (size_t)k);
-    memset(nt->jpvt, 0, sizeof(int) * (size_t)p);
-    cdyn__geqp3(k, p, nt->factor, k, nt->jpvt, nt->tau, nt->work, nt->lwork);
-    return qr_rank(nt->factor, k, k, nt->rank_tol, smallest);
-}
-
-/* "Why singular" (T2.3): equations the pivoted QR of J^T ranks after the
- * rank, unknowns the pivoted QR of J ranks after the rank. */
+/* "Why singular" (T2.3), decided on the equilibrated J: the equations a
+ * pivoted QR of J^T ranks after the rank, and the unknowns a pivoted QR of
+ * J ranks after it. */
 static void diagnose(cdyn_newton *nt, const double *J, int ldj, int rank)
 {
-    double unused;
-    int rank_rows = factor_transpose(nt, J, ldj, &unused);
-    if (rank_rows > rank) rank_rows = rank;
+    cdyn__rank_ws *w = &nt->b.ws;
+    int rank_rows = cdyn__rank_decide(w, CDYN__RANK_ROWS, nt->k, nt->p, J, ldj, nt->rank_tol, NULL, NULL);
+    if (rank_rows < 0 || rank_rows > rank) rank_rows = rank;
     nt->n_dependent_rows = nt->k - rank_rows;
-    for (int i = 0; i < nt->n_dependent_rows; ++i)
-        nt->dependent_rows[i] = nt->jpvt[rank_rows + i] - 1;
-    int rank_cols = factor_direct(nt, J, ldj, &unused);
-    if (rank_cols > rank) rank_cols = rank;
+    memcpy(nt->b.dependent_rows, w->jpvt + rank_rows, sizeof(int) * (size_t)nt->n_dependent_rows);
+    int rank_cols = cdyn__rank_decide(w, CDYN__RANK_COLUMNS, nt->k, nt->p, J, ldj, nt->rank_tol, NULL, NULL);
+    if (rank_cols < 0 || rank_cols > rank) rank_cols = rank;
     nt->n_dropped_cols = nt->p - rank_cols;
-    for (int j = 0; j < nt->n_dropped_cols; ++j) nt->dropped_cols[j] = nt->jpvt[rank_cols + j] - 1;
+    memcpy(nt->b.dropped_cols, w->jpvt + rank_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
 }
 
-/* SVD J = U S V^T into nt->u, nt->sv, nt->vt; the rank from the singular
- * values (T2.3). */
-static void factor_svd(cdyn_newton *nt, const double *J, int ldj)
+/* SVD of the equilibrated J (D_r J D_c; D_c = I for a wide J) into u, sv,
+ * vt with its factors; the rank from the singular values (T2.3). */
+static int factor_svd(cdyn_newton *nt, const double *J, int ldj)
 {
+    buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
+    cdyn__equilibrate(k, p, J, ldj, b->row_scale, b->col_scale);
+    if (k < p)
+        for (int j = 0; j < p; ++j) b->col_scale[j] = 1.0;
     for (int j = 0; j < p; ++j)
-        memcpy(nt->factor + (size_t)j * k, J + (size_t)j * ldj, sizeof(double) * (size_t)k);
-    cdyn__gesvd(k, p, nt->factor, k, nt->sv, nt->u, k, nt->vt, k, nt->work, nt->lwork);
+        for (int i = 0; i < k; ++i)
+            b->svd_copy[i + (size_t)j * k] = b->row_scale[i] * J[i + (size_t)j * ldj] * b->col_scale[j];
+    if (cdyn__gesvd(k, p, b->svd_copy, k, b->sv, b->u, k, b->vt, k, b->ws.work, b->ws.lwork) != 0)
+        return -1;
     int rank = 0;
-    while (rank < k && nt->sv[0] > 0.0 && nt->sv[rank] > nt->rank_tol * nt->sv[0]) ++rank;
+    while (rank < k && b->sv[0] > 0.0 && b->sv[rank] > nt->rank_tol * b->sv[0]) ++rank;
     int numerical = rank;
-    double floor = (double)(k > p ? k : p) * DBL_EPSILON * nt->sv[0];
-    while (numerical < k && nt->sv[numerical] > floor) ++numerical;
+    double floor = (double)(k > p ? k : p) * DBL_EPSILON * b->sv[0];
+    while (numerical < k && b->sv[numerical] > floor) ++numerical;
     nt->rank = nt->rank_used = rank;
     nt->rank_numerical = numerical;
-    nt->smallest_kept = rank > 0 ? nt->sv[rank - 1] : 0.0;
-    nt->largest_dropped = rank < k ? nt->sv[rank] : 0.0;
+    nt->smallest_kept = rank > 0 ? b->sv[rank - 1] / b->sv[0] : 0.0;
+    nt->largest_dropped = rank < k && b->sv[0] > 0.0 ? b->sv[rank] / b->sv[0] : 0.0;
+    return 1;
 }
 
 int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
 {
-    int k = nt->k;
-    double smallest = 0.0;
-    int rank = (k == nt->p) ? factor_direct(nt, J, ldj, &smallest)
-                            : factor_transpose(nt, J, ldj, &smallest);
+    int k = nt->k, p = nt->p;
+    cdyn__rank decision;
+    enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS_METRIC;
+    int rank = cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, &decision);
+    if (rank < 0) return -1;
     if (rank == k) {
-        nt->mode = k == nt->p ? MODE_QR_SQUARE : MODE_QR_WIDE;
+        nt->mode = k == p ? MODE_QR_SQUARE : MODE_QR_WIDE;
         nt->rank = nt->rank_used = nt->rank_numerical = rank;
-        nt->smallest_kept = smallest;
+        nt->smallest_kept = decision.ratio;
         nt->largest_dropped = 0.0;
+        memcpy(nt->b.row_scale, nt->b.ws.row_scale, sizeof(double) * (size_t)k);
+        memcpy(nt->b.col_scale, nt->b.ws.col_scale, sizeof(double) * (size_t)p);
         return 0;
     }
     diagnose(nt, J, ldj, rank);
-    factor_svd(nt, J, ldj);
     nt->mode = MODE_SVD;
-    return 1;
+    return factor_svd(nt, J, ldj);
 }
 
-void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x)
+void cdyn__newton_apply(cdyn_newton *nt, const double *b_in, double *x)
 {
+    buffers *b = &nt->b;
+    cdyn__rank_ws *w = &b->ws;
     int k = nt->k, p = nt->p;
-    double *y = nt->rhs; /* p */
+    double *y = b->rhs; /* p */
     switch (nt->mode) {
-    case MODE_QR_SQUARE: /* J E = Q R: R z = Q^T b, x = E z */
-        memcpy(y, b, sizeof(double) * (size_t)k);
-        cdyn__ormqr('L', 'T', k, 1, k, nt->factor, k, nt->tau, y, k, nt->work, nt->lwork);
-        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, nt->factor, k, y, k);
-        for (int i = 0; i < k; ++i) x[nt->jpvt[i] - 1] = y[i];
+    case MODE_QR_SQUARE: /* B = D_r J D_c, B E = Q R: R z = Q^T D_r b, x = D_c E z */
+        for (int i = 0; i < k; ++i) y[i] = b->row_scale[i] * b_in[i];
+        cdyn__ormqr('L', 'T', k, 1, k, w->qr, k, w->tau, y, k, w->work, w->lwork);
+        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, w->qr, k, y, k);
+        for (int i = 0; i < k; ++i) x[w->jpvt[i]] = b->col_scale[w->jpvt[i]] * y[i];
         break;
-    case MODE_QR_WIDE: /* J^T E = Q R: R^T z = E^T b, x = Q [z; 0] (minimum norm) */
-        for (int i = 0; i < k; ++i) y[i] = b[nt->jpvt[i] - 1];
-        cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, nt->factor, p, y, k);
+    case MODE_QR_WIDE: /* B = D_r J, B^T E = Q R: R^T z = E^T D_r b, x = Q [z; 0] */
+        for (int i = 0; i < k; ++i) y[i] = b->row_scale[w->jpvt[i]] * b_in[w->jpvt[i]];
+        cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, w->qr, p, y, k);
         memset(y + k, 0, sizeof(double) * (size_t)(p - k));
-        cdyn__ormqr('L', 'N', p, 1, k, nt->factor, p, nt->tau, y, p, nt->work, nt->lwork);
+        cdyn__ormqr('L', 'N', p, 1, k, w->qr, p, w->tau, y, p, w->work, w->lwork);
         memcpy(x, y, sizeof(double) * (size_t)p);
         break;
-    case MODE_SVD: /* x = V_r S_r^{-1} U_r^T b (T2.3) */
+    case MODE_SVD: /* x = D_c V_r S_r^{-1} U_r^T D_r b (T2.3) */
         for (int i = 0; i < nt->rank_used; ++i) {
             double s = 0.0;
-            for (int r = 0; r < k; ++r) s += nt->u[r + (size_t)i * k] * b[r];
-            y[i] = s / nt->sv[i];
+            for (int r = 0; r < k; ++r) s += b->u[r + (size_t)i * k] * b->row_scale[r] * b_in[r];
+            y[i] = s / b->sv[i];
         }
-        cdyn__gemv('T', nt->rank_used, p, 1.0, nt->vt, k, y, 0.0, x);
+        cdyn__gemv('T', nt->rank_used, p, 1.0, b->vt, k, y, 0.0, b->scratch);
+        for (int j = 0; j < p; ++j) x[j] = b->col_scale[j] * b->scratch[j];
         break;
     }
 }
@@ -305,41 +368,51 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x)
 void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
                              int ldx)
 {
+    buffers *b = &nt->b;
+    cdyn__rank_ws *w = &b->ws;
     int k = nt->k;
     if (nt->mode != MODE_QR_SQUARE) { /* column by column through the same solve */
         for (int j = 0; j < nrhs; ++j) {
-            memcpy(nt->g_prev, B + (size_t)j * ldb, sizeof(double) * (size_t)k);
-            cdyn__newton_apply(nt, nt->g_prev, X + (size_t)j * ldx);
+            memcpy(b->scratch, B + (size_t)j * ldb, sizeof(double) * (size_t)k);
+            cdyn__newton_apply(nt, b->scratch, X + (size_t)j * ldx);
         }
         return;
     }
-    /* J E = Q R for all columns at once: Q^T B, R Z = ., X = E Z */
-    if (X != B || ldx != ldb)
-        for (int j = 0; j < nrhs; ++j)
-            memcpy(X + (size_t)j * ldx, B + (size_t)j * ldb, sizeof(double) * (size_t)k);
-    for (int j0 = 0; j0 < nrhs; j0 += nt->lwork) { /* dormqr needs lwork >= columns */
-        int cols = nrhs - j0 < nt->lwork ? nrhs - j0 : nt->lwork;
-        cdyn__ormqr('L', 'T', k, cols, k, nt->factor, k, nt->tau, X + (size_t)j0 * ldx, ldx,
-                    nt->work, nt->lwork);
+    /* all columns at once: D_r B, Q^T, R Z = ., X = D_c E Z */
+    for (int j = 0; j < nrhs; ++j)
+        for (int i = 0; i < k; ++i)
+            X[i + (size_t)j * ldx] = b->row_scale[i] * B[i + (size_t)j * ldb];
+    for (int j0 = 0; j0 < nrhs; j0 += w->lwork) { /* dormqr needs lwork >= columns */
+        int cols = nrhs - j0 < w->lwork ? nrhs - j0 : w->lwork;
+        cdyn__ormqr('L', 'T', k, cols, k, w->qr, k, w->tau, X + (size_t)j0 * ldx, ldx, w->work,
+                    w->lwork);
     }
-    cdyn__trsm('L', 'U', 'N', 'N', k, nrhs, 1.0, nt->factor, k, X, ldx);
+    cdyn__trsm('L', 'U', 'N', 'N', k, nrhs, 1.0, w->qr, k, X, ldx);
     for (int j = 0; j < nrhs; ++j) {
         double *col = X + (size_t)j * ldx;
-        memcpy(nt->rhs, col, sizeof(double) * (size_t)k);
-        for (int i = 0; i < k; ++i) col[nt->jpvt[i] - 1] = nt->rhs[i];
+        memcpy(b->rhs, col, sizeof(double) * (size_t)k);
+        for (int i = 0; i < k; ++i) col[w->jpvt[i]] = b->col_scale[w->jpvt[i]] * b->rhs[i];
     }
 }
 
-/* One step dx = -J# G (T2.2; T2.3 when rank deficient). Inputs validated. */
-static void newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
-                             double *dx)
+int cdyn__newton_rank(const cdyn_newton *nt) { return nt->rank; }
+double cdyn__newton_margin(const cdyn_newton *nt) { return nt->smallest_kept; }
+
+/* dx = -J# G (T2.2; T2.3 when rank deficient) and the rank facts in the
+ * report. Inputs validated. */
+static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
+                                    double *dx)
 {
-    nt->report.svd_steps += cdyn__newton_factor(nt, J, ldj);
-    for (int i = 0; i < nt->k; ++i) nt->g_shifted[i] = -G[i];
-    cdyn__newton_apply(nt, nt->g_shifted, dx);
+    int svd = cdyn__newton_factor(nt, J, ldj);
+    if (svd < 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_LAPACK, "cdyn_newton: LAPACK failed on the Jacobian");
+    nt->report.svd_steps += svd;
+    for (int i = 0; i < nt->k; ++i) nt->b.scratch[i] = -G[i];
+    cdyn__newton_apply(nt, nt->b.scratch, dx);
     nt->report.rank = nt->rank;
     nt->report.smallest_kept = nt->smallest_kept;
     nt->report.largest_dropped = nt->largest_dropped;
+    return CDYN_OK;
 }
 
 static void report_reset(cdyn_newton *nt)
@@ -354,6 +427,7 @@ cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const do
 {
     if (!nt) return CDYN_ERR_ARG;
     const char *fn = "cdyn_newton_step";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (!J || !G || !dx)
         return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
                           !J ? "J" : !G ? "G" : "dx");
@@ -367,20 +441,26 @@ cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const do
     if (bad >= 0)
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: G[%ld] is not finite", fn, bad);
     report_reset(nt);
-    newton_direction(nt, J, ldj, G, nt->dx);
-    memcpy(dx, nt->dx, sizeof(double) * (size_t)nt->p);
+    cdyn_status st = newton_direction(nt, J, ldj, G, nt->b.dx);
+    if (st) return st;
     nt->report.iterations = 1;
-    nt->report.step_norm = norm_inf(nt->p, dx);
+    nt->report.step_norm = norm_inf(nt->p, nt->b.dx);
     nt->report.residual_norm = norm_inf(nt->k, G);
+    nt->report.residual_ratio = nt->report.error_ratio = -1.0;
+    memcpy(dx, nt->b.dx, sizeof(double) * (size_t)nt->p);
     return CDYN_OK;
 }
 
-/* Evaluate G(x) into g; non-zero callback codes and NaN become statuses. */
+/* ---- callbacks ---------------------------------------------------------- */
+
+/* G(x) into g; non-zero callback codes and NaN become statuses. */
 static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
                                  const double *x, double *g)
 {
     nt->report.residual_evaluations++;
+    nt->guard.in_callback++;
     int code = residual(x, g, user);
+    nt->guard.in_callback--;
     if (code != 0) {
         nt->report.callback_code = code;
         return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
@@ -393,41 +473,113 @@ static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, voi
     return CDYN_OK;
 }
 
-/* J at x from the callback, or by forward differences around g = G(x). */
+/* The magnitude of unknown j for a difference step: |x_j|, what atol or
+ * earlier solutions say, else the largest such magnitude of any unknown. */
+static double magnitude(const cdyn_newton *nt, const double *x, int j)
+{
+    const buffers *b = &nt->b;
+    double s = fmax(fabs(x[j]), b->nominal[j]);
+    if (nt->has_atol) s = fmax(s, b->atol[j] / nt->rtol);
+    return s;
+}
+
+/* J at x from the callback, or by forward differences around b->g = G(x). */
 static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
                                  cdyn_jacobian_fn jacobian, void *user, double *x)
 {
+    buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     if (jacobian) {
-        int code = jacobian(x, nt->jac, k, user);
+        nt->guard.in_callback++;
+        int code = jacobian(x, b->jac, k, user);
+        nt->guard.in_callback--;
         if (code != 0) {
             nt->report.callback_code = code;
             return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
                               "cdyn_newton_solve: Jacobian callback returned %d", code);
         }
-        long bad = cdyn__first_nonfinite(k, p, nt->jac, k);
+        long bad = cdyn__first_nonfinite(k, p, b->jac, k);
         if (bad >= 0)
             return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
-                              "cdyn_newton_solve: Jacobian J(%ld, %ld) is not finite",
-                              bad % k, bad / k);
+                              "cdyn_newton_solve: Jacobian J(%ld, %ld) is not finite", bad % k,
+                              bad / k);
         return CDYN_OK;
     }
+    double fallback = 0.0;
+    for (int j = 0; j < p; ++j) fallback = fmax(fallback, magnitude(nt, x, j));
+    if (fallback == 0.0) fallback = 1.0;
     for (int j = 0; j < p; ++j) {
-        double saved = x[j];
-        double h = nt->fd_step * (fabs(saved) > 1.0 ? fabs(saved) : 1.0);
+        double saved = x[j], s = magnitude(nt, x, j);
+        double h = nt->fd_step * (s > 0.0 ? s : fallback);
         x[j] = saved + h;
         h = x[j] - saved; /* the step actually representable */
-        cdyn_status st = eval_residual(nt, residual, user, x, nt->g_shifted);
+        cdyn_status st = eval_residual(nt, residual, user, x, b->g_trial);
         x[j] = saved;
         if (st != CDYN_OK) return st;
-        for (int i = 0; i < k; ++i) nt->jac[i + (size_t)j * k] = (nt->g_shifted[i] - nt->g[i]) / h;
+        for (int i = 0; i < k; ++i) b->jac[i + (size_t)j * k] = (b->g_trial[i] - b->g[i]) / h;
     }
     /* differences of finite values can still overflow; LAPACK must not see it */
-    if (cdyn__first_nonfinite(k, p, nt->jac, k) >= 0)
+    if (cdyn__first_nonfinite(k, p, b->jac, k) >= 0)
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
                           "cdyn_newton_solve: the finite-difference Jacobian overflowed");
     return CDYN_OK;
 }
+
+/* ---- convergence (weighted norms) ---------------------------------------- */
+
+/* Tolerances at x with J = b->jac (see newton.h): tol_x_j = rtol |x_j| +
+ * atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
+static void tolerances(cdyn_newton *nt, const double *x)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    const double *J = b->jac;
+    for (int j = 0; j < p; ++j)
+        b->tol_x[j] = nt->rtol * fabs(x[j]) +
+                      (nt->has_atol ? b->atol[j] : nt->rtol * b->nominal[j]);
+    if (!nt->has_atol) {
+        /* unknowns of unknown magnitude (never seen non-zero): the change
+         * that moves each equation they enter by rtol of its terms */
+        for (int i = 0; i < k; ++i) {
+            double terms = 0.0;
+            for (int j = 0; j < p; ++j)
+                terms += fabs(J[i + (size_t)j * k]) * nt->rtol * fmax(fabs(x[j]), b->nominal[j]);
+            b->g_trial[i] = terms;
+        }
+        for (int j = 0; j < p; ++j) {
+            if (b->tol_x[j] > 0.0) continue;
+            double best = INFINITY;
+            for (int i = 0; i < k; ++i) {
+                double a = fabs(J[i + (size_t)j * k]);
+                if (a > 0.0 && b->g_trial[i] > 0.0) best = fmin(best, b->g_trial[i] / a);
+            }
+            b->tol_x[j] = isfinite(best) ? best : 0.0;
+        }
+    }
+    for (int i = 0; i < k; ++i) {
+        if (nt->has_gtol) {
+            b->tol_g[i] = b->gtol[i];
+            continue;
+        }
+        double sum = 0.0;
+        for (int j = 0; j < p; ++j) sum += fabs(J[i + (size_t)j * k]) * b->tol_x[j];
+        b->tol_g[i] = sum;
+    }
+}
+
+/* max_i |v_i| / tol_i, with 0/0 = 0 and v/0 = Inf. */
+static double weighted_max(int n, const double *v, const double *tol)
+{
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i) {
+        double a = fabs(v[i]);
+        if (a == 0.0) continue;
+        worst = fmax(worst, tol[i] > 0.0 ? a / tol[i] : INFINITY);
+    }
+    return worst;
+}
+
+/* ---- the iteration --------------------------------------------------------- */
 
 /* On the SVD path: are there numerically non-zero singular values that the
  * rank tolerance dropped? */
@@ -437,44 +589,58 @@ static int can_widen(const cdyn_newton *nt)
 }
 
 /* T2.3 refinement: when the truncated step cannot lower a residual that is
- * still above tolerance (it sits in the dropped directions, as next to a
- * double root), step with every numerically non-zero singular value; the
- * line search keeps it only if the residual drops. Returns 1. */
-static int widen(cdyn_newton *nt)
+ * still above tolerance (it sits in the dropped directions), step with
+ * every numerically non-zero singular value. */
+static void widen(cdyn_newton *nt)
 {
     nt->rank_used = nt->rank_numerical;
-    for (int i = 0; i < nt->k; ++i) nt->g_prev[i] = -nt->g[i];
-    cdyn__newton_apply(nt, nt->g_prev, nt->dx);
-    return 1;
+    for (int i = 0; i < nt->k; ++i) nt->b.scratch[i] = -nt->b.g[i];
+    cdyn__newton_apply(nt, nt->b.scratch, nt->b.dx);
 }
 
-/* x <- x + a dx (T2.1) with a = 1, halved while the residual does not drop
- * below gnorm, at most max_backtracks times. Without must_descend the full
- * step is always taken (plain Newton). When no trial lowers the residual, x
- * and nt->g are restored and *step is 0; otherwise *step = ||a dx||_inf. */
+/* x <- x + a dx (T2.1), first with a = first (2 for a suspected double
+ * root, else 1), then a = 1, halved while the weighted residual does not
+ * fall below `current`, at most max_backtracks times. Without
+ * must_descend a full step (a = 1) is always taken (plain Newton). When no
+ * trial lowers the residual, x and b->g are restored and *step is 0;
+ * otherwise *step = ||a dx||_inf. */
 static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
-                               double *x, double gnorm, int must_descend, double *step)
+                               double *x, double current, double first, int must_descend,
+                               double *step)
 {
+    buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
-    memcpy(nt->x_prev, x, sizeof(double) * (size_t)p);
-    memcpy(nt->g_prev, nt->g, sizeof(double) * (size_t)k);
-    double a = 1.0;
-    for (int halvings = 0;; ++halvings) {
-        for (int j = 0; j < p; ++j) x[j] = nt->x_prev[j] + a * nt->dx[j];
-        cdyn_status st = eval_residual(nt, residual, user, x, nt->g);
+    memcpy(b->x_prev, x, sizeof(double) * (size_t)p);
+    memcpy(b->g_best, b->g, sizeof(double) * (size_t)k);
+    double a = first;
+    for (int halvings = 0;;) {
+        for (int j = 0; j < p; ++j) x[j] = b->x_prev[j] + a * b->dx[j];
+        cdyn_status st = eval_residual(nt, residual, user, x, b->g);
         if (st != CDYN_OK) return st;
-        if (!must_descend || norm_inf(k, nt->g) < gnorm) {
-            *step = a * norm_inf(p, nt->dx);
+        int descends = weighted_max(k, b->g, b->tol_g) < current;
+        if (descends || (!must_descend && a == 1.0)) {
+            *step = a * norm_inf(p, b->dx);
             return CDYN_OK;
+        }
+        if (a > 1.0) {
+            a = 1.0; /* the doubled trial failed: plain Newton next */
+            continue;
         }
         if (halvings >= nt->max_backtracks) break;
         a *= 0.5;
+        ++halvings;
         nt->report.backtracks++;
     }
-    memcpy(x, nt->x_prev, sizeof(double) * (size_t)p);
-    memcpy(nt->g, nt->g_prev, sizeof(double) * (size_t)k);
+    memcpy(x, b->x_prev, sizeof(double) * (size_t)p);
+    memcpy(b->g, b->g_best, sizeof(double) * (size_t)k);
     *step = 0.0;
     return CDYN_OK;
+}
+
+/* Record the converged solution's magnitudes for the default atol. */
+static void learn_magnitudes(cdyn_newton *nt, const double *x)
+{
+    for (int j = 0; j < nt->p; ++j) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
 }
 
 cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
@@ -482,68 +648,88 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
 {
     if (!nt) return CDYN_ERR_ARG;
     const char *fn = "cdyn_newton_solve";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (!residual) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: residual callback is NULL", fn);
     if (!x) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: x is NULL", fn);
+    buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     long bad = cdyn__first_nonfinite(p, 1, x, p);
     if (bad >= 0)
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: x[%ld] is not finite", fn, bad);
     report_reset(nt);
-    memcpy(nt->x_best, x, sizeof(double) * (size_t)p);
-    double best = INFINITY;
-    cdyn_status st = eval_residual(nt, residual, user, x, nt->g);
+    memcpy(b->x_best, x, sizeof(double) * (size_t)p);
+    double best = INFINITY, best_norm = 0.0, best_error = INFINITY, previous_error = 0.0;
+    cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     while (st == CDYN_OK) {
-        double gnorm = norm_inf(k, nt->g);
-        nt->report.residual_norm = gnorm;
-        if (gnorm < best) {
-            best = gnorm;
-            memcpy(nt->x_best, x, sizeof(double) * (size_t)p);
+        st = eval_jacobian(nt, residual, jacobian, user, x);
+        if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
+        if (st != CDYN_OK) break;
+        tolerances(nt, x);
+        double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
+        nt->report.residual_norm = norm_inf(k, b->g);
+        nt->report.residual_ratio = res;
+        nt->report.error_ratio = err;
+        if (res < best) {
+            best = res;
+            best_norm = nt->report.residual_norm;
+            best_error = err;
+            memcpy(b->x_best, x, sizeof(double) * (size_t)p);
         }
-        if (gnorm <= nt->residual_tol) {
+        if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
+            learn_magnitudes(nt, x);
             return CDYN_OK;
         }
         if (nt->report.iterations >= nt->max_iterations) {
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
-                            "%s: no convergence in %d iterations (||G||_inf = %.3e > %.3e)",
-                            fn, nt->max_iterations, best, nt->residual_tol);
+                            "%s: no convergence in %d iterations (at the best iterate the "
+                            "residual is %.3g times its tolerance, the predicted error %.3g "
+                            "times)",
+                            fn, nt->max_iterations, best, best_error);
             break;
         }
-        st = eval_jacobian(nt, residual, jacobian, user, x);
-        if (st != CDYN_OK) break;
-        newton_direction(nt, nt->jac, k, nt->g, nt->dx);
+        /* a truncated (SVD) step within tolerance cannot reduce the residual
+         * left in the dropped directions: widen it, or there is no solution */
         int widened = 0;
-        if (can_widen(nt) && norm_inf(p, nt->dx) <= nt->step_tol * (1.0 + norm_inf(p, x)))
-            widened = widen(nt);
+        if (nt->mode == MODE_SVD && err <= 1.0) {
+            if (!can_widen(nt)) {
+                st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
+                                "%s: no solution near x: J has rank %d < %d there and the "
+                                "residual left in the directions it cannot reach is %.3g "
+                                "times its tolerance (||G||_inf = %.3e)",
+                                fn, nt->rank, k, res, nt->report.residual_norm);
+                break;
+            }
+            widen(nt);
+            widened = 1;
+        }
+        /* two corrections shrinking by about 2: a double root (T2.5) */
+        double ratio = previous_error > 0.0 ? err / previous_error : 0.0;
+        double first = ratio > 0.3 && ratio < 0.7 ? 2.0 : 1.0;
         double step = 0.0;
-        st = line_search(nt, residual, user, x, gnorm, widened || nt->max_backtracks > 0, &step);
+        st = line_search(nt, residual, user, x, res, first, widened || nt->max_backtracks > 0,
+                         &step);
         if (st == CDYN_OK && step == 0.0 && !widened && can_widen(nt)) {
-            /* the truncated direction does not descend: retry wider */
-            widened = widen(nt);
-            st = line_search(nt, residual, user, x, gnorm, 1, &step);
+            widen(nt); /* the truncated direction does not descend: retry wider */
+            widened = 1;
+            st = line_search(nt, residual, user, x, res, 1.0, 1, &step);
         }
         nt->report.iterations++;
         nt->report.step_norm = step;
-        if (st != CDYN_OK) break;
-        if (step == 0.0 && !widened) {
+        previous_error = err;
+        if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
-                            "%s: no descent along the Newton direction after %d step halvings "
-                            "(||G||_inf = %.3e)",
-                            fn, nt->max_backtracks, gnorm);
-            break;
-        }
-        if (step <= nt->step_tol * (1.0 + norm_inf(p, x))) {
-            /* the step can no longer change x: a solution to rounding, or on
-             * the SVD path the minimum-norm-type point of T2.3, whose
-             * non-zero residual the report gives */
-            nt->report.residual_norm = norm_inf(k, nt->g);
-            nt->report.converged = 1;
-            return CDYN_OK;
-        }
+                            "%s: no descent along the Newton direction%s (the residual stays "
+                            "%.3g times its tolerance)",
+                            fn, widened ? " even with every non-zero singular value" : "", res);
     }
     /* failure: hand back the best iterate seen */
-    memcpy(x, nt->x_best, sizeof(double) * (size_t)p);
-    nt->report.residual_norm = best;
+    memcpy(x, b->x_best, sizeof(double) * (size_t)p);
+    if (isfinite(best)) {
+        nt->report.residual_norm = best_norm;
+        nt->report.residual_ratio = best;
+        nt->report.error_ratio = best_error;
+    }
     return st;
 }
 
@@ -558,14 +744,14 @@ cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report)
 int cdyn_newton_dependent_rows(const cdyn_newton *nt, int *rows)
 {
     if (!nt) return -1;
-    if (rows) memcpy(rows, nt->dependent_rows, sizeof(int) * (size_t)nt->n_dependent_rows);
+    if (rows) memcpy(rows, nt->b.dependent_rows, sizeof(int) * (size_t)nt->n_dependent_rows);
     return nt->n_dependent_rows;
 }
 
 int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols)
 {
     if (!nt) return -1;
-    if (cols) memcpy(cols, nt->dropped_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
+    if (cols) memcpy(cols, nt->b.dropped_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
     return nt->n_dropped_cols;
 }
 
@@ -573,5 +759,3 @@ const char *cdyn_newton_last_error(const cdyn_newton *nt)
 {
     return nt ? nt->msg : "cdyn_newton: NULL object";
 }
-
-int cdyn__newton_rank(const cdyn_newton *nt) { return nt->rank; }

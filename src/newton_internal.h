@@ -1,18 +1,20 @@
-/* Internal entry points of cdyn_newton for other modules: the same
- * rank-revealing linear solve the Newton step uses (pivoted QR, SVD outer
- * inverse when rank deficient; THEORY T2.2-T2.3), applied to several
- * right-hand sides with one factorization. */
+/* The internal interface of cdyn_newton for the modules that own a solver
+ * (cdyn_dae, cdyn_mbs): the rank-revealing linear solve of a Newton step
+ * (pivoted QR of the equilibrated matrix, SVD outer inverse when it is rank
+ * deficient; THEORY T2.2-T2.3) applied to other right-hand sides with one
+ * factorization, and the life-cycle hooks an owner needs. */
 #ifndef CDYN_NEWTON_INTERNAL_H
 #define CDYN_NEWTON_INTERNAL_H
 
 #include "cdyn/newton.h"
 
-/* Factor J (k x p, ldj >= k; finite). Returns 1 if J was rank deficient and
- * the SVD path was taken, else 0. Does not touch the solve report, but sets
- * the dependent-row / dropped-column diagnosis on rank deficiency. */
+/* Factor J (k x p, ldj >= k; finite) by the rank policy. Returns 1 if J was
+ * rank deficient and the SVD path was taken, else 0; -1 if LAPACK reported
+ * an internal error. Leaves the solve report alone, but sets the
+ * dependent-row / dropped-column diagnosis on rank deficiency. */
 int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj);
 
-/* x (p) = J# b (k) with the last factorization. x and b must not alias. */
+/* x (p) = J# b (k) with the last factorization; x and b may alias. */
 void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x);
 
 /* X (p x nrhs, ldx) = J# B (k x nrhs, ldb) with the last factorization;
@@ -20,7 +22,23 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x);
 void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
                              int ldx);
 
-/* Rank and extreme kept/dropped values of the last factorization. */
+/* Rank of the last factorization and its smallest kept pivot or singular
+ * value relative to the largest (unit-free). */
 int cdyn__newton_rank(const cdyn_newton *nt);
+double cdyn__newton_margin(const cdyn_newton *nt);
+
+/* Change the problem size to k x p (1 <= k <= p), growing the workspace if
+ * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).
+ * The object and its scalar settings survive; the per-unknown and
+ * per-equation tolerances and the learned magnitudes are cleared when the
+ * size changes. */
+cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
+
+/* Forget the magnitudes learned from earlier solutions (the unknowns now
+ * mean something else, e.g. after a new split of a DAE). */
+void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
+
+/* Make nt refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0. */
+void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback);
 
 #endif

@@ -1,5 +1,6 @@
 /* Null-space reduction of linear velocity constraints (THEORY T1): the
- * object, the choice of the partition and the factorization of W2 (T1.2). */
+ * object, the choice of the partition and the factorization of W2 (T1.2),
+ * every decision made by the rank policy (rank.h). */
 #include "nullspace_internal.h"
 #include "linalg.h"
 
@@ -8,19 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+static double *doubles(size_t count) { return malloc(sizeof(double) * (count > 0 ? count : 1)); }
+
 static int partition_alloc(partition *p, int n, int m, int d)
 {
     p->order = malloc(sizeof(int) * (size_t)n);
-    p->w2_lu = malloc(sizeof(double) * (size_t)cdyn__max(m * m, 1));
+    p->w = doubles((size_t)m * n);
+    p->row_scale = doubles((size_t)m);
+    p->col_scale = doubles((size_t)n);
+    p->w2_lu = doubles((size_t)m * m);
     p->ipiv = malloc(sizeof(int) * (size_t)cdyn__max(m, 1));
-    p->beta = malloc(sizeof(double) * (size_t)cdyn__max(m * d, 1));
+    p->beta = doubles((size_t)m * d);
     p->cond = -1.0;
-    return p->order && p->w2_lu && p->ipiv && p->beta;
+    p->dependence = -1.0;
+    return p->order && p->w && p->row_scale && p->col_scale && p->w2_lu && p->ipiv && p->beta;
 }
 
 static void partition_free(partition *p)
 {
     free(p->order);
+    free(p->w);
+    free(p->row_scale);
+    free(p->col_scale);
     free(p->w2_lu);
     free(p->ipiv);
     free(p->beta);
@@ -40,37 +50,43 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     }
     cdyn_nullspace *ns = calloc(1, sizeof *ns);
     if (!ns) goto fail;
-    int d = n - m;
+    int d = n - m, m1 = cdyn__max(m, 1);
     ns->n = n;
     ns->m = m;
     ns->d = d;
-    ns->rank_tol = 1e-12;
+    ns->rank_tol = CDYN__RANK_TOL;
     ns->cond_limit = 1e8;
     ns->rank = -1;
-    int m1 = cdyn__max(m, 1);
-    /* dgeqp3 runs on W (m x n) to select, and on W^T (n x m) to name
-     * redundant rows; dgecon needs 4m. */
-    ns->lwork = cdyn__max(cdyn__geqp3_lwork(m1, n), cdyn__geqp3_lwork(n, m1));
-    ns->lwork = cdyn__max(ns->lwork, 4 * m1);
-    ns->qr = malloc(sizeof(double) * (size_t)n * m1);
-    ns->tau = malloc(sizeof(double) * (size_t)n);
-    ns->jpvt = malloc(sizeof(int) * (size_t)n);
+    int ws_ok = cdyn__rank_ws_init(&ns->ws, m1, n, 1);
     ns->mark = malloc(sizeof(int) * (size_t)n);
     ns->prefer = calloc((size_t)n, sizeof(int));
-    ns->lwork_buf = malloc(sizeof(double) * (size_t)ns->lwork);
+    ns->sub = doubles((size_t)n * m1);
+    ns->gecon_work = doubles(4 * (size_t)m1);
     ns->iwork = malloc(sizeof(int) * (size_t)m1);
     ns->redundant = malloc(sizeof(int) * (size_t)m1);
-    ns->m_alpha = malloc(sizeof(double) * (size_t)n * d);
-    ns->m_dep = malloc(sizeof(double) * (size_t)n * m1);
-    ns->rates_dep = malloc(sizeof(double) * (size_t)m1 * d);
-    ns->mass_reduced = malloc(sizeof(double) * (size_t)d * d);
-    ns->force_reduced = malloc(sizeof(double) * (size_t)d);
-    ns->vec_n = malloc(sizeof(double) * (size_t)n);
-    ns->vec_m = malloc(sizeof(double) * (size_t)m1);
-    if (!partition_alloc(&ns->current, n, m, d) || !partition_alloc(&ns->scratch, n, m, d) ||
-        !ns->qr || !ns->tau || !ns->jpvt || !ns->mark || !ns->prefer || !ns->lwork_buf || !ns->iwork || !ns->redundant ||
-        !ns->m_alpha || !ns->m_dep || !ns->rates_dep || !ns->mass_reduced ||
-        !ns->force_reduced || !ns->vec_n || !ns->vec_m)
+    ns->m_alpha = doubles((size_t)n * d);
+    ns->m_dep = doubles((size_t)n * m1);
+    ns->rates_dep = doubles((size_t)m1 * d);
+    ns->mass_reduced = doubles((size_t)d * d);
+    ns->mass_scale = doubles((size_t)d);
+    ns->force_reduced = doubles((size_t)d);
+    ns->vec_n = doubles((size_t)n);
+    ns->vec_n2 = doubles((size_t)n);
+    ns->vec_n3 = doubles((size_t)n);
+    ns->vec_m = doubles((size_t)m1);
+    ns->vec_m2 = doubles((size_t)m1);
+    ns->residual_top = doubles((size_t)n);
+    ns->delta_v = doubles((size_t)n);
+    ns->residual_bottom = doubles((size_t)m1);
+    ns->delta_lambda = doubles((size_t)m1);
+    ns->neg_c = doubles((size_t)m1);
+    ns->kkt_work = doubles((size_t)(n + m1));
+    if (!ws_ok || !partition_alloc(&ns->current, n, m, d) ||
+        !partition_alloc(&ns->scratch, n, m, d) || !ns->mark || !ns->prefer || !ns->sub ||
+        !ns->gecon_work || !ns->iwork || !ns->redundant || !ns->m_alpha || !ns->m_dep ||
+        !ns->rates_dep || !ns->mass_reduced || !ns->mass_scale || !ns->force_reduced ||
+        !ns->vec_n || !ns->vec_n2 || !ns->vec_n3 || !ns->vec_m || !ns->vec_m2 || !ns->residual_top || !ns->delta_v ||
+        !ns->residual_bottom || !ns->delta_lambda || !ns->neg_c || !ns->kkt_work)
         goto fail;
     *status = CDYN_OK;
     return ns;
@@ -85,22 +101,28 @@ void cdyn_nullspace_free(cdyn_nullspace *ns)
     if (!ns) return;
     partition_free(&ns->current);
     partition_free(&ns->scratch);
-    free(ns->qr);
-    free(ns->tau);
-    free(ns->jpvt);
+    cdyn__rank_ws_free(&ns->ws);
+    double *arrays[] = {ns->sub,       ns->gecon_work, ns->m_alpha,      ns->m_dep,
+                        ns->rates_dep, ns->mass_reduced, ns->mass_scale, ns->force_reduced,
+                        ns->vec_n,     ns->vec_n2,     ns->vec_n3,       ns->vec_m,
+                        ns->vec_m2,    ns->residual_top, ns->delta_v, ns->residual_bottom,
+                        ns->delta_lambda, ns->neg_c,   ns->kkt_work};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(ns->mark);
     free(ns->prefer);
-    free(ns->lwork_buf);
     free(ns->iwork);
     free(ns->redundant);
-    free(ns->m_alpha);
-    free(ns->m_dep);
-    free(ns->rates_dep);
-    free(ns->mass_reduced);
-    free(ns->force_reduced);
-    free(ns->vec_n);
-    free(ns->vec_m);
     free(ns);
+}
+
+void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback)
+{
+    ns->guard.owner = owner_in_callback;
+}
+
+cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn)
+{
+    return cdyn__guard_busy(&ns->guard) ? cdyn__busy(ns->msg, fn) : CDYN_OK;
 }
 
 int cdyn_nullspace_states(const cdyn_nullspace *ns) { return ns ? ns->n : 0; }
@@ -109,9 +131,10 @@ int cdyn_nullspace_constraints(const cdyn_nullspace *ns) { return ns ? ns->m : 0
 cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol)
 {
     if (!ns) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_nullspace_set_rank_tolerance";
+    if (cdyn__nullspace_check_idle(ns, fn)) return CDYN_ERR_BUSY;
     if (!(tol > 0.0 && tol < 1.0))
-        return cdyn__fail(ns->msg, CDYN_ERR_ARG,
-                          "cdyn_nullspace_set_rank_tolerance: tol = %g is not in (0, 1)", tol);
+        return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     ns->rank_tol = tol;
     return CDYN_OK;
 }
@@ -119,10 +142,10 @@ cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol)
 cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit)
 {
     if (!ns) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_nullspace_set_condition_limit";
+    if (cdyn__nullspace_check_idle(ns, fn)) return CDYN_ERR_BUSY;
     if (!(limit >= 1.0) || isinf(limit))
-        return cdyn__fail(ns->msg, CDYN_ERR_ARG,
-                          "cdyn_nullspace_set_condition_limit: limit = %g is not in [1, inf)",
-                          limit);
+        return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: limit = %g is not in [1, inf)", fn, limit);
     ns->cond_limit = limit;
     return CDYN_OK;
 }
@@ -130,6 +153,8 @@ cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit)
 cdyn_status cdyn_nullspace_set_preferred_dependent(cdyn_nullspace *ns, const int *prefer)
 {
     if (!ns) return CDYN_ERR_ARG;
+    if (cdyn__nullspace_check_idle(ns, "cdyn_nullspace_set_preferred_dependent"))
+        return CDYN_ERR_BUSY;
     ns->has_preference = 0;
     for (int j = 0; j < ns->n; ++j) {
         ns->prefer[j] = prefer && prefer[j] != 0;
@@ -141,6 +166,7 @@ cdyn_status cdyn_nullspace_set_preferred_dependent(cdyn_nullspace *ns, const int
 /* Shared argument checks of factor and update. */
 static cdyn_status check_w(cdyn_nullspace *ns, const char *fn, const double *W, int ldw)
 {
+    if (cdyn__nullspace_check_idle(ns, fn)) return CDYN_ERR_BUSY;
     if (ns->m > 0 && !W) return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: W is NULL", fn);
     if (ldw < cdyn__max(ns->m, 1))
         return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: ldw = %d < max(1, m = %d)", fn, ldw,
@@ -164,18 +190,26 @@ static void sort_indices(int *list, int count, int range, int *mark)
         if (mark[i]) list[k++] = i;
 }
 
-/* Factor W2 = W[:, dependent] of the scratch partition, whose order is set:
- * LU, condition estimate, and beta = -W2^{-1} W1 (T1.2). Returns the LU's
- * info (> 0: W2 exactly singular). */
+/* Factor the equilibrated W2 = D_r W[:, dependent] D_dep of the scratch
+ * partition, whose order is set: LU, condition estimate, beta = -W2^{-1} W1
+ * (T1.2) and its largest entry in the equilibrated frame. The factors come
+ * from equilibrating W itself, so cond and dependence do not change with
+ * the caller's units. Returns the LU's info (> 0: W2 exactly singular). */
 static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 {
     partition *p = &ns->scratch;
     int m = ns->m, d = ns->d;
     const int *dep = p->order + d, *ind = p->order;
+    for (int j = 0; j < ns->n; ++j)
+        memcpy(p->w + (size_t)j * m, W + (size_t)j * ldw, sizeof(double) * (size_t)m);
+    cdyn__equilibrate(m, ns->n, W, ldw, p->row_scale, p->col_scale);
+    const double *r = p->row_scale, *c = p->col_scale;
     for (int j = 0; j < m; ++j)
-        memcpy(p->w2_lu + (size_t)j * m, W + (size_t)dep[j] * ldw, sizeof(double) * m);
-    for (int j = 0; j < d; ++j)
-        memcpy(p->beta + (size_t)j * m, W + (size_t)ind[j] * ldw, sizeof(double) * m);
+        for (int i = 0; i < m; ++i)
+            p->w2_lu[i + (size_t)j * m] = r[i] * W[i + (size_t)dep[j] * ldw] * c[dep[j]];
+    for (int j = 0; j < d; ++j) /* the equilibrated W1 */
+        for (int i = 0; i < m; ++i)
+            p->beta[i + (size_t)j * m] = r[i] * W[i + (size_t)ind[j] * ldw] * c[ind[j]];
     double anorm = cdyn__norm1(m, m, p->w2_lu, m);
     int info = cdyn__getrf(m, p->w2_lu, m, p->ipiv);
     if (info != 0) {
@@ -183,56 +217,55 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
         return info;
     }
     double rcond = 0.0;
-    cdyn__gecon(m, p->w2_lu, m, anorm, &rcond, ns->lwork_buf, ns->iwork);
+    cdyn__gecon(m, p->w2_lu, m, anorm, &rcond, ns->gecon_work, ns->iwork);
     /* a condition number is >= 1; the estimate can round just below */
     p->cond = rcond > 0.0 ? fmax(1.0, 1.0 / rcond) : INFINITY;
     cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, p->beta, m);
-    for (size_t k = 0; k < (size_t)m * d; ++k) p->beta[k] = -p->beta[k];
+    /* equilibrated beta~ = -W2~^{-1} W1~; beta = D_dep beta~ D_ind^{-1} */
+    p->dependence = 0.0;
+    for (int j = 0; j < d; ++j)
+        for (int i = 0; i < m; ++i) {
+            double *b = p->beta + i + (size_t)j * m;
+            p->dependence = fmax(p->dependence, fabs(*b));
+            *b = -*b * c[dep[i]] / c[ind[j]];
+        }
     return 0;
 }
 
-/* Name the m - rank rows of W that depend on the others: pivoted QR of W^T
- * ranks the rows; those left after the first `rank` pivots are redundant. */
+/* Name the m - rank rows of W that depend on the others: a pivoted QR of
+ * the equilibrated W^T ranks the rows; those after the first `rank` are
+ * redundant. */
 static void find_redundant_rows(cdyn_nullspace *ns, const double *W, int ldw, int rank)
 {
-    int n = ns->n, m = ns->m;
-    for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) ns->qr[j + (size_t)i * n] = W[i + (size_t)j * ldw];
-    memset(ns->jpvt, 0, sizeof(int) * (size_t)m);
-    cdyn__geqp3(n, m, ns->qr, n, ns->jpvt, ns->tau, ns->lwork_buf, ns->lwork);
+    int m = ns->m;
+    cdyn__rank_decide(&ns->ws, CDYN__RANK_ROWS, m, ns->n, W, ldw, ns->rank_tol, NULL, NULL);
     ns->n_redundant = m - rank;
-    for (int k = 0; k < ns->n_redundant; ++k) ns->redundant[k] = ns->jpvt[rank + k] - 1;
+    memcpy(ns->redundant, ns->ws.jpvt + rank, sizeof(int) * (size_t)ns->n_redundant);
     sort_indices(ns->redundant, ns->n_redundant, m, ns->mark);
 }
 
 /* Among the preferred states, the (at most m) columns of W that a pivoted
- * QR of those columns alone ranks as independent: flagged in ns->mark, to be
- * placed first in the QR of the whole W. Returns how many. */
-static int choose_preferred(cdyn_nullspace *ns, const double *W, int ldw)
+ * QR of those columns alone (equilibrated) ranks as independent: flagged
+ * in ns->mark, to be placed first in the QR of the whole W. */
+static void choose_preferred(cdyn_nullspace *ns, const double *W, int ldw)
 {
     int n = ns->n, m = ns->m, count = 0;
     int *columns = ns->scratch.order; /* free until the partition is written */
     for (int j = 0; j < n; ++j)
         if (ns->prefer[j]) {
-            memcpy(ns->qr + (size_t)count * m, W + (size_t)j * ldw, sizeof(double) * m);
+            memcpy(ns->sub + (size_t)count * m, W + (size_t)j * ldw, sizeof(double) * m);
             columns[count++] = j;
         }
     memset(ns->mark, 0, sizeof(int) * (size_t)n);
-    if (count == 0) return 0;
-    memset(ns->jpvt, 0, sizeof(int) * (size_t)count);
-    cdyn__geqp3(m, count, ns->qr, m, ns->jpvt, ns->tau, ns->lwork_buf, ns->lwork);
-    int limit = count < m ? count : m;
-    double r11 = fabs(ns->qr[0]);
-    int chosen = 0;
-    while (chosen < limit && r11 > 0.0 &&
-           fabs(ns->qr[chosen + (size_t)chosen * m]) > ns->rank_tol * r11)
-        ++chosen;
-    for (int k = 0; k < chosen; ++k) ns->mark[columns[ns->jpvt[k] - 1]] = 1;
-    return chosen;
+    if (count == 0) return;
+    cdyn__rank r;
+    cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, count, ns->sub, m, ns->rank_tol, NULL, &r);
+    for (int k = 0; k < r.rank; ++k) ns->mark[columns[ns->ws.jpvt[k]]] = 1;
 }
 
-/* Select the partition by pivoted QR of W (T1.2) into the scratch slot and
- * factor it. Preferred states, if any, are taken as dependent first. */
+/* Select the partition by pivoted QR of the equilibrated W (T1.2) into the
+ * scratch slot and factor it. Preferred states, if any, are taken as
+ * dependent first. */
 static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const double *W,
                                     int ldw)
 {
@@ -242,39 +275,31 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     if (m == 0) {
         for (int j = 0; j < n; ++j) order[j] = j;
         ns->scratch.cond = 1.0;
+        ns->scratch.dependence = 0.0;
         ns->rank = 0;
         return CDYN_OK;
     }
-    int leading = ns->has_preference ? choose_preferred(ns, W, ldw) : 0;
-    for (int j = 0; j < n; ++j) memcpy(ns->qr + (size_t)j * m, W + (size_t)j * ldw,
-                                       sizeof(double) * m);
-    /* dgeqp3 moves columns with jpvt != 0 to the front unpivoted */
-    for (int j = 0; j < n; ++j) ns->jpvt[j] = leading > 0 ? ns->mark[j] : 0;
-    int info = cdyn__geqp3(m, n, ns->qr, m, ns->jpvt, ns->tau, ns->lwork_buf, ns->lwork);
-    if (info != 0)
-        return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 returned info = %d", fn, info);
-    /* Rank: pivots |R_jj| above tol * max |R_jj| (T2.2 applied to W); the
-     * free pivots decrease, the leading block is independent by choice. */
-    double r11 = 0.0;
-    for (int j = 0; j < m; ++j) r11 = fmax(r11, fabs(ns->qr[j + (size_t)j * m]));
-    int rank = 0;
-    while (rank < m && r11 > 0.0 && fabs(ns->qr[rank + (size_t)rank * m]) > ns->rank_tol * r11)
-        ++rank;
+    if (ns->has_preference) choose_preferred(ns, W, ldw);
+    cdyn__rank decision;
+    int rank = cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, n, W, ldw, ns->rank_tol,
+                                 ns->has_preference ? ns->mark : NULL, &decision);
+    if (rank < 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on W", fn);
     ns->rank = rank;
     if (rank < m) {
-        double rlast = fabs(ns->qr[rank + (size_t)rank * m]);
         find_redundant_rows(ns, W, ldw, rank);
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
-                          "%s: W is rank deficient (rank %d < m = %d; |R(%d,%d)|/max|R(j,j)| = "
-                          "%.3g <= tol %.3g); dependent constraint row%s %d%s",
-                          fn, rank, m, rank, rank, r11 > 0.0 ? rlast / r11 : 0.0, ns->rank_tol,
+                          "%s: W is rank deficient (rank %d < m = %d: after equilibration the "
+                          "pivot ratio %.3g <= tol %.3g, so not a matter of units); dependent "
+                          "constraint row%s %d%s",
+                          fn, rank, m, decision.dropped, ns->rank_tol,
                           ns->n_redundant > 1 ? "s" : "", ns->redundant[0],
                           ns->n_redundant > 1 ? " ..." : "");
     }
     /* First m pivot columns are the dependent states; both sets sorted so
      * vbar keeps the caller's state order. */
-    for (int j = 0; j < m; ++j) order[d + j] = ns->jpvt[j] - 1;
-    for (int j = 0; j < d; ++j) order[j] = ns->jpvt[m + j] - 1;
+    for (int j = 0; j < m; ++j) order[d + j] = ns->ws.jpvt[j];
+    for (int j = 0; j < d; ++j) order[j] = ns->ws.jpvt[m + j];
     sort_indices(order, d, n, ns->mark);
     sort_indices(order + d, m, n, ns->mark);
     if (factor_scratch(ns, W, ldw) != 0)
@@ -312,12 +337,12 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     cdyn_status st = check_w(ns, fn, W, ldw);
     if (st != CDYN_OK) return st;
     int keep = ns->factored;
+    if (keep) memcpy(ns->scratch.order, ns->current.order, sizeof(int) * (size_t)ns->n);
     if (keep && ns->m > 0) {
-        memcpy(ns->scratch.order, ns->current.order, sizeof(int) * (size_t)ns->n);
         keep = factor_scratch(ns, W, ldw) == 0 && ns->scratch.cond <= ns->cond_limit;
     } else if (keep) {
-        memcpy(ns->scratch.order, ns->current.order, sizeof(int) * (size_t)ns->n);
         ns->scratch.cond = 1.0;
+        ns->scratch.dependence = 0.0;
     }
     if (!keep) {
         st = select_partition(ns, fn, W, ldw);
@@ -331,10 +356,14 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
 cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independent, int *dependent)
 {
     if (!ns) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_nullspace_partition";
     if (!ns->factored)
         return cdyn__fail(ns->msg, CDYN_ERR_ARG,
-                          "cdyn_nullspace_partition: no factorization yet; call "
-                          "cdyn_nullspace_factor first");
+                          "%s: no factorization yet; call cdyn_nullspace_factor first", fn);
+    if (independent && dependent &&
+        cdyn__overlap(independent, sizeof(int) * (size_t)ns->d, dependent,
+                      sizeof(int) * (size_t)ns->m))
+        return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: independent and dependent overlap", fn);
     if (independent) memcpy(independent, ns->current.order, sizeof(int) * (size_t)ns->d);
     if (dependent)
         memcpy(dependent, ns->current.order + ns->d, sizeof(int) * (size_t)ns->m);
@@ -350,11 +379,7 @@ int cdyn_nullspace_rank(const cdyn_nullspace *ns) { return ns ? ns->rank : -1; }
 
 double cdyn_nullspace_dependence(const cdyn_nullspace *ns)
 {
-    if (!ns || !ns->factored) return -1.0;
-    double largest = 0.0; /* beta = -W2^{-1} W1 */
-    for (size_t k = 0; k < (size_t)ns->m * ns->d; ++k)
-        largest = fmax(largest, fabs(ns->current.beta[k]));
-    return largest;
+    return (ns && ns->factored) ? ns->current.dependence : -1.0;
 }
 
 int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows)
@@ -362,6 +387,17 @@ int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows)
     if (!ns) return -1;
     if (rows) memcpy(rows, ns->redundant, sizeof(int) * (size_t)ns->n_redundant);
     return ns->n_redundant;
+}
+
+void cdyn__nullspace_w2_solve(cdyn_nullspace *ns, char trans, double *x)
+{
+    /* W2^{-1} = D_dep W2~^{-1} D_r, W2^{-T} = D_r W2~^{-T} D_dep */
+    const partition *p = &ns->current;
+    int m = ns->m;
+    const int *dep = p->order + ns->d;
+    for (int i = 0; i < m; ++i) x[i] *= trans == 'N' ? p->row_scale[i] : p->col_scale[dep[i]];
+    cdyn__getrs(trans, m, 1, p->w2_lu, m, p->ipiv, x, m);
+    for (int i = 0; i < m; ++i) x[i] *= trans == 'N' ? p->col_scale[dep[i]] : p->row_scale[i];
 }
 
 const char *cdyn_nullspace_last_error(const cdyn_nullspace *ns)

@@ -6,17 +6,23 @@
 
 #include "cdyn/nullspace.h"
 #include "internal.h"
+#include "rank.h"
 
 /* One factorization of W for a given partition. Two of them live in the
  * object: the committed one and a scratch one that becomes committed (by a
  * swap) only when a factor/update succeeds, so a failure never disturbs the
- * object. */
+ * object. W is used through its equilibrated form D_r W D_c (rank policy):
+ * W2^{-1} = D_dep (D_r W2 D_dep)^{-1} D_r. */
 typedef struct partition {
-    int *order;     /* n state indices: order[0..d-1] independent, order[d..n-1] dependent */
-    double *w2_lu;  /* m x m LU of W2 = W[:, dependent] (dgetrf) */
-    int *ipiv;      /* m pivots of that LU */
-    double *beta;   /* m x d, -W2^{-1} W1: the lower block of alpha (T1.2) */
-    double cond;    /* 1-norm condition estimate of W2 */
+    int *order;       /* n state indices: order[0..d-1] independent, order[d..n-1] dependent */
+    double *w;        /* m x n: W itself (for the certificate of a solve) */
+    double *row_scale; /* m: D_r */
+    double *col_scale; /* n: D_c, by state */
+    double *w2_lu;    /* m x m LU of the equilibrated W2 = D_r W[:, dependent] D_dep */
+    int *ipiv;        /* m pivots of that LU */
+    double *beta;     /* m x d, -W2^{-1} W1: the lower block of alpha (T1.2) */
+    double cond;      /* 1-norm condition estimate of the equilibrated W2 */
+    double dependence; /* largest |entry| of the equilibrated -W2^{-1} W1 */
 } partition;
 
 struct cdyn_nullspace {
@@ -28,24 +34,38 @@ struct cdyn_nullspace {
     int n_redundant;    /* after a rank-deficient W: rows named in redundant */
     partition current, scratch;
     int *redundant;     /* m */
+    cdyn__rank_ws ws;   /* rank decisions on W and W^T */
+    cdyn__guard guard;
     /* workspace, all sized at create time */
-    double *qr;         /* max(m*n, n*m) for dgeqp3 of W or W^T */
-    double *tau;        /* min(m, n) = m */
-    int *jpvt;          /* n */
     int *mark;          /* n, for sort_indices and choose_preferred */
     int *prefer;        /* n flags: states preferred as dependent */
     int has_preference;
-    double *lwork_buf;  /* lwork doubles: dgeqp3 and dgecon */
-    int lwork;
+    double *sub;        /* m x n: the preferred columns */
+    double *gecon_work; /* 4 m */
     int *iwork;         /* m, dgecon */
     double *m_alpha;    /* n x d: M alpha */
     double *m_dep;      /* n x m: M[:, dependent] */
     double *rates_dep;  /* m x max(d, 1): alpha' block, dependent offsets */
-    double *mass_reduced;   /* d x d for cdyn_nullspace_solve */
+    double *mass_reduced;   /* d x d */
+    double *mass_scale;     /* d: symmetric equilibration of Mbar */
     double *force_reduced;  /* d */
-    double *vec_n;      /* n */
-    double *vec_m;      /* m */
+    double *vec_n, *vec_n2, *vec_n3; /* n */
+    double *vec_m, *vec_m2; /* m */
+    double *residual_top, *delta_v;       /* n: certificate and refinement of a solve */
+    double *residual_bottom, *delta_lambda, *neg_c; /* m */
+    double *kkt_work;   /* n + m */
     char msg[CDYN__MSG_LEN];
 };
+
+/* Make ns refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0
+ * (the split object of a cdyn_dae, the partition of a cdyn_mbs). */
+void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback);
+
+/* CDYN_ERR_BUSY (with the message) when ns is inside an owner's callback. */
+cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn);
+
+/* x <- W2^{-1} x (trans 'N') or W2^{-T} x (trans 'T') for the committed
+ * partition, x of length m. */
+void cdyn__nullspace_w2_solve(cdyn_nullspace *ns, char trans, double *x);
 
 #endif

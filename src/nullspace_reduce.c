@@ -1,15 +1,20 @@
 /* Null-space reduction, the per-step maths (THEORY T1.2-T1.5): alpha and
  * alpha', full states, the minimum-order equations, the dependent rates and
- * the constraint forces. */
+ * the constraint forces. Every result is computed in the object's
+ * workspace and copied out last, so outputs may alias inputs. */
+#include "kkt.h"
 #include "linalg.h"
 #include "nullspace_internal.h"
+#include "rank.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- per-step calls: validation ------------------------------------- */
 
 static cdyn_status check_ready(cdyn_nullspace *ns, const char *fn)
 {
+    if (cdyn__nullspace_check_idle(ns, fn)) return CDYN_ERR_BUSY;
     if (!ns->factored)
         return cdyn__fail(ns->msg, CDYN_ERR_ARG,
                           "%s: no factorization yet; call cdyn_nullspace_factor first", fn);
@@ -43,6 +48,16 @@ static cdyn_status check_finite(cdyn_nullspace *ns, const char *fn, int rows, in
                           bad);
     return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE, "%s: %s(%ld, %ld) is not finite", fn, name,
                       bad % rows, bad / rows);
+}
+
+/* Two outputs of one call must not overlap. */
+static cdyn_status check_apart(cdyn_nullspace *ns, const char *fn, const void *a, size_t a_bytes,
+                               const char *a_name, const void *b, size_t b_bytes,
+                               const char *b_name)
+{
+    if (!cdyn__overlap(a, a_bytes, b, b_bytes)) return CDYN_OK;
+    return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: outputs %s and %s overlap", fn, a_name,
+                      b_name);
 }
 
 /* The M, F, c inputs shared by reduce, recover and solve. */
@@ -105,8 +120,8 @@ cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot, int
             for (int i = 0; i < m; ++i) block[i + (size_t)j * m] += w2dot_col[i] * b;
         }
     }
-    cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, block, m);
-    for (int j = 0; j < d; ++j) {
+    for (int j = 0; j < d; ++j) cdyn__nullspace_w2_solve(ns, 'N', block + (size_t)j * m);
+    for (int j = 0; j < d; ++j) { /* written last: alpha_dot may alias Wdot */
         double *col = alpha_dot + (size_t)j * ldalpha_dot;
         memset(col, 0, sizeof(double) * (size_t)n);
         for (int i = 0; i < m; ++i) col[p->order[d + i]] = -block[i + (size_t)j * m];
@@ -114,8 +129,28 @@ cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot, int
     return CDYN_OK;
 }
 
-/* v = Pi [vbar; beta vbar - W2^{-1} c] into v (validation done). */
-static void complete_into(cdyn_nullspace *ns, const double *vbar, const double *c, double *v);
+/* Dependent block of alpha' vbar (T1.3): -W2^{-1} c into out (m; zero when
+ * c is NULL). */
+static void rate_offset(cdyn_nullspace *ns, const double *c, double *out)
+{
+    int m = ns->m;
+    if (!c) {
+        memset(out, 0, sizeof(double) * (size_t)cdyn__max(m, 1));
+        return;
+    }
+    for (int i = 0; i < m; ++i) out[i] = -c[i];
+    cdyn__nullspace_w2_solve(ns, 'N', out);
+}
+
+/* v = Pi [vbar; beta vbar - W2^{-1} c] into out (n) (T1.2, T1.5). */
+static void complete_into(cdyn_nullspace *ns, const double *vbar, const double *c, double *out)
+{
+    const partition *p = &ns->current;
+    rate_offset(ns, c, ns->vec_m);
+    cdyn__gemv('N', ns->m, ns->d, 1.0, p->beta, cdyn__max(ns->m, 1), vbar, 1.0, ns->vec_m);
+    for (int j = 0; j < ns->d; ++j) out[p->order[j]] = vbar[j];
+    for (int i = 0; i < ns->m; ++i) out[p->order[ns->d + i]] = ns->vec_m[i];
+}
 
 cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vbar, double *v)
 {
@@ -133,7 +168,8 @@ cdyn_status cdyn_nullspace_complete(cdyn_nullspace *ns, const double *vbar, cons
     if (!st) st = check_finite(ns, fn, ns->d, 1, vbar, ns->d, "vbar");
     if (!st) st = check_finite(ns, fn, ns->m, 1, c, ns->m, "c");
     if (st) return st;
-    complete_into(ns, vbar, c, v);
+    complete_into(ns, vbar, c, ns->vec_n3);
+    memcpy(v, ns->vec_n3, sizeof(double) * (size_t)ns->n);
     return CDYN_OK;
 }
 
@@ -146,41 +182,19 @@ cdyn_status cdyn_nullspace_independent(cdyn_nullspace *ns, const double *v, doub
     if (!st) st = check_ptr(ns, fn, vbar, "vbar");
     if (!st) st = check_finite(ns, fn, ns->n, 1, v, ns->n, "v");
     if (st) return st;
-    for (int j = 0; j < ns->d; ++j) vbar[j] = v[ns->current.order[j]];
+    for (int j = 0; j < ns->d; ++j) ns->vec_n3[j] = v[ns->current.order[j]];
+    memcpy(vbar, ns->vec_n3, sizeof(double) * (size_t)ns->d);
     return CDYN_OK;
 }
 
-/* Dependent block of alpha' vbar (T1.3): -W2^{-1} c into ns->vec_m
- * (zero when c is NULL). */
-static void rate_offset(cdyn_nullspace *ns, const double *c)
-{
-    int m = ns->m;
-    if (!c) {
-        memset(ns->vec_m, 0, sizeof(double) * (size_t)cdyn__max(m, 1));
-        return;
-    }
-    for (int i = 0; i < m; ++i) ns->vec_m[i] = -c[i];
-    cdyn__getrs('N', m, 1, ns->current.w2_lu, m, ns->current.ipiv, ns->vec_m, m);
-}
-
-static void complete_into(cdyn_nullspace *ns, const double *vbar, const double *c, double *v)
-{
-    /* T1.2: v = Pi [vbar; beta vbar + offset], offset = -W2^{-1} c (T1.5) */
-    const partition *p = &ns->current;
-    rate_offset(ns, c);
-    cdyn__gemv('N', ns->m, ns->d, 1.0, p->beta, cdyn__max(ns->m, 1), vbar, 1.0, ns->vec_m);
-    for (int j = 0; j < ns->d; ++j) v[p->order[j]] = vbar[j];
-    for (int i = 0; i < ns->m; ++i) v[p->order[ns->d + i]] = ns->vec_m[i];
-}
-
-/* Mbar = alpha^T M alpha and Fbar = alpha^T (F - M alpha' vbar) (T1.4),
- * written to caller arrays; validation done. */
-static void reduce_into(cdyn_nullspace *ns, const double *M, int ldm, const double *F,
-                        const double *c, double *Mbar, int ldmbar, double *Fbar)
+/* Mbar = alpha^T M alpha (T1.4) into ns->mass_reduced (d x d), with M alpha
+ * and M[:, dep] left in ns->m_alpha and ns->m_dep. */
+static void reduce_mass(cdyn_nullspace *ns, const double *M, int ldm)
 {
     int n = ns->n, m = ns->m, d = ns->d, m1 = cdyn__max(m, 1);
     const partition *p = &ns->current;
     const int *ind = p->order, *dep = p->order + d;
+    double *Mbar = ns->mass_reduced;
     /* M alpha = M[:, ind] + M[:, dep] beta */
     for (int j = 0; j < d; ++j)
         memcpy(ns->m_alpha + (size_t)j * n, M + (size_t)ind[j] * ldm, sizeof(double) * n);
@@ -189,19 +203,26 @@ static void reduce_into(cdyn_nullspace *ns, const double *M, int ldm, const doub
     cdyn__gemm('N', 'N', n, d, m, 1.0, ns->m_dep, n, p->beta, m1, 1.0, ns->m_alpha, n);
     /* alpha^T (M alpha) = (M alpha)[ind, :] + beta^T (M alpha)[dep, :] */
     for (int j = 0; j < d; ++j) {
-        for (int i = 0; i < d; ++i)
-            Mbar[i + (size_t)j * ldmbar] = ns->m_alpha[ind[i] + (size_t)j * n];
-        for (int i = 0; i < m; ++i) ns->rates_dep[i + (size_t)j * m1] =
-            ns->m_alpha[dep[i] + (size_t)j * n];
+        for (int i = 0; i < d; ++i) Mbar[i + (size_t)j * d] = ns->m_alpha[ind[i] + (size_t)j * n];
+        for (int i = 0; i < m; ++i)
+            ns->rates_dep[i + (size_t)j * m1] = ns->m_alpha[dep[i] + (size_t)j * n];
     }
-    cdyn__gemm('T', 'N', d, d, m, 1.0, p->beta, m1, ns->rates_dep, m1, 1.0, Mbar, ldmbar);
+    cdyn__gemm('T', 'N', d, d, m, 1.0, p->beta, m1, ns->rates_dep, m1, 1.0, Mbar, d);
     for (int j = 0; j < d; ++j) /* symmetric by construction; remove rounding skew */
         for (int i = j + 1; i < d; ++i) {
-            double mean = 0.5 * (Mbar[i + (size_t)j * ldmbar] + Mbar[j + (size_t)i * ldmbar]);
-            Mbar[i + (size_t)j * ldmbar] = Mbar[j + (size_t)i * ldmbar] = mean;
+            double mean = 0.5 * (Mbar[i + (size_t)j * d] + Mbar[j + (size_t)i * d]);
+            Mbar[i + (size_t)j * d] = Mbar[j + (size_t)i * d] = mean;
         }
-    /* g = F - M alpha' vbar = F - M[:, dep] offset;  Fbar = g[ind] + beta^T g[dep] */
-    rate_offset(ns, c);
+}
+
+/* Fbar = alpha^T (F - M alpha' vbar) (T1.4) into Fbar (d), M[:, dep] in
+ * ns->m_dep: g = F - M[:, dep] offset, Fbar = g[ind] + beta^T g[dep]. */
+static void reduce_force(cdyn_nullspace *ns, const double *F, const double *c, double *Fbar)
+{
+    int n = ns->n, m = ns->m, d = ns->d, m1 = cdyn__max(m, 1);
+    const partition *p = &ns->current;
+    const int *ind = p->order, *dep = p->order + d;
+    rate_offset(ns, c, ns->vec_m);
     memcpy(ns->vec_n, F, sizeof(double) * (size_t)n);
     cdyn__gemv('N', n, m, -1.0, ns->m_dep, n, ns->vec_m, 1.0, ns->vec_n);
     for (int i = 0; i < m; ++i) ns->vec_m[i] = ns->vec_n[dep[i]];
@@ -209,7 +230,7 @@ static void reduce_into(cdyn_nullspace *ns, const double *M, int ldm, const doub
     cdyn__gemv('T', m, d, 1.0, p->beta, m1, ns->vec_m, 1.0, Fbar);
 }
 
-/* v' and lambda from vbar' (T1.5); validation done. */
+/* v' (into vdot, n) and lambda (into lambda, m) from vbar' (T1.5). */
 static void recover_into(cdyn_nullspace *ns, const double *M, int ldm, const double *F,
                          const double *c, const double *vbar_dot, double *vdot, double *lambda)
 {
@@ -217,22 +238,18 @@ static void recover_into(cdyn_nullspace *ns, const double *M, int ldm, const dou
     const partition *p = &ns->current;
     const int *ind = p->order, *dep = p->order + d;
     /* vhat' = -W2^{-1}(W1 vbar' + c) = beta vbar' - W2^{-1} c */
-    rate_offset(ns, c);
+    rate_offset(ns, c, ns->vec_m);
     cdyn__gemv('N', m, d, 1.0, p->beta, cdyn__max(m, 1), vbar_dot, 1.0, ns->vec_m);
-    for (int j = 0; j < d; ++j) ns->vec_n[ind[j]] = vbar_dot[j];
-    for (int i = 0; i < m; ++i) ns->vec_n[dep[i]] = ns->vec_m[i];
-    if (lambda && m > 0) {
-        /* lambda = W2^{-T} (M v' - F)[dep] */
-        for (int i = 0; i < m; ++i) {
-            const double *row = M + dep[i];
-            double s = -F[dep[i]];
-            for (int k = 0; k < n; ++k) s += row[(size_t)k * ldm] * ns->vec_n[k];
-            ns->vec_m[i] = s;
-        }
-        cdyn__getrs('T', m, 1, p->w2_lu, m, p->ipiv, ns->vec_m, m);
-        memcpy(lambda, ns->vec_m, sizeof(double) * (size_t)m);
+    for (int j = 0; j < d; ++j) vdot[ind[j]] = vbar_dot[j];
+    for (int i = 0; i < m; ++i) vdot[dep[i]] = ns->vec_m[i];
+    /* lambda = W2^{-T} (M v' - F)[dep] */
+    for (int i = 0; i < m; ++i) {
+        const double *row = M + dep[i];
+        double s = -F[dep[i]];
+        for (int k = 0; k < n; ++k) s += row[(size_t)k * ldm] * vdot[k];
+        lambda[i] = s;
     }
-    memcpy(vdot, ns->vec_n, sizeof(double) * (size_t)n);
+    if (m > 0) cdyn__nullspace_w2_solve(ns, 'T', lambda);
 }
 
 cdyn_status cdyn_nullspace_reduce(cdyn_nullspace *ns, const double *M, int ldm,
@@ -241,12 +258,20 @@ cdyn_status cdyn_nullspace_reduce(cdyn_nullspace *ns, const double *M, int ldm,
 {
     if (!ns) return CDYN_ERR_ARG;
     const char *fn = "cdyn_nullspace_reduce";
+    int d = ns->d;
     cdyn_status st = check_dynamics(ns, fn, M, ldm, F, c);
     if (!st) st = check_ptr(ns, fn, Mbar, "Mbar");
     if (!st) st = check_ptr(ns, fn, Fbar, "Fbar");
-    if (!st) st = check_ld(ns, fn, ldmbar, ns->d, "ldmbar");
+    if (!st) st = check_ld(ns, fn, ldmbar, d, "ldmbar");
+    if (!st)
+        st = check_apart(ns, fn, Mbar, sizeof(double) * ((size_t)ldmbar * (d - 1) + d), "Mbar",
+                         Fbar, sizeof(double) * (size_t)d, "Fbar");
     if (st) return st;
-    reduce_into(ns, M, ldm, F, c, Mbar, ldmbar, Fbar);
+    reduce_mass(ns, M, ldm);
+    reduce_force(ns, F, c, ns->force_reduced);
+    for (int j = 0; j < d; ++j)
+        memcpy(Mbar + (size_t)j * ldmbar, ns->mass_reduced + (size_t)j * d, sizeof(double) * d);
+    memcpy(Fbar, ns->force_reduced, sizeof(double) * (size_t)d);
     return CDYN_OK;
 }
 
@@ -256,13 +281,29 @@ cdyn_status cdyn_nullspace_recover(cdyn_nullspace *ns, const double *M, int ldm,
 {
     if (!ns) return CDYN_ERR_ARG;
     const char *fn = "cdyn_nullspace_recover";
+    int n = ns->n, m = ns->m;
     cdyn_status st = check_dynamics(ns, fn, M, ldm, F, c);
     if (!st) st = check_ptr(ns, fn, vbar_dot, "vbar_dot");
     if (!st) st = check_ptr(ns, fn, vdot, "vdot");
     if (!st) st = check_finite(ns, fn, ns->d, 1, vbar_dot, ns->d, "vbar_dot");
+    if (!st && lambda)
+        st = check_apart(ns, fn, vdot, sizeof(double) * (size_t)n, "vdot", lambda,
+                         sizeof(double) * (size_t)m, "lambda");
     if (st) return st;
-    recover_into(ns, M, ldm, F, c, vbar_dot, vdot, lambda);
+    recover_into(ns, M, ldm, F, c, vbar_dot, ns->vec_n2, ns->vec_m2);
+    if (lambda) memcpy(lambda, ns->vec_m2, sizeof(double) * (size_t)m);
+    memcpy(vdot, ns->vec_n2, sizeof(double) * (size_t)n);
     return CDYN_OK;
+}
+
+/* Mbar x = b (d) with the factor of the symmetrically equilibrated Mbar:
+ * x = S (S Mbar S)^{-1} S b, in place. */
+static void reduced_solve(cdyn_nullspace *ns, double *b)
+{
+    int d = ns->d;
+    for (int j = 0; j < d; ++j) b[j] *= ns->mass_scale[j];
+    cdyn__potrs(d, 1, ns->mass_reduced, d, b, d);
+    for (int j = 0; j < d; ++j) b[j] *= ns->mass_scale[j];
 }
 
 cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
@@ -271,22 +312,56 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
 {
     if (!ns) return CDYN_ERR_ARG;
     const char *fn = "cdyn_nullspace_solve";
+    int n = ns->n, m = ns->m, d = ns->d;
     cdyn_status st = check_dynamics(ns, fn, M, ldm, F, c);
     if (!st) st = check_ptr(ns, fn, vdot, "vdot");
+    if (!st && lambda)
+        st = check_apart(ns, fn, vdot, sizeof(double) * (size_t)n, "vdot", lambda,
+                         sizeof(double) * (size_t)m, "lambda");
     if (st) return st;
-    int d = ns->d;
-    reduce_into(ns, M, ldm, F, c, ns->mass_reduced, d, ns->force_reduced);
+    reduce_mass(ns, M, ldm);
+    reduce_force(ns, F, c, ns->force_reduced);
     if (cdyn__first_nonfinite(d, d, ns->mass_reduced, d) >= 0 ||
         cdyn__first_nonfinite(d, 1, ns->force_reduced, d) >= 0)
         return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
                           "%s: the reduced equations overflowed (inputs too large)", fn);
-    int info = cdyn__potrf(d, ns->mass_reduced, d);
+    /* the definiteness policy: Cholesky of the equilibrated Mbar (in place) */
+    int info = cdyn__spd_factor(d, ns->mass_reduced, d, ns->mass_reduced, d, ns->mass_scale);
     if (info > 0)
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
                           "%s: reduced mass matrix alpha^T M alpha is not positive definite "
-                          "(leading minor %d)",
+                          "(leading minor %d of the equilibrated matrix)",
                           fn, info);
-    cdyn__potrs(d, 1, ns->mass_reduced, d, ns->force_reduced, d);
-    recover_into(ns, M, ldm, F, c, ns->force_reduced, vdot, lambda);
+    double *v = ns->vec_n2, *lam = ns->vec_m2;
+    reduced_solve(ns, ns->force_reduced);
+    recover_into(ns, M, ldm, F, c, ns->force_reduced, v, lam);
+    /* certificate (kkt.h): M v' - W^T lambda = F, W v' = -c in the
+     * caller's units, with up to two steps of refinement through the same
+     * factorizations (the correction solves the system for the residual) */
+    const double *W = ns->current.w;
+    double *rf = ns->residual_top, *rg = ns->residual_bottom;
+    for (int i = 0; i < m; ++i) ns->neg_c[i] = c ? -c[i] : 0.0;
+    double tolerance = cdyn__kkt_backward_tolerance(n, m);
+    double omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c,
+                                            NULL, rf, rg, ns->kkt_work);
+    for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
+        for (int i = 0; i < m; ++i) rg[i] = -rg[i]; /* the correction's c */
+        reduce_force(ns, rf, rg, ns->force_reduced);
+        reduced_solve(ns, ns->force_reduced);
+        recover_into(ns, M, ldm, rf, rg, ns->force_reduced, ns->delta_v, ns->delta_lambda);
+        for (int i = 0; i < n; ++i) v[i] += ns->delta_v[i];
+        for (int i = 0; i < m; ++i) lam[i] += ns->delta_lambda[i];
+        omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c, NULL,
+                                         rf, rg, ns->kkt_work);
+    }
+    if (cdyn__first_nonfinite(n, 1, v, n) >= 0 || cdyn__first_nonfinite(m, 1, lam, m) >= 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE, "%s: v' or lambda overflowed", fn);
+    if (!(omega <= tolerance))
+        return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
+                          "%s: the constrained system is singular to working accuracy "
+                          "(componentwise backward error %.2e > %.2e after refinement)",
+                          fn, omega, tolerance);
+    if (lambda) memcpy(lambda, lam, sizeof(double) * (size_t)m);
+    memcpy(vdot, v, sizeof(double) * (size_t)n);
     return CDYN_OK;
 }

@@ -6,16 +6,13 @@
 
 #include "internal.h"
 #include "linalg.h"
+#include "rank.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A Cholesky pivot with L_kk^2 <= PIVOT_TOL * A_kk means J^T Mbar is
- * numerically singular. The test is scale free: rescaling a coordinate
- * (metres vs radians) scales L_kk^2 and A_kk alike. */
-#define PIVOT_TOL (1e3 * DBL_EPSILON)
 
 /* Relative tolerance of the inertia's symmetry check. */
 #define SYMMETRY_TOL 1e-12
@@ -32,13 +29,14 @@ struct cdyn_rigid {
     cdyn_rigid_loads_fn loads;
     void *user;
     int callback_code;
+    cdyn__guard guard;
     int has_loads;
     double last_fq[6]; /* F_q of the last successful rhs */
     /* workspace: f <= 6, so everything has a fixed size */
     cdyn_rigid_kinematics kin;
     double F_i[6], qdd[6], F_q[6];
     double Mbar[36], Nbar[6], J[36]; /* 6 x f, leading dimension 6 */
-    double A[36], A_diag[6], b[6];   /* f x f, leading dimension 6 */
+    double A[36], b[6];              /* f x f, leading dimension 6 */
     char msg[CDYN__MSG_LEN];
 };
 
@@ -96,6 +94,7 @@ cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const double *inert
 {
     if (!rb) return CDYN_ERR_ARG;
     const char *fn = "cdyn_rigid_set_body";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
     if (!inertia) return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: inertia is NULL", fn);
     if (ldi < 3) return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: ldi = %d < 3", fn, ldi);
     if (!isfinite(mass))
@@ -122,9 +121,8 @@ cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const double *inert
                                   fn, i, j, a, j, i, b);
             sym[i + 3 * j] = 0.5 * (a + b);
         }
-    double chol[9];
-    memcpy(chol, sym, sizeof chol);
-    int info = cdyn__potrf(3, chol, 3);
+    double chol[9], scale3[3];
+    int info = cdyn__spd_factor(3, sym, 3, chol, 3, scale3);
     if (info != 0)
         return cdyn__fail(rb->msg, CDYN_ERR_SINGULAR,
                           "%s: inertia is not positive definite (leading minor %d)", fn, info);
@@ -237,24 +235,22 @@ static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinema
             const double *Ji = rb->J + 6 * i;
             rb->A[i + 6 * j] = m * dot3(Ji, Jj) + dot3(Ji + 3, tmp);
         }
-        rb->A_diag[j] = rb->A[j + 6 * j];
         double s = 0.0;
         for (int i = 0; i < 6; ++i) s += Jj[i] * (F_i[i] - rb->Nbar[i]);
         rb->b[j] = s;
     }
-    int info = cdyn__potrf(f, rb->A, 6);
-    for (int j = 0; info == 0 && j < f; ++j) {
-        double l = rb->A[j + 6 * j];
-        if (!(l * l > PIVOT_TOL * rb->A_diag[j])) info = j + 1;
-    }
+    /* the definiteness policy (equilibrated Cholesky, relative pivot test) */
+    double scale[6];
+    int info = cdyn__spd_factor(f, rb->A, 6, rb->A, 6, scale);
     if (info != 0)
         return cdyn__fail(rb->msg, CDYN_ERR_SINGULAR,
                           "%s: J^T Mbar is not positive definite (leading minor %d): the "
                           "coordinates are singular here (J loses rank, e.g. Euler angles at "
                           "theta = +-pi/2)",
                           fn, info);
-    memcpy(rb->qdd, rb->b, sizeof(double) * (size_t)f);
+    for (int j = 0; j < f; ++j) rb->qdd[j] = scale[j] * rb->b[j];
     cdyn__potrs(f, 1, rb->A, 6, rb->qdd, 6);
+    for (int j = 0; j < f; ++j) rb->qdd[j] *= scale[j];
     /* F_q = Mbar q'' + Nbar - F_i */
     for (int i = 0; i < 6; ++i) {
         double s = rb->Nbar[i] - F_i[i];
@@ -275,6 +271,7 @@ cdyn_status cdyn_rigid_accelerations(cdyn_rigid *rb, const cdyn_rigid_kinematics
 {
     if (!rb) return CDYN_ERR_ARG;
     const char *fn = "cdyn_rigid_accelerations";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
     cdyn_status st = check_body(rb, fn);
     if (st) return st;
     if (!k || !qdot || !F_i || !qdd)
@@ -295,6 +292,7 @@ cdyn_status cdyn_rigid_velocities(cdyn_rigid *rb, const cdyn_rigid_kinematics *k
 {
     if (!rb) return CDYN_ERR_ARG;
     const char *fn = "cdyn_rigid_velocities";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
     int f = rb->f;
     if (!k || !qdot)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !k ? "k" : "qdot");
@@ -322,6 +320,7 @@ cdyn_status cdyn_rigid_set_model(cdyn_rigid *rb, cdyn_rigid_motion_fn motion,
                                  cdyn_rigid_loads_fn loads, void *user)
 {
     if (!rb) return CDYN_ERR_ARG;
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, "cdyn_rigid_set_model");
     if (!motion)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "cdyn_rigid_set_model: motion callback is NULL");
     rb->motion = motion;
@@ -342,6 +341,7 @@ cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *yd
 {
     if (!rb) return CDYN_ERR_ARG;
     const char *fn = "cdyn_rigid_rhs";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
     const int f = rb->f;
     if (!rb->motion)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: no model set; call cdyn_rigid_set_model",
@@ -356,13 +356,17 @@ cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *yd
     if (st) return st;
     const double *q = y, *qdot = y + f;
     memset(&rb->kin, 0, sizeof rb->kin);
+    rb->guard.in_callback++;
     int code = rb->motion(t, q, qdot, &rb->kin, rb->user);
+    rb->guard.in_callback--;
     if (code != 0) return callback_failed(rb, fn, "motion", code, t);
     st = check_kinematics(rb, fn, "motion callback gave NaN/Inf: ", &rb->kin);
     if (st) return st;
     memset(rb->F_i, 0, sizeof rb->F_i);
     if (rb->loads) {
+        rb->guard.in_callback++;
         code = rb->loads(t, q, qdot, &rb->kin, rb->F_i, rb->user);
+        rb->guard.in_callback--;
         if (code != 0) return callback_failed(rb, fn, "loads", code, t);
         st = check_vec(rb, fn, "loads callback gave NaN/Inf: ", "F_i", 6, rb->F_i);
         if (st) return st;

@@ -22,6 +22,7 @@ const char *cdyn_status_string(cdyn_status status)
     case CDYN_ERR_CALLBACK: return "a user callback reported failure";
     case CDYN_ERR_NOMEM: return "out of memory";
     case CDYN_ERR_LAPACK: return "internal LAPACK error";
+    case CDYN_ERR_BUSY: return "object busy: a callback called back into the object that runs it";
     }
     return "unknown status code";
 }
@@ -41,6 +42,22 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
     vsnprintf(msg, CDYN__MSG_LEN, fmt, ap);
     va_end(ap);
     return status;
+}
+
+int cdyn__overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    if (!a || !b || a_bytes == 0 || b_bytes == 0) return 0;
+    return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+cdyn_status cdyn__busy(char *msg, const char *fn)
+{
+    return cdyn__fail(msg, CDYN_ERR_BUSY,
+                      "%s: refused: called from inside a callback of the same object (or of "
+                      "the object that owns it); only the read-only accessors may be called "
+                      "there",
+                      fn);
 }
 
 /* Non-finite <=> all exponent bits set, and then adding one to the

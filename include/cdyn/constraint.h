@@ -204,7 +204,24 @@ CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c
  */
 CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows);
 
-/** Message of the last failure ("" if none; a static text for NULL). */
+/**
+ * Monitor of the distance to a singular pose: an estimate of
+ * sigma_min / sigma_max of the equilibrated Phi_q (unit-free, within a
+ * factor of about m) at the last successful formulation; -1 before any
+ * success or for NULL. 1 far from any singularity; it falls towards 0 as a
+ * kinematic singularity approaches (like sqrt of the distance to a fold)
+ * and the rank decision declares rank loss when it reaches the rank
+ * tolerance (1e-10 by default). A caller can stop or switch formulation
+ * at a threshold of its own (examples/two_link_singular.c).
+ */
+CDYN_API double cdyn_constraint_margin(const cdyn_constraint *c);
+
+/**
+ * Message of the last failure, or of the last rank loss the pseudo-inverse
+ * form handled ("" if none; a static text for NULL). It is kept, with the
+ * rank facts it describes (cdyn_constraint_rank() ...), until the next
+ * failure or rank-loss report: a successful call changes neither.
+ */
 CDYN_API const char *cdyn_constraint_last_error(const cdyn_constraint *c);
 
 #ifdef __cplusplus

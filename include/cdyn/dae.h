@@ -20,16 +20,30 @@
  *   previous evaluation, bounded iterations, SVD fallback where dG0/dv_a is
  *   singular, e.g. at a closed valve).
  *
+ * Units: every rank decision (rank of M, the index, the split) is made on
+ * equilibrated matrices (rows and columns scaled by powers of two), and the
+ * algebraic states are solved to weighted tolerances, so a model written in
+ * SI units (pressures ~1e5 Pa beside flows ~1e-4 m^3/s) gets the same
+ * verdicts and the same accuracy as one written in bar and L/s.
+ *
  * Lifecycle: cdyn_dae_create(n) → cdyn_dae_set_mass() (factors M and
- * allocates the Newton and null-space objects) → cdyn_dae_set_functions() →
+ * allocates the parts that depend on its rank) → cdyn_dae_set_functions() →
  * cdyn_dae_split() → cdyn_dae_consistent() → per step cdyn_dae_rhs()
  * (no allocation). One object must not be used from two threads at once.
  *
  * Callbacks return 0 on success; any other value stops the call with
- * CDYN_ERR_CALLBACK and is kept (cdyn_dae_callback_code()).
+ * CDYN_ERR_CALLBACK and is kept (cdyn_dae_callback_code()). A callback may
+ * call the read-only accessors of this object and of its Newton solver
+ * (cdyn_dae_rank(), cdyn_dae_last_error(), cdyn_newton_get_report(), ...);
+ * every other call on them from inside a callback returns CDYN_ERR_BUSY and
+ * changes nothing.
+ *
+ * Aliasing: outputs are written after every input has been read, so an
+ * output may alias an input (ydot may be y); two outputs of one call must
+ * not overlap (CDYN_ERR_ARG).
  *
  * Failure semantics: on error, output arrays are untouched; the object
- * keeps its split and its last consistent algebraic states, so it stays
+ * keeps its mass, split and last consistent algebraic states, so it stays
  * usable.
  */
 #ifndef CDYN_DAE_H
@@ -73,8 +87,9 @@ CDYN_API void cdyn_dae_free(cdyn_dae *dae);
 
 /**
  * Relative rank tolerance for M and for the augmented matrices of the
- * index analysis (singular values <= tol * largest count as zero).
- * Default 1e-10; tol in (0, 1). Applies from the next set_mass / analyze.
+ * index analysis (singular values of the equilibrated matrix <= tol *
+ * largest count as zero). Default 1e-10 (the one default of every module);
+ * tol in (0, 1). Applies from the next set_mass / analyze.
  */
 CDYN_API cdyn_status cdyn_dae_set_rank_tolerance(cdyn_dae *dae, double tol);
 
@@ -86,10 +101,13 @@ CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
 
 /**
  * Set the constant mass matrix M (n x n, ldm >= n, any structure) and factor
- * it by SVD: rank r, beta, P (THEORY T3.1). Allocates the Newton solver for
- * the n - r algebraic states (tune it via cdyn_dae_newton()). Clears any
+ * it: rank r by the SVD of the equilibrated M, orthonormal beta and P
+ * (THEORY T3.1). Allocates what depends on the rank (the Newton solver of
+ * the n - r algebraic states is created by the first singular M and kept,
+ * with its settings, for the life of dae: cdyn_dae_newton()). Clears any
  * previous split. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
- * CDYN_ERR_NOMEM.
+ * CDYN_ERR_NOMEM (the previous mass, split and states are then kept),
+ * CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm);
 
@@ -117,8 +135,34 @@ CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn for
                                             cdyn_dae_jacobian_fn jacobian,
                                             cdyn_dae_time_fn time_derivative, void *user);
 
-/** Relative finite-difference step (default 1.5e-8, in (0, 1)). */
+/**
+ * Relative finite-difference step of dF/dv when no Jacobian is given
+ * (default 1.5e-8, in (0, 1)): state j moves by h times the larger of |v_j|
+ * and the largest |v_j| of any consistent state so far (for a state never
+ * seen non-zero, the smallest such magnitude of any state). dF/dt, when not
+ * given, is a central difference with step 6e-6 max(|t|, 1) (about 1e-11
+ * relative error on smooth forces).
+ */
 CDYN_API cdyn_status cdyn_dae_set_fd_step(cdyn_dae *dae, double h);
+
+/**
+ * Accuracy of the algebraic states that cdyn_dae_consistent() and
+ * cdyn_dae_rhs() solve for: each is accepted when Newton's predicted
+ * correction is within rtol |v_j| + atol_j and the residual test holds
+ * (cdyn_newton's weighted tests, newton.h). atol: n values >= 0 in the
+ * units of the states (only the algebraic ones are used), or NULL for
+ * cdyn_newton's automatic default. rtol in [1e-15, 1); default 1e-10.
+ *
+ * Relation to the integrator: an error e in v_a reaches the right-hand
+ * side through G_a^{-1} G_i and P^T M, so the rhs carries a relative error
+ * of about rtol times the condition of the minimum-order system. With
+ * rtol at 1e-3 of the integrator's relative tolerance (and atol likewise),
+ * the algebraic solve stays below the integrator's error test; the default
+ * suits integrator tolerances down to about 1e-7. Takes effect at the next
+ * cdyn_dae_split(), where it sets the tolerances of cdyn_dae_newton().
+ * CDYN_ERR_ARG for bad values (settings unchanged), CDYN_ERR_BUSY.
+ */
+CDYN_API cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const double *atol);
 
 /** Rank r of M after cdyn_dae_set_mass() (-1 before, or for NULL). */
 CDYN_API int cdyn_dae_rank(const cdyn_dae *dae);
@@ -187,9 +231,10 @@ CDYN_API cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebr
  * Consistent initialisation: keep the integrated states of v, solve
  * G0(v_i, v_a, t) = 0 for v_a (from v's algebraic entries as the guess)
  * and write the consistent v back. Returns CDYN_OK; CDYN_ERR_NOCONV when no
- * consistent v_a was found (v then holds the best iterate, and the Newton
- * report has the residual); CDYN_ERR_ARG (no split), CDYN_ERR_NONFINITE,
- * CDYN_ERR_CALLBACK.
+ * consistent v_a was found — the iteration cap was reached, or the
+ * equations have no solution near the guess (v then holds the best iterate,
+ * and the Newton report has the residual); CDYN_ERR_ARG (no split),
+ * CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK, CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
 
@@ -200,10 +245,15 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
  *   [P^T M Pi [I; A]] v_i' = P^T (F - M Pi [0; b]),
  *   A = -G_a^# G_i,  b = -G_a^# G_t,  v_a' = A v_i' + b,
  * with G_a^# the rank-revealing inverse of cdyn_newton (SVD outer inverse
- * where G_a is singular). Returns CDYN_OK; CDYN_ERR_NOCONV (Newton cap
- * reached: ydot untouched, state not updated); CDYN_ERR_SINGULAR (the r x r
- * matrix is singular); CDYN_ERR_ARG; CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK.
- * No allocation.
+ * where G_a is singular). The rates are certified: their componentwise
+ * backward error on the linear system P^T M v' = P^T F, dG0/dv v' = -G_t
+ * must reach a few rounding errors (after up to two steps of refinement),
+ * so their error is at most about the condition of that system times
+ * machine epsilon. Returns CDYN_OK; CDYN_ERR_NOCONV (Newton cap reached or
+ * no solution of G0 = 0 near the warm start: ydot untouched, state not
+ * updated); CDYN_ERR_SINGULAR (the r x r matrix is singular, or the rates
+ * are not determined to working accuracy); CDYN_ERR_ARG;
+ * CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK; CDYN_ERR_BUSY. No allocation.
  */
 CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot);
 
@@ -214,9 +264,13 @@ CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, doub
 CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
 
 /**
- * The Newton solver for the algebraic states (NULL before set_mass or when
- * M has full rank): set its iteration cap and tolerances, read its report
- * after each cdyn_dae_rhs(). Owned by the DAE object; NULL for a NULL dae.
+ * The Newton solver for the algebraic states: set its iteration cap and
+ * tolerances, read its report after each cdyn_dae_rhs(). NULL until the
+ * first cdyn_dae_set_mass() (or _fn) that finds M singular; from then on
+ * the same object, with the settings made on it, for the life of dae (a
+ * later set_mass resizes it; per-unknown tolerances are cleared when the
+ * number of algebraic states changes). Owned by the DAE object; NULL for a
+ * NULL dae.
  */
 CDYN_API cdyn_newton *cdyn_dae_newton(cdyn_dae *dae);
 

@@ -6,27 +6,56 @@
  * states of a DAE (T3), dependent coordinates and projection (T4.9, T4.10).
  *
  * k equations in p unknowns, 1 <= k <= p. Square systems (k = p) step by a
- * pivoted QR of J (dgeqp3) and back substitution; wide systems (k < p) take
- * the minimum-norm step from a pivoted QR of J^T. When the QR finds J rank
- * deficient (|R_jj| <= tol |R_11|), that step uses the SVD J = U S V^T and
- * the outer inverse J# = V_r S_r^{-1} U_r^T instead (T2.3); the SVD is used
- * only on those steps.
+ * pivoted QR of the equilibrated Jacobian (rows and columns scaled by
+ * powers of two, so that the step and every decision are the same in any
+ * units); wide systems (k < p) take the minimum-norm step (in the caller's
+ * coordinates) from a pivoted QR of J^T with equilibrated rows. When the
+ * QR finds J rank deficient (|R_jj| <= tol |R_00| of the equilibrated
+ * matrix: the one rank policy of cdyn), that step uses the SVD of the
+ * equilibrated J and its outer inverse J# (T2.3); the SVD is used only on
+ * those steps.
  *
- * Iteration: starting from the caller's x (warm start), repeat
- * x <- x - J#(x) G(x) until ||G||_inf <= residual tolerance or
- * ||dx||_inf <= step tolerance * (1 + ||x||_inf), at most max_iterations
- * steps (real-time bound, T2.4). When the bound is reached, x holds the
- * iterate with the smallest residual and the status is CDYN_ERR_NOCONV.
- * On the SVD path, a truncated step that is too small to make progress
- * while the residual is above tolerance is retried with every numerically
- * non-zero singular value, and kept only if the residual drops; otherwise
- * the iteration ends at the T2.3 point (converged, with its residual in the
- * report). An optional line search halves steps that do not lower the
- * residual (cdyn_newton_set_max_backtracks()).
+ * Convergence (in the manner of SUNDIALS' error weights): each unknown has
+ * the tolerance tol_j = rtol |x_j| + atol_j and each equation the tolerance
+ * gtol_i = sum_j |J_ij| tol_j (the residual a change of x within its
+ * tolerance can make) unless the caller gives equation tolerances. At every
+ * iterate the Newton correction dx = -J# G is computed; the solve has
+ * converged when both
+ *     max_j |dx_j| / tol_j <= 1     (the predicted error of x is within tolerance)
+ *     max_i |G_i| / gtol_i <= 1     (the residual test)
+ * hold at the returned x, so "converged" always means the residual test
+ * holds there; a warm start is accepted only if it passes both. Defaults:
+ * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
+ * solution of this object so far, or, for an unknown never seen non-zero,
+ * the change that moves its equations by rtol of their other terms. A
+ * caller who knows the magnitudes gives atol (cdyn_newton_set_tolerances).
+ *
+ * Iteration: starting from the caller's x (warm start), x <- x + dx, at
+ * most max_iterations steps (real-time bound, T2.4). When two successive
+ * corrections shrink by a factor near 2 (a double root, e.g. the flow
+ * through a valve closing to zero, T2.5), the doubled step is tried first
+ * and kept when the residual falls. When the bound is reached, x holds the
+ * iterate with the smallest weighted residual and the status is
+ * CDYN_ERR_NOCONV. On the SVD path, a truncated step too small to reduce a
+ * residual above tolerance is retried with every numerically non-zero
+ * singular value and kept only if the residual falls; if that fails too,
+ * the equations have no solution near x (the residual lies where the
+ * Jacobian cannot reach): CDYN_ERR_NOCONV at the minimum-norm-type point of
+ * T2.3, with its residual in the report. An optional line search halves
+ * steps that do not lower the weighted residual
+ * (cdyn_newton_set_max_backtracks()).
  *
  * Lifecycle: cdyn_newton_create() allocates everything (LAPACK workspace
  * queried there); cdyn_newton_solve() and cdyn_newton_step() allocate
  * nothing. One object must not be used from two threads at once.
+ *
+ * Callbacks may call the read-only accessors of this object
+ * (cdyn_newton_get_report(), cdyn_newton_last_error(), ...); any other call
+ * on it (or, for the solver of a cdyn_dae or cdyn_mbs, on its owner) from
+ * inside a callback returns CDYN_ERR_BUSY and changes nothing.
+ *
+ * Aliasing: outputs are written after every input has been read, so any
+ * input may alias an output.
  *
  * Failure semantics: on CDYN_ERR_ARG / CDYN_ERR_NONFINITE from argument
  * checks, outputs are untouched. On CDYN_ERR_NOCONV, CDYN_ERR_CALLBACK or a
@@ -66,10 +95,15 @@ typedef struct cdyn_newton_report {
     int backtracks;             /**< step halvings of the line search */
     double residual_norm;       /**< ||G||_inf at the returned x */
     double step_norm;           /**< ||dx||_inf of the last step */
-    int rank;                   /**< numerical rank of J at the last step */
-    double smallest_kept;       /**< smallest kept singular value (SVD steps) or |R_rr| (QR steps) */
-    double largest_dropped;     /**< largest dropped singular value (0 when full rank) */
+    int rank;                   /**< numerical rank of J at the last factorization */
+    double smallest_kept;       /**< smallest kept singular value (SVD steps) or |R_rr| (QR steps) of
+                                     the equilibrated J, relative to the largest (unit-free) */
+    double largest_dropped;     /**< largest dropped one, relative likewise (0 when full rank) */
     int callback_code;          /**< non-zero return of the failing callback, else 0 */
+    double residual_ratio;      /**< max_i |G_i| / gtol_i at the returned x (<= 1 when converged;
+                                     -1 after cdyn_newton_step) */
+    double error_ratio;         /**< max_j |dx_j| / tol_j of the correction predicted at the
+                                     returned x (<= 1 when converged; -1 after cdyn_newton_step) */
 } cdyn_newton_report;
 
 /**
@@ -95,23 +129,35 @@ CDYN_API cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_ite
 CDYN_API cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks);
 
 /**
- * Convergence tolerances: residual (absolute, infinity norm; default 1e-10)
- * and step (relative to 1 + ||x||_inf; default 1e-12). Each must be >= 0
- * and finite, not both 0. CDYN_ERR_ARG otherwise (settings unchanged).
+ * Tolerances of the unknowns: tol_j = rtol |x_j| + atol_j (see the file
+ * comment). rtol in [1e-15, 1) (default 1e-10); atol: p values >= 0 and
+ * finite in the units of the unknowns, copied, or NULL for the automatic
+ * default. CDYN_ERR_ARG otherwise (settings unchanged).
  */
-CDYN_API cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double residual_tol,
-                                                double step_tol);
+CDYN_API cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double rtol,
+                                                const double *atol);
+
+/**
+ * Absolute tolerances of the equations, gtol (k values > 0 and finite, in
+ * the units of the residuals, copied), replacing the default
+ * gtol_i = sum_j |J_ij| tol_j; NULL restores the default. CDYN_ERR_ARG
+ * otherwise (settings unchanged).
+ */
+CDYN_API cdyn_status cdyn_newton_set_residual_tolerances(cdyn_newton *nt, const double *gtol);
 
 /**
  * Relative rank tolerance (THEORY T2.2): a QR pivot |R_jj| or singular value
- * s_j at or below tol * (largest) counts as zero. Default 1e-10, tol in (0, 1).
+ * s_j of the equilibrated J at or below tol * (largest) counts as zero.
+ * Default 1e-10 (the one default of every module), tol in (0, 1).
  */
 CDYN_API cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol);
 
 /**
  * Relative step for the forward-difference Jacobian used when the solve is
- * given no Jacobian callback: h_j = h * max(|x_j|, 1). Default 1.5e-8
- * (about sqrt of machine epsilon); h in (0, 1).
+ * given no Jacobian callback: h_j = h * s_j with s_j the larger of |x_j| and
+ * the unknown's magnitude known from atol or earlier solutions (when both
+ * are 0, the largest such magnitude of any unknown, else 1). Default 1.5e-8
+ * (about the square root of machine epsilon); h in (0, 1).
  */
 CDYN_API cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h);
 
@@ -124,10 +170,12 @@ CDYN_API cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h);
  * x         in: initial guess (warm start), length p; out: the solution,
  *           or the best iterate on failure.
  *
- * Returns CDYN_OK (converged); CDYN_ERR_NOCONV (cap reached; best iterate
- * returned); CDYN_ERR_CALLBACK (a callback returned non-zero: its code is in
- * the report); CDYN_ERR_NONFINITE (x has NaN/Inf, or a callback produced
- * NaN/Inf); CDYN_ERR_ARG (NULL). No allocation.
+ * Returns CDYN_OK (converged: both tests of the file comment hold at x);
+ * CDYN_ERR_NOCONV (cap reached, or no solution near x; best iterate
+ * returned, the message says which); CDYN_ERR_CALLBACK (a callback returned
+ * non-zero: its code is in the report); CDYN_ERR_NONFINITE (x has NaN/Inf,
+ * or a callback produced NaN/Inf); CDYN_ERR_ARG (NULL); CDYN_ERR_BUSY
+ * (called from one of this solve's own callbacks). No allocation.
  */
 CDYN_API cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
                                        cdyn_jacobian_fn jacobian, void *user, double *x);

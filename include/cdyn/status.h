@@ -34,7 +34,8 @@ typedef enum cdyn_status {
     CDYN_ERR_NOCONV = 4,      /**< an iteration did not converge within its bound */
     CDYN_ERR_CALLBACK = 5,    /**< a user callback returned non-zero */
     CDYN_ERR_NOMEM = 6,       /**< memory allocation failed (only in create functions) */
-    CDYN_ERR_LAPACK = 7       /**< LAPACK reported an internal error (a bug: please report) */
+    CDYN_ERR_LAPACK = 7,      /**< LAPACK reported an internal error (a bug: please report) */
+    CDYN_ERR_BUSY = 8         /**< the object is inside one of its own calls: a callback tried to re-enter it */
 } cdyn_status;
 
 /** Static, never-NULL description of a status code (also for unknown codes). */

@@ -1,0 +1,102 @@
+/* The constraint kernel shared by constraint.c (object, settings, the
+ * loaded instant, the rank of Phi_q and the diagnosis) and
+ * constraint_solve.c (the formulations of THEORY T4.3-T4.8). */
+#ifndef CDYN_CONSTRAINT_INTERNAL_H
+#define CDYN_CONSTRAINT_INTERNAL_H
+
+#include "cdyn/constraint.h"
+#include "internal.h"
+#include "rank.h"
+
+/* How the prepared (equilibrated) system is solved for the multipliers. */
+enum cdyn__kkt_path {
+    CDYN__PATH_SCHUR,     /* Cholesky of A = X X^T (well conditioned) */
+    CDYN__PATH_QR,        /* pivoted QR of X^T, A never formed */
+    CDYN__PATH_SVD,       /* pseudo-inverse from the SVD of X */
+    CDYN__PATH_PRODUCT,   /* reactions: LU of T = X Z^T */
+    CDYN__PATH_REACTIONS  /* reactions: QR of X^T, then LU of Q^T-projected Z */
+};
+
+struct cdyn_constraint {
+    int n, m, m1, k;        /* m1 = max(m, 1), k = min(n, m) */
+    double rank_tol;
+    double *kd, *kp;        /* m x m gains (T4.5, T4.6) */
+    double *alpha;          /* m, penalty (T4.8) */
+    cdyn__guard guard;
+
+    /* the loaded instant, in the caller's units */
+    int loaded;
+    double *mass;           /* n x n */
+    double *force;          /* n, Q */
+    double *jac;            /* m x n (ld m1), Phi_q */
+    double *accel_rhs;      /* m, s = xi - K_D Phi' - K_P Phi */
+
+    /* the rank of Phi_q by the rank policy, decided once per load */
+    int decided;
+    cdyn__rank decision;
+    int *row_order;         /* m: rows ranked by the decision, independent first */
+    int *redundant_flag;    /* m: 1 for the rows past the rank */
+    cdyn__rank_ws ws;
+
+    /* last result and the monitor */
+    int has_result;
+    double *gen_force;      /* n */
+    double *multipliers;    /* m */
+    double margin;          /* ratio of the decision at the last success, -1 if none */
+
+    /* the last rank-loss report, kept with msg until the next one */
+    int rank, n_redundant;
+    double sigma_min;
+    int *redundant;         /* m */
+
+    /* the prepared system: KKT equilibration and factorizations */
+    enum cdyn__kkt_path path;
+    int augmented;          /* M + Phi^T Phi used in place of M */
+    int rank_used;          /* singular values kept by the SVD path */
+    double *scale_q;        /* n: column (and row) factors of the coordinates */
+    double *scale_g;        /* m: factors of the constraint rows */
+    double *scale_f;        /* m: factors of the reactions (columns of C^T) */
+    double *chol;           /* n x n: factor of the scaled (augmented) mass */
+    double *jac_scaled;     /* m x n (ld m1): scaled Phi_q */
+    double *coef_scaled;    /* m x n (ld m1): scaled C (reactions) */
+    double *x_rows;         /* m x n (ld m1): X = Phi~ L^{-T} */
+    double *z_rows;         /* m x n (ld m1): Z = C~ L^{-T} */
+    double *small;          /* m x m: factor of A or T */
+    double *small_copy;     /* m x m: A before its factorization */
+    double *qr;             /* max(n, m)^2 */
+    double *tau;            /* max(n, m) */
+    int *jpvt;              /* max(n, m) */
+    double *sv;             /* min(n, m) */
+    double *u_svd;          /* m1 x m1: left singular vectors of X */
+    int *ipiv;              /* m */
+    int *iwork;             /* max(n, m) */
+    /* vectors */
+    double *top, *w, *q_scaled, *q_result, *residual_top, *delta_q; /* n */
+    double *bottom, *r, *mult_scaled, *mult_result, *residual_bottom, *delta_mult, *vec_m; /* m */
+    double *kkt_work;       /* n + m */
+    double *work;
+    int lwork;
+    char msg[CDYN__MSG_LEN];
+};
+
+/* CDYN_ERR_BUSY when c is used from inside an owner's callback. */
+cdyn_status cdyn__constraint_check_idle(cdyn_constraint *c, const char *fn);
+
+/* Make c refuse calls whenever *owner_in_callback > 0 (the kernel of a
+ * cdyn_mbs). */
+void cdyn__constraint_set_owner(cdyn_constraint *c, const int *owner_in_callback);
+
+/* The rank of Phi_q for the loaded instant (rank policy, cached per load).
+ * Returns the rank, -1 if LAPACK failed. */
+int cdyn__constraint_decide_rank(cdyn_constraint *c);
+
+/* Record a rank loss of Phi_q (rank, smallest singular value in the
+ * caller's units, redundant rows) with its message; returns status. */
+cdyn_status cdyn__constraint_report_rank_loss(cdyn_constraint *c, const char *fn,
+                                              cdyn_status status);
+
+/* Record a failure that is not about the rank: the rank facts are cleared
+ * so that they never describe another call than last_error does. */
+void cdyn__constraint_clear_facts(cdyn_constraint *c);
+
+#endif

@@ -1,0 +1,569 @@
+/* The formulations of cdyn_constraint (THEORY T4.3-T4.8) on the loaded
+ * instant: KKT (Lagrange multipliers), reactions, pseudo-inverse, penalty
+ * and the exported linear system.
+ *
+ * Every exact formulation solves the bordered system
+ *     [ M  G^T ] [q''] = [Q]       G = Phi_q (multipliers) or C (reactions)
+ *     [ Phi_q 0] [ y ]   [s]
+ * the same way (docs/theory.md, "Certified solves"):
+ *  1. equilibrate it symmetrically (kkt.h), so that the path taken depends
+ *     on the conditioning of the problem, not on the caller's units;
+ *  2. factor the scaled mass M~ by Cholesky when it is well conditioned,
+ *     else M~ + Phi~^T Phi~ (the same solution, since Phi q'' = s; it is
+ *     positive definite whenever the constrained problem is well posed,
+ *     even when M is singular or nearly so);
+ *  3. eliminate q'' through the whitened rows X = Phi~ L^{-T} and solve for
+ *     y by the Cholesky of A = X X^T, a pivoted QR of X^T, an LU of the
+ *     reactions' product or the SVD (pseudo-inverse);
+ *  4. certify: the componentwise backward error of (q'', y) on the
+ *     caller's system must reach a few rounding errors, after up to two
+ *     steps of refinement with the same factors; otherwise the status is
+ *     not OK. The error of an OK result is then at most about cond(KKT)
+ *     times machine epsilon, whatever path produced it. */
+#include "constraint_internal.h"
+#include "kkt.h"
+#include "linalg.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* The equilibrated M is used directly only when its condition is below
+ * MASS_COND_LIMIT (else the augmented mass); A = X X^T is factored only
+ * when its condition is below SCHUR_COND_LIMIT (forming A squares the
+ * condition of X; above, the QR path). Both only steer accuracy: the
+ * certificate decides whether a result is OK. */
+#define MASS_COND_LIMIT 1e6
+#define SCHUR_COND_LIMIT 1e6
+
+/* ---- shared steps ----------------------------------------------------- */
+
+static cdyn_status check_loaded(cdyn_constraint *c, const char *fn)
+{
+    if (cdyn__constraint_check_idle(c, fn)) return CDYN_ERR_BUSY;
+    if (!c->loaded)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: no instant loaded; call cdyn_constraint_load",
+                          fn);
+    return CDYN_OK;
+}
+
+/* Outputs of a formulation: qdd required, mult when m > 0, not overlapping. */
+static cdyn_status check_outputs(cdyn_constraint *c, const char *fn, double *qdd, double *mult,
+                                 const char *mult_name)
+{
+    if (!qdd || (c->m > 0 && !mult))
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !qdd ? "qdd" : mult_name);
+    if (c->m > 0 && cdyn__overlap(qdd, sizeof(double) * (size_t)c->n, mult,
+                                  sizeof(double) * (size_t)c->m))
+        return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: qdd and %s overlap", fn, mult_name);
+    return CDYN_OK;
+}
+
+/* A failure that is not about the rank of Phi_q: the rank facts are
+ * cleared so that they never describe another call than the message. */
+static cdyn_status cleared(cdyn_constraint *c, cdyn_status status)
+{
+    cdyn__constraint_clear_facts(c);
+    return status;
+}
+
+/* The power of two that brings x > 0 into [1/2, 1) (1 for x = 0). */
+static double inverse_power_of_two(double x)
+{
+    if (!(x > 0.0) || !isfinite(x)) return 1.0;
+    int e;
+    frexp(x, &e);
+    if (e > 1021) e = 1021;
+    if (e < -1021) e = -1021;
+    return ldexp(1.0, -e);
+}
+
+/* Step 1: equilibrate [M Phi^T; Phi 0] (and the columns of C^T) and write
+ * the scaled M into c->qr (full), Phi~ into jac_scaled, C~ into
+ * coef_scaled. */
+static void scale_system(cdyn_constraint *c, const double *C, int ldc)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    const double *sq = c->scale_q, *sg = c->scale_g;
+    cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac, m1, c->scale_q, c->scale_g, c->kkt_work);
+    for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i)
+            c->qr[i + (size_t)j * n] = sq[i] * c->mass[i + (size_t)j * n] * sq[j];
+        for (int i = 0; i < m; ++i)
+            c->jac_scaled[i + (size_t)j * m1] = sg[i] * c->jac[i + (size_t)j * m1] * sq[j];
+    }
+    if (!C) return;
+    for (int i = 0; i < m; ++i) { /* columns of C^T: rows of C */
+        double largest = 0.0;
+        for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(C[i + (size_t)j * ldc] * sq[j]));
+        c->scale_f[i] = inverse_power_of_two(largest);
+    }
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+            c->coef_scaled[i + (size_t)j * m1] = c->scale_f[i] * C[i + (size_t)j * ldc] * sq[j];
+}
+
+/* Step 2: the Cholesky factor L of M~ (in c->qr) into c->chol, or of
+ * M~ + Phi~^T Phi~ when M~ is not positive definite or badly conditioned. */
+static cdyn_status factor_mass(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n, m = c->m;
+    memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
+    int info = cdyn__potrf(n, c->chol, n);
+    double cond = info == 0 ? cdyn__spd_cond(n, c->qr, n, c->chol, n, c->work, c->iwork) : INFINITY;
+    c->augmented = 0;
+    if (info == 0 && (cond <= MASS_COND_LIMIT || m == 0)) return CDYN_OK;
+    if (m == 0)
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: M is not positive definite (leading minor %d of the "
+                                     "equilibrated matrix)",
+                                     fn, info));
+    memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
+    cdyn__syrk('L', 'T', n, m, 1.0, c->jac_scaled, c->m1, 1.0, c->chol, n);
+    info = cdyn__potrf(n, c->chol, n);
+    if (info != 0)
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: M is not positive definite on the motions the "
+                                     "constraints allow (leading minor %d of M + Phi_q^T Phi_q, "
+                                     "equilibrated): the KKT system is singular",
+                                     fn, info));
+    c->augmented = 1;
+    return CDYN_OK;
+}
+
+/* out = G~ L^{-T} (m x n, ld m1) for the scaled G~ (ld m1): kept by rows,
+ * because the right-side solve passes over L once. */
+static void whiten_rows(cdyn_constraint *c, const double *G, double *out)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    if (m == 0) return;
+    memcpy(out, G, sizeof(double) * (size_t)m1 * n);
+    cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, c->chol, n, out, m1);
+}
+
+/* Intermediate results can overflow for extreme (finite) inputs; LAPACK
+ * must never see NaN or Inf (its SVD may not terminate on them). */
+static cdyn_status check_overflow(cdyn_constraint *c, const char *fn, const char *what,
+                                  int rows, int cols, const double *A, int ld)
+{
+    if (rows == 0 || cols == 0 || cdyn__first_nonfinite(rows, cols, A, ld) < 0) return CDYN_OK;
+    return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: %s overflowed (inputs too large)",
+                                 fn, what));
+}
+
+/* Steps 1-2 and the whitened rows X (and Z for the reactions' C). */
+static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, int ldc)
+{
+    int n = c->n, m = c->m;
+    scale_system(c, C, ldc);
+    cdyn_status st = factor_mass(c, fn);
+    if (st) return st;
+    whiten_rows(c, c->jac_scaled, c->x_rows);
+    st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->x_rows, c->m1);
+    if (!st && C) {
+        whiten_rows(c, c->coef_scaled, c->z_rows);
+        st = check_overflow(c, fn, "L^-1 C^T", m, n, c->z_rows, c->m1);
+    }
+    return st;
+}
+
+/* ---- step 3: the multipliers -------------------------------------------- */
+
+/* Lagrange: Cholesky of A = X X^T when well conditioned, else pivoted QR
+ * of X^T (n x m, into c->qr), never forming A. */
+static void choose_lagrange_path(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    c->path = CDYN__PATH_SCHUR;
+    if (m == 0) return;
+    cdyn__syrk('L', 'N', m, n, 1.0, c->x_rows, m1, 0.0, c->small_copy, m1);
+    for (int j = 0; j < m; ++j)
+        memcpy(c->small + (size_t)j * m1 + j, c->small_copy + (size_t)j * m1 + j,
+               sizeof(double) * (size_t)(m - j));
+    if (cdyn__potrf(m, c->small, m1) == 0 &&
+        cdyn__spd_cond(m, c->small_copy, m1, c->small, m1, c->work, c->iwork) <= SCHUR_COND_LIMIT)
+        return;
+    c->path = CDYN__PATH_QR;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->x_rows[i + (size_t)j * m1];
+    memset(c->jpvt, 0, sizeof(int) * (size_t)m);
+    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+}
+
+/* Pseudo-inverse: SVD X = U S V^T (U m x m, V not needed); the first
+ * `rank` singular values are kept (the rank of Phi_q decided on Phi_q). */
+static void prepare_svd(cdyn_constraint *c, int rank)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    c->path = CDYN__PATH_SVD;
+    if (m == 0) return;
+    memcpy(c->z_rows, c->x_rows, sizeof(double) * (size_t)m1 * n); /* the SVD destroys it */
+    cdyn__gesvd_jobs('A', 'N', m, n, c->z_rows, m1, c->sv, c->u_svd, m1, NULL, 1, c->work,
+                     c->lwork);
+    int kept = rank;
+    while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
+    c->rank_used = kept;
+}
+
+/* Reactions: LU of T = X Z^T (m x m) when well conditioned (1), else 0. */
+static int prepare_product(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    c->path = CDYN__PATH_PRODUCT;
+    if (m == 0) return 1;
+    cdyn__gemm('N', 'T', m, m, n, 1.0, c->x_rows, m1, c->z_rows, m1, 0.0, c->small, m1);
+    double anorm = cdyn__norm1(m, m, c->small, m1), rcond = 0.0;
+    if (!(anorm < INFINITY) || cdyn__getrf(m, c->small, m1, c->ipiv) != 0) return 0;
+    cdyn__gecon(m, c->small, m1, anorm, &rcond, c->work, c->iwork);
+    return rcond * SCHUR_COND_LIMIT >= 1.0;
+}
+
+/* Reactions without a product whose condition is squared: with X^T =
+ * Q_Y R P^T (pivoted QR, into c->qr) the matrix is P R^T T',
+ * T' = the first m rows of Q_Y^T Z^T (LU into c->small). 0 when T' is
+ * numerically singular. */
+static int prepare_reactions_qr(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    c->path = CDYN__PATH_REACTIONS;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->x_rows[i + (size_t)j * m1];
+    memset(c->jpvt, 0, sizeof(int) * (size_t)m1);
+    cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+    memcpy(c->coef_scaled, c->z_rows, sizeof(double) * (size_t)m1 * n); /* scratch: Z Q_Y */
+    cdyn__ormqr('R', 'N', m, n, m, c->qr, n, c->tau, c->coef_scaled, m1, c->work, c->lwork);
+    for (int j = 0; j < m; ++j) /* T'(i, j) = (Z Q_Y)(j, i) */
+        for (int i = 0; i < m; ++i) c->small[i + (size_t)j * m1] = c->coef_scaled[j + (size_t)i * m1];
+    double anorm = cdyn__norm1(m, m, c->small, m1), rcond = 0.0;
+    if (cdyn__getrf(m, c->small, m1, c->ipiv) != 0) return 0;
+    cdyn__gecon(m, c->small, m1, anorm, &rcond, c->work, c->iwork);
+    return rcond >= DBL_EPSILON * m1;
+}
+
+/* y = (prepared operator)^{-1} r in place (r, m entries), by the path. */
+static void solve_multipliers(cdyn_constraint *c, double *r)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    double *t = c->vec_m;
+    if (m == 0) return;
+    switch (c->path) {
+    case CDYN__PATH_SCHUR: cdyn__potrs(m, 1, c->small, m1, r, m1); break;
+    case CDYN__PATH_QR: /* X^T P = Q R: A = P R^T R P^T */
+        for (int i = 0; i < m; ++i) t[i] = r[c->jpvt[i] - 1];
+        cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, t, m1);
+        cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, t, m1);
+        for (int i = 0; i < m; ++i) r[c->jpvt[i] - 1] = t[i];
+        break;
+    case CDYN__PATH_SVD: /* A^+ r = U_r S_r^{-2} U_r^T r (twice by s: s^2 may overflow) */
+        cdyn__gemv('T', m, c->rank_used, 1.0, c->u_svd, m1, r, 0.0, t);
+        for (int i = 0; i < c->rank_used; ++i) t[i] = t[i] / c->sv[i] / c->sv[i];
+        cdyn__gemv('N', m, c->rank_used, 1.0, c->u_svd, m1, t, 0.0, r);
+        break;
+    case CDYN__PATH_PRODUCT: cdyn__getrs('N', m, 1, c->small, m1, c->ipiv, r, m1); break;
+    case CDYN__PATH_REACTIONS: /* P R^T T' f = r */
+        for (int i = 0; i < m; ++i) t[i] = r[c->jpvt[i] - 1];
+        cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, t, m1);
+        memcpy(r, t, sizeof(double) * (size_t)m);
+        cdyn__getrs('N', m, 1, c->small, m1, c->ipiv, r, m1);
+        break;
+    }
+}
+
+/* The prepared system for scaled right-hand sides top (n) and bottom (m)
+ * into c->q_scaled and c->mult_scaled: w = L^{-1} top, y solves the
+ * multiplier system for X w - bottom, q'' = L^{-T} (w - Zf^T y). */
+static void solve_prepared(cdyn_constraint *c, const double *top, const double *bottom)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    const double *zf = c->path == CDYN__PATH_PRODUCT || c->path == CDYN__PATH_REACTIONS
+                           ? c->z_rows
+                           : c->x_rows;
+    double *w = c->w, *y = c->mult_scaled;
+    memcpy(w, top, sizeof(double) * (size_t)n);
+    if (c->augmented) cdyn__gemv('T', m, n, 1.0, c->jac_scaled, m1, bottom, 1.0, w);
+    cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, w, n);
+    memcpy(y, bottom, sizeof(double) * (size_t)m);
+    cdyn__gemv('N', m, n, 1.0, c->x_rows, m1, w, -1.0, y);
+    solve_multipliers(c, y);
+    memcpy(c->q_scaled, w, sizeof(double) * (size_t)n);
+    cdyn__gemv('T', m, n, -1.0, zf, m1, y, 1.0, c->q_scaled);
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, c->chol, n, c->q_scaled, n);
+}
+
+/* ---- step 4: certify ------------------------------------------------------ */
+
+/* Solve with the prepared factors and certify the result on the caller's
+ * system [M G^T; Phi_q 0] (G = C, or Phi_q when C is NULL); rows with
+ * skip[i] set are left out of the certificate (redundant rows of the
+ * pseudo-inverse). The result is in c->q_result and c->mult_result. */
+static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const double *C, int ldc,
+                                   const int *skip)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    const double *G = C ? C : c->jac, *sy = C ? c->scale_f : c->scale_g;
+    int ldg = C ? ldc : m1;
+    for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->force[j];
+    for (int i = 0; i < m; ++i) c->bottom[i] = c->scale_g[i] * c->accel_rhs[i];
+    solve_prepared(c, c->top, c->bottom);
+    for (int j = 0; j < n; ++j) c->q_result[j] = c->scale_q[j] * c->q_scaled[j];
+    for (int i = 0; i < m; ++i) c->mult_result[i] = sy[i] * c->mult_scaled[i];
+    double tolerance = cdyn__kkt_backward_tolerance(n, m);
+    double omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1,
+                                            c->q_result, c->mult_result, c->force, c->accel_rhs,
+                                            skip, c->residual_top, c->residual_bottom,
+                                            c->kkt_work);
+    for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
+        for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->residual_top[j];
+        for (int i = 0; i < m; ++i) c->bottom[i] = c->scale_g[i] * c->residual_bottom[i];
+        solve_prepared(c, c->top, c->bottom);
+        for (int j = 0; j < n; ++j) c->q_result[j] += c->scale_q[j] * c->q_scaled[j];
+        for (int i = 0; i < m; ++i) c->mult_result[i] += sy[i] * c->mult_scaled[i];
+        omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1, c->q_result,
+                                         c->mult_result, c->force, c->accel_rhs, skip,
+                                         c->residual_top, c->residual_bottom, c->kkt_work);
+    }
+    cdyn_status st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
+    if (!st) st = check_overflow(c, fn, "the multipliers", m, 1, c->mult_result, m1);
+    if (st) return st;
+    if (!(omega <= tolerance))
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: the constrained system is singular to working accuracy "
+                                     "(componentwise backward error %.2e > %.2e after "
+                                     "refinement)",
+                                     fn, omega, tolerance));
+    return CDYN_OK;
+}
+
+/* Copy the result out and keep it for cdyn_constraint_force(): q'' into
+ * qdd, the multipliers into mult_out (may be NULL), the generalized force
+ * G^T mult. Outputs are written last. */
+static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *G, int ldg,
+                          double *qdd, double *mult_out)
+{
+    int n = c->n, m = c->m;
+    cdyn__gemv('T', m, n, 1.0, G, ldg, c->mult_result, 0.0, c->gen_force);
+    cdyn_status st = check_overflow(c, fn, "the constraint force", n, 1, c->gen_force, n);
+    if (st) return st;
+    if (m > 0) memcpy(c->multipliers, c->mult_result, sizeof(double) * (size_t)m);
+    memcpy(qdd, c->q_result, sizeof(double) * (size_t)n);
+    if (mult_out && m > 0) memcpy(mult_out, c->mult_result, sizeof(double) * (size_t)m);
+    c->has_result = 1;
+    c->margin = c->decision.ratio;
+    return CDYN_OK;
+}
+
+/* The rank of Phi_q for the loaded instant, or the LAPACK failure. */
+static cdyn_status decide(cdyn_constraint *c, const char *fn, int *rank)
+{
+    *rank = cdyn__constraint_decide_rank(c);
+    if (*rank >= 0) return CDYN_OK;
+    return cleared(c, cdyn__fail(c->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on Phi_q", fn));
+}
+
+/* ---- formulations ----------------------------------------------------- */
+
+cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_lagrange";
+    int rank = 0;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
+    if (!st) st = decide(c, fn, &rank);
+    if (st) return st;
+    /* T4.4: the rank is decided on Phi_q itself (time-free, M plays no part) */
+    if (rank < c->m) return cdyn__constraint_report_rank_loss(c, fn, CDYN_ERR_SINGULAR);
+    st = prepare(c, fn, NULL, 0);
+    if (st) return st;
+    choose_lagrange_path(c);
+    st = solve_certified(c, fn, NULL, 0, NULL);
+    if (st) return st;
+    return commit(c, fn, c->jac, c->m1, qdd, lambda);
+}
+
+cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc, double *qdd,
+                                      double *f)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_reactions";
+    int n = c->n, m = c->m, rank = 0;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && m > 0 && !C) st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: C is NULL", fn);
+    if (!st) st = check_outputs(c, fn, qdd, f, "f");
+    if (!st && ldc < c->m1)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldc = %d < max(1, m = %d)", fn, ldc, m);
+    if (!st && m > 0 && cdyn__first_nonfinite(m, n, C, ldc) >= 0)
+        st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
+    if (!st) st = decide(c, fn, &rank);
+    if (st) return st;
+    /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s */
+    if (rank < m) return cdyn__constraint_report_rank_loss(c, fn, CDYN_ERR_SINGULAR);
+    if (m == 0) C = c->jac, ldc = c->m1;
+    st = prepare(c, fn, C, ldc);
+    if (st) return st;
+    if (!prepare_product(c) && !prepare_reactions_qr(c))
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: Phi_q M^-1 C^T is singular (Phi_q has full rank %d; "
+                                     "C does not act on the constrained motions)",
+                                     fn, m));
+    st = solve_certified(c, fn, C, ldc, NULL);
+    if (st) return st;
+    return commit(c, fn, C, ldc, qdd, f);
+}
+
+/* lambda <- the minimum-norm choice (caller's units) among the multipliers
+ * with the same Phi_q^T lambda: remove its part in the null space of
+ * Phi_q^T, spanned by D_g U(:, rank:m) of the SVD of X = D_g Phi L^{-T}
+ * (orthonormalized by a QR in c->qr). */
+static void minimum_norm_multipliers(cdyn_constraint *c, int rank)
+{
+    int m = c->m, m1 = c->m1, nulls = m - rank;
+    if (nulls <= 0) return;
+    double *basis = c->qr, *t = c->vec_m;
+    for (int k = 0; k < nulls; ++k)
+        for (int i = 0; i < m; ++i)
+            basis[i + (size_t)k * m] = c->scale_g[i] * c->u_svd[i + (size_t)(rank + k) * m1];
+    memset(c->jpvt, 0, sizeof(int) * (size_t)nulls);
+    cdyn__geqp3(m, nulls, basis, m, c->jpvt, c->tau, c->work, c->lwork);
+    /* lambda -= Q1 Q1^T lambda, Q1 the first `nulls` columns of Q */
+    memcpy(t, c->mult_result, sizeof(double) * (size_t)m);
+    cdyn__ormqr('L', 'T', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
+    memset(t + nulls, 0, sizeof(double) * (size_t)(m - nulls));
+    cdyn__ormqr('L', 'N', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
+    for (int i = 0; i < m; ++i) c->mult_result[i] -= t[i];
+}
+
+cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_pseudoinverse";
+    int rank = 0;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
+    if (!st) st = decide(c, fn, &rank);
+    if (!st) st = prepare(c, fn, NULL, 0);
+    if (st) return st;
+    /* T4.7: lambda = A^+ (Phi_q M^{-1} Q - s) with the SVD of the whitened
+     * rows, rank from the decision on Phi_q; certified on the independent
+     * rows (redundant rows may carry an inconsistent s) */
+    prepare_svd(c, rank);
+    st = solve_certified(c, fn, NULL, 0, c->redundant_flag);
+    if (st) return st;
+    minimum_norm_multipliers(c, rank);
+    st = commit(c, fn, c->jac, c->m1, qdd, lambda);
+    if (!st && rank < c->m) cdyn__constraint_report_rank_loss(c, fn, CDYN_OK);
+    return st;
+}
+
+cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_penalty";
+    int n = c->n, m = c->m, m1 = c->m1, rank = 0;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
+    if (!st) st = decide(c, fn, &rank); /* only for the monitor */
+    if (st) return st;
+    /* T4.8: K q'' = b, K = M + Phi_q^T alpha Phi_q, b = Q + Phi_q^T alpha s;
+     * K formed in c->qr (both triangles), factored by the definiteness
+     * policy (symmetric equilibration, Cholesky) into c->chol */
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+            c->x_rows[i + (size_t)j * m1] = sqrt(c->alpha[i]) * c->jac[i + (size_t)j * m1];
+    memcpy(c->qr, c->mass, sizeof(double) * (size_t)n * n);
+    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->qr, n);
+    for (int j = 0; j < n; ++j)
+        for (int i = j + 1; i < n; ++i) c->qr[j + (size_t)i * n] = c->qr[i + (size_t)j * n];
+    st = check_overflow(c, fn, "M + Phi_q^T alpha_c Phi_q", n, n, c->qr, n);
+    if (st) return st;
+    int info = cdyn__spd_factor(n, c->qr, n, c->chol, n, c->scale_q);
+    if (info != 0)
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: M + Phi_q^T alpha_c Phi_q is not positive definite "
+                                     "(leading minor %d of the equilibrated matrix): some "
+                                     "motion has no mass and no constraint",
+                                     fn, info));
+    double *b = c->top;
+    for (int i = 0; i < m; ++i) c->vec_m[i] = c->alpha[i] * c->accel_rhs[i];
+    memcpy(b, c->force, sizeof(double) * (size_t)n);
+    cdyn__gemv('T', m, n, 1.0, c->jac, m1, c->vec_m, 1.0, b);
+    /* certified solve of K q'' = b (kkt.h with no constraint rows) */
+    double *q = c->q_result, *res = c->residual_top, tolerance = cdyn__kkt_backward_tolerance(n, 0);
+    memset(q, 0, sizeof(double) * (size_t)n);
+    memcpy(res, b, sizeof(double) * (size_t)n);
+    double omega = INFINITY;
+    for (int step = 0; step < 3 && omega > tolerance; ++step) {
+        for (int j = 0; j < n; ++j) c->w[j] = c->scale_q[j] * res[j];
+        cdyn__potrs(n, 1, c->chol, n, c->w, n);
+        for (int j = 0; j < n; ++j) q[j] += c->scale_q[j] * c->w[j];
+        omega = cdyn__kkt_backward_error(n, 0, c->qr, n, NULL, 1, 1.0, NULL, 1, q, NULL, b, NULL,
+                                         NULL, res, NULL, c->kkt_work);
+        if (!isfinite(omega)) break;
+    }
+    st = check_overflow(c, fn, "q''", n, 1, q, n);
+    if (st) return st;
+    if (!(omega <= tolerance))
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: M + Phi_q^T alpha_c Phi_q is singular to working "
+                                     "accuracy (componentwise backward error %.2e > %.2e)",
+                                     fn, omega, tolerance));
+    /* lambda ~ alpha (Phi_q q'' - s) */
+    memcpy(c->mult_result, c->accel_rhs, sizeof(double) * (size_t)m);
+    cdyn__gemv('N', m, n, 1.0, c->jac, m1, q, -1.0, c->mult_result);
+    for (int i = 0; i < m; ++i) c->mult_result[i] *= c->alpha[i];
+    return commit(c, fn, c->jac, m1, qdd, lambda);
+}
+
+cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant variant,
+                                   const double *C, int ldc, const double *h, double *A, int lda,
+                                   double *B)
+{
+    if (!c) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_constraint_export";
+    int n = c->n, m = c->m, size = 2 * n + m;
+    int reactions = variant == CDYN_EXPORT_REACTIONS;
+    cdyn_status st = check_loaded(c, fn);
+    if (!st && variant != CDYN_EXPORT_MULTIPLIERS && !reactions)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: unknown variant %d", fn, (int)variant);
+    if (!st && (!h || !A || !B || (reactions && m > 0 && !C)))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                        !h ? "h" : !A ? "A" : !B ? "B" : "C");
+    if (!st && lda < size)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: lda = %d < 2n + m = %d", fn, lda, size);
+    if (!st && reactions && ldc < c->m1)
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldc = %d < max(1, m = %d)", fn, ldc, m);
+    if (!st && reactions && m > 0 && cdyn__first_nonfinite(m, n, C, ldc) >= 0)
+        st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: C has NaN or Inf", fn);
+    if (!st && h) {
+        long bad = cdyn__first_nonfinite(n, 1, h, n);
+        if (bad >= 0) st = cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: h[%ld] is not finite", fn, bad);
+    }
+    if (!st && cdyn__overlap(A, sizeof(double) * ((size_t)lda * (size - 1) + size), B,
+                             sizeof(double) * (size_t)size))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: A and B overlap", fn);
+    if (!st && (cdyn__overlap(A, sizeof(double) * ((size_t)lda * (size - 1) + size), h,
+                              sizeof(double) * (size_t)n) ||
+                (reactions && m > 0 &&
+                 cdyn__overlap(A, sizeof(double) * ((size_t)lda * (size - 1) + size), C,
+                               sizeof(double) * ((size_t)ldc * (n - 1) + m)))))
+        st = cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: A overlaps an input", fn);
+    if (st) return st;
+    /* T4.5: rows [M 0 G^T; 0 I 0; Phi_q 0 0], unknowns [q''; q'; mult]
+     * (B is written after h has been read: B may alias h) */
+    const double *G = reactions ? C : c->jac;
+    int ldg = reactions ? ldc : c->m1;
+    for (int j = 0; j < size; ++j) memset(A + (size_t)j * lda, 0, sizeof(double) * (size_t)size);
+    for (int j = 0; j < n; ++j) {
+        memcpy(A + (size_t)j * lda, c->mass + (size_t)j * n, sizeof(double) * (size_t)n);
+        A[(n + j) + (size_t)(n + j) * lda] = 1.0;
+        for (int i = 0; i < m; ++i) {
+            A[(2 * n + i) + (size_t)j * lda] = c->jac[i + (size_t)j * c->m1];
+            A[j + (size_t)(2 * n + i) * lda] = G[i + (size_t)j * ldg];
+        }
+    }
+    memcpy(c->top, h, sizeof(double) * (size_t)n);
+    memcpy(B, c->force, sizeof(double) * (size_t)n);
+    memcpy(B + n, c->top, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(B + 2 * n, c->accel_rhs, sizeof(double) * (size_t)m);
+    return CDYN_OK;
+}

@@ -1,0 +1,104 @@
+/* The bordered system helpers of kkt.h: Ruiz equilibration and the
+ * componentwise backward error. */
+#include "kkt.h"
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+
+/* The power of two nearest below 1/sqrt(x) (1 for x = 0 or non-finite),
+ * exponent kept within +-511 so that products of two factors stay normal. */
+static double inverse_sqrt_power_of_two(double x)
+{
+    if (!(x > 0.0) || !isfinite(x)) return 1.0;
+    int e;
+    frexp(x, &e);
+    int half = (int)floor(e / 2.0);
+    if (half > 511) half = 511;
+    if (half < -511) half = -511;
+    return ldexp(1.0, -half);
+}
+
+void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
+                           double *sq, double *sg, double *work)
+{
+    double *row_q = work, *row_g = work + n;
+    for (int j = 0; j < n; ++j) sq[j] = 1.0;
+    for (int i = 0; i < m; ++i) sg[i] = 1.0;
+    for (int sweep = 0; sweep < 8; ++sweep) {
+        /* largest entry of every row of the scaled matrix (it is symmetric:
+         * row j of the top block is column j) */
+        for (int j = 0; j < n; ++j) row_q[j] = 0.0;
+        for (int i = 0; i < m; ++i) row_g[i] = 0.0;
+        for (int j = 0; j < n; ++j) {
+            const double *mcol = M + (size_t)j * ldm;
+            for (int i = 0; i < n; ++i) row_q[i] = fmax(row_q[i], fabs(sq[i] * mcol[i] * sq[j]));
+            if (m == 0) continue;
+            const double *gcol = G + (size_t)j * ldg;
+            for (int i = 0; i < m; ++i) {
+                double v = fabs(sg[i] * gcol[i] * sq[j]);
+                row_g[i] = fmax(row_g[i], v);
+                row_q[j] = fmax(row_q[j], v);
+            }
+        }
+        int balanced = 1;
+        for (int k = 0; k < n + m; ++k)
+            if (work[k] > 0.0 && (work[k] < 0.5 || work[k] >= 2.0)) balanced = 0;
+        if (balanced) return;
+        for (int j = 0; j < n; ++j) sq[j] *= inverse_sqrt_power_of_two(row_q[j]);
+        for (int i = 0; i < m; ++i) sg[i] *= inverse_sqrt_power_of_two(row_g[i]);
+    }
+}
+
+/* |r| / bound with the convention of kkt.h for a zero bound. */
+static double ratio(double r, double bound)
+{
+    if (bound > 0.0) return fabs(r) / bound;
+    return r == 0.0 ? 0.0 : INFINITY;
+}
+
+double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
+                                int ldg, double s, const double *H, int ldh, const double *x,
+                                const double *y, const double *f, const double *g,
+                                const int *skip, double *rf, double *rg, double *work)
+{
+    double *bound_f = work, *bound_g = work + n;
+    for (int i = 0; i < n; ++i) {
+        rf[i] = f[i];
+        bound_f[i] = fabs(f[i]);
+    }
+    for (int i = 0; i < m; ++i) {
+        rg[i] = g ? g[i] : 0.0;
+        bound_g[i] = fabs(rg[i]);
+    }
+    for (int j = 0; j < n; ++j) { /* column j of M and H, row j of G^T */
+        const double *mcol = M + (size_t)j * ldm;
+        double xj = x[j], gty = 0.0, gty_bound = 0.0;
+        for (int i = 0; i < n; ++i) {
+            rf[i] -= mcol[i] * xj;
+            bound_f[i] += fabs(mcol[i] * xj);
+        }
+        if (m == 0) continue;
+        const double *hcol = H + (size_t)j * ldh, *gcol = G + (size_t)j * ldg;
+        for (int i = 0; i < m; ++i) {
+            rg[i] -= hcol[i] * xj;
+            bound_g[i] += fabs(hcol[i] * xj);
+            gty += gcol[i] * y[i];
+            gty_bound += fabs(gcol[i] * y[i]);
+        }
+        rf[j] -= s * gty;
+        bound_f[j] += gty_bound;
+    }
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i) worst = fmax(worst, ratio(rf[i], bound_f[i]));
+    for (int i = 0; i < m; ++i) {
+        if (skip && skip[i]) {
+            rg[i] = 0.0;
+            continue;
+        }
+        worst = fmax(worst, ratio(rg[i], bound_g[i]));
+    }
+    return worst;
+}
+
+double cdyn__kkt_backward_tolerance(int n, int m) { return 8.0 * (n + m + 2) * DBL_EPSILON; }

@@ -1,0 +1,172 @@
+/* The one rank policy (rank.h): equilibration by powers of two, rank by
+ * pivoted QR of the equilibrated matrix, definiteness by Cholesky of the
+ * symmetrically equilibrated matrix. */
+#include "rank.h"
+
+#include "internal.h"
+#include "linalg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cdyn__rank_ws_init(cdyn__rank_ws *w, int rows, int cols, int min_lwork)
+{
+    memset(w, 0, sizeof *w);
+    int big = cdyn__max(cdyn__max(rows, cols), 1);
+    w->rows = rows;
+    w->cols = cols;
+    w->lwork = cdyn__max(min_lwork, 1);
+    if (rows > 0 && cols > 0) {
+        w->lwork = cdyn__max(w->lwork, cdyn__geqp3_lwork(rows, cols));
+        w->lwork = cdyn__max(w->lwork, cdyn__geqp3_lwork(cols, rows));
+    }
+    w->row_scale = malloc(sizeof(double) * (size_t)big);
+    w->col_scale = malloc(sizeof(double) * (size_t)big);
+    w->qr = malloc(sizeof(double) * (size_t)cdyn__max(rows * cols, 1));
+    w->tau = malloc(sizeof(double) * (size_t)big);
+    w->jpvt = malloc(sizeof(int) * (size_t)big);
+    w->work = malloc(sizeof(double) * (size_t)w->lwork);
+    if (w->row_scale && w->col_scale && w->qr && w->tau && w->jpvt && w->work) return 1;
+    cdyn__rank_ws_free(w);
+    return 0;
+}
+
+void cdyn__rank_ws_free(cdyn__rank_ws *w)
+{
+    free(w->row_scale);
+    free(w->col_scale);
+    free(w->qr);
+    free(w->tau);
+    free(w->jpvt);
+    free(w->work);
+    memset(w, 0, sizeof *w);
+}
+
+/* The power of two p with x p in [1/2, 1) for x > 0 (exponent clamped so
+ * that p stays a normal number); 1 for x = 0 or non-finite x. */
+static double inverse_power_of_two(double x)
+{
+    if (!(x > 0.0) || !isfinite(x)) return 1.0;
+    int e;
+    frexp(x, &e);
+    if (e > 1021) e = 1021;
+    if (e < -1021) e = -1021;
+    return ldexp(1.0, -e);
+}
+
+/* Row factors so that every row's largest entry is in [1/2, 1). */
+static void row_factors(int rows, int cols, const double *A, int lda, double *r)
+{
+    for (int i = 0; i < rows; ++i) r[i] = 0.0;
+    for (int j = 0; j < cols; ++j) {
+        const double *col = A + (size_t)j * lda;
+        for (int i = 0; i < rows; ++i) r[i] = fmax(r[i], fabs(col[i]));
+    }
+    for (int i = 0; i < rows; ++i) r[i] = inverse_power_of_two(r[i]);
+}
+
+/* Largest over smallest of the factors in x (count entries; 1 if none). */
+static double spread_of(int count, const double *x, double spread)
+{
+    double lo = INFINITY, hi = 0.0;
+    for (int i = 0; i < count; ++i) {
+        lo = fmin(lo, x[i]);
+        hi = fmax(hi, x[i]);
+    }
+    return count > 0 ? fmax(spread, hi / lo) : spread;
+}
+
+double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
+{
+    row_factors(rows, cols, A, lda, r);
+    for (int j = 0; j < cols; ++j) {
+        const double *col = A + (size_t)j * lda;
+        double largest = 0.0;
+        for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
+        c[j] = inverse_power_of_two(largest);
+    }
+    return spread_of(cols, c, spread_of(rows, r, 1.0));
+}
+
+int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
+                      const double *A, int lda, double tol, const int *leading, cdyn__rank *out)
+{
+    double *r = w->row_scale, *c = w->col_scale;
+    double spread;
+    if (mode == CDYN__RANK_ROWS_METRIC) {
+        row_factors(rows, cols, A, lda, r);
+        for (int j = 0; j < cols; ++j) c[j] = 1.0;
+        spread = spread_of(rows, r, 1.0);
+    } else {
+        spread = cdyn__equilibrate(rows, cols, A, lda, r, c);
+    }
+    int by_columns = mode == CDYN__RANK_COLUMNS;
+    int m = by_columns ? rows : cols, n = by_columns ? cols : rows; /* the factored m x n */
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i) {
+            double b = r[i] * A[i + (size_t)j * lda] * c[j];
+            if (by_columns)
+                w->qr[i + (size_t)j * rows] = b;
+            else
+                w->qr[j + (size_t)i * cols] = b;
+        }
+    int count = m < n ? m : n, rank = 0;
+    double r00 = 0.0; /* the largest pivot (the first, unless some lead) */
+    if (count > 0) {
+        /* dgeqp3 moves the columns with jpvt != 0 to the front unpivoted */
+        for (int k = 0; k < n; ++k) w->jpvt[k] = leading && leading[k] ? 1 : 0;
+        if (cdyn__geqp3(m, n, w->qr, m, w->jpvt, w->tau, w->work, w->lwork) != 0) return -1;
+        for (int k = 0; k < n; ++k) --w->jpvt[k];
+        for (int k = 0; k < count; ++k) r00 = fmax(r00, fabs(w->qr[k + (size_t)k * m]));
+        while (rank < count && r00 > 0.0 && fabs(w->qr[rank + (size_t)rank * m]) > tol * r00)
+            ++rank;
+    }
+    if (out) {
+        out->rank = rank;
+        out->ratio = rank > 0 ? fabs(w->qr[(rank - 1) + (size_t)(rank - 1) * m]) / r00 : 0.0;
+        out->dropped = rank < count && r00 > 0.0 ? fabs(w->qr[rank + (size_t)rank * m]) / r00 : 0.0;
+        out->spread = spread;
+    }
+    return rank;
+}
+
+void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s)
+{
+    for (int j = 0; j < n; ++j) {
+        double a = A[j + (size_t)j * lda];
+        if (!(a > 0.0) || !isfinite(a)) {
+            s[j] = 1.0;
+            continue;
+        }
+        int e;
+        frexp(a, &e); /* a = f 2^e, f in [1/2, 1): s^2 a in [1/2, 2) */
+        int half = (int)floor(e / 2.0);
+        if (half > 511) half = 511;
+        if (half < -511) half = -511;
+        s[j] = ldexp(1.0, -half);
+    }
+}
+
+int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double *s)
+{
+    cdyn__sym_equilibrate(n, A, lda, s);
+    for (int j = 0; j < n; ++j) {
+        for (int i = j; i < n; ++i)
+            L[i + (size_t)j * ldl] = s[i] * A[i + (size_t)j * lda] * s[j];
+    }
+    /* the scaled diagonal, kept for the pivot test (A may be L itself) */
+    int info = 0;
+    for (int j = 0; j < n && info == 0; ++j)
+        if (!(L[j + (size_t)j * ldl] > 0.0)) info = j + 1;
+    if (info) return info;
+    double smallest = INFINITY;
+    for (int j = 0; j < n; ++j) smallest = fmin(smallest, L[j + (size_t)j * ldl]);
+    info = cdyn__potrf(n, L, ldl);
+    /* the diagonal of S A S lies in [1/2, 2): the pivot test is relative */
+    for (int j = 0; info == 0 && j < n; ++j) {
+        double l = L[j + (size_t)j * ldl];
+        if (!(l * l > CDYN__DEFINITE_TOL * smallest)) info = j + 1;
+    }
+    return info;
+}

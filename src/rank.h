@@ -1,0 +1,100 @@
+/* The one rank policy of cdyn (DESIGN 7): every decision on the rank or the
+ * definiteness of a matrix, in every module, is made here, on an
+ * equilibrated copy, so that the verdict does not change when a caller
+ * writes the same model in other units.
+ *
+ * Equilibration scales rows and columns by powers of two (exact: it adds
+ * no rounding), rows first and then columns, so that every column has its
+ * largest entry in [1/2, 1) and no row exceeds 1 (as LAPACK's dgeequb
+ * does). Rescaling the
+ * caller's equations (rows) or states (columns) by any factors changes the
+ * equilibrated matrix by factors within [1/4, 4] only, so a rank decision
+ * can move only for a matrix within that factor of the tolerance.
+ *
+ * Rank: column-pivoted QR (dgeqp3) of the equilibrated matrix B or of B^T;
+ * the rank is the number of pivots |R_jj| > tol |R_00| (THEORY T2.2). One
+ * default tolerance, CDYN__RANK_TOL, for every module.
+ *
+ * Definiteness: Cholesky of the symmetrically equilibrated matrix S A S
+ * (S_jj a power of two near 1/sqrt(a_jj)); positive definite when it
+ * exists and every pivot keeps L_jj^2 > CDYN__DEFINITE_TOL of its diagonal
+ * entry (a pivot below that is rounding of a semidefinite matrix). How
+ * accurate a solve with the factor is, is then certified by the backward
+ * error of the result (kkt.h), not guessed from a condition number.
+ */
+#ifndef CDYN_RANK_H
+#define CDYN_RANK_H
+
+/* The default relative rank tolerance of every module (docs/api.md). */
+#define CDYN__RANK_TOL 1e-10
+
+/* Smallest relative Cholesky pivot of a positive definite matrix. */
+#define CDYN__DEFINITE_TOL (1e3 * 2.220446049250313e-16)
+
+/* What a rank decision found. All values are relative (unit-free). */
+typedef struct cdyn__rank {
+    int rank;       /* pivots |R_jj| > tol |R_00| */
+    double ratio;   /* |R_kk| / |R_00| of the smallest kept pivot: how far from rank
+                       loss (1 for one pivot, 0 when rank = 0) */
+    double dropped; /* |R_rr| / |R_00| of the first dropped pivot, 0 at full rank */
+    double spread;  /* largest / smallest equilibration factor: how badly scaled
+                       the input was (1 for a well scaled one) */
+} cdyn__rank;
+
+/* Workspace for decisions on a rows x cols matrix or its transpose, all
+ * allocated once (LAPACK workspace queried with lwork = -1). */
+typedef struct cdyn__rank_ws {
+    int rows, cols;     /* capacity */
+    double *row_scale;  /* max(rows, cols): factors of the last decision */
+    double *col_scale;  /* max(rows, cols) */
+    double *qr;         /* rows * cols: the factored equilibrated matrix */
+    double *tau;        /* max(rows, cols) */
+    int *jpvt;          /* max(rows, cols): 0-based pivot order after a decision */
+    double *work;
+    int lwork;
+} cdyn__rank_ws;
+
+/* Allocate for rows x cols (and the transpose) with at least min_lwork
+ * doubles of LAPACK workspace. Returns 0 when out of memory (w is then
+ * freed and zeroed). */
+int cdyn__rank_ws_init(cdyn__rank_ws *w, int rows, int cols, int min_lwork);
+void cdyn__rank_ws_free(cdyn__rank_ws *w);
+
+/* Row factors r (rows) and column factors c (cols), powers of two, that
+ * equilibrate the rows x cols A as described above; 1 for a zero row or
+ * column. Returns the spread max/min over all factors. */
+double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
+
+/* What a decision ranks. ROWS_METRIC equilibrates the rows only: for
+ * minimum-norm problems, whose column metric is the caller's choice (the
+ * conditioning that matters is the one in that metric). */
+enum cdyn__rank_mode {
+    CDYN__RANK_COLUMNS,    /* QR of B (rows x cols, ld rows) ranks the columns */
+    CDYN__RANK_ROWS,       /* QR of B^T (cols x rows, ld cols) ranks the rows */
+    CDYN__RANK_ROWS_METRIC /* as ROWS, columns not scaled */
+};
+
+/* Decide the rank of the rows x cols A (finite; rows, cols within the
+ * capacity) with relative tolerance tol. leading (flags over the ranked
+ * rows or columns, or NULL) marks those the QR must take first, in their
+ * order, before it pivots the rest. Afterwards w->qr, w->tau hold the
+ * pivoted QR of the equilibrated matrix (or transpose) as dgeqp3 leaves it,
+ * w->jpvt the 0-based pivot order (the ranked rows or columns, strongest
+ * first), w->row_scale and w->col_scale the factors (B = D_r A D_c).
+ * Returns the rank (pivots above tol times the largest) and fills *out
+ * (may be NULL); -1 if LAPACK reports an internal error. */
+int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
+                      const double *A, int lda, double tol, const int *leading, cdyn__rank *out);
+
+/* Powers of two s (n) near 1/sqrt(a_jj) for the symmetric A (1 where
+ * a_jj <= 0), so that S A S has a diagonal in [1/2, 2). */
+void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s);
+
+/* The definiteness policy: L (lower triangle, ld ldl) = Cholesky factor of
+ * S A S with s from cdyn__sym_equilibrate (written to s, n entries); only
+ * the lower triangle of A is read, and L may be A itself (ld equal). Returns
+ * 0 when A is positive definite, else the order of the first minor that is
+ * not (LAPACK's info, or the first pivot below CDYN__DEFINITE_TOL). */
+int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double *s);
+
+#endif
