@@ -51,7 +51,8 @@ struct cdyn_constraint {
 
     /* the prepared system: KKT equilibration and factorizations */
     enum cdyn__kkt_path path;
-    int augmented;          /* M + Phi^T Phi used in place of M */
+    int augmented;          /* M + Phi^T D Phi used in place of M */
+    double *aug_weight;     /* m: D, powers of two */
     int rank_used;          /* singular values kept by the SVD path */
     double *scale_q;        /* n: column (and row) factors of the coordinates */
     double *scale_g;        /* m: factors of the constraint rows */

@@ -9,7 +9,7 @@
  *  1. equilibrate it symmetrically (kkt.h), so that the path taken depends
  *     on the conditioning of the problem, not on the caller's units;
  *  2. factor the scaled mass M~ by Cholesky when it is well conditioned,
- *     else M~ + Phi~^T Phi~ (the same solution, since Phi q'' = s; it is
+ *     else M~ + Phi~^T D Phi~ (the same solution, since Phi q'' = s; it is
  *     positive definite whenever the constrained problem is well posed,
  *     even when M is singular or nearly so);
  *  3. eliminate q'' through the whitened rows X = Phi~ L^{-T} and solve for
@@ -103,11 +103,33 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
             c->coef_scaled[i + (size_t)j * m1] = c->scale_f[i] * C[i + (size_t)j * ldc] * sq[j];
 }
 
-/* Step 2: the Cholesky factor L of M~ (in c->qr) into c->chol, or of
- * M~ + Phi~^T Phi~ when M~ is not positive definite or badly conditioned. */
-static cdyn_status factor_mass(cdyn_constraint *c, const char *fn)
+/* Scale the coordinates once more by s (n powers of two): scale_q, the
+ * scaled M in c->qr, Phi~ in jac_scaled, C~ in coef_scaled (when C) and,
+ * when `also` is not NULL, the n x n lower triangle there. */
+static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c, double *also)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    for (int j = 0; j < n; ++j) {
+        c->scale_q[j] *= s[j];
+        for (int i = 0; i < n; ++i) c->qr[i + (size_t)j * n] *= s[i] * s[j];
+        for (int i = j; also && i < n; ++i) also[i + (size_t)j * n] *= s[i] * s[j];
+        for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= s[j];
+        for (int i = 0; with_c && i < m; ++i) c->coef_scaled[i + (size_t)j * m1] *= s[j];
+    }
+}
+
+/* Step 2: the Cholesky factor L of the matrix the multipliers are
+ * eliminated through, into c->chol: the scaled M~ when it is positive
+ * definite and well conditioned, else M~ + Phi~^T D Phi~. Either is first
+ * given a unit-free diagonal (cdyn__sym_equilibrate, folded into the
+ * coordinate scaling), so that its Cholesky factor and condition estimate
+ * do not depend on how the KKT equilibration balanced M against Phi_q. */
+static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
 {
     int n = c->n, m = c->m;
+    double *s = c->w; /* n scratch */
+    cdyn__sym_equilibrate(n, c->qr, n, s);
+    rescale_coordinates(c, s, with_c, NULL);
     memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
     int info = cdyn__potrf(n, c->chol, n);
     double cond = info == 0 ? cdyn__spd_cond(n, c->qr, n, c->chol, n, c->work, c->iwork) : INFINITY;
@@ -118,8 +140,20 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn)
                                      "%s: M is not positive definite (leading minor %d of the "
                                      "equilibrated matrix)",
                                      fn, info));
+    /* M~ + Phi~^T D Phi~, D = 1 / (largest |entry| of each row)^2 as powers
+     * of two: every constraint adds about as much to the diagonal as M~
+     * (which now has a unit diagonal) */
     memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
-    cdyn__syrk('L', 'T', n, m, 1.0, c->jac_scaled, c->m1, 1.0, c->chol, n);
+    for (int i = 0; i < m; ++i) {
+        double largest = 0.0;
+        for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->jac_scaled[i + (size_t)j * c->m1]));
+        double root = inverse_power_of_two(largest); /* sqrt of the weight */
+        c->aug_weight[i] = root * root;
+        for (int j = 0; j < n; ++j) c->x_rows[i + (size_t)j * c->m1] = root * c->jac_scaled[i + (size_t)j * c->m1];
+    }
+    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, c->m1, 1.0, c->chol, n);
+    cdyn__sym_equilibrate(n, c->chol, n, s);
+    rescale_coordinates(c, s, with_c, c->chol);
     info = cdyn__potrf(n, c->chol, n);
     if (info != 0)
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
@@ -156,7 +190,7 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
 {
     int n = c->n, m = c->m;
     scale_system(c, C, ldc);
-    cdyn_status st = factor_mass(c, fn);
+    cdyn_status st = factor_mass(c, fn, C != NULL);
     if (st) return st;
     whiten_rows(c, c->jac_scaled, c->x_rows);
     st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->x_rows, c->m1);
@@ -280,7 +314,10 @@ static void solve_prepared(cdyn_constraint *c, const double *top, const double *
                            : c->x_rows;
     double *w = c->w, *y = c->mult_scaled;
     memcpy(w, top, sizeof(double) * (size_t)n);
-    if (c->augmented) cdyn__gemv('T', m, n, 1.0, c->jac_scaled, m1, bottom, 1.0, w);
+    if (c->augmented) { /* the augmented top row: Q~ + Phi~^T D s~ */
+        for (int i = 0; i < m; ++i) c->vec_m[i] = c->aug_weight[i] * bottom[i];
+        cdyn__gemv('T', m, n, 1.0, c->jac_scaled, m1, c->vec_m, 1.0, w);
+    }
     cdyn__trsm('L', 'L', 'N', 'N', n, 1, 1.0, c->chol, n, w, n);
     memcpy(y, bottom, sizeof(double) * (size_t)m);
     cdyn__gemv('N', m, n, 1.0, c->x_rows, m1, w, -1.0, y);
@@ -411,26 +448,35 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     return commit(c, fn, C, ldc, qdd, f);
 }
 
-/* lambda <- the minimum-norm choice (caller's units) among the multipliers
- * with the same Phi_q^T lambda: remove its part in the null space of
- * Phi_q^T, spanned by D_g U(:, rank:m) of the SVD of X = D_g Phi L^{-T}
- * (orthonormalized by a QR in c->qr). */
+/* lambda <- the minimum-norm choice among the multipliers with the same
+ * Phi_q^T lambda, measured in the frame of the rank decision, where every
+ * constraint row is equilibrated: lambda = D_r mu with |mu| minimal. The
+ * null space of (D_r Phi_q)^T comes from the decision's pivoted QR
+ * B^T P = Q [R11 R12; 0 ~0] of B = D_r Phi_q D_c: it is spanned by the
+ * columns of P [-R11^{-1} R12; I], orthonormalized by a QR (in c->qr). */
 static void minimum_norm_multipliers(cdyn_constraint *c, int rank)
 {
-    int m = c->m, m1 = c->m1, nulls = m - rank;
+    int n = c->n, m = c->m, nulls = m - rank;
     if (nulls <= 0) return;
-    double *basis = c->qr, *t = c->vec_m;
-    for (int k = 0; k < nulls; ++k)
-        for (int i = 0; i < m; ++i)
-            basis[i + (size_t)k * m] = c->scale_g[i] * c->u_svd[i + (size_t)(rank + k) * m1];
+    const cdyn__rank_ws *w = &c->ws;
+    double *basis = c->qr, *mu = c->vec_m, *t = c->r;
+    for (int k = 0; k < nulls; ++k) {
+        double *v = basis + (size_t)k * m;
+        memset(v, 0, sizeof(double) * (size_t)m);
+        for (int i = 0; i < rank; ++i) t[i] = w->qr[i + (size_t)(rank + k) * n];
+        cdyn__trsm('L', 'U', 'N', 'N', rank, 1, 1.0, w->qr, n, t, c->m1);
+        for (int i = 0; i < rank; ++i) v[w->jpvt[i]] = -t[i];
+        v[w->jpvt[rank + k]] = 1.0;
+    }
     memset(c->jpvt, 0, sizeof(int) * (size_t)nulls);
     cdyn__geqp3(m, nulls, basis, m, c->jpvt, c->tau, c->work, c->lwork);
-    /* lambda -= Q1 Q1^T lambda, Q1 the first `nulls` columns of Q */
-    memcpy(t, c->mult_result, sizeof(double) * (size_t)m);
+    /* mu = D_r^{-1} lambda; mu -= Q1 Q1^T mu; lambda = D_r mu */
+    for (int i = 0; i < m; ++i) mu[i] = c->mult_result[i] / w->row_scale[i];
+    memcpy(t, mu, sizeof(double) * (size_t)m);
     cdyn__ormqr('L', 'T', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
     memset(t + nulls, 0, sizeof(double) * (size_t)(m - nulls));
     cdyn__ormqr('L', 'N', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
-    for (int i = 0; i < m; ++i) c->mult_result[i] -= t[i];
+    for (int i = 0; i < m; ++i) c->mult_result[i] = w->row_scale[i] * (mu[i] - t[i]);
 }
 
 cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, double *lambda)

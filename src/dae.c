@@ -55,19 +55,17 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->origin = doubles(nn);
     dae->svd_copy = doubles(nn);
     dae->u = doubles(nn);
-    dae->vt = doubles(nn);
     dae->prod = doubles(nn);
-    dae->sv = doubles((size_t)n);
     dae->tau = doubles((size_t)n);
-    dae->jpvt = malloc(sizeof(int) * (size_t)n);
+    dae->jpvt = malloc(sizeof(int) * 2 * (size_t)n);
     dae->residual = doubles((size_t)n);
     dae->bound = doubles((size_t)n);
     if (!dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
-        !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy || !dae->u || !dae->vt ||
-        !dae->prod || !dae->sv || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound)
+        !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy || !dae->u ||
+        !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound)
         goto fail;
     *status = CDYN_OK;
     return dae;
@@ -147,8 +145,8 @@ void cdyn_dae_free(cdyn_dae *dae)
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
-                        dae->svd_copy,  dae->u,         dae->vt,         dae->prod,
-                        dae->sv,        dae->tau,       dae->residual,   dae->bound};
+                        dae->svd_copy,  dae->u,         dae->prod,
+                        dae->tau,       dae->residual,   dae->bound};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(dae->equation_level);
     free(dae->integrated);
@@ -231,23 +229,49 @@ cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
 
 /* ---- T3.1: rank and bases by the rank policy ---------------------------- */
 
-int cdyn__dae_mass_rank(cdyn_dae *dae, const double *M)
+int cdyn__dae_row_rank(cdyn_dae *dae, const double *A)
 {
-    int n = dae->n;
-    double *r = dae->row_scale, *c = dae->col_scale;
-    cdyn__equilibrate(n, n, M, n, r, c);
+    /* Rows that are exactly zero (the equations of massless states) go
+     * last, so that the Householder reflectors never touch them and the
+     * left null vectors they give are exactly the unit vectors: for a
+     * selection-structured M, beta^T F picks the algebraic equations
+     * without any rounding from the others, whatever their scales. */
+    int n = dae->n, top = 0, *row_of = dae->jpvt + n; /* jpvt has room for 2 n */
+    for (int i = 0; i < n; ++i) {
+        int zero = 1;
+        for (int j = 0; j < n && zero; ++j) zero = A[i + (size_t)j * n] == 0.0;
+        if (!zero) row_of[top++] = i;
+    }
+    for (int i = 0, k = top; i < n; ++i) {
+        int zero = 1;
+        for (int j = 0; j < n && zero; ++j) zero = A[i + (size_t)j * n] == 0.0;
+        if (zero) row_of[k++] = i;
+    }
+    double *r = dae->row_scale, *c = dae->col_scale, *qr = dae->svd_copy, *full = dae->prod;
+    cdyn__equilibrate(n, n, A, n, r, c);
     for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i) dae->svd_copy[i + (size_t)j * n] = r[i] * M[i + (size_t)j * n] * c[j];
-    cdyn__gesvd(n, n, dae->svd_copy, n, dae->sv, dae->u, n, dae->vt, n, dae->work, dae->lwork);
+        for (int k = 0; k < n; ++k)
+            qr[k + (size_t)j * n] = r[row_of[k]] * A[row_of[k] + (size_t)j * n] * c[j];
+    memset(dae->jpvt, 0, sizeof(int) * (size_t)n);
+    cdyn__geqp3(n, n, qr, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
+    double largest = 0.0;
+    for (int k = 0; k < n; ++k) largest = fmax(largest, fabs(qr[k + (size_t)k * n]));
     int rank = 0;
-    while (rank < n && dae->sv[0] > 0.0 && dae->sv[rank] > dae->rank_tol * dae->sv[0]) ++rank;
+    while (rank < top && largest > 0.0 && fabs(qr[rank + (size_t)rank * n]) > dae->rank_tol * largest)
+        ++rank;
+    /* U = the rows of Q put back in the caller's order */
+    memset(full, 0, sizeof(double) * (size_t)n * n);
+    for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
+    cdyn__ormqr('L', 'N', n, n, n, qr, n, dae->tau, full, n, dae->work, dae->lwork);
+    for (int j = 0; j < n; ++j)
+        for (int k = 0; k < n; ++k) dae->u[row_of[k] + (size_t)j * n] = full[k + (size_t)j * n];
     return rank;
 }
 
 void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
 {
-    /* u^T (D_r M D_c) = 0 for the last q left singular vectors u, so
-     * (D_r u)^T M = 0: the left null space of M is spanned by D_r U(:, r:n).
+    /* u^T (D_r M D_c) = 0 for the last q columns u of U, so (D_r u)^T M = 0:
+     * the left null space of M is spanned by D_r U(:, r:n).
      * A QR of it gives an orthonormal basis (its first q columns of Q) and
      * the orthogonal complement, the range of M (the other r). */
     int n = dae->n, q = n - r;
@@ -273,7 +297,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
      * changes until the new parts exist */
     for (int j = 0; j < n; ++j)
         memcpy(dae->aug + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
-    int r = cdyn__dae_mass_rank(dae, dae->aug), q = n - r;
+    int r = cdyn__dae_row_rank(dae, dae->aug), q = n - r;
     cdyn__dae_part fresh;
     if (!part_alloc(&fresh, n, r))
         return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)", fn);
@@ -521,10 +545,6 @@ cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v
 
 /* ---- T3.2: index by repeated augmentation ---------------------------- */
 
-/* Rank of the n x n a by the rank policy; afterwards dae->u holds the left
- * singular vectors of D_r a D_c and dae->row_scale D_r. */
-static int equilibrated_rank(cdyn_dae *dae, const double *a) { return cdyn__dae_mass_rank(dae, a); }
-
 /* a <- U^T D_r a for the n x n a: an invertible combination of the rows
  * whose last n - rank rows vanish for the augmented matrix. */
 static void combine_rows(cdyn_dae *dae, double *a)
@@ -589,7 +609,7 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
         if (cdyn__first_nonfinite(n, n, dae->aug, n) >= 0) /* LAPACK must not see it */
             return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
                               "%s: the augmented matrix overflowed at level %d", fn, level);
-        int rank = equilibrated_rank(dae, dae->aug);
+        int rank = cdyn__dae_row_rank(dae, dae->aug);
         if (rank == n) {
             dae->levels = level;
             dae->analyzed = 1;

@@ -83,10 +83,9 @@ struct cdyn_dae {
     double *force_shift;    /* n */
     double *force_dt;       /* n */
     double *force_jac;      /* n x n */
-    double *aug, *aug_rhs, *origin, *svd_copy, *u, *vt, *prod;
-    double *sv;             /* n */
+    double *aug, *aug_rhs, *origin, *svd_copy, *u, *prod;
     double *tau;            /* n */
-    int *jpvt;              /* n */
+    int *jpvt;              /* 2 n */
     double *residual;       /* n, the certificate of the rates */
     double *bound;          /* n */
     double *work;
@@ -110,13 +109,15 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
  * finiteness checks. */
 cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double *out);
 
-/* Rank of the n x n M by the rank policy: SVD of the equilibrated D_r M D_c
- * into dae->u, dae->sv, dae->vt, factors in dae->row_scale, col_scale. */
-int cdyn__dae_mass_rank(cdyn_dae *dae, const double *M);
+/* Rank of the n x n A by the rank policy (pivoted QR of the equilibrated
+ * D_r A D_c, rows that are exactly zero kept last) and the orthogonal U
+ * (n x n, into dae->u) whose columns rank..n-1 satisfy u^T D_r A = 0;
+ * factors in dae->row_scale, col_scale. Uses svd_copy, prod, tau, jpvt. */
+int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
 
-/* From that SVD: an orthonormal basis of the left null space of M (n x q)
+/* From that U: an orthonormal basis of the left null space of M (n x q)
  * into null_basis and one of its range (n x r, the orthogonal complement)
- * into range (THEORY T3.1). Uses dae->svd_copy. */
+ * into range (THEORY T3.1). Uses dae->svd_copy and dae->prod. */
 void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range);
 
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),

@@ -33,7 +33,7 @@ static cdyn_status factor_mass_at(cdyn_dae *dae, const char *fn, double t)
 {
     cdyn_status st = cdyn__dae_call_mass(dae, fn, t, dae->part.mass);
     if (st != CDYN_OK) return st;
-    int rank = cdyn__dae_mass_rank(dae, dae->part.mass);
+    int rank = cdyn__dae_row_rank(dae, dae->part.mass);
     if (rank != dae->r)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: M(t) has rank %d at t = %g but %d at set-up; the split into "

@@ -91,13 +91,8 @@ double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const do
     }
     double worst = 0.0;
     for (int i = 0; i < n; ++i) worst = fmax(worst, ratio(rf[i], bound_f[i]));
-    for (int i = 0; i < m; ++i) {
-        if (skip && skip[i]) {
-            rg[i] = 0.0;
-            continue;
-        }
-        worst = fmax(worst, ratio(rg[i], bound_g[i]));
-    }
+    for (int i = 0; i < m; ++i)
+        if (!(skip && skip[i])) worst = fmax(worst, ratio(rg[i], bound_g[i]));
     return worst;
 }
 

@@ -17,7 +17,8 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
 {
     cdyn_status dummy;
     if (!status) status = &dummy;
-    if (n < 1 || m < 0 || (size_t)n * (size_t)(n > m ? n : m) > (size_t)INT_MAX / 8) {
+    size_t big = (size_t)(n > m ? n : m);
+    if (n < 1 || m < 0 || big * big > (size_t)INT_MAX / 8) { /* the kernel's own limit */
         *status = CDYN_ERR_ARG;
         return NULL;
     }
@@ -269,6 +270,9 @@ static cdyn_status velocity_constraint(cdyn_mbs *mbs, const char *fn, double t, 
     if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, out);
     if (st != CDYN_OK) return st;
     cdyn__gemv('N', mbs->m, mbs->n, 1.0, jac, mbs->m1, qdot, 1.0, out);
+    if (mbs->m > 0 && cdyn__first_nonfinite(mbs->m, 1, out, mbs->m1) >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
+                          "%s: Phi_q q' + Phi_t overflowed (inputs too large)", fn);
     return CDYN_OK;
 }
 
@@ -333,10 +337,12 @@ cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const
     return CDYN_OK;
 }
 
+/* Largest |x_i|; NaN propagates (fmax would drop it). */
 static double norm_inf(int n, const double *x)
 {
     double v = 0.0;
-    for (int i = 0; i < n; ++i) v = fmax(v, fabs(x[i]));
+    for (int i = 0; i < n; ++i)
+        if (!(fabs(x[i]) <= v)) v = fabs(x[i]);
     return v;
 }
 
@@ -505,9 +511,14 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     cdyn_newton_get_report(mbs->projector, &position_report);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->qdot_work, n);
+    double *speeds = mbs->vec_n; /* the unknowns x are no longer needed */
+    for (int j = 0; j < n; ++j) speeds[j] = qdot[j] + mbs->qdot_work[j];
+    if (cdyn__first_nonfinite(n, 1, speeds, n) >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
+                          "%s: the projected speeds overflowed (inputs too large)", fn);
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
-    for (int j = 0; j < n; ++j) qdot[j] += mbs->qdot_work[j];
+    memcpy(qdot, speeds, sizeof(double) * (size_t)n);
     mbs->residual_position = position_report.residual_norm;
     cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->qdot_work, 1.0, mbs->Phi_dot);
     mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);

@@ -269,6 +269,10 @@ cdyn_status cdyn_nullspace_reduce(cdyn_nullspace *ns, const double *M, int ldm,
     if (st) return st;
     reduce_mass(ns, M, ldm);
     reduce_force(ns, F, c, ns->force_reduced);
+    if (cdyn__first_nonfinite(d, d, ns->mass_reduced, d) >= 0 ||
+        cdyn__first_nonfinite(d, 1, ns->force_reduced, d) >= 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
+                          "%s: the reduced equations overflowed (inputs too large)", fn);
     for (int j = 0; j < d; ++j)
         memcpy(Mbar + (size_t)j * ldmbar, ns->mass_reduced + (size_t)j * d, sizeof(double) * d);
     memcpy(Fbar, ns->force_reduced, sizeof(double) * (size_t)d);
@@ -291,6 +295,9 @@ cdyn_status cdyn_nullspace_recover(cdyn_nullspace *ns, const double *M, int ldm,
                          sizeof(double) * (size_t)m, "lambda");
     if (st) return st;
     recover_into(ns, M, ldm, F, c, vbar_dot, ns->vec_n2, ns->vec_m2);
+    if (cdyn__first_nonfinite(n, 1, ns->vec_n2, n) >= 0 ||
+        cdyn__first_nonfinite(m, 1, ns->vec_m2, m) >= 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE, "%s: v' or lambda overflowed", fn);
     if (lambda) memcpy(lambda, ns->vec_m2, sizeof(double) * (size_t)m);
     memcpy(vdot, ns->vec_n2, sizeof(double) * (size_t)n);
     return CDYN_OK;

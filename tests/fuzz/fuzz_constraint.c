@@ -1,5 +1,7 @@
 /* libFuzzer harness: cdyn_constraint load + every formulation + export on
- * decoded M, Q, Phi_q, Phi, Phi', xi, C, gains and penalties. */
+ * decoded M, Q, Phi_q, Phi, Phi', xi, C, gains and penalties, in decoded
+ * units: M -> S M S, Q -> S Q, Phi_q -> R Phi_q S, C -> R C S, and R on
+ * Phi, Phi', xi (so s -> R s). */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -20,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     double *J = malloc(sizeof(double) * (size_t)m1 * n), *C = malloc(sizeof(double) * (size_t)m1 * n);
     double *Phi = malloc(sizeof(double) * (size_t)m1), *Phid = malloc(sizeof(double) * (size_t)m1);
     double *xi = malloc(sizeof(double) * (size_t)m1), *gains = malloc(sizeof(double) * (size_t)m1 * m1);
+    double *R = malloc(sizeof(double) * (size_t)m1), *S = malloc(sizeof(double) * (size_t)n);
     double *qdd = malloc(sizeof(double) * (size_t)(n + FUZZ_GUARD));
     double *lam = malloc(sizeof(double) * (size_t)(m1 + FUZZ_GUARD));
     double *A = malloc(sizeof(double) * ((size_t)size2 * size2 + FUZZ_GUARD));
@@ -38,6 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (opts & 4) cdyn_constraint_set_critical_gains(c, Phi);
     if (opts & 8) cdyn_constraint_set_penalty(c, xi);
     if (opts & 16) cdyn_constraint_set_rank_tolerance(c, fuzz_double(&in));
+    fuzz_scales(&in, R, m1);
+    fuzz_scales(&in, S, n);
+    fuzz_scale_matrix(M, n, n, n, S, S);
+    fuzz_scale_vector(Q, n, S);
+    fuzz_scale_matrix(J, m1, n, m1, R, S);
+    fuzz_scale_matrix(C, m1, n, m1, R, S);
+    fuzz_scale_vector(Phi, m1, R);
+    fuzz_scale_vector(Phid, m1, R);
+    fuzz_scale_vector(xi, m1, R);
     fuzz_guard_set(qdd, (size_t)n);
     fuzz_guard_set(lam, (size_t)m);
     fuzz_guard_set(A, (size_t)size2 * size2);
@@ -58,6 +70,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     cdyn_constraint_free(c);
     free(M); free(Q); free(J); free(C); free(Phi); free(Phid); free(xi); free(gains);
-    free(qdd); free(lam); free(A); free(B);
+    free(qdd); free(lam); free(A); free(B); free(R); free(S);
     return 0;
 }

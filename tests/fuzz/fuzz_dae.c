@@ -1,6 +1,7 @@
 /* libFuzzer harness: cdyn_dae with a decoded mass matrix and a decoded
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
- * set_mass, analyze, split, consistent, rhs, state. */
+ * set_mass, analyze, split, consistent, rhs, state; in decoded units,
+ * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -51,6 +52,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (opts & 1) cdyn_dae_set_rank_tolerance(dae, fuzz_double(&in));
     if (opts & 2) cdyn_dae_set_max_index(dae, (int)(fuzz_byte(&in) % 12) - 1);
     double t = (opts & 4) ? fuzz_double(&in) : 0.0;
+    double R[NMAX], S[NMAX], S2[NMAX], Sinv[NMAX];
+    fuzz_scales(&in, R, n);
+    fuzz_scales(&in, S, n);
+    for (int j = 0; j < n; ++j) {
+        S2[j] = S[j] * S[j];
+        Sinv[j] = 1.0 / S[j];
+    }
+    fuzz_scale_matrix(M, n, n, n, R, S);
+    fuzz_scale_vector(md.c, n, R);
+    fuzz_scale_vector(md.d, n, R);
+    fuzz_scale_matrix(md.a, n, n, NMAX, R, S);
+    fuzz_scale_matrix(md.b, n, n, NMAX, R, S2);
+    fuzz_scale_vector(v, n, Sinv);
     if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
         cdyn_dae_set_functions(dae, force, NULL, NULL, &md) == CDYN_OK) {
         int index;

@@ -1,9 +1,10 @@
-/* Decoding helpers shared by the libFuzzer harnesses: sizes, option bytes
- * and raw doubles (any bit pattern: NaN, Inf, subnormals, huge values) from
- * the fuzz input; past its end everything reads as 0. */
+/* Decoding helpers shared by the libFuzzer harnesses: sizes, option bytes,
+ * raw doubles (any bit pattern: NaN, Inf, subnormals, huge values) and unit
+ * scalings from the fuzz input; past its end everything reads as 0. */
 #ifndef CDYN_FUZZ_INPUT_H
 #define CDYN_FUZZ_INPUT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,38 @@ static inline double fuzz_double(fuzz_input *in)
 static inline void fuzz_fill(fuzz_input *in, double *x, size_t count)
 {
     for (size_t i = 0; i < count; ++i) x[i] = fuzz_double(in);
+}
+
+/* A unit scaling (a change of units): 1 for byte 0 (so inputs that end
+ * early stay unscaled). Bytes below 0xC0 give 10^k or, with bit 0 set, 2^k
+ * for |k| <= 8; the rest give 10^k for |k| <= 30. */
+static inline double fuzz_scale(fuzz_input *in)
+{
+    uint8_t b = fuzz_byte(in);
+    int z = b < 0xC0 ? (b >> 1) % 17 : (b - 0xC0) % 61;
+    int k = (z & 1) ? -(z + 1) / 2 : z / 2; /* z = 0, 1, 2, 3, ... → k = 0, -1, 1, -2, ... */
+    return b < 0xC0 && (b & 1) ? ldexp(1.0, k) : pow(10.0, k);
+}
+
+static inline void fuzz_scales(fuzz_input *in, double *s, int count)
+{
+    for (int i = 0; i < count; ++i) s[i] = fuzz_scale(in);
+}
+
+/* A <- diag(r) A diag(c) for the rows x cols column-major A (leading
+ * dimension ld); r or c NULL leaves that side alone. */
+static inline void fuzz_scale_matrix(double *A, int rows, int cols, int ld, const double *r,
+                                     const double *c)
+{
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i)
+            A[i + (size_t)ld * j] *= (r ? r[i] : 1.0) * (c ? c[j] : 1.0);
+}
+
+/* x <- diag(s) x */
+static inline void fuzz_scale_vector(double *x, int count, const double *s)
+{
+    for (int i = 0; i < count; ++i) x[i] *= s[i];
 }
 
 /* Guard values after each output array: must survive every call. */

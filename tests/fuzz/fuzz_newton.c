@@ -1,5 +1,6 @@
 /* libFuzzer harness: cdyn_newton_step on decoded J, G, and cdyn_newton_solve
- * on a decoded polynomial system (signed squares included). */
+ * on a decoded polynomial system (signed squares included), both in decoded
+ * units: equations scaled by R, unknowns x = S x~ (J -> R J S). */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -44,13 +45,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (opts & 1) cdyn_newton_set_rank_tolerance(nt, fuzz_double(&in));
     if (opts & 2) cdyn_newton_set_max_iterations(nt, (int)(fuzz_byte(&in) % 40) - 2);
     if (opts & 4) cdyn_newton_set_max_backtracks(nt, fuzz_byte(&in) % 70);
-    if (opts & 8) cdyn_newton_set_tolerances(nt, fuzz_double(&in), fuzz_double(&in));
-    fuzz_guard_set(dx, (size_t)p);
-    cdyn_newton_step(nt, J, k + (opts >> 6), G, dx);
-    if (!fuzz_guard_ok(dx, (size_t)p)) abort();
+    if (opts & 8) { /* rtol, and one atol for every unknown (or the default) */
+        double rtol = fuzz_double(&in), atol[8];
+        double a = fuzz_double(&in);
+        for (int j = 0; j < 8; ++j) atol[j] = a;
+        cdyn_newton_set_tolerances(nt, rtol, (opts & 64) ? NULL : atol);
+        if (opts & 128) cdyn_newton_set_residual_tolerances(nt, atol);
+    }
     poly_system sys = {k, p, {0}};
     fuzz_fill(&in, sys.coef, sizeof sys.coef / sizeof sys.coef[0]);
     fuzz_fill(&in, x, (size_t)p);
+    double R[8], S[8], S2[8], Sinv[8];
+    fuzz_scales(&in, R, k);
+    fuzz_scales(&in, S, p);
+    for (int j = 0; j < p; ++j) {
+        S2[j] = S[j] * S[j];
+        Sinv[j] = 1.0 / S[j];
+    }
+    fuzz_scale_matrix(J, k, p, k + (opts >> 6), R, S);
+    fuzz_scale_vector(G, k, R);
+    fuzz_scale_vector(sys.coef, k, R);                       /* c -> R c */
+    fuzz_scale_matrix(sys.coef + 8, p, k, p, S, R);          /* a (row-major) -> R a S */
+    fuzz_scale_matrix(sys.coef + 8 + 64, p, k, p, S2, R);    /* b -> R b S^2 */
+    fuzz_scale_vector(x, p, Sinv);
+    fuzz_guard_set(dx, (size_t)p);
+    cdyn_newton_step(nt, J, k + (opts >> 6), G, dx);
+    if (!fuzz_guard_ok(dx, (size_t)p)) abort();
     cdyn_newton_solve(nt, residual, NULL, &sys, x);
     cdyn_newton_report report;
     cdyn_newton_get_report(nt, &report);

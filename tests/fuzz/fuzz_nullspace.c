@@ -1,4 +1,5 @@
-/* libFuzzer harness: cdyn_nullspace with decoded sizes, W, M, F, c. */
+/* libFuzzer harness: cdyn_nullspace with decoded sizes, W, M, F, c, in
+ * decoded units: W -> R W S, M -> S M S, F -> S F, c -> R c. */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -20,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     double *W = calloc((size_t)(ldw > 0 ? ldw : 1) * n + 1, sizeof(double));
     double *M = malloc(sizeof(double) * (size_t)n * n);
     double *F = malloc(sizeof(double) * (size_t)n), *c = malloc(sizeof(double) * (size_t)(m + 1));
+    double *R = malloc(sizeof(double) * (size_t)(m + 1)), *S = malloc(sizeof(double) * (size_t)n);
     double *vdot = malloc(sizeof(double) * (size_t)(n + FUZZ_GUARD));
     double *lambda = malloc(sizeof(double) * (size_t)(m + FUZZ_GUARD));
     double *Mbar = malloc(sizeof(double) * (size_t)(d * d + FUZZ_GUARD));
@@ -31,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t opts = fuzz_byte(&in);
     if (opts & 1) cdyn_nullspace_set_rank_tolerance(ns, fuzz_double(&in));
     if (opts & 2) cdyn_nullspace_set_condition_limit(ns, fuzz_double(&in));
+    fuzz_scales(&in, R, m);
+    fuzz_scales(&in, S, n);
+    if (ldw >= m) fuzz_scale_matrix(W, m, n, ldw, R, S); /* a bad ldw is refused anyway */
+    fuzz_scale_matrix(M, n, n, n, S, S);
+    fuzz_scale_vector(F, n, S);
+    fuzz_scale_vector(c, m, R);
     fuzz_guard_set(vdot, (size_t)n);
     fuzz_guard_set(lambda, (size_t)m);
     fuzz_guard_set(Mbar, (size_t)d * d);
@@ -49,5 +57,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* an out-of-bounds write */
     cdyn_nullspace_free(ns);
     free(W); free(M); free(F); free(c); free(vdot); free(lambda); free(Mbar); free(alpha);
+    free(R); free(S);
     return 0;
 }

@@ -1,5 +1,7 @@
 /* libFuzzer harness: cdyn_rigid presets and accelerations on decoded body
- * data, kinematics, speeds and loads. */
+ * data, kinematics, speeds and loads; body and loads in decoded mass and
+ * length units mu, L (mass mu, inertia mu L^2, r_pc L, force mu L, moment
+ * mu L^2). */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -47,6 +49,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     params.z0 = fuzz_double(&in);
     params.theta0 = fuzz_double(&in);
     params.phi0 = fuzz_double(&in);
+    double mu = fuzz_scale(&in), L = fuzz_scale(&in);
+    mass *= mu;
+    for (int i = 0; i < 9; ++i) inertia[i] *= mu * L * L;
+    for (int i = 0; i < 3; ++i) {
+        r_pc[i] *= L;
+        F_i[i] *= mu * L;
+        F_i[3 + i] *= mu * L * L;
+    }
     cdyn_rigid_kinematics k;
     fuzz_guard_set(qdd, (size_t)f);
     fuzz_guard_set(F_q, 6);
