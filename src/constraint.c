@@ -34,8 +34,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->sigma_min = -1.0;
     c->margin = -1.0;
     int lwork = cdyn__max(cdyn__geqp3_lwork(n, m1), cdyn__geqp3_lwork(m1, n));
-    lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('A', 'N', m1, n)); /* pseudo-inverse */
-    lwork = cdyn__max(lwork, cdyn__geqp3_lwork(m1, m1));               /* its null space */
+    lwork = cdyn__max(lwork, cdyn__geqp3_lwork(m1, m1)); /* pseudo-inverse's null space */
     lwork = cdyn__max(lwork, cdyn__ormqr_lwork('R', 'N', m1, n, k));   /* reactions */
     lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'N', m1, n)); /* sigma_min */
     lwork = cdyn__max(lwork, 4 * m1);
@@ -70,7 +69,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->tau = doubles((size_t)big);
     c->jpvt = malloc(sizeof(int) * (size_t)big);
     c->sv = doubles((size_t)k);
-    c->u_svd = doubles(mm);
+    c->active_rows = malloc(sizeof(int) * (size_t)m1);
     c->ipiv = malloc(sizeof(int) * (size_t)m1);
     c->iwork = malloc(sizeof(int) * (size_t)big);
     double **vectors_n[] = {&c->top, &c->w, &c->q_scaled, &c->q_result, &c->residual_top,
@@ -89,7 +88,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->u_svd || !c->ipiv || !c->iwork || !c->kkt_work)
+        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
@@ -109,13 +108,14 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->gen_force, c->multipliers, c->scale_q,     c->scale_g,
                         c->scale_f,   c->aug_weight, c->chol,        c->jac_scaled,  c->coef_scaled,
                         c->x_rows,    c->z_rows,      c->small,       c->small_copy,
-                        c->qr,        c->tau,         c->sv,          c->u_svd,
+                        c->qr,        c->tau,         c->sv,
                         c->top,       c->w,           c->q_scaled,    c->q_result,
                         c->residual_top, c->delta_q,  c->bottom,      c->r,
                         c->mult_scaled, c->mult_result, c->residual_bottom, c->delta_mult,
                         c->vec_m,     c->kkt_work};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
+    free(c->active_rows);
     free(c->redundant_flag);
     free(c->redundant);
     free(c->jpvt);

@@ -12,7 +12,6 @@
 enum cdyn__kkt_path {
     CDYN__PATH_SCHUR,     /* Cholesky of A = X X^T (well conditioned) */
     CDYN__PATH_QR,        /* pivoted QR of X^T, A never formed */
-    CDYN__PATH_SVD,       /* pseudo-inverse from the SVD of X */
     CDYN__PATH_PRODUCT,   /* reactions: LU of T = X Z^T */
     CDYN__PATH_REACTIONS  /* reactions: QR of X^T, then LU of Q^T-projected Z */
 };
@@ -49,11 +48,14 @@ struct cdyn_constraint {
     double sigma_min;
     int *redundant;         /* m */
 
-    /* the prepared system: KKT equilibration and factorizations */
+    /* the prepared system, on the active rows of Phi_q (all of them, or the
+     * independent ones for the pseudo-inverse): KKT equilibration and
+     * factorizations */
+    int active;             /* number of active rows */
+    int *active_rows;       /* m: their indices, ascending */
     enum cdyn__kkt_path path;
     int augmented;          /* M + Phi^T D Phi used in place of M */
     double *aug_weight;     /* m: D, powers of two */
-    int rank_used;          /* singular values kept by the SVD path */
     double *scale_q;        /* n: column (and row) factors of the coordinates */
     double *scale_g;        /* m: factors of the constraint rows */
     double *scale_f;        /* m: factors of the reactions (columns of C^T) */
@@ -68,7 +70,6 @@ struct cdyn_constraint {
     double *tau;            /* max(n, m) */
     int *jpvt;              /* max(n, m) */
     double *sv;             /* min(n, m) */
-    double *u_svd;          /* m1 x m1: left singular vectors of X */
     int *ipiv;              /* m */
     int *iwork;             /* max(n, m) */
     /* vectors */

@@ -78,29 +78,34 @@ static double inverse_power_of_two(double x)
     return ldexp(1.0, -e);
 }
 
-/* Step 1: equilibrate [M Phi^T; Phi 0] (and the columns of C^T) and write
- * the scaled M into c->qr (full), Phi~ into jac_scaled, C~ into
- * coef_scaled. */
+/* Step 1: equilibrate [M Phi^T; Phi 0] on the active rows of Phi_q (and
+ * the columns of C^T) and write the scaled M into c->qr (full), Phi~ into
+ * jac_scaled, C~ into coef_scaled (active rows only, gathered). */
 static void scale_system(cdyn_constraint *c, const double *C, int ldc)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     const double *sq = c->scale_q, *sg = c->scale_g;
-    cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac, m1, c->scale_q, c->scale_g, c->kkt_work);
+    const int *rows = c->active_rows;
+    for (int j = 0; j < n; ++j) /* the active rows of Phi_q, gathered */
+        for (int i = 0; i < m; ++i)
+            c->jac_scaled[i + (size_t)j * m1] = c->jac[rows[i] + (size_t)j * m1];
+    cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac_scaled, m1, c->scale_q, c->scale_g,
+                          c->kkt_work);
     for (int j = 0; j < n; ++j) {
         for (int i = 0; i < n; ++i)
             c->qr[i + (size_t)j * n] = sq[i] * c->mass[i + (size_t)j * n] * sq[j];
-        for (int i = 0; i < m; ++i)
-            c->jac_scaled[i + (size_t)j * m1] = sg[i] * c->jac[i + (size_t)j * m1] * sq[j];
+        for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= sg[i] * sq[j];
     }
     if (!C) return;
     for (int i = 0; i < m; ++i) { /* columns of C^T: rows of C */
         double largest = 0.0;
-        for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(C[i + (size_t)j * ldc] * sq[j]));
+        for (int j = 0; j < n; ++j)
+            largest = fmax(largest, fabs(C[rows[i] + (size_t)j * ldc] * sq[j]));
         c->scale_f[i] = inverse_power_of_two(largest);
     }
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < m; ++i)
-            c->coef_scaled[i + (size_t)j * m1] = c->scale_f[i] * C[i + (size_t)j * ldc] * sq[j];
+            c->coef_scaled[i + (size_t)j * m1] = c->scale_f[i] * C[rows[i] + (size_t)j * ldc] * sq[j];
 }
 
 /* Scale the coordinates once more by s (n powers of two): scale_q, the
@@ -108,7 +113,7 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
  * when `also` is not NULL, the n x n lower triangle there. */
 static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c, double *also)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     for (int j = 0; j < n; ++j) {
         c->scale_q[j] *= s[j];
         for (int i = 0; i < n; ++i) c->qr[i + (size_t)j * n] *= s[i] * s[j];
@@ -120,16 +125,14 @@ static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c,
 
 /* Step 2: the Cholesky factor L of the matrix the multipliers are
  * eliminated through, into c->chol: the scaled M~ when it is positive
- * definite and well conditioned, else M~ + Phi~^T D Phi~. Either is first
- * given a unit-free diagonal (cdyn__sym_equilibrate, folded into the
- * coordinate scaling), so that its Cholesky factor and condition estimate
- * do not depend on how the KKT equilibration balanced M against Phi_q. */
+ * definite and well conditioned in the KKT's equilibrated frame (so that
+ * the Schur complement through it is well conditioned too), else
+ * M~ + Phi~^T D Phi~, which is then given a unit-free diagonal
+ * (cdyn__sym_equilibrate, folded into the coordinate scaling). */
 static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
 {
-    int n = c->n, m = c->m;
+    int n = c->n, m = c->active, m1 = c->m1;
     double *s = c->w; /* n scratch */
-    cdyn__sym_equilibrate(n, c->qr, n, s);
-    rescale_coordinates(c, s, with_c, NULL);
     memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
     int info = cdyn__potrf(n, c->chol, n);
     double cond = info == 0 ? cdyn__spd_cond(n, c->qr, n, c->chol, n, c->work, c->iwork) : INFINITY;
@@ -141,17 +144,17 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
                                      "equilibrated matrix)",
                                      fn, info));
     /* M~ + Phi~^T D Phi~, D = 1 / (largest |entry| of each row)^2 as powers
-     * of two: every constraint adds about as much to the diagonal as M~
-     * (which now has a unit diagonal) */
+     * of two: every constraint adds about as much to the diagonal as the
+     * equilibrated M~ has */
     memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
     for (int i = 0; i < m; ++i) {
         double largest = 0.0;
-        for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->jac_scaled[i + (size_t)j * c->m1]));
+        for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->jac_scaled[i + (size_t)j * m1]));
         double root = inverse_power_of_two(largest); /* sqrt of the weight */
         c->aug_weight[i] = root * root;
-        for (int j = 0; j < n; ++j) c->x_rows[i + (size_t)j * c->m1] = root * c->jac_scaled[i + (size_t)j * c->m1];
+        for (int j = 0; j < n; ++j) c->x_rows[i + (size_t)j * m1] = root * c->jac_scaled[i + (size_t)j * m1];
     }
-    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, c->m1, 1.0, c->chol, n);
+    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->chol, n);
     cdyn__sym_equilibrate(n, c->chol, n, s);
     rescale_coordinates(c, s, with_c, c->chol);
     info = cdyn__potrf(n, c->chol, n);
@@ -169,7 +172,7 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
  * because the right-side solve passes over L once. */
 static void whiten_rows(cdyn_constraint *c, const double *G, double *out)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     if (m == 0) return;
     memcpy(out, G, sizeof(double) * (size_t)m1 * n);
     cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, c->chol, n, out, m1);
@@ -185,11 +188,21 @@ static cdyn_status check_overflow(cdyn_constraint *c, const char *fn, const char
                                  fn, what));
 }
 
-/* Steps 1-2 and the whitened rows X (and Z for the reactions' C). */
-static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, int ldc)
+/* Steps 1-2 and the whitened rows X (and Z for the reactions' C). The
+ * second attempt (attempt = 1) first gives the scaled M~ a unit diagonal:
+ * the KKT's equilibration balances M~ against Phi~ (right for a nearly
+ * massless coordinate that a constraint pins), the diagonal scaling
+ * balances M~ in itself (right when M is ill-conditioned in directions the
+ * constraints do not touch); each fails where the other succeeds. */
+static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, int ldc,
+                           int attempt)
 {
-    int n = c->n, m = c->m;
+    int n = c->n, m = c->active;
     scale_system(c, C, ldc);
+    if (attempt == 1) {
+        cdyn__sym_equilibrate(n, c->qr, n, c->w);
+        rescale_coordinates(c, c->w, C != NULL, NULL);
+    }
     cdyn_status st = factor_mass(c, fn, C != NULL);
     if (st) return st;
     whiten_rows(c, c->jac_scaled, c->x_rows);
@@ -207,7 +220,7 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
  * of X^T (n x m, into c->qr), never forming A. */
 static void choose_lagrange_path(cdyn_constraint *c)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     c->path = CDYN__PATH_SCHUR;
     if (m == 0) return;
     cdyn__syrk('L', 'N', m, n, 1.0, c->x_rows, m1, 0.0, c->small_copy, m1);
@@ -224,25 +237,10 @@ static void choose_lagrange_path(cdyn_constraint *c)
     cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
 }
 
-/* Pseudo-inverse: SVD X = U S V^T (U m x m, V not needed); the first
- * `rank` singular values are kept (the rank of Phi_q decided on Phi_q). */
-static void prepare_svd(cdyn_constraint *c, int rank)
-{
-    int n = c->n, m = c->m, m1 = c->m1;
-    c->path = CDYN__PATH_SVD;
-    if (m == 0) return;
-    memcpy(c->z_rows, c->x_rows, sizeof(double) * (size_t)m1 * n); /* the SVD destroys it */
-    cdyn__gesvd_jobs('A', 'N', m, n, c->z_rows, m1, c->sv, c->u_svd, m1, NULL, 1, c->work,
-                     c->lwork);
-    int kept = rank;
-    while (kept > 0 && !(c->sv[kept - 1] > 0.0)) --kept; /* never divide by zero */
-    c->rank_used = kept;
-}
-
 /* Reactions: LU of T = X Z^T (m x m) when well conditioned (1), else 0. */
 static int prepare_product(cdyn_constraint *c)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     c->path = CDYN__PATH_PRODUCT;
     if (m == 0) return 1;
     cdyn__gemm('N', 'T', m, m, n, 1.0, c->x_rows, m1, c->z_rows, m1, 0.0, c->small, m1);
@@ -258,7 +256,7 @@ static int prepare_product(cdyn_constraint *c)
  * numerically singular. */
 static int prepare_reactions_qr(cdyn_constraint *c)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     c->path = CDYN__PATH_REACTIONS;
     for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->x_rows[i + (size_t)j * m1];
@@ -277,7 +275,7 @@ static int prepare_reactions_qr(cdyn_constraint *c)
 /* y = (prepared operator)^{-1} r in place (r, m entries), by the path. */
 static void solve_multipliers(cdyn_constraint *c, double *r)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     double *t = c->vec_m;
     if (m == 0) return;
     switch (c->path) {
@@ -287,11 +285,6 @@ static void solve_multipliers(cdyn_constraint *c, double *r)
         cdyn__trsm('L', 'U', 'T', 'N', m, 1, 1.0, c->qr, n, t, m1);
         cdyn__trsm('L', 'U', 'N', 'N', m, 1, 1.0, c->qr, n, t, m1);
         for (int i = 0; i < m; ++i) r[c->jpvt[i] - 1] = t[i];
-        break;
-    case CDYN__PATH_SVD: /* A^+ r = U_r S_r^{-2} U_r^T r (twice by s: s^2 may overflow) */
-        cdyn__gemv('T', m, c->rank_used, 1.0, c->u_svd, m1, r, 0.0, t);
-        for (int i = 0; i < c->rank_used; ++i) t[i] = t[i] / c->sv[i] / c->sv[i];
-        cdyn__gemv('N', m, c->rank_used, 1.0, c->u_svd, m1, t, 0.0, r);
         break;
     case CDYN__PATH_PRODUCT: cdyn__getrs('N', m, 1, c->small, m1, c->ipiv, r, m1); break;
     case CDYN__PATH_REACTIONS: /* P R^T T' f = r */
@@ -308,7 +301,7 @@ static void solve_multipliers(cdyn_constraint *c, double *r)
  * multiplier system for X w - bottom, q'' = L^{-T} (w - Zf^T y). */
 static void solve_prepared(cdyn_constraint *c, const double *top, const double *bottom)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->active, m1 = c->m1;
     const double *zf = c->path == CDYN__PATH_PRODUCT || c->path == CDYN__PATH_REACTIONS
                            ? c->z_rows
                            : c->x_rows;
@@ -336,14 +329,16 @@ static void solve_prepared(cdyn_constraint *c, const double *top, const double *
 static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const double *C, int ldc,
                                    const int *skip)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
+    int n = c->n, m = c->m, m1 = c->m1, ma = c->active;
+    const int *rows = c->active_rows;
     const double *G = C ? C : c->jac, *sy = C ? c->scale_f : c->scale_g;
     int ldg = C ? ldc : m1;
     for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->force[j];
-    for (int i = 0; i < m; ++i) c->bottom[i] = c->scale_g[i] * c->accel_rhs[i];
+    for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * c->accel_rhs[rows[a]];
     solve_prepared(c, c->top, c->bottom);
     for (int j = 0; j < n; ++j) c->q_result[j] = c->scale_q[j] * c->q_scaled[j];
-    for (int i = 0; i < m; ++i) c->mult_result[i] = sy[i] * c->mult_scaled[i];
+    for (int i = 0; i < m; ++i) c->mult_result[i] = 0.0; /* inactive rows carry none */
+    for (int a = 0; a < ma; ++a) c->mult_result[rows[a]] = sy[a] * c->mult_scaled[a];
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
     double omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1,
                                             c->q_result, c->mult_result, c->force, c->accel_rhs,
@@ -351,10 +346,10 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
                                             c->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->residual_top[j];
-        for (int i = 0; i < m; ++i) c->bottom[i] = c->scale_g[i] * c->residual_bottom[i];
+        for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * c->residual_bottom[rows[a]];
         solve_prepared(c, c->top, c->bottom);
         for (int j = 0; j < n; ++j) c->q_result[j] += c->scale_q[j] * c->q_scaled[j];
-        for (int i = 0; i < m; ++i) c->mult_result[i] += sy[i] * c->mult_scaled[i];
+        for (int a = 0; a < ma; ++a) c->mult_result[rows[a]] += sy[a] * c->mult_scaled[a];
         omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1, c->q_result,
                                          c->mult_result, c->force, c->accel_rhs, skip,
                                          c->residual_top, c->residual_bottom, c->kkt_work);
@@ -397,6 +392,42 @@ static cdyn_status decide(cdyn_constraint *c, const char *fn, int *rank)
     return cleared(c, cdyn__fail(c->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on Phi_q", fn));
 }
 
+/* The rows the prepared system keeps: all of them, or (count < m) the
+ * first `count` rows the rank decision ranked independent, ascending. */
+static void activate_rows(cdyn_constraint *c, int count)
+{
+    int m = c->m;
+    c->active = count;
+    if (count == m) {
+        for (int i = 0; i < m; ++i) c->active_rows[i] = i;
+        return;
+    }
+    int k = 0;
+    for (int i = 0; i < m; ++i)
+        if (!c->redundant_flag[i]) c->active_rows[k++] = i;
+}
+
+/* Steps 1-4 on the active rows: the two equilibrations of prepare() in
+ * turn, the first whose result is certified wins (C is the reactions'
+ * coefficient matrix, NULL for multipliers). */
+static cdyn_status solve_bordered(cdyn_constraint *c, const char *fn, const double *C, int ldc,
+                                  const int *skip)
+{
+    cdyn_status st = CDYN_ERR_SINGULAR;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        st = prepare(c, fn, C, ldc, attempt);
+        if (st == CDYN_OK && !C) choose_lagrange_path(c);
+        if (st == CDYN_OK && C && !prepare_product(c) && !prepare_reactions_qr(c))
+            st = cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                       "%s: Phi_q M^-1 C^T is singular (Phi_q has full rank %d; "
+                                       "C does not act on the constrained motions)",
+                                       fn, c->active));
+        if (st == CDYN_OK) st = solve_certified(c, fn, C, ldc, skip);
+        if (st != CDYN_ERR_SINGULAR && st != CDYN_ERR_NONFINITE) return st;
+    }
+    return st;
+}
+
 /* ---- formulations ----------------------------------------------------- */
 
 cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda)
@@ -410,10 +441,8 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     if (st) return st;
     /* T4.4: the rank is decided on Phi_q itself (time-free, M plays no part) */
     if (rank < c->m) return cdyn__constraint_report_rank_loss(c, fn, CDYN_ERR_SINGULAR);
-    st = prepare(c, fn, NULL, 0);
-    if (st) return st;
-    choose_lagrange_path(c);
-    st = solve_certified(c, fn, NULL, 0, NULL);
+    activate_rows(c, c->m);
+    st = solve_bordered(c, fn, NULL, 0, NULL);
     if (st) return st;
     return commit(c, fn, c->jac, c->m1, qdd, lambda);
 }
@@ -436,14 +465,8 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     /* T4.3: (Phi_q M^{-1} C^T) f = Phi_q M^{-1} Q - s */
     if (rank < m) return cdyn__constraint_report_rank_loss(c, fn, CDYN_ERR_SINGULAR);
     if (m == 0) C = c->jac, ldc = c->m1;
-    st = prepare(c, fn, C, ldc);
-    if (st) return st;
-    if (!prepare_product(c) && !prepare_reactions_qr(c))
-        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                                     "%s: Phi_q M^-1 C^T is singular (Phi_q has full rank %d; "
-                                     "C does not act on the constrained motions)",
-                                     fn, m));
-    st = solve_certified(c, fn, C, ldc, NULL);
+    activate_rows(c, m);
+    st = solve_bordered(c, fn, C, ldc, NULL);
     if (st) return st;
     return commit(c, fn, C, ldc, qdd, f);
 }
@@ -487,13 +510,14 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     cdyn_status st = check_loaded(c, fn);
     if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
     if (!st) st = decide(c, fn, &rank);
-    if (!st) st = prepare(c, fn, NULL, 0);
     if (st) return st;
-    /* T4.7: lambda = A^+ (Phi_q M^{-1} Q - s) with the SVD of the whitened
-     * rows, rank from the decision on Phi_q; certified on the independent
-     * rows (redundant rows may carry an inconsistent s) */
-    prepare_svd(c, rank);
-    st = solve_certified(c, fn, NULL, 0, c->redundant_flag);
+    /* T4.7: q'' is that of the independent rows alone (the rank decided on
+     * Phi_q), solved and certified as for lagrange; the redundant rows
+     * carry no multiplier until the minimum-norm choice spreads it over
+     * them (a redundant row whose s is inconsistent is not met: no q''
+     * could meet every row) */
+    activate_rows(c, rank);
+    st = solve_bordered(c, fn, NULL, 0, c->redundant_flag);
     if (st) return st;
     minimum_norm_multipliers(c, rank);
     st = commit(c, fn, c->jac, c->m1, qdd, lambda);

@@ -67,7 +67,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->vec_n = malloc(sizeof(double) * (size_t)n);
     mbs->vec_m = malloc(sizeof(double) * (size_t)m1);
     mbs->vec_m2 = malloc(sizeof(double) * (size_t)m1);
-    mbs->phi_shift = malloc(sizeof(double) * (size_t)m1);
+    mbs->fd_work = malloc(sizeof(double) * (3 + 2 * CDYN__FD_LEVELS) * (size_t)m1);
     mbs->chol = malloc(sizeof(double) * nn);
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);
@@ -79,7 +79,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->reaction_mult = malloc(sizeof(double) * (size_t)m1);
     if (!mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->phi_shift || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -101,7 +101,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
     double *arrays[] = {mbs->M,      mbs->Q,       mbs->Phi,     mbs->Phi_q,    mbs->Phi_t,
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
-                        mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->phi_shift,
+                        mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
                         mbs->mass_scale};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
@@ -173,8 +173,8 @@ const char *cdyn_mbs_last_error(const cdyn_mbs *mbs)
 
 /* ---- model evaluations ------------------------------------------------ */
 
-static cdyn_status callback_result(cdyn_mbs *mbs, const char *fn, const char *which, int code,
-                                   int rows, int cols, const double *out, int ld)
+cdyn_status cdyn__mbs_callback_result(cdyn_mbs *mbs, const char *fn, const char *which, int code,
+                                      int rows, int cols, const double *out, int ld)
 {
     if (code != 0) {
         mbs->callback_code = code;
@@ -193,7 +193,7 @@ cdyn_status cdyn__mbs_mass(cdyn_mbs *mbs, const char *fn, double t, const double
     mbs->guard.in_callback++;
     int code = mbs->mass(t, q, mbs->M, mbs->n, mbs->user);
     mbs->guard.in_callback--;
-    return callback_result(mbs, fn, "mass", code, mbs->n, mbs->n, mbs->M, mbs->n);
+    return cdyn__mbs_callback_result(mbs, fn, "mass", code, mbs->n, mbs->n, mbs->M, mbs->n);
 }
 
 cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const double *q,
@@ -202,7 +202,7 @@ cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const doubl
     mbs->guard.in_callback++;
     int code = mbs->force(t, q, qdot, mbs->Q, mbs->user);
     mbs->guard.in_callback--;
-    return callback_result(mbs, fn, "force", code, mbs->n, 1, mbs->Q, mbs->n);
+    return cdyn__mbs_callback_result(mbs, fn, "force", code, mbs->n, 1, mbs->Q, mbs->n);
 }
 
 cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out)
@@ -210,7 +210,7 @@ cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double 
     mbs->guard.in_callback++;
     int code = mbs->phi(t, q, out, mbs->user);
     mbs->guard.in_callback--;
-    return callback_result(mbs, fn, "phi", code, mbs->m, 1, out, mbs->m1);
+    return cdyn__mbs_callback_result(mbs, fn, "phi", code, mbs->m, 1, out, mbs->m1);
 }
 
 cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *q,
@@ -219,109 +219,7 @@ cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const do
     mbs->guard.in_callback++;
     int code = mbs->jacobian(t, q, out, mbs->m1, mbs->user);
     mbs->guard.in_callback--;
-    return callback_result(mbs, fn, "jacobian", code, mbs->m, mbs->n, out, mbs->m1);
-}
-
-/* The time scale of the motion: 1 s, shortened to 1/|q'|_inf when the
- * coordinates move faster than one unit (m or rad) per second, so that a
- * difference step moves them by a small fraction of a unit. */
-static double motion_time_scale(const cdyn_mbs *mbs, const double *qdot)
-{
-    double speed = 0.0;
-    for (int j = 0; qdot && j < mbs->n; ++j) speed = fmax(speed, fabs(qdot[j]));
-    return 1.0 / fmax(speed, 1.0);
-}
-
-double cdyn__mbs_time_step(const cdyn_mbs *mbs, int order, double t, const double *qdot)
-{
-    /* step ~ eps^(1/3) for a first derivative by central differences
-     * (error ~ eps^(2/3)), eps^(1/6) for a second derivative by the
-     * five-point formula (error ~ eps^(2/3)); the step actually
-     * representable at t is returned */
-    double h = (order == 1 ? 6e-6 : 2.4e-3) * motion_time_scale(mbs, qdot);
-    volatile double ahead = t + h;
-    return ahead - t;
-}
-
-cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                            double *out)
-{
-    int m = mbs->m;
-    if (mbs->phi_t) {
-        mbs->guard.in_callback++;
-        int code = mbs->phi_t(t, q, out, mbs->user);
-        mbs->guard.in_callback--;
-        return callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
-    }
-    /* central difference of Phi in t, q fixed */
-    double h = cdyn__mbs_time_step(mbs, 1, t, NULL);
-    cdyn_status st = cdyn__mbs_phi(mbs, fn, t + h, q, mbs->phi_shift);
-    if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - h, q, out);
-    if (st != CDYN_OK) return st;
-    for (int i = 0; i < m; ++i) out[i] = (mbs->phi_shift[i] - out[i]) / (2.0 * h);
-    return CDYN_OK;
-}
-
-/* Phi' = Phi_q(q, t) q' + Phi_t(q, t) into out, with Phi_q into jac. */
-static cdyn_status velocity_constraint(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                                       const double *qdot, double *jac, double *out)
-{
-    cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, jac);
-    if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, out);
-    if (st != CDYN_OK) return st;
-    cdyn__gemv('N', mbs->m, mbs->n, 1.0, jac, mbs->m1, qdot, 1.0, out);
-    if (mbs->m > 0 && cdyn__first_nonfinite(mbs->m, 1, out, mbs->m1) >= 0)
-        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
-                          "%s: Phi_q q' + Phi_t overflowed (inputs too large)", fn);
-    return CDYN_OK;
-}
-
-/* Phi along the straight path (q + tau q', t + tau) into out. */
-static cdyn_status phi_on_path(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                               const double *qdot, double tau, double *out)
-{
-    for (int j = 0; j < mbs->n; ++j) mbs->q_work[j] = q[j] + tau * qdot[j];
-    return cdyn__mbs_phi(mbs, fn, t + tau, mbs->q_work, out);
-}
-
-cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                         const double *qdot)
-{
-    int n = mbs->n, m = mbs->m;
-    double *xi = mbs->xi_val;
-    if (mbs->xi) {
-        mbs->guard.in_callback++;
-        int code = mbs->xi(t, q, qdot, xi, mbs->user);
-        mbs->guard.in_callback--;
-        return callback_result(mbs, fn, "xi", code, m, 1, xi, mbs->m1);
-    }
-    /* T4.1: xi = -d/dtau (Phi_q q' + Phi_t) along (q + tau q', t + tau),
-     * i.e. -d^2/dtau^2 Phi along that path */
-    cdyn_status st = CDYN_OK;
-    if (mbs->phi_t) { /* first derivative of Phi': central difference */
-        double h = cdyn__mbs_time_step(mbs, 1, t, qdot);
-        for (int j = 0; j < n; ++j) mbs->q_work[j] = q[j] + h * qdot[j];
-        st = velocity_constraint(mbs, fn, t + h, mbs->q_work, qdot, mbs->jac_work, xi);
-        for (int j = 0; st == CDYN_OK && j < n; ++j) mbs->q_work[j] = q[j] - h * qdot[j];
-        if (st == CDYN_OK)
-            st = velocity_constraint(mbs, fn, t - h, mbs->q_work, qdot, mbs->jac_work, mbs->vec_m);
-        if (st != CDYN_OK) return st;
-        for (int i = 0; i < m; ++i) xi[i] = -(xi[i] - mbs->vec_m[i]) / (2.0 * h);
-        return CDYN_OK;
-    }
-    /* second derivative of Phi: five-point formula
-     * (-g(2h) + 16 g(h) - 30 g(0) + 16 g(-h) - g(-2h)) / (12 h^2) */
-    double h = cdyn__mbs_time_step(mbs, 2, t, qdot);
-    static const double offsets[4] = {2.0, 1.0, -1.0, -2.0}, weights[4] = {-1.0, 16.0, 16.0, -1.0};
-    st = phi_on_path(mbs, fn, t, q, qdot, 0.0, mbs->vec_m);
-    for (int i = 0; i < m; ++i) xi[i] = -30.0 * mbs->vec_m[i];
-    for (int k = 0; st == CDYN_OK && k < 4; ++k) {
-        st = phi_on_path(mbs, fn, t, q, qdot, offsets[k] * h, mbs->vec_m);
-        for (int i = 0; st == CDYN_OK && i < m; ++i) xi[i] += weights[k] * mbs->vec_m[i];
-    }
-    if (st != CDYN_OK) return st;
-    for (int i = 0; i < m; ++i) xi[i] = -xi[i] / (12.0 * h * h);
-    return CDYN_OK;
+    return cdyn__mbs_callback_result(mbs, fn, "jacobian", code, mbs->m, mbs->n, out, mbs->m1);
 }
 
 cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const double *y)
@@ -361,7 +259,7 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     st = cdyn__mbs_mass(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
     if (!st && m > 0) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
-    if (!st && m > 0) st = velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (!st && m > 0) st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
     if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
     if (st) return st;
     cdyn_constraint *k = mbs->kernel;
@@ -496,7 +394,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
         return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
     unknowns_to_coordinates(mbs, x);
     /* T4.9 speeds: dq' = -J^+ (Phi_q q' + Phi_t), one linear step */
-    st = velocity_constraint(mbs, fn, t, mbs->q_work, qdot, mbs->Phi_q, mbs->Phi_dot);
+    st = cdyn__mbs_velocity_constraint(mbs, fn, t, mbs->q_work, qdot, mbs->Phi_q, mbs->Phi_dot);
     if (st) return st;
     memcpy(mbs->jac_work, mbs->Phi_q, sizeof(double) * (size_t)mbs->m1 * n);
     if (mbs->metric == CDYN_PROJECT_MASS)

@@ -7,6 +7,9 @@
 #include "cdyn/nullspace.h"
 #include "internal.h"
 
+/* Most step sizes a difference quotient of the time terms tries. */
+#define CDYN__FD_LEVELS 12
+
 struct cdyn_mbs {
     int n, m, m1;
     cdyn_mbs_mass_fn mass;
@@ -42,7 +45,7 @@ struct cdyn_mbs {
     /* evaluation buffers */
     double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */
     double *q_work, *qdot_work, *vec_n, *vec_m, *vec_m2;   /* n, n, n, m, m */
-    double *phi_shift;            /* m, difference quotients */
+    double *fd_work;              /* (3 + 2 CDYN__FD_LEVELS) m: difference quotients */
     double *chol;                 /* n x n, for the mass metric */
     double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */
@@ -70,8 +73,15 @@ cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const
 /* CDYN_ERR_BUSY when called from inside one of the model's callbacks. */
 cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn);
 
-/* The finite-difference time step for a derivative of order `order`
- * (1 or 2) along the motion at speeds qdot (THEORY T4.1; mbs.h). */
-double cdyn__mbs_time_step(const cdyn_mbs *mbs, int order, double t, const double *qdot);
+/* A callback's return code and output checked: CDYN_ERR_CALLBACK or
+ * CDYN_ERR_NONFINITE with the message, else CDYN_OK. */
+cdyn_status cdyn__mbs_callback_result(cdyn_mbs *mbs, const char *fn, const char *which, int code,
+                                      int rows, int cols, const double *out, int ld);
+
+/* Phi' = Phi_q(q, t) q' + Phi_t(q, t) into out (m), with Phi_q into jac
+ * (mbs_time.c). */
+cdyn_status cdyn__mbs_velocity_constraint(cdyn_mbs *mbs, const char *fn, double t,
+                                          const double *q, const double *qdot, double *jac,
+                                          double *out);
 
 #endif

@@ -1,0 +1,140 @@
+/* The time terms of a mechanism (THEORY T4.1): Phi_t, the velocity
+ * constraint Phi' = Phi_q q' + Phi_t and xi, from the caller's callbacks or,
+ * when those are not given, by differences along the motion with the step
+ * chosen per derivative order and refined by Richardson extrapolation. */
+#include "linalg.h"
+#include "mbs_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* What a difference quotient differentiates, as a function of tau. */
+enum path_kind {
+    PHI_IN_TIME,      /* Phi(q, t + tau): Phi_t */
+    VELOCITY_ON_PATH, /* Phi'(q + tau q', t + tau): -xi (order 1) */
+    PHI_ON_PATH       /* Phi(q + tau q', t + tau): -xi (order 2) */
+};
+
+/* f(tau) (m entries) into out; tau must be representable at t. */
+static cdyn_status evaluate(cdyn_mbs *mbs, const char *fn, enum path_kind kind, double t,
+                            const double *q, const double *qdot, double tau, double *out)
+{
+    if (kind == PHI_IN_TIME) return cdyn__mbs_phi(mbs, fn, t + tau, q, out);
+    for (int j = 0; j < mbs->n; ++j) mbs->q_work[j] = q[j] + tau * qdot[j];
+    if (kind == PHI_ON_PATH) return cdyn__mbs_phi(mbs, fn, t + tau, mbs->q_work, out);
+    return cdyn__mbs_velocity_constraint(mbs, fn, t + tau, mbs->q_work, qdot, mbs->jac_work, out);
+}
+
+/* The largest |a_i - b_i| (NaN propagates). */
+static double largest_difference(int m, const double *a, const double *b)
+{
+    double d = 0.0;
+    for (int i = 0; i < m; ++i)
+        if (!(fabs(a[i] - b[i]) <= d)) d = fabs(a[i] - b[i]);
+    return d;
+}
+
+/* The derivative of order 1 or 2 of f at tau = 0 (THEORY T4.1) into out,
+ * by central differences D_k with steps h_k = c 4^-k seconds extrapolated
+ * to the limit h -> 0 (Richardson, in a tableau: the error of a central
+ * difference is a series in h^2, so T[k][j] = T[k][j-1] + (T[k][j-1] -
+ * T[k-1][j-1]) / (16^j - 1) removes its terms one by one). Each entry's
+ * error is estimated by its distance to its two parents; the entry with the
+ * smallest estimate wins, and the levels stop once the new diagonal entry
+ * is twice as far off as the best (rounding has taken over). So the step
+ * adapts to the time scale of the motion and to the rounding of the
+ * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2) on a
+ * 1 s time scale; the levels reach down to c / |q'|_inf for fast motions. */
+static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
+                                   int order, double t, const double *q, const double *qdot,
+                                   double *out)
+{
+    int m = mbs->m, m1 = mbs->m1;
+    double *plus = mbs->fd_work, *minus = plus + m1, *center = minus + m1;
+    double *row = center + m1, *previous = row + (size_t)CDYN__FD_LEVELS * m1; /* tableau rows */
+    double c = order == 1 ? 7.4e-4 : 2.4e-3, speed = 0.0;
+    for (int j = 0; kind != PHI_IN_TIME && j < mbs->n; ++j) speed = fmax(speed, fabs(qdot[j]));
+    int levels = 4;
+    for (double reach = 1.0; reach < speed && levels < CDYN__FD_LEVELS; reach *= 4.0) ++levels;
+    cdyn_status st = order == 2 ? evaluate(mbs, fn, kind, t, q, qdot, 0.0, center) : CDYN_OK;
+    double best = INFINITY, step = c;
+    for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
+        volatile double ahead = t + step; /* the step actually representable */
+        double h = ahead - t;
+        st = evaluate(mbs, fn, kind, t, q, qdot, h, plus);
+        if (st == CDYN_OK) st = evaluate(mbs, fn, kind, t, q, qdot, -h, minus);
+        if (st != CDYN_OK) break;
+        for (int i = 0; i < m; ++i)
+            row[i] = order == 1 ? (plus[i] - minus[i]) / (2.0 * h)
+                                : (plus[i] - 2.0 * center[i] + minus[i]) / (h * h);
+        double factor = 1.0;
+        for (int j = 1; j <= k; ++j) {
+            double *entry = row + (size_t)j * m1, *left = entry - m1, *up = previous + (size_t)(j - 1) * m1;
+            factor *= 16.0;
+            for (int i = 0; i < m; ++i) entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
+            double error = fmax(largest_difference(m, entry, left), largest_difference(m, entry, up));
+            if (error < best) {
+                best = error;
+                memcpy(out, entry, sizeof(double) * (size_t)m);
+            }
+        }
+        if (k > 0 && largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
+                         2.0 * best)
+            break;
+        double *swap = previous;
+        previous = row;
+        row = swap;
+    }
+    if (st == CDYN_OK && !isfinite(best))
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
+                          "%s: the difference quotients of the time terms are not finite", fn);
+    return st;
+}
+
+cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                            double *out)
+{
+    int m = mbs->m;
+    if (mbs->phi_t) {
+        mbs->guard.in_callback++;
+        int code = mbs->phi_t(t, q, out, mbs->user);
+        mbs->guard.in_callback--;
+        return cdyn__mbs_callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
+    }
+    return path_derivative(mbs, fn, PHI_IN_TIME, 1, t, q, NULL, out);
+}
+
+cdyn_status cdyn__mbs_velocity_constraint(cdyn_mbs *mbs, const char *fn, double t,
+                                          const double *q, const double *qdot, double *jac,
+                                          double *out)
+{
+    cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, jac);
+    if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, out);
+    if (st != CDYN_OK) return st;
+    cdyn__gemv('N', mbs->m, mbs->n, 1.0, jac, mbs->m1, qdot, 1.0, out);
+    if (mbs->m > 0 && cdyn__first_nonfinite(mbs->m, 1, out, mbs->m1) >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
+                          "%s: Phi_q q' + Phi_t overflowed (inputs too large)", fn);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                         const double *qdot)
+{
+    int m = mbs->m;
+    double *xi = mbs->xi_val;
+    if (mbs->xi) {
+        mbs->guard.in_callback++;
+        int code = mbs->xi(t, q, qdot, xi, mbs->user);
+        mbs->guard.in_callback--;
+        return cdyn__mbs_callback_result(mbs, fn, "xi", code, m, 1, xi, mbs->m1);
+    }
+    /* T4.1: xi = -d/dtau (Phi_q q' + Phi_t) along (q + tau q', t + tau), or,
+     * without Phi_t, -d^2/dtau^2 Phi along that path */
+    cdyn_status st = mbs->phi_t ? path_derivative(mbs, fn, VELOCITY_ON_PATH, 1, t, q, qdot, xi)
+                                : path_derivative(mbs, fn, PHI_ON_PATH, 2, t, q, qdot, xi);
+    if (st != CDYN_OK) return st;
+    for (int i = 0; i < m; ++i) xi[i] = -xi[i];
+    return CDYN_OK;
+}
