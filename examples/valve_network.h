@@ -3,7 +3,8 @@
  * T6.3, shared by examples/hydraulic_valve.c (which derives it), the IDA
  * example examples/ida_valve.c and the benchmark tests/bench/bench_dae.c.
  *
- * States v = (Q1, Qa, Qb, p_J) in units of 1 L/s and 1 bar:
+ * States v = (Q1, Qa, Qb, p_J) in SI units, m^3/s and Pa (flows ~1e-3,
+ * pressures ~1e5: cdyn's decisions and tolerances do not depend on units):
  *   I1 Q1' = p_s - R1 Q1 - p_J                 (pipe 1, inertial)
  *        0 = s(t)^2 p_J - k_a Qa|Qa|           (valve a, opening s)
  *        0 = p_J - k_b Qb|Qb|                  (orifice b)
@@ -17,29 +18,30 @@
 enum { VALVE_STATES = 4, Q1 = 0, QA = 1, QB = 2, PJ = 3 };
 
 #define VALVE_PI 3.14159265358979323846
-#define VALVE_Q_REF 1e-3 /* m^3/s per state unit (1 L/s) */
-#define VALVE_P_REF 1e5  /* Pa per state unit (1 bar) */
+/* Units for printing only: flows in L/s, pressures in bar. */
+#define VALVE_LPS 1e3 /* L/s per m^3/s */
+#define VALVE_BAR 1e-5 /* bar per Pa */
 
 typedef struct {
-    double inertance, resistance; /* pipe 1, scaled */
-    double k_valve, k_orifice;    /* orifice coefficients, scaled */
-    double p_supply;              /* scaled */
-    double period;                /* valve cycle [s] */
+    double inertance;  /* pipe 1, rho L / A [kg/m^4] */
+    double resistance; /* pipe 1, laminar 128 mu L / (pi d^4) [Pa s/m^3] */
+    double k_valve, k_orifice; /* rho / (2 Cd^2 A^2) [kg/m^7] */
+    double p_supply;   /* [Pa] */
+    double period;     /* valve cycle [s] */
 } network;
 
-/* SI data -> scaled coefficients. Hydraulic oil; Cd = 0.7. */
+/* Hydraulic oil (rho = 870 kg/m^3, mu = 0.04 Pa s), Cd = 0.7. */
 static inline network make_network(void)
 {
     const double rho = 870.0, mu = 0.04, cd = 0.7;
     const double length = 5.0, diameter = 0.02, area = VALVE_PI * diameter * diameter / 4.0;
     const double valve_area = 5e-5, orifice_area = 3e-5; /* m^2 */
-    const double q_ref = VALVE_Q_REF, p_ref = VALVE_P_REF;
     network net;
-    net.inertance = rho * length / area * q_ref / p_ref; /* s */
-    net.resistance = 128.0 * mu * length / (VALVE_PI * pow(diameter, 4)) * q_ref / p_ref;
-    net.k_valve = rho / (2.0 * cd * cd * valve_area * valve_area) * q_ref * q_ref / p_ref;
-    net.k_orifice = rho / (2.0 * cd * cd * orifice_area * orifice_area) * q_ref * q_ref / p_ref;
-    net.p_supply = 10e5 / p_ref;
+    net.inertance = rho * length / area;
+    net.resistance = 128.0 * mu * length / (VALVE_PI * pow(diameter, 4));
+    net.k_valve = rho / (2.0 * cd * cd * valve_area * valve_area);
+    net.k_orifice = rho / (2.0 * cd * cd * orifice_area * orifice_area);
+    net.p_supply = 10e5;
     net.period = 1.0;
     return net;
 }

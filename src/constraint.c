@@ -58,6 +58,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->scale_g = doubles((size_t)m1);
     c->scale_f = doubles((size_t)m1);
     c->aug_weight = doubles((size_t)m1);
+    c->mult_unit = doubles((size_t)m1);
     c->chol = doubles(nn);
     c->jac_scaled = doubles(nm);
     c->coef_scaled = doubles(nm);
@@ -86,7 +87,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     if (!ws_ok || !vectors_ok || !c->work || !c->kd || !c->kp || !c->alpha || !c->mass ||
         !c->force || !c->jac || !c->accel_rhs || !c->row_order || !c->redundant_flag ||
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
-        !c->scale_f || !c->aug_weight || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
+        !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
         !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work)
         goto fail;
@@ -106,7 +107,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     double *arrays[] = {c->work,      c->kd,          c->kp,          c->alpha,
                         c->mass,      c->force,       c->jac,         c->accel_rhs,
                         c->gen_force, c->multipliers, c->scale_q,     c->scale_g,
-                        c->scale_f,   c->aug_weight, c->chol,        c->jac_scaled,  c->coef_scaled,
+                        c->scale_f,   c->aug_weight, c->mult_unit, c->chol,        c->jac_scaled,  c->coef_scaled,
                         c->x_rows,    c->z_rows,      c->small,       c->small_copy,
                         c->qr,        c->tau,         c->sv,
                         c->top,       c->w,           c->q_scaled,    c->q_result,

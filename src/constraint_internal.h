@@ -56,6 +56,7 @@ struct cdyn_constraint {
     enum cdyn__kkt_path path;
     int augmented;          /* M + Phi^T D Phi used in place of M */
     double *aug_weight;     /* m: D, powers of two */
+    double *mult_unit;      /* m: the multipliers' units in the equilibrated frame */
     double *scale_q;        /* n: column (and row) factors of the coordinates */
     double *scale_g;        /* m: factors of the constraint rows */
     double *scale_f;        /* m: factors of the reactions (columns of C^T) */

@@ -337,12 +337,20 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
     for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * c->accel_rhs[rows[a]];
     solve_prepared(c, c->top, c->bottom);
     for (int j = 0; j < n; ++j) c->q_result[j] = c->scale_q[j] * c->q_scaled[j];
-    for (int i = 0; i < m; ++i) c->mult_result[i] = 0.0; /* inactive rows carry none */
-    for (int a = 0; a < ma; ++a) c->mult_result[rows[a]] = sy[a] * c->mult_scaled[a];
+    for (int i = 0; i < m; ++i) { /* inactive rows carry none, and need no floor */
+        c->mult_result[i] = 0.0;
+        c->mult_unit[i] = DBL_MIN;
+    }
+    for (int a = 0; a < ma; ++a) {
+        c->mult_result[rows[a]] = sy[a] * c->mult_scaled[a];
+        c->mult_unit[rows[a]] = sy[a];
+    }
+    /* the unknowns' units of the equilibrated frame (kkt.h's floor) */
+    const double *ux = c->scale_q, *uy = c->mult_unit;
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
     double omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1,
                                             c->q_result, c->mult_result, c->force, c->accel_rhs,
-                                            skip, c->residual_top, c->residual_bottom,
+                                            ux, uy, skip, c->residual_top, c->residual_bottom,
                                             c->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->residual_top[j];
@@ -351,7 +359,7 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
         for (int j = 0; j < n; ++j) c->q_result[j] += c->scale_q[j] * c->q_scaled[j];
         for (int a = 0; a < ma; ++a) c->mult_result[rows[a]] += sy[a] * c->mult_scaled[a];
         omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1, c->q_result,
-                                         c->mult_result, c->force, c->accel_rhs, skip,
+                                         c->mult_result, c->force, c->accel_rhs, ux, uy, skip,
                                          c->residual_top, c->residual_bottom, c->kkt_work);
     }
     cdyn_status st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
@@ -567,7 +575,7 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
         cdyn__potrs(n, 1, c->chol, n, c->w, n);
         for (int j = 0; j < n; ++j) q[j] += c->scale_q[j] * c->w[j];
         omega = cdyn__kkt_backward_error(n, 0, c->qr, n, NULL, 1, 1.0, NULL, 1, q, NULL, b, NULL,
-                                         NULL, res, NULL, c->kkt_work);
+                                         c->scale_q, NULL, NULL, res, NULL, c->kkt_work);
         if (!isfinite(omega)) break;
     }
     st = check_overflow(c, fn, "q''", n, 1, q, n);

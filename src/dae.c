@@ -60,12 +60,15 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->jpvt = malloc(sizeof(int) * 2 * (size_t)n);
     dae->residual = doubles((size_t)n);
     dae->bound = doubles((size_t)n);
+    dae->row_max = doubles((size_t)n);
+    dae->rate_unit = doubles((size_t)n);
     if (!dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy || !dae->u ||
-        !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound)
+        !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
+        !dae->row_max || !dae->rate_unit)
         goto fail;
     *status = CDYN_OK;
     return dae;
@@ -146,7 +149,8 @@ void cdyn_dae_free(cdyn_dae *dae)
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->svd_copy,  dae->u,         dae->prod,
-                        dae->tau,       dae->residual,   dae->bound};
+                        dae->tau,       dae->residual,   dae->bound,
+                        dae->row_max,   dae->rate_unit};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(dae->equation_level);
     free(dae->integrated);

@@ -88,6 +88,7 @@ struct cdyn_dae {
     int *jpvt;              /* 2 n */
     double *residual;       /* n, the certificate of the rates */
     double *bound;          /* n */
+    double *row_max, *rate_unit; /* n, n: the rates' equilibrated frame */
     double *work;
     int lwork;
 

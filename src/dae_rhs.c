@@ -5,6 +5,7 @@
 #include "linalg.h"
 #include "newton_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -216,14 +217,38 @@ static void solve_rates(cdyn_dae *dae, const double *top, const double *bottom, 
     }
 }
 
+/* Entry (i, j) of the rates' matrix [P^T M; G_v] (n x n, never formed). */
+static double rates_entry(const cdyn_dae *dae, int i, int j)
+{
+    int r = dae->r, q = dae->q;
+    return i < r ? dae->part.range_t_mass[i + (size_t)j * r]
+                 : dae->part.constraint_jac[(i - r) + (size_t)j * q];
+}
+
 /* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
- * into dae->residual ([top; bottom], permuted to n entries: top first) and
- * the componentwise backward error of v' (kkt.h's measure). */
+ * into dae->residual and their backward error with kkt.h's measure: the
+ * unknowns' units are those of the equilibrated matrix (row maxima, then
+ * column maxima of the row-scaled matrix), so that a rate that is zero up
+ * to rounding (a closed valve's flow rate) is judged against the rounding
+ * of the others, in any units. */
 static double rates_backward_error(cdyn_dae *dae, const double *vdot)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
-    double *res = dae->residual, *bound = dae->bound;
+    double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max, *unit = dae->rate_unit;
+    for (int i = 0; i < n; ++i) {
+        row_max[i] = 0.0;
+        for (int j = 0; j < n; ++j) row_max[i] = fmax(row_max[i], fabs(rates_entry(dae, i, j)));
+    }
+    double eta = 0.0;
+    for (int j = 0; j < n; ++j) {
+        double largest = 0.0;
+        for (int i = 0; i < n; ++i)
+            if (row_max[i] > 0.0) largest = fmax(largest, fabs(rates_entry(dae, i, j)) / row_max[i]);
+        unit[j] = largest > 0.0 ? 1.0 / largest : 1.0;
+        eta = fmax(eta, fabs(vdot[j]) / unit[j]);
+    }
+    eta *= DBL_EPSILON; /* the rounding of the largest rate (kkt.h's floor) */
     /* top: P^T F (the reduced right-hand side before the solve) */
     cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, res);
     for (int i = 0; i < r; ++i) bound[i] = fabs(res[i]);
@@ -232,15 +257,11 @@ static double rates_backward_error(cdyn_dae *dae, const double *vdot)
         bound[r + k] = fabs(p->vec_q2[k]);
     }
     for (int j = 0; j < n; ++j) {
-        const double *a = p->range_t_mass + (size_t)j * (r > 0 ? r : 1);
-        const double *g = p->constraint_jac + (size_t)j * q;
-        for (int i = 0; i < r; ++i) {
-            res[i] -= a[i] * vdot[j];
-            bound[i] += fabs(a[i] * vdot[j]);
-        }
-        for (int k = 0; k < q; ++k) {
-            res[r + k] -= g[k] * vdot[j];
-            bound[r + k] += fabs(g[k] * vdot[j]);
+        double floor = fabs(vdot[j]) + unit[j] * eta;
+        for (int i = 0; i < n; ++i) {
+            double a = rates_entry(dae, i, j);
+            res[i] -= a * vdot[j];
+            bound[i] += fabs(a) * floor;
         }
     }
     double worst = 0.0;

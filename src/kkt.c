@@ -60,9 +60,13 @@ static double ratio(double r, double bound)
 double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
                                 int ldg, double s, const double *H, int ldh, const double *x,
                                 const double *y, const double *f, const double *g,
-                                const int *skip, double *rf, double *rg, double *work)
+                                const double *ux, const double *uy, const int *skip,
+                                double *rf, double *rg, double *work)
 {
-    double *bound_f = work, *bound_g = work + n;
+    double *bound_f = work, *bound_g = work + n, eta = 0.0;
+    for (int j = 0; ux && j < n; ++j) eta = fmax(eta, fabs(x[j]) / ux[j]);
+    for (int i = 0; uy && i < m; ++i) eta = fmax(eta, fabs(y[i]) / uy[i]);
+    eta *= DBL_EPSILON; /* the rounding of the largest unknown */
     for (int i = 0; i < n; ++i) {
         rf[i] = f[i];
         bound_f[i] = fabs(f[i]);
@@ -73,18 +77,19 @@ double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const do
     }
     for (int j = 0; j < n; ++j) { /* column j of M and H, row j of G^T */
         const double *mcol = M + (size_t)j * ldm;
-        double xj = x[j], gty = 0.0, gty_bound = 0.0;
+        double xj = x[j], xj_bound = fabs(xj) + (ux ? ux[j] * eta : 0.0);
         for (int i = 0; i < n; ++i) {
             rf[i] -= mcol[i] * xj;
-            bound_f[i] += fabs(mcol[i] * xj);
+            bound_f[i] += fabs(mcol[i]) * xj_bound;
         }
         if (m == 0) continue;
         const double *hcol = H + (size_t)j * ldh, *gcol = G + (size_t)j * ldg;
+        double gty = 0.0, gty_bound = 0.0;
         for (int i = 0; i < m; ++i) {
             rg[i] -= hcol[i] * xj;
-            bound_g[i] += fabs(hcol[i] * xj);
+            bound_g[i] += fabs(hcol[i]) * xj_bound;
             gty += gcol[i] * y[i];
-            gty_bound += fabs(gcol[i] * y[i]);
+            gty_bound += fabs(gcol[i]) * (fabs(y[i]) + (uy ? uy[i] * eta : 0.0));
         }
         rf[j] -= s * gty;
         bound_f[j] += gty_bound;

@@ -23,18 +23,26 @@ void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double 
                            double *sq, double *sg, double *work);
 
 /* Residual rf = f - M x - s G^T y (n), rg = g - H x (m; g NULL means 0)
- * and the componentwise backward error of (x, y):
- *     max_i |r_i| / (|K| |[x; y]| + |[f; g]|)_i
- * (Oettli-Prager; unchanged by any scaling of rows and columns). A row
- * whose bound is 0 contributes 0 if its residual is 0, else Inf. Rows i of
- * the bottom block with skip[i] != 0 (skip may be NULL) are left out of the
- * maximum (redundant rows of the pseudo-inverse form); their residual is
- * still computed.
- * rf and rg must not alias the inputs. work: n + m doubles. */
+ * and the backward error of (x, y):
+ *     max_i |r_i| / (|K| (|[x; y]| + eta u) + |[f; g]|)_i
+ * with u = [ux; uy] the unknowns' units of an equilibrated frame (ux n,
+ * uy m; either may be NULL: no floor for those unknowns) and eta = eps
+ * max_j |[x; y]_j| / u_j. Without the floor this is the componentwise
+ * (Oettli-Prager) backward error; the floor lets an unknown that is zero up
+ * to the rounding of the largest (in the equilibrated frame) carry that
+ * rounding, which a componentwise measure cannot (a row whose terms all
+ * vanish would otherwise need its residual to be exactly 0). Both parts are
+ * unchanged by any scaling of rows and columns when u comes from an
+ * equilibration. A row whose bound is 0 contributes 0 if its residual is 0,
+ * else Inf. Rows i of the bottom block with skip[i] != 0 (skip may be NULL)
+ * are left out of the maximum (redundant rows of the pseudo-inverse form);
+ * their residual is still computed. rf and rg must not alias the inputs.
+ * work: n + m doubles. */
 double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
                                 int ldg, double s, const double *H, int ldh, const double *x,
                                 const double *y, const double *f, const double *g,
-                                const int *skip, double *rf, double *rg, double *work);
+                                const double *ux, const double *uy, const int *skip,
+                                double *rf, double *rg, double *work);
 
 /* The backward error a certified solve must reach: a few rounding errors
  * per entry of a row of the (n + m) system. */

@@ -29,6 +29,7 @@ typedef struct buffers {
     double *gtol;               /* k */
     double *jac;                /* k x p */
     double *g, *g_trial, *g_best; /* k */
+    double *g_start;            /* k: |G| at the initial guess */
     double *tol_x, *tol_g;      /* p, k */
     double *rhs, *dx, *x_best, *x_prev; /* p each */
     double *scratch;            /* max(k, p) */
@@ -58,7 +59,7 @@ struct cdyn_newton {
 static void buffers_free(buffers *b)
 {
     cdyn__rank_ws_free(&b->ws);
-    double *arrays[] = {b->row_scale, b->col_scale, b->sv,     b->u,       b->vt,
+    double *arrays[] = {b->g_start, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
                         b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch};
@@ -94,6 +95,7 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->g = doubles(kk);
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
+    b->g_start = doubles(kk);
     b->tol_x = doubles(pp);
     b->tol_g = doubles(kk);
     b->rhs = doubles(pp);
@@ -104,7 +106,7 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->dependent_rows = calloc(kk, sizeof(int));
     b->dropped_cols = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best &&
+         b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->dependent_rows && b->dropped_cols;
     if (!ok) buffers_free(b);
@@ -130,6 +132,7 @@ cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
     nt->k = k;
     nt->p = p;
     nt->max_iterations = 20;
+    nt->max_backtracks = 40;
     nt->rtol = 1e-10;
     nt->rank_tol = CDYN__RANK_TOL;
     nt->fd_step = 1.5e-8;
@@ -539,9 +542,10 @@ static void tolerances(cdyn_newton *nt, const double *x)
                       (nt->has_atol ? b->atol[j] : nt->rtol * b->nominal[j]);
     if (!nt->has_atol) {
         /* unknowns of unknown magnitude (never seen non-zero): the change
-         * that moves each equation they enter by rtol of its terms */
+         * that moves each equation they enter by rtol of its terms (those
+         * of the unknowns, and those that are not: |G| at the start) */
         for (int i = 0; i < k; ++i) {
-            double terms = 0.0;
+            double terms = nt->rtol * b->g_start[i];
             for (int j = 0; j < p; ++j)
                 terms += fabs(J[i + (size_t)j * k]) * nt->rtol * fmax(fabs(x[j]), b->nominal[j]);
             b->g_trial[i] = terms;
@@ -579,6 +583,19 @@ static double weighted_max(int n, const double *v, const double *tol)
     return worst;
 }
 
+/* The line search's merit: max_i |G_i| / gtol_i over the equations that
+ * have a scale. An equation without one (every unknown in it of unknown
+ * magnitude and nothing else in it at the start: a flow and a pressure
+ * that are exactly zero at rest) cannot be judged until a step gives it
+ * one; the convergence test still requires it (weighted_max). */
+static double merit(int n, const double *g, const double *tol)
+{
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i)
+        if (tol[i] > 0.0) worst = fmax(worst, fabs(g[i]) / tol[i]);
+    return worst;
+}
+
 /* ---- the iteration --------------------------------------------------------- */
 
 /* On the SVD path: are there numerically non-zero singular values that the
@@ -599,11 +616,11 @@ static void widen(cdyn_newton *nt)
 }
 
 /* x <- x + a dx (T2.1), first with a = first (2 for a suspected double
- * root, else 1), then a = 1, halved while the weighted residual does not
- * fall below `current`, at most max_backtracks times. Without
- * must_descend a full step (a = 1) is always taken (plain Newton). When no
- * trial lowers the residual, x and b->g are restored and *step is 0;
- * otherwise *step = ||a dx||_inf. */
+ * root: kept only if it meets the residual test), then a = 1, halved while
+ * the weighted residual does not fall below `current`, at most
+ * max_backtracks times. Without must_descend a full step (a = 1) is always
+ * taken (plain Newton). When no trial lowers the residual, x and b->g are
+ * restored and *step is 0; otherwise *step = ||a dx||_inf. */
 static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
                                double *x, double current, double first, int must_descend,
                                double *step)
@@ -617,8 +634,12 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
         for (int j = 0; j < p; ++j) x[j] = b->x_prev[j] + a * b->dx[j];
         cdyn_status st = eval_residual(nt, residual, user, x, b->g);
         if (st != CDYN_OK) return st;
-        int descends = weighted_max(k, b->g, b->tol_g) < current;
-        if (descends || (!must_descend && a == 1.0)) {
+        double trial = merit(k, b->g, b->tol_g);
+        /* a doubled step is kept only when it solves the equations (a
+         * double root); far from a root the corrections halve too, and
+         * there the doubled step would overshoot below the root */
+        int accept = a > 1.0 ? trial <= 1.0 : trial < current || (!must_descend && a == 1.0);
+        if (accept) {
             *step = a * norm_inf(p, b->dx);
             return CDYN_OK;
         }
@@ -660,6 +681,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY, previous_error = 0.0;
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
+    for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
     while (st == CDYN_OK) {
         st = eval_jacobian(nt, residual, jacobian, user, x);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
@@ -707,12 +729,13 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         double ratio = previous_error > 0.0 ? err / previous_error : 0.0;
         double first = ratio > 0.3 && ratio < 0.7 ? 2.0 : 1.0;
         double step = 0.0;
-        st = line_search(nt, residual, user, x, res, first, widened || nt->max_backtracks > 0,
-                         &step);
+        double current = merit(k, b->g, b->tol_g);
+        st = line_search(nt, residual, user, x, current, first,
+                         widened || nt->max_backtracks > 0, &step);
         if (st == CDYN_OK && step == 0.0 && !widened && can_widen(nt)) {
             widen(nt); /* the truncated direction does not descend: retry wider */
             widened = 1;
-            st = line_search(nt, residual, user, x, res, 1.0, 1, &step);
+            st = line_search(nt, residual, user, x, current, 1.0, 1, &step);
         }
         nt->report.iterations++;
         nt->report.step_norm = step;

@@ -349,8 +349,9 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
     double *rf = ns->residual_top, *rg = ns->residual_bottom;
     for (int i = 0; i < m; ++i) ns->neg_c[i] = c ? -c[i] : 0.0;
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
+    const double *ux = ns->current.col_scale, *uy = ns->current.row_scale; /* W's frame */
     double omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c,
-                                            NULL, rf, rg, ns->kkt_work);
+                                            ux, uy, NULL, rf, rg, ns->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         for (int i = 0; i < m; ++i) rg[i] = -rg[i]; /* the correction's c */
         reduce_force(ns, rf, rg, ns->force_reduced);
@@ -358,8 +359,8 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
         recover_into(ns, M, ldm, rf, rg, ns->force_reduced, ns->delta_v, ns->delta_lambda);
         for (int i = 0; i < n; ++i) v[i] += ns->delta_v[i];
         for (int i = 0; i < m; ++i) lam[i] += ns->delta_lambda[i];
-        omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c, NULL,
-                                         rf, rg, ns->kkt_work);
+        omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c, ux,
+                                         uy, NULL, rf, rg, ns->kkt_work);
     }
     if (cdyn__first_nonfinite(n, 1, v, n) >= 0 || cdyn__first_nonfinite(m, 1, lam, m) >= 0)
         return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE, "%s: v' or lambda overflowed", fn);

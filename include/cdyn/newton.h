@@ -27,23 +27,23 @@
  * holds there; a warm start is accepted only if it passes both. Defaults:
  * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
  * solution of this object so far, or, for an unknown never seen non-zero,
- * the change that moves its equations by rtol of their other terms. A
+ * the change that moves its equations by rtol of their other terms (those
+ * of the unknowns, and those that are not: |G| at the initial guess). A
  * caller who knows the magnitudes gives atol (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at
- * most max_iterations steps (real-time bound, T2.4). When two successive
- * corrections shrink by a factor near 2 (a double root, e.g. the flow
- * through a valve closing to zero, T2.5), the doubled step is tried first
- * and kept when the residual falls. When the bound is reached, x holds the
+ * most max_iterations steps (real-time bound, T2.4), each halved while it
+ * does not lower the weighted residual (cdyn_newton_set_max_backtracks()).
+ * When two successive corrections shrink by a factor near 2 (a double
+ * root, e.g. the flow through a valve closing to zero, T2.5), the doubled
+ * step is tried first and kept when it meets the residual test. When the bound is reached, x holds the
  * iterate with the smallest weighted residual and the status is
  * CDYN_ERR_NOCONV. On the SVD path, a truncated step too small to reduce a
  * residual above tolerance is retried with every numerically non-zero
  * singular value and kept only if the residual falls; if that fails too,
  * the equations have no solution near x (the residual lies where the
  * Jacobian cannot reach): CDYN_ERR_NOCONV at the minimum-norm-type point of
- * T2.3, with its residual in the report. An optional line search halves
- * steps that do not lower the weighted residual
- * (cdyn_newton_set_max_backtracks()).
+ * T2.3, with its residual in the report.
  *
  * Lifecycle: cdyn_newton_create() allocates everything (LAPACK workspace
  * queried there); cdyn_newton_solve() and cdyn_newton_step() allocate
@@ -120,11 +120,15 @@ CDYN_API void cdyn_newton_free(cdyn_newton *nt);
 CDYN_API cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_iterations);
 
 /**
- * Line search: halve a step whose residual norm does not fall below the
- * current one, at most max_backtracks times (0..60). Default 0: plain Newton
- * (T2.1), every full step taken. With backtracking, a direction along which
- * no halving lowers the residual ends the solve with CDYN_ERR_NOCONV. Each
- * halving costs one residual evaluation. CDYN_ERR_ARG for NULL or out of range.
+ * Line search: halve a step whose weighted residual does not fall below the
+ * current one, at most max_backtracks times (0..60; default 40). With 0 the
+ * solve is plain Newton (T2.1), every full step taken. The halvings are
+ * what carries Newton from a poor warm start (e.g. a valve reopening from
+ * zero flow, where the linearization asks for a huge step) to the root's
+ * neighbourhood; a full step that lowers the residual costs nothing extra.
+ * A direction along which no halving lowers the residual ends the solve
+ * with CDYN_ERR_NOCONV. Each halving costs one residual evaluation.
+ * CDYN_ERR_ARG for NULL or out of range, CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks);
 
