@@ -7,7 +7,9 @@
  * d = n - m independent states vbar, and the dependent rates and the
  * constraint forces lambda (junction pressures) are recovered afterwards.
  *
- * The states are split by a column-pivoted QR of W: the first m pivot
+ * The states are split by a column-pivoted QR of the equilibrated W (rows
+ * and columns scaled by powers of two: the one rank policy of cdyn, so the
+ * split and every verdict are the same in any units): the first m pivot
  * columns (the best-conditioned square block W2) become the dependent
  * states, the other d the independent ones. The split ("partition") is
  * chosen by cdyn_nullspace_factor() and kept by cdyn_nullspace_update()
@@ -18,7 +20,14 @@
  * cdyn_nullspace_update() if W changes and cdyn_nullspace_reduce() /
  * cdyn_nullspace_recover() or cdyn_nullspace_solve(). No per-step call
  * allocates memory. One object must not be used from two threads at once;
- * distinct objects are independent.
+ * distinct objects are independent. When the object belongs to a cdyn_dae
+ * or cdyn_mbs, calls from inside that owner's callbacks return
+ * CDYN_ERR_BUSY.
+ *
+ * Aliasing: every result is computed in the object's workspace and copied
+ * out last, so outputs may alias inputs (cdyn_nullspace_expand(ns, buf,
+ * buf) works in place); two outputs of one call must not overlap
+ * (CDYN_ERR_ARG).
  *
  * Conventions: matrices are column-major with a leading dimension, as in
  * LAPACK; indices reported to the caller are 0-based. The constraint
@@ -63,15 +72,17 @@ CDYN_API int cdyn_nullspace_constraints(const cdyn_nullspace *ns);
 
 /**
  * Relative rank tolerance for W: a pivot |R_jj| <= tol * |R_11| of the
- * pivoted QR counts as zero (THEORY T1.2). Default 1e-12; tol in (0, 1).
+ * pivoted QR of the equilibrated W counts as zero (THEORY T1.2). Default
+ * 1e-10 (the one default of every module); tol in (0, 1).
  * Returns CDYN_ERR_ARG for NULL or a value out of range (setting unchanged).
  */
 CDYN_API cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol);
 
 /**
- * Condition limit for W2 (1-norm estimate): when cdyn_nullspace_update()
- * finds cond(W2) above it, the partition is chosen anew. Default 1e8;
- * limit >= 1. Returns CDYN_ERR_ARG for NULL or a value out of range.
+ * Condition limit for W2 (1-norm estimate of the equilibrated W2, so
+ * unit-free): when cdyn_nullspace_update() finds cond(W2) above it, the
+ * partition is chosen anew. Default 1e8; limit >= 1. Returns CDYN_ERR_ARG
+ * for NULL or a value out of range.
  */
 CDYN_API cdyn_status cdyn_nullspace_set_condition_limit(cdyn_nullspace *ns, double limit);
 
@@ -126,17 +137,19 @@ CDYN_API cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independe
                                               int *dependent);
 
 /**
- * 1-norm condition estimate of W2 for the current factorization (dgecon),
- * 1 when m = 0, or -1 when nothing has been factored or ns is NULL.
+ * 1-norm condition estimate (dgecon) of the equilibrated W2 of the current
+ * factorization (unit-free), 1 when m = 0, or -1 when nothing has been
+ * factored or ns is NULL.
  */
 CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
 
 /**
- * Largest |entry| of W2^{-1} W1 for the current factorization: how fast a
- * dependent state moves per unit change of an independent one (the
- * sensitivities that grow without bound when the partition becomes a poor
- * choice, even where W2 alone stays well conditioned, e.g. m = 1). 0 when
- * m = 0, -1 when nothing has been factored or ns is NULL.
+ * Largest |entry| of W2^{-1} W1 for the current factorization, in the
+ * equilibrated frame (unit-free): how fast a dependent state moves per
+ * change of an independent one (the sensitivities that grow without bound
+ * when the partition becomes a poor choice, even where W2 alone stays well
+ * conditioned, e.g. m = 1). 0 when m = 0, -1 when nothing has been
+ * factored or ns is NULL.
  */
 CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);
 
@@ -239,8 +252,13 @@ CDYN_API cdyn_status cdyn_nullspace_recover(cdyn_nullspace *ns, const double *M,
  *          on the null space of W.
  * vdot     out: length n; vdot[independent] is vbar'.
  * lambda   out: length m, or NULL.
+ * The result is certified: its backward error on M v' - W^T lambda = F,
+ * W v' = -c must reach a few rounding errors (with up to two refinement
+ * steps through the same factors), so its error is at most about the
+ * condition of that system times machine epsilon (docs/theory.md).
  * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_SINGULAR (Mbar
- * not positive definite). No allocation.
+ * not positive definite, or the system singular to working accuracy),
+ * CDYN_ERR_BUSY. No allocation.
  */
 CDYN_API cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
                                           const double *F, const double *c, double *vdot,
