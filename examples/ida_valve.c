@@ -8,12 +8,18 @@
  *   supply tank (p_s) --pipe 1, Q1--> junction (p_J) --valve a, Qa--> return tank (0)
  *                                                  \--orifice b, Qb--> return tank (0)
  *
- * States v = (Q1, Qa, Qb, p_J) [L/s, bar], M = diag(I1, 0, 0, 0):
+ * States v = (Q1, Qa, Qb, p_J) in SI units [m^3/s, Pa] (valve_network.h),
+ * M = diag(I1, 0, 0, 0):
  *   I1 Q1' = p_s - R1 Q1 - p_J,  0 = s(t)^2 p_J - k_a Qa|Qa|,
  *        0 = p_J - k_b Qb|Qb|,   0 = Q1 - Qa - Qb,
  * valve opening s(t): open, closing ramp 0.3-0.4 s, closed to 0.6 s,
  * opening ramp 0.6-0.7 s, open (smoothstep ramps). Index 1 while the valve
- * is open; cdyn integrates Q1 and solves (Qa, Qb, p_J).
+ * is open; cdyn integrates Q1 and solves (Qa, Qb, p_J), with its default
+ * settings (no Newton or rank tolerance set: its tests do not depend on the
+ * units). SUNDIALS' tolerances are the integrator user's: rtol 1e-8 and,
+ * per component (IDASVtolerances, CVodeSVtolerances), atol 1e-13 m^3/s for
+ * the flows and 1e-5 Pa for the pressure (1e-10 L/s and 1e-10 bar). The
+ * checks are in SI; everything is printed in L/s and bar.
  *
  * What the adapter provides to IDA: the residual (cdyn_ida_dae_residual),
  * the Jacobian c_j M - dF/dv from the model's dF/dv (cdyn_ida_dae_jacobian),
@@ -26,8 +32,8 @@
  * Jacobian (and IDA's iteration matrix) is singular there — the point
  * where cdyn's Newton takes the SVD outer-inverse path (THEORY T2.3). IDA
  * has no such path: with the exact Jacobian its corrector stops converging
- * right after the closure (measured: t = 0.4036 s, 3.6 ms into the closed
- * phase, after 469 corrector failures). So IDA is run, and checked, over
+ * at the closure (measured: no step past t = 0.4000 s, where the valve has
+ * just closed, after 29 corrector failures). So IDA is run, and checked, over
  * the open phases only: [0, 0.3] s from rest, and [0.7, 1.0] s restarted
  * (IDAReInit) from cdyn's state after the reopening, made consistent by
  * cdyn_ida_dae_consistent() and confirmed by IDACalcIC (IDA_YA_YDP_INIT)
@@ -43,9 +49,10 @@
  * samples are its own steps: with the algebraic states out of the error
  * test (IDASetSuppressAlg) their interpolated values between steps are not
  * error-controlled, and the interpolant does not satisfy the nonlinear
- * orifice rows (measured at rtol 1e-10: Qa and Qb off by 1.4e-5 L/s in
- * opposite directions, an orifice-row residual of 1.6e-4 bar, while the
- * linear continuity row holds).
+ * orifice rows (measured at rtol 1e-8, interpolating between steps instead:
+ * Qa and Qb off by 9.0e-7 L/s in opposite directions, an orifice-row
+ * residual of 8.5e-6 bar, while the linear continuity row holds to 1e-13
+ * L/s).
  *
  * Consistent values at rest (t = 0, v = 0) are a special case: the orifice
  * laws have zero slope at zero flow, so dG0/dv_a is singular there and the
@@ -54,27 +61,35 @@
  * L/s^2, the solution's limit is 72.2 (5/8, 3/8) = (45.1, 27.1) L/s^2 (the
  * area ratio). IDA corrects this in its first steps.
  *
- * Checks (exit status 1 if one fails), at the 10 ms samples:
- *  - IDA (rtol 1e-8, atol 1e-10) on the open phases within FLOW_TOL =
- *    5e-7 L/s and P_TOL = 3e-6 bar of cdyn's RK4 run. Measured: 7.6e-8 L/s
- *    and 5.1e-7 bar. That is IDA's own error: IDA at rtol 1e-8 differs from
- *    IDA at rtol 1e-10 by 7.1e-8 L/s and 4.8e-7 bar, while RK4's error
- *    (16/15 |y(dt) - y(dt/2)|) is 2.1e-8 L/s and 1.3e-7 bar there. The
- *    limits are six times the measured values, and 1e-7 of the valve's
- *    scale (Qa 1.57 L/s, p_J 8.7 bar).
- *  - IDA's samples satisfy the algebraic rows (valve, orifice, continuity)
- *    to ROWS_TOL = 1e-6 (measured 5.5e-9: IDA's Newton tolerance, scaled
- *    by its error weights).
- *  - CVODE (BDF, rtol 1e-8, atol 1e-10) on the minimum-order ODE: on the
- *    open phases within FLOW_TOL, P_TOL of RK4 (measured 1.4e-7 L/s,
- *    8.7e-7 bar); from 0.31 to 0.69 s within FLOW_TOL_CLOSED = 2e-5 L/s and
- *    P_TOL_CLOSED = 4e-4 bar (measured 7.8e-6 L/s, 1.5e-4 bar at 0.41 s).
- *    There both runs sit at the double root: Newton's residual tolerance
- *    1e-10 leaves |Qa| up to sqrt(1e-10 / k_a) = 5.3e-6 L/s (k_a = 3.55),
- *    which moves p_J = k_b Qb^2 by 2 k_b Qb |Qa| = 1.0e-4 bar (k_b = 9.86,
- *    Qb = 0.98): two runs may differ by twice that, 1.1e-5 L/s and 2.1e-4
- *    bar; RK4 at dt and dt/2 differ by 5.1e-6 L/s, 6.7e-5 bar there. The
- *    limits are about twice the bound.
+ * Checks (exit status 1 if one fails), at the 10 ms samples, in SI (the
+ * limits in parentheses in L/s and bar, as printed):
+ *  - IDA (rtol 1e-8, atol 1e-13 m^3/s, 1e-5 Pa) on the open phases within
+ *    FLOW_TOL = 5e-10 m^3/s (5e-7 L/s) and P_TOL = 0.3 Pa (3e-6 bar) of
+ *    cdyn's RK4 run. Measured: 7.6e-8 L/s and 5.1e-7 bar. That is IDA's own
+ *    error: IDA at rtol 1e-8 differs from IDA at rtol 1e-10 by 7.1e-8 L/s
+ *    and 4.8e-7 bar, while RK4's error (16/15 |y(dt) - y(dt/2)|) is 2.1e-8
+ *    L/s and 1.3e-7 bar there. The limits are six times the measured
+ *    values, and 3e-7 of the valve's scale (Qa 1.57 L/s, p_J 8.7 bar).
+ *  - IDA's samples satisfy the algebraic rows: valve and orifice [Pa] to
+ *    ROWS_TOL_P = 0.1 Pa (1e-6 bar; measured 6.3e-9 bar: IDA's Newton
+ *    tolerance, scaled by its error weights), continuity [m^3/s] to
+ *    ROWS_TOL_FLOW = 1e-9 m^3/s (1e-6 L/s; measured 4.2e-15 L/s).
+ *  - CVODE (BDF, rtol 1e-8, atol 1e-13 m^3/s) on the minimum-order ODE: on
+ *    the open phases within FLOW_TOL, P_TOL of RK4 (measured 1.4e-7 L/s,
+ *    8.7e-7 bar); from 0.31 to 0.69 s within FLOW_TOL_CLOSED = 2e-8 m^3/s
+ *    (2e-5 L/s) and P_TOL_CLOSED = 40 Pa (4e-4 bar): measured 1.7e-7 L/s
+ *    and 2.9e-6 bar, the integrators' error there (RK4 at dt and dt/2
+ *    differ by 1.9e-7 L/s, 3.9e-6 bar). Both runs sit at the double root
+ *    while the valve is closed, and cdyn's weighted tests (newton.h) bound
+ *    what they leave there: the valve row's tolerance is 2 k_a |Qa| tol_Qa,
+ *    so |Qa| <= 2 tol_Qa, with tol_Qa = 1e-10 times the largest |Qa| solved
+ *    (1.57e-3 m^3/s): |Qa| <= 3.1e-13 m^3/s, which moves p_J = k_b Qb^2 by
+ *    at most 2 k_b Qb |Qa| = 6e-4 Pa (k_a = 3.55e11, k_b = 9.86e11 kg/m^7,
+ *    Qb = 9.8e-4 m^3/s); measured |Qa| <= 1e-19 L/s at the samples (the
+ *    doubled step lands on the root). These limits are those of the
+ *    scaled-unit version of this example (absolute Newton tolerance 1e-10
+ *    in L/s and bar: |Qa| up to 5.3e-6 L/s, p_J moved by 1.0e-4 bar), kept
+ *    in SI: about a hundred times the measured differences now.
  *
  * usage: ida_valve   (prints a table; no files)
  */
@@ -103,21 +118,23 @@
 #define SUN_NO_COMM NULL
 #endif
 
-enum { N = VALVE_STATES, NEWTON_CAP = 20 };
-static const double NEWTON_TOL = 1e-10;
+enum { N = VALVE_STATES };
 
 static const double T_END = 1.0, DT = 1e-3, SAMPLE = 0.01; /* s */
-static const double RTOL = 1e-8, ATOL = 1e-10;
-static const double FLOW_TOL = 5e-7, P_TOL = 3e-6;               /* L/s, bar: see the header */
-static const double FLOW_TOL_CLOSED = 2e-5, P_TOL_CLOSED = 4e-4; /* around the closure */
-static const double ROWS_TOL = 1e-6;                             /* bar, L/s */
+/* SUNDIALS' tolerances (IDA, CVODE): rtol, and atol per component in SI,
+ * 1e-10 L/s and 1e-10 bar */
+static const double RTOL = 1e-8, ATOL_FLOW = 1e-13 /* m^3/s */, ATOL_P = 1e-5 /* Pa */;
+/* the checks, in SI (printed in L/s and bar): see the header */
+static const double FLOW_TOL = 5e-10, P_TOL = 0.3;               /* m^3/s, Pa (5e-7 L/s, 3e-6 bar) */
+static const double FLOW_TOL_CLOSED = 2e-8, P_TOL_CLOSED = 40.0; /* around the closure: m^3/s, Pa */
+static const double ROWS_TOL_P = 0.1, ROWS_TOL_FLOW = 1e-9;      /* Pa, m^3/s (1e-6 bar, L/s) */
 #define SAMPLES 100                                /* T_END / SAMPLE */
 /* the valve's phase boundaries [s]: the integrators stop there (kinks of s'') */
 static const double BREAKS[] = {0.3, 0.4, 0.6, 0.7, 1.0};
 enum { NBREAKS = 5 };
 
 /* A cdyn_dae for the network: M, callbacks, index check and split at a
- * state with flow, Newton settings of hydraulic_valve.c. */
+ * state with flow; cdyn's default settings, as hydraulic_valve.c. */
 static cdyn_dae *make_dae(network *net, const double *M, int report)
 {
     cdyn_status st;
@@ -126,7 +143,7 @@ static cdyn_dae *make_dae(network *net, const double *M, int report)
         fprintf(stderr, "ida_valve: cdyn_dae_create: %s\n", cdyn_status_string(st));
         return NULL;
     }
-    double v_probe[N] = {2.0, 1.2, 0.8, 5.0};
+    double v_probe[N] = {2e-3, 1.2e-3, 0.8e-3, 5e5}; /* m^3/s, Pa */
     int index = -1;
     st = cdyn_dae_set_mass(dae, M, N);
     if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, valve_force, valve_jacobian, valve_time, net);
@@ -138,11 +155,6 @@ static cdyn_dae *make_dae(network *net, const double *M, int report)
         cdyn_dae_free(dae);
         return NULL;
     }
-    cdyn_newton *nt = cdyn_dae_newton(dae);
-    cdyn_newton_set_max_iterations(nt, NEWTON_CAP);
-    cdyn_newton_set_max_backtracks(nt, 20);
-    cdyn_newton_set_tolerances(nt, NEWTON_TOL, 1e-14);
-    cdyn_newton_set_rank_tolerance(nt, 1e-6);
     if (report) {
         int integrated[N], algebraic[N];
         static const char *const names[N] = {"Q1", "Qa", "Qb", "p_J"};
@@ -167,7 +179,19 @@ typedef struct {
     int have[SAMPLES + 1]; /* 1 where the run has a sample */
     double t_reached;
     long steps, evaluations, jacobians, error_fails, newton_fails;
+    int newton_max_iterations; /* cdyn's Newton per evaluation (RK4 run) */
+    long newton_svd_steps;
 } run_result;
+
+/* cdyn's Newton statistics of the last evaluation into run */
+static void newton_stats(cdyn_dae *dae, run_result *run)
+{
+    cdyn_newton_report report;
+    cdyn_newton_get_report(cdyn_dae_newton(dae), &report);
+    if (report.iterations > run->newton_max_iterations)
+        run->newton_max_iterations = report.iterations;
+    run->newton_svd_steps += report.svd_steps;
+}
 
 /* ---- cdyn's run: RK4 on the minimum-order ODE ------------------------------ */
 
@@ -183,6 +207,7 @@ static int rk4_run(network *net, const double *M, double dt, run_result *run)
         double t = (double)step * dt;
         st = cdyn_dae_rhs(dae, t, &y, &k1); /* also the full state at t */
         if (st != CDYN_OK) break;
+        newton_stats(dae, run);
         if (step % per_sample == 0) {
             cdyn_dae_state(dae, run->v[step / per_sample], NULL);
             run->have[step / per_sample] = 1;
@@ -190,10 +215,13 @@ static int rk4_run(network *net, const double *M, double dt, run_result *run)
         if (step == steps) break;
         stage = y + 0.5 * dt * k1;
         st = cdyn_dae_rhs(dae, t + 0.5 * dt, &stage, &k2);
+        if (st == CDYN_OK) newton_stats(dae, run);
         stage = y + 0.5 * dt * k2;
         if (st == CDYN_OK) st = cdyn_dae_rhs(dae, t + 0.5 * dt, &stage, &k3);
+        if (st == CDYN_OK) newton_stats(dae, run);
         stage = y + dt * k3;
         if (st == CDYN_OK) st = cdyn_dae_rhs(dae, t + dt, &stage, &k4);
+        if (st == CDYN_OK) newton_stats(dae, run);
         y += dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
         run->steps = step + 1;
     }
@@ -214,7 +242,7 @@ typedef struct {
 typedef struct {
     int exact_jacobian; /* the adapter's Jacobian, else IDA's difference quotients */
     int suppress_alg;   /* IDASetSuppressAlg with cdyn's id vector */
-    double rtol, atol;
+    double rtol, atol_flow, atol_p; /* IDASVtolerances: atol per component [m^3/s, Pa] */
     double calcic_change; /* largest change IDACalcIC made to cdyn's values (restarts) */
 } ida_options;
 
@@ -241,11 +269,14 @@ static int ida_run(network *net, const double *M, const run_result *ref, const s
                                                       net, &st)
                                 : NULL;
     N_Vector v = N_VNew_Serial(N, ctx), vdot = N_VNew_Serial(N, ctx);
+    N_Vector atol = N_VNew_Serial(N, ctx);
     SUNMatrix A = SUNDenseMatrix(N, N, ctx);
     SUNLinearSolver LS = v && A ? SUNLinSol_Dense(v, A, ctx) : NULL;
     void *mem = IDACreate(ctx);
-    int ok = dae && adapter && v && vdot && A && LS && mem;
+    int ok = dae && adapter && v && vdot && atol && A && LS && mem;
     if (!ok) fprintf(stderr, "ida_valve: IDA setup failed\n");
+    for (int i = 0; ok && i < N; ++i)
+        N_VGetArrayPointer(atol)[i] = i == PJ ? opt->atol_p : opt->atol_flow;
     double *vd = ok ? N_VGetArrayPointer(v) : NULL, t = 0.0;
     if (!quiet) opt->calcic_change = 0.0;
     if (!ida_flag(IDASetErrFile(mem, quiet ? NULL : stderr), "IDASetErrFile", quiet)) ok = 0;
@@ -262,7 +293,7 @@ static int ida_run(network *net, const double *M, const run_result *ref, const s
         }
         if (g == 0) {
             ok = ida_flag(IDAInit(mem, cdyn_ida_dae_residual, t, v, vdot), "IDAInit", 0) &&
-                 ida_flag(IDASStolerances(mem, opt->rtol, opt->atol), "IDASStolerances", 0) &&
+                 ida_flag(IDASVtolerances(mem, opt->rtol, atol), "IDASVtolerances", 0) &&
                  ida_flag(IDASetLinearSolver(mem, LS, A), "IDASetLinearSolver", 0) &&
                  /* user data, id vector, Jacobian (if the adapter has one) */
                  ida_flag(cdyn_ida_attach_dae(mem, adapter, v), "cdyn_ida_attach_dae", 0) &&
@@ -310,6 +341,7 @@ static int ida_run(network *net, const double *M, const run_result *ref, const s
     IDAFree(&mem);
     if (LS) SUNLinSolFree(LS);
     if (A) SUNMatDestroy(A);
+    if (atol) N_VDestroy(atol);
     if (vdot) N_VDestroy(vdot);
     if (v) N_VDestroy(v);
     cdyn_ida_dae_free(adapter);
@@ -325,18 +357,19 @@ static int cvode_run(network *net, const double *M, run_result *run)
     SUNContext ctx = NULL;
     if (SUNContext_Create(SUN_NO_COMM, &ctx) != 0) return 0;
     cdyn_dae *dae = make_dae(net, M, 0);
-    N_Vector y = N_VNew_Serial(1, ctx);
+    N_Vector y = N_VNew_Serial(1, ctx), atol = N_VNew_Serial(1, ctx);
     SUNMatrix A = SUNDenseMatrix(1, 1, ctx);
     SUNLinearSolver LS = y && A ? SUNLinSol_Dense(y, A, ctx) : NULL;
     void *mem = CVodeCreate(CV_BDF, ctx);
-    int ok = dae && y && A && LS && mem;
+    int ok = dae && y && atol && A && LS && mem;
     double v[N] = {0.0, 0.0, 0.0, 0.0}, t = 0.0, ydot;
     cdyn_status st = ok ? cdyn_dae_consistent(dae, 0.0, v) : CDYN_ERR_ARG;
     ok = ok && st == CDYN_OK;
     if (ok) {
         N_VGetArrayPointer(y)[0] = v[Q1]; /* y = v_i = (Q1) */
+        N_VGetArrayPointer(atol)[0] = ATOL_FLOW;
         ok = CVodeInit(mem, cdyn_cvode_dae_rhs, 0.0, y) == CV_SUCCESS &&
-             CVodeSStolerances(mem, RTOL, ATOL) == CV_SUCCESS &&
+             CVodeSVtolerances(mem, RTOL, atol) == CV_SUCCESS &&
              CVodeSetLinearSolver(mem, LS, A) == CV_SUCCESS &&
              CVodeSetUserData(mem, dae) == CV_SUCCESS &&
              CVodeSetMaxNumSteps(mem, 20000) == CV_SUCCESS;
@@ -373,6 +406,7 @@ static int cvode_run(network *net, const double *M, run_result *run)
     CVodeFree(&mem);
     if (LS) SUNLinSolFree(LS);
     if (A) SUNMatDestroy(A);
+    if (atol) N_VDestroy(atol);
     if (y) N_VDestroy(y);
     cdyn_dae_free(dae);
     SUNContext_Free(&ctx);
@@ -396,33 +430,39 @@ static void deviation(const run_result *run, const run_result *ref, double ta, d
     }
 }
 
-/* largest |F_i(v, t)| of the algebraic rows (valve, orifice [bar]; continuity
- * [L/s]) over the run's samples */
-static double worst_algebraic_rows(network *net, const run_result *run)
+/* largest |F_i(v, t)| of the algebraic rows over the run's samples: the
+ * valve and orifice rows [Pa] into *pressure_rows, continuity [m^3/s] into
+ * *continuity */
+static void worst_algebraic_rows(network *net, const run_result *run, double *pressure_rows,
+                                 double *continuity)
 {
-    double worst = 0.0, F[N];
+    double F[N];
+    *pressure_rows = *continuity = 0.0;
     for (int k = 0; k <= SAMPLES; ++k) {
         if (!run->have[k]) continue;
         valve_force(k * SAMPLE, run->v[k], F, net);
-        for (int i = QA; i <= PJ; ++i) worst = fmax(worst, fabs(F[i]));
+        *pressure_rows = fmax(*pressure_rows, fmax(fabs(F[QA]), fabs(F[QB])));
+        *continuity = fmax(*continuity, fabs(F[PJ]));
     }
-    return worst;
 }
 
 static run_result rk4, rk4_half, ida, ida_tight, ida_exact_cycle, ida_dq_cycle, cv;
 
 int main(void)
 {
+    const double L = VALVE_LPS, B = VALVE_BAR; /* printing: L/s and bar */
     network net = make_network();
     double M[N * N] = {0};
     M[Q1 + Q1 * N] = net.inertance;
     const segment open_phases[2] = {{0.0, 0.3}, {0.7, T_END}}, cycle[1] = {{0.0, T_END}};
-    ida_options opt = {1, 1, RTOL, ATOL, 0.0};
-    ida_options tight = {1, 1, 1e-2 * RTOL, 1e-2 * ATOL, 0.0};
-    ida_options exact_cycle = {1, 1, RTOL, ATOL, 0.0}, dq_cycle = {0, 0, RTOL, ATOL, 0.0};
+    ida_options opt = {1, 1, RTOL, ATOL_FLOW, ATOL_P, 0.0};
+    ida_options tight = {1, 1, 1e-2 * RTOL, 1e-2 * ATOL_FLOW, 1e-2 * ATOL_P, 0.0};
+    ida_options exact_cycle = {1, 1, RTOL, ATOL_FLOW, ATOL_P, 0.0};
+    ida_options dq_cycle = {0, 0, RTOL, ATOL_FLOW, ATOL_P, 0.0};
 
-    printf("valve network (hydraulic_valve.c, THEORY T6.3), first cycle of %.0f s: IDA and "
-           "CVODE through cdyn_sundials vs cdyn's RK4 (dt = %.0e s)\n", T_END, DT);
+    printf("valve network (hydraulic_valve.c, THEORY T6.3, SI units), first cycle of %.0f s: "
+           "IDA and CVODE through cdyn_sundials vs cdyn's RK4 (dt = %.0e s); cdyn with its "
+           "default settings\n", T_END, DT);
     if (!rk4_run(&net, M, DT, &rk4) || !rk4_run(&net, M, 0.5 * DT, &rk4_half) ||
         !ida_run(&net, M, &rk4, open_phases, 2, &opt, &ida, 0) ||
         !ida_run(&net, M, &rk4, open_phases, 2, &tight, &ida_tight, 0) ||
@@ -432,26 +472,27 @@ int main(void)
     int exact_ok = ida_run(&net, M, &rk4, cycle, 1, &exact_cycle, &ida_exact_cycle, 1);
     int dq_ok = ida_run(&net, M, &rk4, cycle, 1, &dq_cycle, &ida_dq_cycle, 1);
 
-    printf("\n%5s %7s %9s %9s %9s %9s %9s %10s %10s %10s\n", "t [s]", "opening", "Q1 RK4",
+    printf("\nflows in L/s, pressures in bar\n");
+    printf("%5s %7s %9s %9s %9s %9s %9s %10s %10s %10s\n", "t [s]", "opening", "Q1 RK4",
            "Q1 IDA", "Q1 CVODE", "Qa RK4", "Qa IDA", "p_J RK4", "p_J IDA", "p_J CVODE");
     for (int k = 0; k <= SAMPLES; k += 5) {
         double s, ds;
         valve_opening(&net, k * SAMPLE, &s, &ds);
-        printf("%5.2f %7.3f %9.6f ", k * SAMPLE, s, rk4.v[k][Q1]);
-        if (ida.have[k]) printf("%9.6f ", ida.v[k][Q1]);
+        printf("%5.2f %7.3f %9.6f ", k * SAMPLE, s, L * rk4.v[k][Q1]);
+        if (ida.have[k]) printf("%9.6f ", L * ida.v[k][Q1]);
         else printf("%9s ", "-");
-        printf("%9.6f %9.6f ", cv.v[k][Q1], rk4.v[k][QA]);
-        if (ida.have[k]) printf("%9.6f ", ida.v[k][QA]);
+        printf("%9.6f %9.6f ", L * cv.v[k][Q1], L * rk4.v[k][QA]);
+        if (ida.have[k]) printf("%9.6f ", L * ida.v[k][QA]);
         else printf("%9s ", "-");
-        printf("%10.6f ", rk4.v[k][PJ]);
-        if (ida.have[k]) printf("%10.6f ", ida.v[k][PJ]);
+        printf("%10.6f ", B * rk4.v[k][PJ]);
+        if (ida.have[k]) printf("%10.6f ", B * ida.v[k][PJ]);
         else printf("%10s ", "-");
-        printf("%10.6f\n", cv.v[k][PJ]);
+        printf("%10.6f\n", B * cv.v[k][PJ]);
     }
     printf("(IDA '-': the closing/closed/reopening phase 0.3-0.7 s, where IDA is not run)\n");
 
     /* the windows: open [0, 0.3] and [0.7, 1]; closing, closed, reopening between */
-    double d[8][2]; /* flow, pressure */
+    double d[8][2]; /* flow [m^3/s], pressure [Pa] */
     deviation(&ida, &rk4, 0.0, T_END, &d[0][0], &d[0][1]);
     deviation(&ida, &ida_tight, 0.0, T_END, &d[1][0], &d[1][1]);
     deviation(&rk4, &rk4_half, 0.0, 0.3, &d[2][0], &d[2][1]);
@@ -463,20 +504,28 @@ int main(void)
     deviation(&cv, &rk4, 0.31, 0.69, &d[5][0], &d[5][1]);
     deviation(&rk4, &rk4_half, 0.31, 0.69, &d[6][0], &d[6][1]);
     deviation(&ida_dq_cycle, &rk4, 0.0, T_END, &d[7][0], &d[7][1]);
-    const double ida_rows = worst_algebraic_rows(&net, &ida);
+    double rows_p, rows_flow;
+    worst_algebraic_rows(&net, &ida, &rows_p, &rows_flow);
+    double qa_closed = 0.0; /* |Qa| at the closed valve, RK4 samples 0.4-0.6 s */
+    for (int k = 40; k <= 60; ++k) qa_closed = fmax(qa_closed, fabs(rk4.v[k][QA]));
 
-    printf("\nIDA (rtol %.0e, atol %.0e; adapter Jacobian, id vector + suppressed algebraic "
-           "error test) on the open phases [0, 0.3] and [0.7, 1] s: %ld steps, %ld residuals, "
-           "%ld Jacobians, %ld error-test and %ld corrector failures\n", RTOL, ATOL, ida.steps,
-           ida.evaluations, ida.jacobians, ida.error_fails, ida.newton_fails);
+    printf("\ncdyn (default settings) in the RK4 run: at most %d Newton iterations per "
+           "evaluation, %ld SVD steps; |Qa| at the closed valve (samples 0.4-0.6 s) <= %.1e L/s\n",
+           rk4.newton_max_iterations, rk4.newton_svd_steps, L * qa_closed);
+    printf("IDA (rtol %.0e, atol %.0e m^3/s and %.0e Pa; adapter Jacobian, id vector + "
+           "suppressed algebraic error test) on the open phases [0, 0.3] and [0.7, 1] s: %ld "
+           "steps, %ld residuals, %ld Jacobians, %ld error-test and %ld corrector failures\n",
+           RTOL, ATOL_FLOW, ATOL_P, ida.steps, ida.evaluations, ida.jacobians, ida.error_fails,
+           ida.newton_fails);
     printf("  restart at 0.7 s from cdyn's consistent values: IDACalcIC (IDA_YA_YDP_INIT, "
-           "cdyn's id vector) changed them by %.1e\n", opt.calcic_change);
+           "cdyn's id vector) changed them by %.1e (SI)\n", opt.calcic_change);
     printf("  max |IDA - RK4| %.2e L/s (limit %.0e), %.2e bar (limit %.0e); algebraic rows "
-           "|F_a(v, t)| <= %.1e (limit %.0e)\n", d[0][0], FLOW_TOL, d[0][1], P_TOL, ida_rows,
-           ROWS_TOL);
+           "|F_a(v, t)|: valve and orifice %.1e bar (limit %.0e), continuity %.1e L/s (limit "
+           "%.0e)\n", L * d[0][0], L * FLOW_TOL, B * d[0][1], B * P_TOL, B * rows_p,
+           B * ROWS_TOL_P, L * rows_flow, L * ROWS_TOL_FLOW);
     printf("  error estimates: |IDA(rtol 1e-8) - IDA(rtol 1e-10)| %.1e L/s, %.1e bar; RK4 "
-           "16/15 |y(dt) - y(dt/2)| %.1e L/s, %.1e bar\n", d[1][0], d[1][1],
-           16.0 / 15.0 * d[2][0], 16.0 / 15.0 * d[2][1]);
+           "16/15 |y(dt) - y(dt/2)| %.1e L/s, %.1e bar\n", L * d[1][0], B * d[1][1],
+           16.0 / 15.0 * L * d[2][0], 16.0 / 15.0 * B * d[2][1]);
     printf("IDA over the whole cycle, exact Jacobian: %s at t = %.4f s (%ld steps, %ld "
            "corrector failures): the valve is closed from 0.4 s, the iteration matrix "
            "singular\n", exact_ok ? "completed" : "stopped", ida_exact_cycle.t_reached,
@@ -485,20 +534,23 @@ int main(void)
            "error test: %s at t = %.4f s (%ld steps, %ld corrector and %ld error-test "
            "failures); max |IDA - RK4| %.1e L/s, %.1e bar\n", dq_ok ? "completed" : "stopped",
            ida_dq_cycle.t_reached, ida_dq_cycle.steps, ida_dq_cycle.newton_fails,
-           ida_dq_cycle.error_fails, d[7][0], d[7][1]);
-    printf("CVODE BDF on cdyn's minimum-order ODE (y = Q1), whole cycle: %ld steps, %ld rhs "
-           "evaluations, %ld error-test failures\n", cv.steps, cv.evaluations, cv.error_fails);
+           ida_dq_cycle.error_fails, L * d[7][0], B * d[7][1]);
+    printf("CVODE BDF (rtol %.0e, atol %.0e m^3/s) on cdyn's minimum-order ODE (y = Q1), "
+           "whole cycle: %ld steps, %ld rhs evaluations, %ld error-test failures\n", RTOL,
+           ATOL_FLOW, cv.steps, cv.evaluations, cv.error_fails);
     printf("  max |CVODE - RK4| open phases %.2e L/s, %.2e bar (limits %.0e, %.0e); "
            "closing/closed/reopening %.2e L/s, %.2e bar (limits %.0e, %.0e; RK4 dt vs dt/2 "
-           "there: %.1e, %.1e)\n", d[4][0], d[4][1], FLOW_TOL, P_TOL, d[5][0], d[5][1],
-           FLOW_TOL_CLOSED, P_TOL_CLOSED, d[6][0], d[6][1]);
+           "there: %.1e, %.1e)\n", L * d[4][0], B * d[4][1], L * FLOW_TOL, B * P_TOL,
+           L * d[5][0], B * d[5][1], L * FLOW_TOL_CLOSED, B * P_TOL_CLOSED, L * d[6][0],
+           B * d[6][1]);
 
-    int pass = d[0][0] <= FLOW_TOL && d[0][1] <= P_TOL && ida_rows <= ROWS_TOL &&
-               d[4][0] <= FLOW_TOL && d[4][1] <= P_TOL && d[5][0] <= FLOW_TOL_CLOSED &&
-               d[5][1] <= P_TOL_CLOSED;
+    int pass = d[0][0] <= FLOW_TOL && d[0][1] <= P_TOL && rows_p <= ROWS_TOL_P &&
+               rows_flow <= ROWS_TOL_FLOW && d[4][0] <= FLOW_TOL && d[4][1] <= P_TOL &&
+               d[5][0] <= FLOW_TOL_CLOSED && d[5][1] <= P_TOL_CLOSED;
     printf("checks: IDA on the open phases and CVODE within %.0e L/s, %.0e bar of RK4 "
-           "(CVODE around the closure: %.0e L/s, %.0e bar), IDA's algebraic rows <= %.0e: %s\n",
-           FLOW_TOL, P_TOL, FLOW_TOL_CLOSED, P_TOL_CLOSED, ROWS_TOL, pass ? "passed" : "FAILED");
+           "(CVODE around the closure: %.0e L/s, %.0e bar), IDA's algebraic rows <= %.0e bar, "
+           "%.0e L/s: %s\n", L * FLOW_TOL, B * P_TOL, L * FLOW_TOL_CLOSED, B * P_TOL_CLOSED,
+           B * ROWS_TOL_P, L * ROWS_TOL_FLOW, pass ? "passed" : "FAILED");
     if (!pass) {
         fprintf(stderr, "ida_valve: a check failed (see above)\n");
         return EXIT_FAILURE;

@@ -328,13 +328,14 @@ static int run_method(pendulum *p, const method *how, double theta0, double dt,
             }
             continue;
         }
-        /* partitioned: integrate z, then the consistent full state at t + dt
-         * from one more evaluation, and repartition there if needed */
+        /* partitioned: integrate z, then one more evaluation at the accepted
+         * (t + dt, z) (it updates the partition event), the consistent full
+         * state there, and repartition there if needed */
         double zdot[2 * (NQ - NC)];
         ok = rk4_partitioned(mbs, t, z, dt);
         if (ok) {
             cdyn_status st = cdyn_mbs_partition_rhs(mbs, t + dt, z, zdot);
-            if (st == CDYN_OK) st = cdyn_mbs_partition_state(mbs, y);
+            if (st == CDYN_OK) st = cdyn_mbs_partition_state(mbs, t + dt, z, y);
             if (st != CDYN_OK) ok = fail(mbs, "cdyn_mbs_partition_rhs/state", st);
         }
         if (ok && cdyn_mbs_partition_event(mbs)) {

@@ -273,12 +273,16 @@ static int simulate(int kind, const double *y0)
                     fail(mbs, run, "partition_gather", st));
         for (int step = 0; ok && step <= steps; ++step) {
             double t = step * DT;
-            /* one evaluation at the step's start gives the full state at t */
+            /* one evaluation at the step's start updates the partition event;
+             * the full state at the accepted (t, z) comes from partition_state */
             if ((st = cdyn_mbs_partition_rhs(mbs, t, z, zdot)) != CDYN_OK) {
                 ok = fail(mbs, run, "partition_rhs", st);
                 break;
             }
-            cdyn_mbs_partition_state(mbs, y);
+            if ((st = cdyn_mbs_partition_state(mbs, t, z, y)) != CDYN_OK) {
+                ok = fail(mbs, run, "partition_state", st);
+                break;
+            }
             if (cdyn_mbs_partition_event(mbs)) { /* dependent block ill-conditioned */
                 ++run->repartitions;
                 if ((st = cdyn_mbs_partition(mbs, t, y)) != CDYN_OK ||

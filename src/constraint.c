@@ -49,6 +49,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->force = doubles((size_t)n);
     c->jac = doubles(nm);
     c->accel_rhs = doubles((size_t)m1);
+    c->ref.row = calloc((size_t)m1, sizeof(double));
+    c->ref.col = calloc((size_t)n, sizeof(double));
     c->row_order = malloc(sizeof(int) * (size_t)m1);
     c->redundant_flag = calloc((size_t)m1, sizeof(int));
     c->gen_force = doubles((size_t)n);
@@ -89,7 +91,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work)
+        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.row || !c->ref.col)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
@@ -113,7 +115,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->top,       c->w,           c->q_scaled,    c->q_result,
                         c->residual_top, c->delta_q,  c->bottom,      c->r,
                         c->mult_scaled, c->mult_result, c->residual_bottom, c->delta_mult,
-                        c->vec_m,     c->kkt_work};
+                        c->vec_m,     c->kkt_work,    c->ref.row,     c->ref.col};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
     free(c->active_rows);
@@ -247,6 +249,16 @@ cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol)
     return CDYN_OK;
 }
 
+cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c)
+{
+    if (!c) return CDYN_ERR_ARG;
+    if (cdyn__constraint_check_idle(c, "cdyn_constraint_reset_scales")) return CDYN_ERR_BUSY;
+    memset(c->ref.row, 0, sizeof(double) * (size_t)c->m1);
+    memset(c->ref.col, 0, sizeof(double) * (size_t)c->n);
+    c->decided = 0; /* the loaded instant is decided again, against itself */
+    return CDYN_OK;
+}
+
 /* ---- the instant ------------------------------------------------------ */
 
 static cdyn_status check_vector(cdyn_constraint *c, const char *fn, const char *name, int len,
@@ -316,7 +328,7 @@ int cdyn__constraint_decide_rank(cdyn_constraint *c)
     }
     /* a fact of the constraints alone: M plays no part */
     int rank = cdyn__rank_decide(&c->ws, CDYN__RANK_ROWS, m, c->n, c->jac, c->m1, c->rank_tol,
-                                 NULL, &c->decision);
+                                 NULL, &c->ref, &c->decision);
     if (rank < 0) return -1;
     memcpy(c->row_order, c->ws.jpvt, sizeof(int) * (size_t)m);
     for (int i = 0; i < m; ++i) c->redundant_flag[i] = 0;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* Size of every object's last-error buffer. */
-#define CDYN__MSG_LEN 256
+#define CDYN__MSG_LEN 512
 
 /* Format the message into msg (CDYN__MSG_LEN bytes) and return status. */
 cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)

@@ -127,6 +127,7 @@ cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_fo
     mbs->phi = phi;
     mbs->jacobian = jacobian;
     mbs->user = user;
+    cdyn_constraint_reset_scales(mbs->kernel); /* a new mechanism: no history */
     return CDYN_OK;
 }
 

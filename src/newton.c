@@ -29,9 +29,11 @@ typedef struct buffers {
     double *gtol;               /* k */
     double *jac;                /* k x p */
     double *g, *g_trial, *g_best; /* k */
-    double *g_start;            /* k: |G| at the initial guess */
+    double *g_keep;             /* k: G at x_best */
+    double *g_start;            /* k: the terms of no unknown, from the initial guess */
     double *tol_x, *tol_g;      /* p, k */
     double *rhs, *dx, *x_best, *x_prev; /* p each */
+    double *dx_prev;            /* p: the previous Newton correction */
     double *scratch;            /* max(k, p) */
     int *dependent_rows;        /* k */
     int *dropped_cols;          /* p */
@@ -62,7 +64,8 @@ static void buffers_free(buffers *b)
     double *arrays[] = {b->g_start, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
                         b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
-                        b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch};
+                        b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
+                        b->g_keep,    b->dx_prev};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->dependent_rows);
     free(b->dropped_cols);
@@ -96,6 +99,8 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
+    b->g_keep = doubles(kk);
+    b->dx_prev = doubles(pp);
     b->tol_x = doubles(pp);
     b->tol_g = doubles(kk);
     b->rhs = doubles(pp);
@@ -108,6 +113,7 @@ static int buffers_alloc(buffers *b, int k, int p)
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
+         b->g_keep && b->dx_prev &&
          b->dependent_rows && b->dropped_cols;
     if (!ok) buffers_free(b);
     return ok;
@@ -279,11 +285,13 @@ static double norm_inf(int n, const double *x)
 static void diagnose(cdyn_newton *nt, const double *J, int ldj, int rank)
 {
     cdyn__rank_ws *w = &nt->b.ws;
-    int rank_rows = cdyn__rank_decide(w, CDYN__RANK_ROWS, nt->k, nt->p, J, ldj, nt->rank_tol, NULL, NULL);
+    int rank_rows = cdyn__rank_decide(w, CDYN__RANK_ROWS, nt->k, nt->p, J, ldj, nt->rank_tol,
+                                      NULL, NULL, NULL);
     if (rank_rows < 0 || rank_rows > rank) rank_rows = rank;
     nt->n_dependent_rows = nt->k - rank_rows;
     memcpy(nt->b.dependent_rows, w->jpvt + rank_rows, sizeof(int) * (size_t)nt->n_dependent_rows);
-    int rank_cols = cdyn__rank_decide(w, CDYN__RANK_COLUMNS, nt->k, nt->p, J, ldj, nt->rank_tol, NULL, NULL);
+    int rank_cols = cdyn__rank_decide(w, CDYN__RANK_COLUMNS, nt->k, nt->p, J, ldj, nt->rank_tol,
+                                      NULL, NULL, NULL);
     if (rank_cols < 0 || rank_cols > rank) rank_cols = rank;
     nt->n_dropped_cols = nt->p - rank_cols;
     memcpy(nt->b.dropped_cols, w->jpvt + rank_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
@@ -320,7 +328,8 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
     int k = nt->k, p = nt->p;
     cdyn__rank decision;
     enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS_METRIC;
-    int rank = cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, &decision);
+    int rank =
+        cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, NULL, &decision);
     if (rank < 0) return -1;
     if (rank == k) {
         nt->mode = k == p ? MODE_QR_SQUARE : MODE_QR_WIDE;
@@ -541,9 +550,12 @@ static void tolerances(cdyn_newton *nt, const double *x)
         b->tol_x[j] = nt->rtol * fabs(x[j]) +
                       (nt->has_atol ? b->atol[j] : nt->rtol * b->nominal[j]);
     if (!nt->has_atol) {
-        /* unknowns of unknown magnitude (never seen non-zero): the change
-         * that moves each equation they enter by rtol of its terms (those
-         * of the unknowns, and those that are not: |G| at the start) */
+        /* unknowns of unknown magnitude (never seen non-zero in a converged
+         * solution): at least the change that moves each equation they
+         * enter by rtol of its other terms (those of the other unknowns,
+         * and those of no unknown: g_start). Without this floor an unknown
+         * heading for a root at 0 would need a relative accuracy it can
+         * never have. */
         for (int i = 0; i < k; ++i) {
             double terms = nt->rtol * b->g_start[i];
             for (int j = 0; j < p; ++j)
@@ -551,13 +563,18 @@ static void tolerances(cdyn_newton *nt, const double *x)
             b->g_trial[i] = terms;
         }
         for (int j = 0; j < p; ++j) {
-            if (b->tol_x[j] > 0.0) continue;
+            if (b->nominal[j] > 0.0) continue;
             double best = INFINITY;
             for (int i = 0; i < k; ++i) {
                 double a = fabs(J[i + (size_t)j * k]);
-                if (a > 0.0 && b->g_trial[i] > 0.0) best = fmin(best, b->g_trial[i] / a);
+                /* the other terms: an equation whose only term is this
+                 * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
+                 * scale */
+                double others = b->g_trial[i] - a * nt->rtol * fabs(x[j]);
+                if (a > 0.0 && others > 4.0 * DBL_EPSILON * b->g_trial[i])
+                    best = fmin(best, others / a);
             }
-            b->tol_x[j] = isfinite(best) ? best : 0.0;
+            if (isfinite(best)) b->tol_x[j] = fmax(b->tol_x[j], best);
         }
     }
     for (int i = 0; i < k; ++i) {
@@ -568,6 +585,22 @@ static void tolerances(cdyn_newton *nt, const double *x)
         double sum = 0.0;
         for (int j = 0; j < p; ++j) sum += fabs(J[i + (size_t)j * k]) * b->tol_x[j];
         b->tol_g[i] = sum;
+    }
+}
+
+/* The size of the terms of each equation that belong to no unknown, at the
+ * initial guess: what of |G_i| the unknowns' terms |J_ij x_j| do not account
+ * for (exact for equations linear in x; 0 for an equation made only of
+ * unknowns' terms, such as k Q|Q| at a closed valve, whose |G| must not pass
+ * for a scale of its own). On entry g_start = |G(x0)|, J = J(x0). */
+static void constant_terms(cdyn_newton *nt, const double *x)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    for (int i = 0; i < k; ++i) {
+        double terms = 0.0;
+        for (int j = 0; j < p; ++j) terms += fabs(b->jac[i + (size_t)j * k] * x[j]);
+        b->g_start[i] = fmax(0.0, b->g_start[i] - terms);
     }
 }
 
@@ -658,10 +691,13 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
     return CDYN_OK;
 }
 
-/* Record the converged solution's magnitudes for the default atol. */
+/* Record the converged solution's magnitudes for the default atol: only
+ * values that the tolerance tells apart from zero (a flow that converged to
+ * 1e-170 at a closed valve is zero, not a magnitude). */
 static void learn_magnitudes(cdyn_newton *nt, const double *x)
 {
-    for (int j = 0; j < nt->p; ++j) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
+    for (int j = 0; j < nt->p; ++j)
+        if (fabs(x[j]) > nt->b.tol_x[j]) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
 }
 
 cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
@@ -679,11 +715,13 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: x[%ld] is not finite", fn, bad);
     report_reset(nt);
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
-    double best = INFINITY, best_norm = 0.0, best_error = INFINITY, previous_error = 0.0;
+    double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
+    int previous_full = 0;
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
-    while (st == CDYN_OK) {
+    for (int fresh = 1; st == CDYN_OK; fresh = 0) {
         st = eval_jacobian(nt, residual, jacobian, user, x);
+        if (st == CDYN_OK && fresh) constant_terms(nt, x);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
         tolerances(nt, x);
@@ -691,11 +729,15 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         nt->report.residual_norm = norm_inf(k, b->g);
         nt->report.residual_ratio = res;
         nt->report.error_ratio = err;
-        if (res < best) {
+        /* the best iterate so far, both judged with today's weights (the
+         * weights move with x: compared each with its own, a far iterate of
+         * large |x| would look better than a nearer one) */
+        if (!isfinite(best) || res < weighted_max(k, b->g_keep, b->tol_g)) {
             best = res;
             best_norm = nt->report.residual_norm;
             best_error = err;
             memcpy(b->x_best, x, sizeof(double) * (size_t)p);
+            memcpy(b->g_keep, b->g, sizeof(double) * (size_t)k);
         }
         if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
@@ -725,9 +767,13 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
             widen(nt);
             widened = 1;
         }
-        /* two corrections shrinking by about 2: a double root (T2.5) */
-        double ratio = previous_error > 0.0 ? err / previous_error : 0.0;
+        /* two full corrections shrinking by about 2: a double root (T2.5);
+         * both measured with today's weights, which shrink with x when the
+         * root is at 0 */
+        double previous = previous_full ? weighted_max(p, b->dx_prev, b->tol_x) : 0.0;
+        double ratio = previous > 0.0 && isfinite(previous) ? err / previous : 0.0;
         double first = ratio > 0.3 && ratio < 0.7 ? 2.0 : 1.0;
+        memcpy(b->dx_prev, b->dx, sizeof(double) * (size_t)p);
         double step = 0.0;
         double current = merit(k, b->g, b->tol_g);
         st = line_search(nt, residual, user, x, current, first,
@@ -739,7 +785,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         }
         nt->report.iterations++;
         nt->report.step_norm = step;
-        previous_error = err;
+        previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
         if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
                             "%s: no descent along the Newton direction%s (the residual stays "

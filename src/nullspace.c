@@ -238,7 +238,8 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 static void find_redundant_rows(cdyn_nullspace *ns, const double *W, int ldw, int rank)
 {
     int m = ns->m;
-    cdyn__rank_decide(&ns->ws, CDYN__RANK_ROWS, m, ns->n, W, ldw, ns->rank_tol, NULL, NULL);
+    cdyn__rank_decide(&ns->ws, CDYN__RANK_ROWS, m, ns->n, W, ldw, ns->rank_tol, NULL, NULL,
+                      NULL);
     ns->n_redundant = m - rank;
     memcpy(ns->redundant, ns->ws.jpvt + rank, sizeof(int) * (size_t)ns->n_redundant);
     sort_indices(ns->redundant, ns->n_redundant, m, ns->mark);
@@ -259,7 +260,8 @@ static void choose_preferred(cdyn_nullspace *ns, const double *W, int ldw)
     memset(ns->mark, 0, sizeof(int) * (size_t)n);
     if (count == 0) return;
     cdyn__rank r;
-    cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, count, ns->sub, m, ns->rank_tol, NULL, &r);
+    cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, count, ns->sub, m, ns->rank_tol, NULL,
+                      NULL, &r);
     for (int k = 0; k < r.rank; ++k) ns->mark[columns[ns->ws.jpvt[k]]] = 1;
 }
 
@@ -282,7 +284,7 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     if (ns->has_preference) choose_preferred(ns, W, ldw);
     cdyn__rank decision;
     int rank = cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, n, W, ldw, ns->rank_tol,
-                                 ns->has_preference ? ns->mark : NULL, &decision);
+                                 ns->has_preference ? ns->mark : NULL, NULL, &decision);
     if (rank < 0)
         return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on W", fn);
     ns->rank = rank;
@@ -347,6 +349,9 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     if (!keep) {
         st = select_partition(ns, fn, W, ldw);
         if (st != CDYN_OK) return st;
+    } else { /* a well-conditioned W2 of m columns: W has full rank */
+        ns->rank = ns->m;
+        ns->n_redundant = 0;
     }
     int was_changed = commit_scratch(ns);
     if (changed) *changed = was_changed;

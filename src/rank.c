@@ -55,15 +55,33 @@ static double inverse_power_of_two(double x)
     return ldexp(1.0, -e);
 }
 
-/* Row factors so that every row's largest entry is in [1/2, 1). */
-static void row_factors(int rows, int cols, const double *A, int lda, double *r)
+/* Row factors so that every row's largest entry is in [1/2, 1), or, with
+ * references, the largest entry the row has had (ref updated). */
+static void row_factors(int rows, int cols, const double *A, int lda, double *ref, double *r)
 {
     for (int i = 0; i < rows; ++i) r[i] = 0.0;
     for (int j = 0; j < cols; ++j) {
         const double *col = A + (size_t)j * lda;
         for (int i = 0; i < rows; ++i) r[i] = fmax(r[i], fabs(col[i]));
     }
-    for (int i = 0; i < rows; ++i) r[i] = inverse_power_of_two(r[i]);
+    for (int i = 0; i < rows; ++i) {
+        if (ref) r[i] = ref[i] = fmax(ref[i], r[i]);
+        r[i] = inverse_power_of_two(r[i]);
+    }
+}
+
+/* Column factors of the row-scaled A (largest entry in [1/2, 1)), or,
+ * with references, the largest it has had (ref updated). */
+static void col_factors(int rows, int cols, const double *A, int lda, const double *r,
+                        double *ref, double *c)
+{
+    for (int j = 0; j < cols; ++j) {
+        const double *col = A + (size_t)j * lda;
+        double largest = 0.0;
+        for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
+        if (ref) largest = ref[j] = fmax(ref[j], largest);
+        c[j] = inverse_power_of_two(largest);
+    }
 }
 
 /* Largest over smallest of the factors in x (count entries; 1 if none). */
@@ -79,28 +97,22 @@ static double spread_of(int count, const double *x, double spread)
 
 double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
 {
-    row_factors(rows, cols, A, lda, r);
-    for (int j = 0; j < cols; ++j) {
-        const double *col = A + (size_t)j * lda;
-        double largest = 0.0;
-        for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
-        c[j] = inverse_power_of_two(largest);
-    }
+    row_factors(rows, cols, A, lda, NULL, r);
+    col_factors(rows, cols, A, lda, r, NULL, c);
     return spread_of(cols, c, spread_of(rows, r, 1.0));
 }
 
 int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
-                      const double *A, int lda, double tol, const int *leading, cdyn__rank *out)
+                      const double *A, int lda, double tol, const int *leading,
+                      cdyn__rank_ref *ref, cdyn__rank *out)
 {
     double *r = w->row_scale, *c = w->col_scale;
-    double spread;
-    if (mode == CDYN__RANK_ROWS_METRIC) {
-        row_factors(rows, cols, A, lda, r);
+    row_factors(rows, cols, A, lda, ref ? ref->row : NULL, r);
+    if (mode == CDYN__RANK_ROWS_METRIC)
         for (int j = 0; j < cols; ++j) c[j] = 1.0;
-        spread = spread_of(rows, r, 1.0);
-    } else {
-        spread = cdyn__equilibrate(rows, cols, A, lda, r, c);
-    }
+    else
+        col_factors(rows, cols, A, lda, r, ref ? ref->col : NULL, c);
+    double spread = spread_of(cols, c, spread_of(rows, r, 1.0));
     int by_columns = mode == CDYN__RANK_COLUMNS;
     int m = by_columns ? rows : cols, n = by_columns ? cols : rows; /* the factored m x n */
     for (int j = 0; j < cols; ++j)

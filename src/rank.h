@@ -74,17 +74,33 @@ enum cdyn__rank_mode {
     CDYN__RANK_ROWS_METRIC /* as ROWS, columns not scaled */
 };
 
+/* References for decisions on a matrix that changes along a motion: the
+ * largest equilibration sizes its rows (row, rows entries) and columns
+ * (col, cols entries) have had, each updated by every decision that uses
+ * them. A row is then scaled by its largest size so far rather than by its
+ * present one, so that a row that shrinks towards zero (the gradient of a
+ * constraint vanishing at a fold, THEORY T6.2) shows as nearly dependent
+ * instead of being scaled back to unit size; unit changes still cancel,
+ * since a reference transforms as its row does. Start from zeros. */
+typedef struct cdyn__rank_ref {
+    double *row;
+    double *col;
+} cdyn__rank_ref;
+
 /* Decide the rank of the rows x cols A (finite; rows, cols within the
  * capacity) with relative tolerance tol. leading (flags over the ranked
  * rows or columns, or NULL) marks those the QR must take first, in their
- * order, before it pivots the rest. Afterwards w->qr, w->tau hold the
+ * order, before it pivots the rest. ref (or NULL) makes the equilibration
+ * relative to the references, which it updates (ROWS and ROWS_METRIC
+ * modes use ref->row; ROWS also ref->col). Afterwards w->qr, w->tau hold the
  * pivoted QR of the equilibrated matrix (or transpose) as dgeqp3 leaves it,
  * w->jpvt the 0-based pivot order (the ranked rows or columns, strongest
  * first), w->row_scale and w->col_scale the factors (B = D_r A D_c).
  * Returns the rank (pivots above tol times the largest) and fills *out
  * (may be NULL); -1 if LAPACK reports an internal error. */
 int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
-                      const double *A, int lda, double tol, const int *leading, cdyn__rank *out);
+                      const double *A, int lda, double tol, const int *leading,
+                      cdyn__rank_ref *ref, cdyn__rank *out);
 
 /* Powers of two s (n) near 1/sqrt(a_jj) for the symmetric A (1 where
  * a_jj <= 0), so that S A S has a diagonal in [1/2, 2). */

@@ -146,6 +146,7 @@ typedef struct {
     const int *idata;   /* valid content of K_IIN */
     int sym;            /* the function checks symmetry: poison mirrored pairs */
     int positive;       /* documented "> 0, CDYN_ERR_ARG otherwise" */
+    int nonneg;         /* documented ">= 0 and finite, CDYN_ERR_ARG otherwise" (0 valid) */
     int ignored;        /* documented as ignored by this variant: no value rows */
 } arg_spec;
 
@@ -257,6 +258,12 @@ typedef struct {
     {.name = nm, .kind = K_IN, .len = (L), .rows = (R), .data = (d), .onnull = (rule)}
 #define A_IN_SYM(nm, L, R, d) {.name = nm, .kind = K_IN, .len = (L), .rows = (R), .data = (d), .sym = 1}
 #define A_IN_POS(nm, L, d) {.name = nm, .kind = K_IN, .len = (L), .data = (d), .positive = 1}
+/* optional (NULL: the documented default) arrays of positive or
+ * non-negative settings */
+#define A_IN_POS_OPT(nm, L, d) \
+    {.name = nm, .kind = K_IN, .len = (L), .data = (d), .positive = 1, .onnull = NUL_OK}
+#define A_IN_NONNEG_OPT(nm, L, d) \
+    {.name = nm, .kind = K_IN, .len = (L), .data = (d), .nonneg = 1, .onnull = NUL_OK}
 #define A_IN_IGNORED(nm, L, d) \
     {.name = nm, .kind = K_IN, .len = (L), .data = (d), .onnull = NUL_SAME, .ignored = 1}
 #define A_INOUT(nm, L, d) {.name = nm, .kind = K_INOUT, .len = (L), .data = (d)}
@@ -278,6 +285,10 @@ typedef struct {
 #define SC_OPEN01(nm, v)                                                                     \
     SC(nm, v, 7, BV(0.0, XARG), BV(1.0, XARG), BV(-1e-12, XARG), BV(2.0, XARG), BV(NAN, XARG), \
        BV(INFINITY, XARG), BV(-INFINITY, XARG))
+/* a relative tolerance documented as "in [1e-15, 1)" */
+#define SC_RTOL(nm, v)                                                                       \
+    SC(nm, v, 8, BV(0.0, XARG), BV(9e-16, XARG), BV(1.0, XARG), BV(-1e-3, XARG), BV(2.0, XARG), \
+       BV(NAN, XARG), BV(INFINITY, XARG), BV(-INFINITY, XARG))
 #define SC_NONNEG(nm, v) \
     SC(nm, v, 4, BV(-1.0, XARG), BV(NAN, XARG), BV(INFINITY, XARG), BV(-INFINITY, XARG))
 
@@ -332,8 +343,8 @@ WRAP(w_status_string)
 static const fn_desc STATUS_FNS[] = {
     {.fn = "cdyn_status_string",
      .ret = R_STR,
-     .sc = {SC("status", 0, 4, BV(-1, XNONNULL), BV(8, XNONNULL), BV(1000, XNONNULL),
-               BV(INT_MIN, XNONNULL))},
+     .sc = {SC("status", 0, 4, BV(-1, XNONNULL), BV(9, XNONNULL), BV(1000, XNONNULL),
+               BV(INT_MIN, XNONNULL))}, /* 9: first code after CDYN_ERR_BUSY */
      .call = w_status_string},
 };
 
@@ -584,6 +595,9 @@ static const double NT_J[4] = {2, 1, 1, -1};
 static const double NT_G[2] = {-2.75, 0.5};
 static const double NT_J_RANKDEF[4] = {1, 2, 2, 4};
 static const double NT_J_ZERO[4] = {0};
+static const double NT_ATOL[2] = {1e-12, 2e-12};
+static const double NT_ATOL_ZERO[2] = {0.0, 0.0}; /* valid: rtol alone */
+static const double NT_GTOL[2] = {1e-11, 1e-12};
 
 static void *nt_make(void)
 {
@@ -622,6 +636,8 @@ static void put_report(pw *w, const cdyn_newton_report *r)
     put(w, r->smallest_kept);
     put(w, r->largest_dropped);
     put(w, r->callback_code);
+    put(w, r->residual_ratio);
+    put(w, r->error_ratio);
 }
 
 static void nt_probe(void *obj, double *out)
@@ -656,7 +672,12 @@ WRAP(w_nt_create)
 WRAP(w_nt_free) { USE_ALL; cdyn_newton_free(obj); }
 WRAP(w_nt_set_max_iterations) { USE_ALL; o->st = cdyn_newton_set_max_iterations(obj, SCI(0)); }
 WRAP(w_nt_set_max_backtracks) { USE_ALL; o->st = cdyn_newton_set_max_backtracks(obj, SCI(0)); }
-WRAP(w_nt_set_tolerances) { USE_ALL; o->st = cdyn_newton_set_tolerances(obj, sc[0], sc[1]); }
+WRAP(w_nt_set_tolerances) { USE_ALL; o->st = cdyn_newton_set_tolerances(obj, sc[0], p[0]); }
+WRAP(w_nt_set_residual_tolerances)
+{
+    USE_ALL;
+    o->st = cdyn_newton_set_residual_tolerances(obj, p[0]);
+}
 WRAP(w_nt_set_rank_tolerance) { USE_ALL; o->st = cdyn_newton_set_rank_tolerance(obj, sc[0]); }
 WRAP(w_nt_set_fd_step) { USE_ALL; o->st = cdyn_newton_set_fd_step(obj, sc[0]); }
 WRAP(w_nt_solve)
@@ -686,9 +707,10 @@ static const fn_desc NT_FNS[] = {
     {.fn = "cdyn_newton_set_max_backtracks", OBJ,
      .sc = {SC("max_backtracks", 2, 3, BV(-1, XARG), BV(61, XARG), BV(INT_MAX, XARG))},
      .call = w_nt_set_max_backtracks},
-    {.fn = "cdyn_newton_set_tolerances", OBJ,
-     .sc = {SC_NONNEG("residual_tol", 1e-11), SC_NONNEG("step_tol", 1e-13)},
-     .call = w_nt_set_tolerances},
+    {.fn = "cdyn_newton_set_tolerances", OBJ, .arg = {A_IN_NONNEG_OPT("atol", 2, NT_ATOL)},
+     .sc = {SC_RTOL("rtol", 1e-9)}, .call = w_nt_set_tolerances},
+    {.fn = "cdyn_newton_set_residual_tolerances", OBJ, .arg = {A_IN_POS_OPT("gtol", 2, NT_GTOL)},
+     .call = w_nt_set_residual_tolerances},
     {.fn = "cdyn_newton_set_rank_tolerance", OBJ, .sc = {SC_OPEN01("tol", 1e-9)},
      .call = w_nt_set_rank_tolerance},
     {.fn = "cdyn_newton_set_fd_step", OBJ, .sc = {SC_OPEN01("h", 1e-7)}, .call = w_nt_set_fd_step},
@@ -711,8 +733,10 @@ static const hand_row NT_HAND[] = {
     {.fn = "cdyn_newton_create", .name = "k = 3 > p = 2", .ex = XARG, .sc1 = 1, .v1 = 3},
     {.fn = "cdyn_newton_create", .name = "k = 1, p = 3 (wide, valid)", .ex = XOK, .sc1 = 1,
      .v1 = 1, .sc2 = 2, .v2 = 3},
-    {.fn = "cdyn_newton_set_tolerances", .name = "both tolerances 0", .ex = XARG, .sc1 = 1,
-     .v1 = 0.0, .sc2 = 2, .v2 = 0.0},
+    {.fn = "cdyn_newton_set_tolerances", .name = "atol all 0 (valid: rtol alone)", .ex = XOK,
+     .arg = 1, .data = NT_ATOL_ZERO},
+    {.fn = "cdyn_newton_set_tolerances", .name = "rtol = 1e-15 (smallest valid)", .ex = XOK,
+     .sc1 = 1, .v1 = 1e-15},
     {.fn = "cdyn_newton_step", .name = "J rank deficient (OK, SVD outer inverse)", .ex = XOK,
      .arg = 1, .data = NT_J_RANKDEF},
     {.fn = "cdyn_newton_step", .name = "J = 0 (OK, rank 0)", .ex = XOK, .arg = 1,
@@ -797,6 +821,7 @@ static const double DAE_MREG[4] = {1, 0, 0, 1};
 static const double DAE_V0[2] = {1.0, 0.7};
 static const double DAE_V1[2] = {0.9, 0.6};
 static const double DAE_Y1[1] = {0.9};
+static const double DAE_ATOL[2] = {1e-12, 1e-11};
 
 static cdyn_dae *dae_new(void)
 {
@@ -942,6 +967,7 @@ WRAP(w_dae_set_functions)
                                    p[2] ? dae_time : NULL, NULL);
 }
 WRAP(w_dae_set_fd_step) { USE_ALL; o->st = cdyn_dae_set_fd_step(obj, sc[0]); }
+WRAP(w_dae_set_tolerances) { USE_ALL; o->st = cdyn_dae_set_tolerances(obj, sc[0], p[0]); }
 WRAP(w_dae_rank) { USE_ALL; o->val = cdyn_dae_rank(obj); }
 WRAP(w_dae_bases) { USE_ALL; o->st = cdyn_dae_bases(obj, p[0], SCI(0), p[1], SCI(1)); }
 WRAP(w_dae_hidden) { USE_ALL; o->st = cdyn_dae_hidden_constraints(obj, sc[0], p[0], p[1]); }
@@ -976,6 +1002,8 @@ static const fn_desc DAE_FNS[] = {
      .arg = {A_FN("force"), A_FN_OPT("jacobian"), A_FN_OPT("time_derivative")},
      .call = w_dae_set_functions},
     {.fn = "cdyn_dae_set_fd_step", OBJ, .sc = {SC_OPEN01("h", 1e-7)}, .call = w_dae_set_fd_step},
+    {.fn = "cdyn_dae_set_tolerances", OBJ, .arg = {A_IN_NONNEG_OPT("atol", 2, DAE_ATOL)},
+     .sc = {SC_RTOL("rtol", 1e-9)}, .call = w_dae_set_tolerances},
     {.fn = "cdyn_dae_rank", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_dae_rank},
     {.fn = "cdyn_dae_bases", OBJ, .arg = {A_OUT_OPT("beta", 2), A_OUT_OPT("P", 2)},
      .sc = {SC_LD("ldbeta", 2), SC_LD("ldp", 2)}, .call = w_dae_bases},
@@ -1170,6 +1198,8 @@ WRAP(w_co_force) { USE_ALL; o->st = cdyn_constraint_force(obj, p[0], p[1]); }
 WRAP(w_co_rank) { USE_ALL; o->val = cdyn_constraint_rank(obj); }
 WRAP(w_co_sigma) { USE_ALL; o->val = cdyn_constraint_smallest_singular_value(obj); }
 WRAP(w_co_redundant_rows) { USE_ALL; o->val = cdyn_constraint_redundant_rows(obj, p[0]); }
+WRAP(w_co_margin) { USE_ALL; o->val = cdyn_constraint_margin(obj); }
+WRAP(w_co_reset_scales) { USE_ALL; o->st = cdyn_constraint_reset_scales(obj); }
 WRAP(w_co_last_error) { USE_ALL; o->val = cdyn_constraint_last_error(obj) != NULL; }
 
 static const fn_desc CO_FNS[] = {
@@ -1220,6 +1250,9 @@ static const fn_desc CO_FNS[] = {
      .null_obj = XVU(-1), .call = w_co_sigma},
     {.fn = "cdyn_constraint_redundant_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("rows", 2)}, .call = w_co_redundant_rows},
+    {.fn = "cdyn_constraint_margin", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(-1),
+     .call = w_co_margin},
+    {.fn = "cdyn_constraint_reset_scales", OBJ, .call = w_co_reset_scales},
     {.fn = "cdyn_constraint_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULLU,
      .call = w_co_last_error},
 };
@@ -1267,6 +1300,12 @@ static const hand_row CO_HAND[] = {
      .writes = 1, .prep = co_prep_rankdef_lagrange, .recover = co_recover},
     {.fn = "cdyn_constraint_rank", .name = "before any formulation", .ex = XV(-1),
      .make = co_make_created, .recover = co_recover},
+    {.fn = "cdyn_constraint_margin", .name = "before any load", .ex = XV(-1),
+     .make = co_make_created, .recover = co_recover},
+    {.fn = "cdyn_constraint_reset_scales", .name = "before any load (OK)", .ex = XOK,
+     .make = co_make_created, .recover = co_recover},
+    {.fn = "cdyn_constraint_margin", .name = "after load, before any formulation", .ex = XV(-1),
+     .make = co_make_loaded, .recover = co_recover},
     {.fn = "cdyn_constraint_smallest_singular_value", .name = "after a full-rank lagrange",
      .ex = XV(-1), .writes = 1},
     CO_UNLOADED("cdyn_constraint_lagrange"),
@@ -1346,7 +1385,10 @@ static int mb_jac(double t, const double *q, double *J, int ld, void *user)
         J[1] = 1.0;
         J[1 + ld] = 0.0;
     }
-    if (poison && g_mbs.m >= 1) J[ld] = NAN;
+    /* the whole row: a call may read only the columns it needs (Newton for
+     * the dependent coordinate reads the dependent one), and a NaN in an
+     * entry that is never read is no error */
+    if (poison && g_mbs.m >= 1) J[0] = J[ld] = NAN;
     return 0;
 }
 
@@ -1485,7 +1527,11 @@ static void mb_probe(void *obj, double *out)
     put(&w, cdyn_mbs_residuals(mbs, &rp, &rv));
     put(&w, rp);
     put(&w, rv);
-    put(&w, cdyn_mbs_partition_state(mbs, ys));
+    double qc = 0, qb = 0;
+    put(&w, cdyn_mbs_partition_quality(mbs, &qc, &qb));
+    put(&w, qc);
+    put(&w, qb);
+    put(&w, cdyn_mbs_partition_state(mbs, 0.0, MB_Z0, ys));
     putv(&w, ys, 4);
     put(&w, cdyn_mbs_partition_coordinates(mbs, ind, dep));
     puti(&w, ind, 2);
@@ -1545,7 +1591,8 @@ WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
 WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
 WRAP(w_mb_partition_gather) { USE_ALL; o->st = cdyn_mbs_partition_gather(obj, p[0], p[1]); }
 WRAP(w_mb_partition_rhs) { USE_ALL; o->st = cdyn_mbs_partition_rhs(obj, sc[0], p[0], p[1]); }
-WRAP(w_mb_partition_state) { USE_ALL; o->st = cdyn_mbs_partition_state(obj, p[0]); }
+WRAP(w_mb_partition_state) { USE_ALL; o->st = cdyn_mbs_partition_state(obj, sc[0], p[0], p[1]); }
+WRAP(w_mb_partition_quality) { USE_ALL; o->st = cdyn_mbs_partition_quality(obj, p[0], p[1]); }
 WRAP(w_mb_partition_event) { USE_ALL; o->val = cdyn_mbs_partition_event(obj); }
 WRAP(w_mb_set_partition_limit) { USE_ALL; o->st = cdyn_mbs_set_partition_limit(obj, sc[0]); }
 WRAP(w_mb_callback_code) { USE_ALL; o->val = cdyn_mbs_callback_code(obj); }
@@ -1590,7 +1637,10 @@ static const fn_desc MB_FNS[] = {
      .call = w_mb_partition_gather},
     {.fn = "cdyn_mbs_partition_rhs", OBJ, .arg = {A_IN("z", 2, 0, MB_Z1), A_OUT("zdot", 2)},
      .sc = {SC_T("t", 0.0)}, .call = w_mb_partition_rhs},
-    {.fn = "cdyn_mbs_partition_state", OBJ, .arg = {A_OUT("y", 4)}, .call = w_mb_partition_state},
+    {.fn = "cdyn_mbs_partition_state", OBJ, .arg = {A_IN("z", 2, 0, MB_Z1), A_OUT("y", 4)},
+     .sc = {SC_T("t", 0.0)}, .call = w_mb_partition_state},
+    {.fn = "cdyn_mbs_partition_quality", OBJ,
+     .arg = {A_OUT_OPT("current", 1), A_OUT_OPT("best", 1)}, .call = w_mb_partition_quality},
     {.fn = "cdyn_mbs_partition_event", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
      .call = w_mb_partition_event},
     {.fn = "cdyn_mbs_set_partition_limit", OBJ,
@@ -1628,6 +1678,7 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_gather", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_rhs", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_state", mb_make_m2, "m = n = 2"),
+    MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition", mb_make_created, "before set_model"),
@@ -1636,7 +1687,12 @@ static const hand_row MB_HAND[] = {
     MB_EARLY("cdyn_mbs_partition_coordinates", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_rhs", mb_make_modelled, "before partition"),
-    MB_EARLY("cdyn_mbs_partition_state", mb_make_partitioned, "before any partition_rhs"),
+    MB_EARLY("cdyn_mbs_partition_state", mb_make_modelled, "before partition"),
+    MB_EARLY("cdyn_mbs_partition_quality", mb_make_modelled, "before partition"),
+    {.fn = "cdyn_mbs_partition_state", .name = "after partition, before any partition_rhs (OK)",
+     .ex = XOK, .make = mb_make_partitioned},
+    {.fn = "cdyn_mbs_partition_quality", .name = "after partition, before any partition_rhs (OK)",
+     .ex = XOK, .make = mb_make_partitioned},
 };
 
 static const module MOD_MB = {
@@ -2236,7 +2292,9 @@ static int report_equal(const cdyn_newton_report *a, const cdyn_newton_report *b
            memcmp(&a->residual_norm, &b->residual_norm, sizeof(double)) == 0 &&
            memcmp(&a->step_norm, &b->step_norm, sizeof(double)) == 0 &&
            memcmp(&a->smallest_kept, &b->smallest_kept, sizeof(double)) == 0 &&
-           memcmp(&a->largest_dropped, &b->largest_dropped, sizeof(double)) == 0;
+           memcmp(&a->largest_dropped, &b->largest_dropped, sizeof(double)) == 0 &&
+           memcmp(&a->residual_ratio, &b->residual_ratio, sizeof(double)) == 0 &&
+           memcmp(&a->error_ratio, &b->error_ratio, sizeof(double)) == 0;
 }
 
 /* Outputs (written arrays, guards included) bit for bit; arguments passed
@@ -2275,8 +2333,8 @@ static const char *stname(cdyn_status s)
 {
     static const char *const names[] = {"OK",           "ERR_ARG",      "ERR_NONFINITE",
                                         "ERR_SINGULAR", "ERR_NOCONV",   "ERR_CALLBACK",
-                                        "ERR_NOMEM",    "ERR_LAPACK"};
-    return ((int)s >= 0 && (int)s < 8) ? names[s] : "(not a status)";
+                                        "ERR_NOMEM",    "ERR_LAPACK",   "ERR_BUSY"};
+    return ((int)s >= 0 && (int)s < 9) ? names[s] : "(not a status)";
 }
 
 static void describe_ex(const expect *e, char *buf, size_t n)
@@ -2368,11 +2426,15 @@ static void gen_rows(const module *m, rowlist *L)
                 pos[np++] = 0;
                 if (a->len > 2) pos[np++] = (size_t)a->len / 2;
                 if (a->len > 1) pos[np++] = (size_t)a->len - 1;
-                const double badv[5] = {NAN, INFINITY, -INFINITY, 0.0, -1.0};
-                int nb = a->positive ? 5 : 3;
+                /* settings (positive / nonneg arrays) are refused with
+                 * CDYN_ERR_ARG, data with CDYN_ERR_NONFINITE; 0 is a bad
+                 * value only for positive arrays */
+                double badv[5] = {NAN, INFINITY, -INFINITY, 0.0, -1.0};
+                int nb = a->positive ? 5 : a->nonneg ? 4 : 3;
+                if (a->nonneg) badv[3] = -1.0;
                 for (int k = 0; k < np; ++k)
                     for (int b = 0; b < nb; ++b) {
-                        expect e = a->positive ? (expect)XARG : (expect)XNF;
+                        expect e = (a->positive || a->nonneg) ? (expect)XARG : (expect)XNF;
                         char where[48];
                         size_t p0 = pos[k], p1 = pos[k];
                         if (a->rows > 0) {

@@ -262,6 +262,20 @@ static cdyn_constraint *make(int n, int m)
 /* ======================================================================== */
 /* 1. Exact formulations agree with the bordered solve                       */
 
+/* After full-rank successes on an object that never lost rank: the rank
+ * facts describe the last rank-LOSS report (constraint.h, last_error), so
+ * they keep their fresh values (rank -1, sigma_min -1, no redundant rows),
+ * and the monitor cdyn_constraint_margin() (sigma_min / sigma_max estimate
+ * of the equilibrated Phi_q) is above the rank tolerance and at most 1. */
+static void assert_full_rank_facts(const cdyn_constraint *c)
+{
+    ck_assert_int_eq(cdyn_constraint_rank(c), -1);
+    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 0);
+    ck_assert(cdyn_constraint_smallest_singular_value(c) == -1.0);
+    double margin = cdyn_constraint_margin(c);
+    ck_assert_msg(margin > 1e-10 && margin <= 1.0, "margin %g", margin);
+}
+
 /* Run lagrange, reactions (C = Phi_q and C = R Phi_q), pseudoinverse on the
  * loaded instant p with stabilized right-hand side s and compare with the
  * bordered dgesv solution. */
@@ -284,8 +298,7 @@ static void check_exact_on_instant(cdyn_constraint *c, const sys_t *p, const dou
                   reldiff(m, l, lref));
     ck_assert_double_le(eom_residual(n, m, p->M, p->ldm, p->P, p->ldp, q, l, p->Q), 1e-12);
     ck_assert_double_le(acc_residual(n, m, p->P, p->ldp, q, s), 1e-12);
-    ck_assert_int_eq(cdyn_constraint_rank(c), m);
-    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 0);
+    assert_full_rank_facts(c);
 
     /* reactions with C = Phi_q: f = lambda */
     dbuf_reset(q, (size_t)n);
@@ -340,8 +353,7 @@ static void check_exact_on_instant(cdyn_constraint *c, const sys_t *p, const dou
     ck_assert_msg(reldiff(m, l, lref) <= tol, "%s pinv lambda: %g", what, reldiff(m, l, lref));
     ck_assert_double_le(eom_residual(n, m, p->M, p->ldm, p->P, p->ldp, q, l, p->Q), 1e-12);
     ck_assert_double_le(acc_residual(n, m, p->P, p->ldp, q, s), 1e-12);
-    ck_assert_int_eq(cdyn_constraint_rank(c), m);
-    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 0);
+    assert_full_rank_facts(c);
 
     dbuf_free(q);
     dbuf_free(l);
@@ -445,50 +457,51 @@ static void orthonormal_rows(int m, int n, double *P, int ldp)
     }
 }
 
+/* The multipliers come from the Cholesky of A = X X^T (X the whitened
+ * constraint rows) when cond(A) <= 1e6, else from a pivoted QR of X^T that
+ * never forms A. The path is no longer steered by the rank tolerance (which
+ * only decides the rank; every result is certified by its backward error,
+ * constraint.h), so each path is driven by the problem and checked against
+ * the independent bordered solve: orthonormal Phi_q (cond(A) ~ cond(M) ~
+ * 10: Cholesky) and the same Phi_q with its last row replaced by the first
+ * plus 1e-4 times it (cond(Phi_q) ~ 1e4, cond(A) ~ 1e9 > 1e6: QR; still
+ * full rank, the equilibrated ratio ~1e-4 >> 1e-10). Bounds: about
+ * cond(KKT) eps, 1e-10 for the first; for the second cond(KKT) ~
+ * cond(Phi_q)^2 = 1e8, and both the library's result and the bordered
+ * reference carry about 1e8 eps ~ 1e-8 (1e-6 allowed).
+ * Sizes on both sides of the small-kernel limit (16). */
 START_TEST(schur_and_rank_revealing_paths_give_the_same_solution)
 {
-    /* lagrange and reactions solve through the Cholesky factor of the
-     * Schur complement when the rank of Phi_q is certain (cond(M) cond(A)
-     * far below 1 / rank_tol^2) and through pivoted QRs otherwise. With
-     * orthonormal rows every |R_kk| of the pivoted QR of Phi_q^T is 1, so a
-     * rank tolerance of 0.5 still finds full rank while refusing the Schur
-     * path (its bound needs cond <= 1e-4 / 0.25); the default tolerance
-     * takes it (tu_random_spd M and orthonormal Phi_q: conditions ~ 10).
-     * Both must match each other and the bordered dgesv. Sizes on both
-     * sides of the small-kernel limit (16). */
     for (int k = 0; k < NSIZES; ++k) {
         int n = SIZES[k][0], m = SIZES[k][1];
-        sys_t p;
-        sys_random(&p, n, m, 1, 700 + (unsigned)k);
-        orthonormal_rows(m, n, p.P, p.ldp);
-        cdyn_constraint *fast = make(n, m), *safe = make(n, m);
-        ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(safe, 0.5), CDYN_OK);
-        ck_assert_int_eq(sys_load(fast, &p), CDYN_OK);
-        ck_assert_int_eq(sys_load(safe, &p), CDYN_OK);
-        double *qref = malloc(sizeof(double) * (size_t)n), *lref = malloc(sizeof(double) * (size_t)m);
-        double *q1 = malloc(sizeof(double) * (size_t)n), *l1 = malloc(sizeof(double) * (size_t)m);
-        double *q2 = malloc(sizeof(double) * (size_t)n), *l2 = malloc(sizeof(double) * (size_t)m);
-        ck_assert_int_eq(
-            bordered_solve(n, m, p.M, p.ldm, p.P, p.ldp, p.Q, p.xi, NULL, qref, lref), 0);
-        ck_assert_int_eq(cdyn_constraint_lagrange(fast, q1, l1), CDYN_OK);
-        ck_assert_int_eq(cdyn_constraint_lagrange(safe, q2, l2), CDYN_OK);
-        ck_assert_int_eq(cdyn_constraint_rank(fast), m);
-        ck_assert_int_eq(cdyn_constraint_rank(safe), m);
-        ck_assert_msg(reldiff(n, q1, q2) <= 1e-12 && reldiff(m, l1, l2) <= 1e-12,
-                      "n = %d: lagrange paths differ by %g, %g", n, reldiff(n, q1, q2),
-                      reldiff(m, l1, l2));
-        ck_assert_double_le(reldiff(n, q1, qref), 1e-10);
-        ck_assert_double_le(reldiff(m, l1, lref), 1e-10);
-        ck_assert_int_eq(cdyn_constraint_reactions(fast, p.P, p.ldp, q1, l1), CDYN_OK);
-        ck_assert_int_eq(cdyn_constraint_reactions(safe, p.P, p.ldp, q2, l2), CDYN_OK);
-        ck_assert_msg(reldiff(n, q1, q2) <= 1e-12 && reldiff(m, l1, l2) <= 1e-12,
-                      "n = %d: reactions paths differ by %g, %g", n, reldiff(n, q1, q2),
-                      reldiff(m, l1, l2));
-        ck_assert_double_le(reldiff(m, l1, lref), 1e-10);
-        free(qref), free(lref), free(q1), free(l1), free(q2), free(l2);
-        cdyn_constraint_free(fast);
-        cdyn_constraint_free(safe);
-        sys_free(&p);
+        for (int ill = 0; ill < 2; ++ill) {
+            sys_t p;
+            sys_random(&p, n, m, 1, 700 + (unsigned)k);
+            orthonormal_rows(m, n, p.P, p.ldp);
+            if (ill)
+                for (int j = 0; j < n; ++j)
+                    p.P[(m - 1) + (size_t)j * p.ldp] =
+                        p.P[0 + (size_t)j * p.ldp] + 1e-4 * p.P[(m - 1) + (size_t)j * p.ldp];
+            const double tq = ill ? 1e-6 : 1e-10, tl = ill ? 1e-6 : 1e-10;
+            cdyn_constraint *c = make(n, m);
+            ck_assert_int_eq(sys_load(c, &p), CDYN_OK);
+            double *qref = malloc(sizeof(double) * (size_t)n), *lref = malloc(sizeof(double) * (size_t)m);
+            double *q1 = malloc(sizeof(double) * (size_t)n), *l1 = malloc(sizeof(double) * (size_t)m);
+            ck_assert_int_eq(
+                bordered_solve(n, m, p.M, p.ldm, p.P, p.ldp, p.Q, p.xi, NULL, qref, lref), 0);
+            ck_assert_int_eq(cdyn_constraint_lagrange(c, q1, l1), CDYN_OK);
+            assert_full_rank_facts(c);
+            ck_assert_msg(reldiff(n, q1, qref) <= tq && reldiff(m, l1, lref) <= tl,
+                          "n = %d, ill %d: lagrange differs by %g, %g", n, ill,
+                          reldiff(n, q1, qref), reldiff(m, l1, lref));
+            ck_assert_int_eq(cdyn_constraint_reactions(c, p.P, p.ldp, q1, l1), CDYN_OK);
+            ck_assert_msg(reldiff(n, q1, qref) <= tq && reldiff(m, l1, lref) <= tl,
+                          "n = %d, ill %d: reactions differ by %g, %g", n, ill,
+                          reldiff(n, q1, qref), reldiff(m, l1, lref));
+            free(qref), free(lref), free(q1), free(l1);
+            cdyn_constraint_free(c);
+            sys_free(&p);
+        }
     }
 }
 END_TEST
@@ -520,32 +533,58 @@ END_TEST
 
 START_TEST(schur_path_never_overrides_the_rank_decision_on_phi_q)
 {
-    /* Phi_q = [1 0; 1 1e-11] has condition ~2e11 > 1 / rank_tol: the rank
-     * decision on Phi_q says rank 1. With M = diag(1, 1e-22) the Schur
-     * complement Phi_q M^-1 Phi_q^T = [1 1; 1 2] is perfectly conditioned,
-     * so only the certificate on Phi_q itself (not A) can send the call to
-     * the rank-revealing path, which must report the documented rank loss. */
+    /* The rank of Phi_q is decided on Phi_q equilibrated by powers of two
+     * (one rank policy), so a column that is small only because of its
+     * units is no rank loss: Phi_q = [1 0; 1 1e-11] equilibrates to
+     * [1/2 0; 1/2 c] with c = 5e-12 * 2^38 = 0.687 (column 1 scaled up), a
+     * well-conditioned matrix: pivoted QR of its transpose gives
+     * |R22|/|R11| = c/2 / (1/4 + c^2) ~ 0.46, the margin. With
+     * M = diag(1, 1e-22), Q = (1, 1e-22), xi = 0, by hand: both rows ask
+     * q0'' = 0 and q1'' = 0, so Phi_q^T lambda = Q: lambda1 = 1e-22 / 1e-11 =
+     * 1e-11, lambda0 = 1 - 1e-11. q1'' = 1e22 (Q1 - 1e-11 lambda1) amplifies
+     * the rounding of lambda1 by 1e11, hence its bound; lambda1 itself comes
+     * from (1 + 1e-11) - 1, so only absolutely exact. */
     const double M[4] = {1, 0, 0, 1e-22}, Q[2] = {1, 1e-22}, P[4] = {1, 1, 0, 1e-11};
     const double xi[2] = {0, 0};
     cdyn_constraint *c = make(2, 2);
     ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, xi), CDYN_OK);
     double q[2] = {SENTINEL, SENTINEL}, l[2] = {SENTINEL, SENTINEL};
-    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
-    ck_assert_int_eq(cdyn_constraint_rank(c), 1);
-    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, NULL), 1);
-    ck_assert(q[0] == SENTINEL && l[0] == SENTINEL);
-    ck_assert_int_eq(cdyn_constraint_reactions(c, P, 2, q, l), CDYN_ERR_SINGULAR);
-    /* a finer tolerance accepts the same Phi_q as full rank. By hand: both
-     * rows ask q0'' = 0 and q1'' = 0, so Phi_q^T lambda = Q: lambda1 =
-     * 1e-22 / 1e-11 = 1e-11, lambda0 = 1 - 1e-11. q1'' = 1e22 (Q1 - 1e-11
-     * lambda1) amplifies the rounding of lambda1 by 1e11, hence its bound;
-     * lambda1 itself comes from (1 + 1e-11) - 1, so only absolutely exact. */
-    ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(c, 1e-13), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
     ck_assert_double_le(fabs(l[0] - (1.0 - 1e-11)), 1e-15);
     ck_assert_double_le(fabs(l[1] - 1e-11), 1e-15);
     ck_assert_double_le(fabs(q[0]), 1e-15);
     ck_assert_double_le(fabs(q[1]), 1e-4);
+    ck_assert_int_eq(cdyn_constraint_rank(c), -1); /* no rank-loss report */
+    ck_assert_double_gt(cdyn_constraint_margin(c), 0.25);
+    cdyn_constraint_free(c);
+
+    /* A rank loss no scaling removes: Phi_q = [1 1; 1 1 + d], d = 2^-37
+     * (7.3e-12, exact). Both rows have their largest entry in [1, 2): the
+     * equilibrated Phi_q is Phi_q / 2 (column factors 1). Its transpose's
+     * pivoted QR takes row 1 first (norm^2 1/2 + d/2 > 1/2), then
+     * |R22|/|R11| = (d/4) / (1/4 + (1 + d)^2/4) ~ d/2 = 3.6e-12 <= 1e-10:
+     * rank 1, row 0 redundant. M = I, Q = (2, 2 + d), xi = 0: whatever the
+     * path, the documented rank loss must be reported, outputs untouched. */
+    const double d = ldexp(1.0, -37);
+    const double I2[4] = {1, 0, 0, 1}, Q2[2] = {2, 2 + d}, P2[4] = {1, 1, 1, 1 + d};
+    c = make(2, 2);
+    ck_assert_int_eq(cdyn_constraint_load(c, I2, 2, Q2, P2, 2, NULL, NULL, xi), CDYN_OK);
+    q[0] = q[1] = l[0] = l[1] = SENTINEL;
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_constraint_rank(c), 1);
+    int row = -1;
+    ck_assert_int_eq(cdyn_constraint_redundant_rows(c, &row), 1);
+    ck_assert_int_eq(row, 0);
+    ck_assert(q[0] == SENTINEL && q[1] == SENTINEL && l[0] == SENTINEL && l[1] == SENTINEL);
+    ck_assert_int_eq(cdyn_constraint_reactions(c, P2, 2, q, l), CDYN_ERR_SINGULAR);
+    ck_assert(q[0] == SENTINEL && l[0] == SENTINEL);
+    /* a finer tolerance (1e-13 < 3.6e-12) passes the rank decision, but
+     * the KKT system [I Phi_q^T; Phi_q 0] has condition ~ (4/d)^2 = 3e23:
+     * singular to working accuracy, so the certified solve still refuses
+     * (constraint.h), outputs untouched */
+    ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(c, 1e-13), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
+    ck_assert(q[0] == SENTINEL && q[1] == SENTINEL && l[0] == SENTINEL && l[1] == SENTINEL);
     cdyn_constraint_free(c);
 }
 END_TEST
@@ -759,15 +798,29 @@ START_TEST(penalty_handles_a_massless_coordinate)
 
     cdyn_constraint *c = make(n, m);
     ck_assert_int_eq(sys_load(c, &p), CDYN_OK);
-    /* the forms that need M^{-1} refuse, writing nothing */
+    /* the exact forms no longer need M itself positive definite: with M
+     * singular they solve through M + Phi_q^T D Phi_q (constraint.h), and
+     * since the KKT system is regular they give its (exact) solution, the
+     * bordered solve's */
     double *q = dbuf(n), *l = dbuf(m);
-    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
-    ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
-    ck_assert_int_eq(cdyn_constraint_reactions(c, P, m, q, l), CDYN_ERR_SINGULAR);
-    ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
-    ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_ERR_SINGULAR);
-    ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
-    ck_assert_str_ne(cdyn_constraint_last_error(c), "");
+    double kq[n], kl[m];
+    ck_assert_int_eq(bordered_solve(n, m, M, n, P, m, Q, xi, NULL, kq, kl), 0);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    ck_assert(dbuf_guards_intact(q, n) && dbuf_guards_intact(l, m));
+    ck_assert_double_le(reldiff(n, q, kq), 1e-10);
+    ck_assert_double_le(reldiff(m, l, kl), 1e-10);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
+    ck_assert_int_eq(cdyn_constraint_reactions(c, P, m, q, l), CDYN_OK);
+    ck_assert_double_le(reldiff(n, q, kq), 1e-10);
+    ck_assert_double_le(reldiff(m, l, kl), 1e-10);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
+    ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+    ck_assert_double_le(reldiff(n, q, kq), 1e-10);
+    ck_assert_double_le(reldiff(m, l, kl), 1e-10);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
 
     /* exact at alpha = 10: the regularized bordered system */
     double qref[n], lref[m], inva[m] = {0.1, 0.1};
@@ -1640,20 +1693,54 @@ START_TEST(rank_loss_in_lagrange_is_reported_never_nan)
 }
 END_TEST
 
+/* The exact forms no longer need M positive definite by itself
+ * (constraint.h): a singular (semidefinite) M is solved through
+ * M + Phi_q^T D Phi_q when M is positive definite on the null space of
+ * Phi_q (the KKT system is then regular); they refuse (CDYN_ERR_SINGULAR,
+ * outputs untouched) when the KKT system is singular, and an indefinite M
+ * is still "not SPD" (header of cdyn_constraint_lagrange).
+ * Regular, by hand: M = diag(2, 0, 3), Q = (1, 2, 3), Phi_q = (1, 1, 1),
+ * xi = 0.5 (on the null space u0 + u1 + u2 = 0, 2 u0^2 + 3 u2^2 > 0):
+ *   2 q0 + l = 1, 0 q1 + l = 2, 3 q2 + l = 3: l = 2, q0 = -1/2, q2 = 1/3,
+ *   q1 = 1/2 - q0 - q2 = 2/3.
+ * Refused: M = diag(2, -1, 3) (indefinite) with Phi_q = (1, 1, 1);
+ *   M = diag(2, 0, 3) with Phi_q = (1, 0, 1) (q1 has no mass and no
+ *   constraint: KKT singular); M = diag(1, -1, 3) with Phi_q = (1, 1, 0)
+ *   (u = (1, -1, 0): Phi_q u = 0, M u = Phi_q^T, so [u; -1] is a null
+ *   vector of the KKT matrix). */
 START_TEST(mass_matrix_that_is_not_positive_definite_is_refused)
 {
     enum { n = 3, m = 1 };
     const double Mind[9] = {2, 0, 0, 0, -1, 0, 0, 0, 3}; /* indefinite */
     const double Msing[9] = {2, 0, 0, 0, 0, 0, 0, 0, 3}; /* semidefinite, singular */
+    const double Mind2[9] = {1, 0, 0, 0, -1, 0, 0, 0, 3};
     const double Q[3] = {1, 2, 3}, P[3] = {1, 1, 1}, xi[1] = {0.5};
-    const double *Ms[2] = {Mind, Msing};
+    const double P02[3] = {1, 0, 1}, P01[3] = {1, 1, 0};
+    const double want_q[3] = {-0.5, 2.0 / 3.0, 1.0 / 3.0}, want_l = 2.0;
     cdyn_constraint *c = make(n, m);
     double *q = dbuf(n), *l = dbuf(m);
-    for (int k = 0; k < 2; ++k) {
-        ck_assert_int_eq(cdyn_constraint_load(c, Ms[k], n, Q, P, m, NULL, NULL, xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_load(c, Msing, n, Q, P, m, NULL, NULL, xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    for (int i = 0; i < n; ++i) ck_assert_double_eq_tol(q[i], want_q[i], 1e-13);
+    ck_assert_double_eq_tol(l[0], want_l, 1e-13);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
+    ck_assert_int_eq(cdyn_constraint_reactions(c, P, m, q, l), CDYN_OK);
+    for (int i = 0; i < n; ++i) ck_assert_double_eq_tol(q[i], want_q[i], 1e-13);
+    ck_assert_double_eq_tol(l[0], want_l, 1e-13);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
+    ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+    for (int i = 0; i < n; ++i) ck_assert_double_eq_tol(q[i], want_q[i], 1e-13);
+    ck_assert_double_eq_tol(l[0], want_l, 1e-13);
+    dbuf_reset(q, n);
+    dbuf_reset(l, m);
+    const double *Mz[3] = {Mind, Msing, Mind2}, *Pz[3] = {P, P02, P01};
+    for (int k = 0; k < 3; ++k) {
+        ck_assert_int_eq(cdyn_constraint_load(c, Mz[k], n, Q, Pz[k], m, NULL, NULL, xi), CDYN_OK);
         ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_ERR_SINGULAR);
         ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
-        ck_assert_int_eq(cdyn_constraint_reactions(c, P, m, q, l), CDYN_ERR_SINGULAR);
+        ck_assert_int_eq(cdyn_constraint_reactions(c, Pz[k], m, q, l), CDYN_ERR_SINGULAR);
         ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
         ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_ERR_SINGULAR);
         ck_assert(dbuf_untouched(q, n) && dbuf_untouched(l, m));
@@ -1668,14 +1755,23 @@ END_TEST
 
 START_TEST(rank_tolerance_decides_nearly_dependent_rows)
 {
-    /* rows (1, 0, 0) and (1, 1e-8, 0): singular values ~ sqrt2 and ~ 7e-9 */
+    /* Rows (1, 1, 0) and (1, 1 + e, 0), e = 2^-27 (7.5e-9, exact): nearly
+     * dependent in any scaling (rows (1, 0, 0), (1, 1e-8, 0) would not be:
+     * equilibration scales the tiny column up, a change of units). Both rows
+     * have their largest entry in [1, 2): the equilibrated Phi_q is Phi_q / 2
+     * (columns unchanged). Pivoted QR of its transpose: row 1 first (norm^2
+     * 1/2 + e/2 > 1/2), |R22|/|R11| = (e/4) / (1/4 + (1 + e)^2/4) ~ e/2 =
+     * 3.7e-9: full rank at the default 1e-10, rank loss at 1e-6 with row 0
+     * redundant. M = I, Q = (0, 0, 1), xi = (0.5, 0.5). */
+    const double e = ldexp(1.0, -27);
     const double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Q[3] = {0, 0, 1}, xi[2] = {0.5, 0.5};
-    const double P[6] = {1, 1, 0, 1e-8, 0, 0};
+    const double P[6] = {1, 1, 1, 1 + e, 0, 0};
     cdyn_constraint *c = make(3, 2);
     ck_assert_int_eq(cdyn_constraint_load(c, M, 3, Q, P, 2, NULL, NULL, xi), CDYN_OK);
     double q[3], l[2];
     ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK); /* default 1e-10 */
-    /* q0'' = 0.5 and q1'' = 0 exactly (xi consistent with the gap), q2'' = 1 */
+    /* q0'' + q1'' = 0.5 and e q1'' = 0: q0'' = 0.5, q1'' = 0 (condition
+     * ~ 4/e = 5e8, so ~1e-7 accuracy); q2'' = Q2 = 1 */
     ck_assert_double_eq_tol(q[0], 0.5, 1e-7);
     ck_assert_double_eq_tol(q[1], 0.0, 1e-7);
     ck_assert_double_eq_tol(q[2], 1.0, 1e-12);
@@ -1684,13 +1780,20 @@ START_TEST(rank_tolerance_decides_nearly_dependent_rows)
     ck_assert_int_eq(cdyn_constraint_rank(c), 1);
     int row = -1;
     ck_assert_int_eq(cdyn_constraint_redundant_rows(c, &row), 1);
-    ck_assert(row == 0 || row == 1);
+    ck_assert_int_eq(row, 0);
     /* the pseudo-inverse drops the tiny direction: both rows then ask for
-     * q0'' = 0.5 and the minimum-norm multipliers split evenly */
+     * q0'' + q1'' = 0.5 (to O(e)); with M = I the smallest correction of
+     * Q's (0, 0) is q'' = (1/4, 1/4, 1), and Phi_q^T lambda = Q - q'' =
+     * -(1/4, 1/4, 0) needs lambda0 + lambda1 = -1/4. Both rows have the same
+     * row factor, so the minimum norm is the Euclidean one: an even split,
+     * lambda = (-1/8, -1/8). */
     ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
-    ck_assert_double_eq_tol(q[0], 0.5, 1e-7);
+    ck_assert_double_eq_tol(q[0], 0.25, 1e-7);
+    ck_assert_double_eq_tol(q[1], 0.25, 1e-7);
     ck_assert_double_eq_tol(q[2], 1.0, 1e-12);
-    ck_assert_double_eq_tol(l[0], l[1], 1e-7);
+    ck_assert_double_eq_tol(l[0], -0.125, 1e-7);
+    ck_assert_double_eq_tol(l[1], -0.125, 1e-7);
+    ck_assert_int_eq(cdyn_constraint_rank(c), 1);
     cdyn_constraint_free(c);
 }
 END_TEST
@@ -1926,11 +2029,13 @@ START_TEST(setters_reject_out_of_range_values_and_keep_settings)
     settings_kept(c, &b, "set_penalty(NULL)");
 
     /* rank tolerance in (0, 1); a kept tolerance is seen on a nearly
-     * dependent pair (ratio ~5e-9): 1e-6 rejects it, 1e-10 accepts it */
+     * dependent pair, rows (1, 1, 0) and (1, 1 + 2^-27, 0) (ratio ~3.7e-9
+     * on the equilibrated Phi_q, rank_tolerance_decides_nearly_dependent_rows):
+     * 1e-6 rejects it, 1e-10 accepts it */
     const double badtol[] = {0.0, 1.0, -1e-8, 2.0, NAN, INFINITY};
     ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(c, 1e-6), CDYN_OK);
     const double Mi[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Qi[3] = {0, 0, 1};
-    const double Pn[6] = {1, 1, 0, 1e-8, 0, 0};
+    const double Pn[6] = {1, 1, 1, 1 + ldexp(1.0, -27), 0, 0};
     cdyn_constraint *t = make(3, 2);
     ck_assert_int_eq(cdyn_constraint_set_rank_tolerance(t, 1e-6), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_load(t, Mi, 3, Qi, Pn, 2, NULL, NULL, NULL), CDYN_OK);
@@ -2199,18 +2304,22 @@ START_TEST(per_instant_calls_do_not_allocate)
     enum { n = 6, m = 3, size = 2 * n + m };
     sys_t p;
     sys_random(&p, n, m, 1, 1500);
-    double C[m * n], Cnan[m * n], Csing[m * n], Pdup[m * n], Mbad[n * n], h[n] = {0};
+    double C[m * n], Cnan[m * n], Csing[m * n], Pdup[m * n], Mbad[n * n], Pz[m * n], h[n] = {0};
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < m; ++i) {
             C[i + m * j] = 2.0 * p.P[i + p.ldp * j];
             Cnan[i + m * j] = C[i + m * j];
             Csing[i + m * j] = i == 1 ? 0.0 : C[i + m * j];
             Pdup[i + m * j] = p.P[(i == 2 ? 0 : i) + p.ldp * j];
+            Pz[i + m * j] = j == 2 ? 0.0 : p.P[i + p.ldp * j];
         }
     Cnan[4] = NAN;
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < n; ++i) Mbad[i + n * j] = p.M[i + p.ldm * j];
-    Mbad[2 + n * 2] = -50.0;
+    /* coordinate 2 without mass (row and column 2 of M zero) and, with Pz,
+     * without constraint: the KKT system is singular, which the exact forms
+     * refuse (M singular alone would not be refused, constraint.h) */
+    for (int i = 0; i < n; ++i) Mbad[2 + n * i] = Mbad[i + n * 2] = 0.0;
     double Mnan[n * n];
     memcpy(Mnan, Mbad, sizeof Mnan);
     Mnan[7] = NAN;
@@ -2260,9 +2369,9 @@ START_TEST(per_instant_calls_do_not_allocate)
     const int nerr = k;
     st[k++] = cdyn_constraint_pseudoinverse(c, q, l); /* redundant set: fine */
     ranks[2] = cdyn_constraint_rank(c);
-    st[k++] = cdyn_constraint_load(c, Mbad, n, p.Q, p.P, p.ldp, NULL, NULL, NULL);
-    st[k++] = cdyn_constraint_lagrange(c, q, l);     /* M not SPD */
-    st[k++] = cdyn_constraint_pseudoinverse(c, q, l); /* M not SPD */
+    st[k++] = cdyn_constraint_load(c, Mbad, n, p.Q, Pz, m, NULL, NULL, NULL);
+    st[k++] = cdyn_constraint_lagrange(c, q, l);     /* KKT singular */
+    st[k++] = cdyn_constraint_pseudoinverse(c, q, l); /* KKT singular */
     const char *msg = cdyn_constraint_last_error(c);
     long calls = alloc_count_stop();
 
@@ -2279,7 +2388,7 @@ START_TEST(per_instant_calls_do_not_allocate)
     for (int i = nok; i < k; ++i)
         ck_assert_msg(st[i] == want[i - nok], "error-path call %d returned %d, expected %d",
                       i - nok, (int)st[i], (int)want[i - nok]);
-    ck_assert(sv[0] > 0.0);
+    ck_assert(sv[0] == -1.0); /* full-rank successes: no rank-loss report yet */
     ck_assert_int_eq(ranks[0], 2);
     ck_assert_int_eq(ranks[1], 1);
     ck_assert_int_eq(rows[0], 2);

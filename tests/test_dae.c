@@ -462,7 +462,11 @@ static int linear_jacobian(double t, const double *v, double *J, int ld, void *u
     if (code) return code;
     for (int j = 0; j < 3; ++j)
         for (int i = 0; i < 3; ++i) J[i + j * ld] = m->A[i + 3 * j];
-    if (fault_nan(m->f.jac_calls, m->f.jac_nan_at)) J[2 + 2 * ld] = INFINITY;
+    /* the whole row 2 (which beta, ~ (2, 0, -1), always takes in): the
+     * library reads only the columns it needs (the algebraic one for
+     * Newton), and an Inf in a column it never reads is no error */
+    if (fault_nan(m->f.jac_calls, m->f.jac_nan_at))
+        for (int j = 0; j < 3; ++j) J[2 + j * ld] = INFINITY;
     return 0;
 }
 
@@ -741,10 +745,22 @@ END_TEST
 
 START_TEST(rank_tolerance_decides_whether_a_tiny_singular_value_counts)
 {
-    /* diag(1, 1e-12): 1e-12 <= 1e-10 * 1 (default) counts as zero; with a
-     * tolerance of 1e-13 it does not. */
-    double M[4] = {1, 0, 0, 1e-12};
+    /* The rank of M is decided on M equilibrated by powers of two (dae.h),
+     * so diag(1, 1e-12) has rank 2 whatever the tolerance: its rows and
+     * columns are scaled to a largest entry in [1/2, 1), a change of units,
+     * not a rank loss. A tiny singular value that no scaling removes:
+     * M = [1 1; 1 1 + e] with e = fl(1 + 1e-12) - 1 ~ 1e-12 (exact). Both
+     * rows' largest entries are in [1, 2), so the equilibrated M is M / 2
+     * (columns then unchanged); its singular values are l1,2 / 2 with
+     * l1 ~ 2, l2 = det / l1 = e / l1, ratio l2 / l1 ~ e / 4 = 2.5e-13 (the
+     * pivoted QR's |R22| / |R11| ~ e / 2 = 5e-13): at or below 1e-10
+     * (default) it counts as zero; with a tolerance of 1e-13 it does not. */
+    double D[4] = {1, 0, 0, 1e-12};
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, D, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+    const double e = (1.0 + 1e-12) - 1.0;
+    double M[4] = {1, 1, 1, 1 + e};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
     ck_assert_int_eq(cdyn_dae_set_rank_tolerance(dae, 1e-13), CDYN_OK);
@@ -1286,7 +1302,12 @@ START_TEST(constraint_without_a_real_root_gives_noconv_within_the_cap)
     cdyn_newton_report rep;
     ck_assert_int_eq(cdyn_newton_get_report(nt, &rep), CDYN_OK);
     ck_assert_int_eq(rep.converged, 0);
-    ck_assert_int_eq(rep.iterations, 5);
+    /* the default line search walks v1 towards 0, the minimum of |G|, where
+     * J = 2 v1 vanishes and the residual lies where J cannot reach: the
+     * solve may stop there with "no solution near x" (newton.h, T2.3)
+     * before the cap; either way within the cap of 5 */
+    ck_assert_int_ge(rep.iterations, 1);
+    ck_assert_int_le(rep.iterations, 5);
     ck_assert_double_ge(rep.residual_norm, 1.0 - 1e-15); /* |v1^2 + 1| >= 1 */
     /* the rhs fails the same way and leaves ydot alone */
     double y = 1.0, *ydot = dbuf(1);

@@ -211,7 +211,10 @@ static int pend_jac(double t, const double *q, double *J, int ld, void *user)
     if (rc) return rc;
     J[0] = 2.0 * q[0];
     J[ld] = 2.0 * q[1];
-    if (poison) J[ld] = INFINITY;
+    /* both entries: a call may read only the columns it needs (Newton for
+     * the dependent coordinate reads the dependent one), and an Inf in an
+     * entry that is never read is no error */
+    if (poison) J[0] = J[ld] = INFINITY;
     return 0;
 }
 
@@ -1130,7 +1133,7 @@ static void check_partition_against_rhs(cdyn_mbs *mbs, int n, int m, double t, c
     ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_p, lam_p), CDYN_OK);
     expect_vec(m, lam_p, lam, rtol, 0.0, "partitioned lambda");
     expect_vec(n, gf_p, gf, rtol, 0.0, "partitioned Phi_q^T lambda");
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, y_ps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t, z, y_ps), CDYN_OK);
     expect_vec(2 * n, y_ps, y, 1e-12, 1.0, "partition_state");
     double Phi[2];
     levels(model, t, y_ps, Phi);
@@ -1179,24 +1182,28 @@ START_TEST(partitioned_pendulum_matches_the_kkt_rhs_and_the_analytic_solution)
     double y[4];
     pendulum_state(&p, 0.7, 1.3, y);
     check_partition_against_rhs(mbs, 2, 1, 0.0, y, FD_RTOL, pend_levels, &p);
-    /* |y| > |x| at 0.7 rad: the pivoted QR makes y dependent */
+    /* The partition comes from a pivoted QR of the equilibrated Phi_q (one
+     * rank policy): at 0.7 rad, Phi_q = (2x, 2y) = (1.933, -2.295); the row
+     * is scaled by 1/4 to (0.483, -0.574), then each column to a largest
+     * entry in [1/2, 1): (0.966, -0.574). The QR takes x's column first:
+     * x dependent, y independent (by raw norms it would be the other way). */
     int ind = -1, dep = -1;
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), CDYN_OK);
-    ck_assert_int_eq(ind, 0);
-    ck_assert_int_eq(dep, 1);
-    /* a new independent state: y and y' come from Newton and Phi_q q' = 0 on
+    ck_assert_int_eq(ind, 1);
+    ck_assert_int_eq(dep, 0);
+    /* a new independent state: x and x' come from Newton and Phi_q q' = 0 on
      * the same branch, the acceleration from the analytic solution */
     double th = 0.55, thd = -0.9, y2[4], z[2], zdot[2], qdd[2], lam, gf, yps[4];
     double gfv[2];
     pendulum_state(&p, th, thd, y2);
-    z[0] = y2[0];
-    z[1] = y2[2];
+    z[0] = y2[1];
+    z[1] = y2[3];
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     pendulum_exact(&p, th, thd, qdd, &lam, gfv);
-    expect_near(zdot[1], qdd[0], FD_RTOL * vmax_abs(2, qdd), "x''");
+    expect_near(zdot[1], qdd[1], FD_RTOL * vmax_abs(2, qdd), "y''");
     ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &gf), CDYN_OK);
     expect_near(gf, lam, FD_RTOL * lam, "lambda");
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     expect_vec(4, yps, y2, 1e-12, 1.0, "state on the same branch");
     cdyn_mbs_free(mbs);
 }
@@ -1253,7 +1260,7 @@ START_TEST(partitioned_rheonomic_model_takes_the_dependent_speed_from_phi_t)
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t2, z, zdot), CDYN_OK);
     rod_exact(&r, t2, 0.9, -0.3, qdd, &lam, gf);
     expect_near(zdot[1], qdd[0], 1e-11 * vmax_abs(2, qdd), "x'' on the moving rod");
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t2, z, yps), CDYN_OK);
     expect_vec(4, yps, y2, 1e-12, 1.0, "state with the dependent speed from Phi_t");
     double lam_got;
     ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
@@ -1292,7 +1299,7 @@ START_TEST(partition_event_fires_near_the_slider_crank_dead_centre_and_repartiti
         slider_state(&sc, th1[k], 1.0, y);
         ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
         ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
-        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
         expect_vec(6, yps, y, 1e-9, 1.0, "state near the dead centre");
         /* still computed with the current partition, and right */
         ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
@@ -1310,8 +1317,8 @@ START_TEST(partition_event_fires_near_the_slider_crank_dead_centre_and_repartiti
         fired = fired || event;
     }
     ck_assert_int_eq(fired, 1);
-    /* repartition from the last consistent state */
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    /* repartition from the consistent state at the last accepted (t, z) */
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
     int dep[2];
@@ -1352,7 +1359,7 @@ START_TEST(partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is
         z[0] = y[0];
         z[1] = y[2];
         ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
-        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
         /* (y itself is ill-determined here: |dy| ~ |Phi| / (2|y|); check
          * the independent part and the constraint levels instead) */
         ck_assert_double_eq(yps[0], z[0]);
@@ -1368,8 +1375,9 @@ START_TEST(partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is
     }
     int final_event = cdyn_mbs_partition_event(mbs);
     double final_ratio = p.len / fabs(y[1]);
-    /* repartitioning from the last consistent state makes y independent */
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    /* repartitioning from the consistent state at the last accepted (t, z)
+     * makes y independent */
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
     ck_assert_int_eq(ind, 1);
@@ -1643,7 +1651,7 @@ START_TEST(partition_failures_leave_zdot_and_the_state_untouched)
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, yps), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     /* a new point, so that Newton has work to do */
     pendulum_state(&p, 0.6, 1.0, y2);
     double z2[2] = {y2[0], y2[2]}, zref[2];
@@ -1651,8 +1659,12 @@ START_TEST(partition_failures_leave_zdot_and_the_state_untouched)
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z2, zref), CDYN_OK);
     int calls[CB_COUNT];
     memcpy(calls, p.f.calls, sizeof calls);
-    /* back to the first point, then fail on the way to the second */
+    /* back to the first point, then fail on the way to the second; the
+     * consistent state at the accepted (0, z) is taken afresh here: its
+     * warm start is now the state this partition_rhs left (reached from the
+     * second point), which the failures below must not change */
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     for (int cb = 0; cb < CB_COUNT; ++cb) {
         ck_assert_msg(calls[cb] >= 1, "%s not called by partition_rhs", CB_NAME[cb]);
         for (int k = 1; k <= calls[cb]; ++k)
@@ -1664,8 +1676,10 @@ START_TEST(partition_failures_leave_zdot_and_the_state_untouched)
                               "%s call %d (nan %d): status %d", CB_NAME[cb], k, nan, (int)st);
                 if (!nan) ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
                 ck_assert(all_equal(zdot, 3, SENTINEL));
+                /* the consistent state at the accepted (0, z) is still the
+                 * one before the failure, bit for bit (same warm start) */
                 double ynow[4];
-                ck_assert_int_eq(cdyn_mbs_partition_state(mbs, ynow), CDYN_OK);
+                ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, ynow), CDYN_OK);
                 ck_assert_int_eq(memcmp(ynow, yps, sizeof ynow), 0);
             }
     }
@@ -1762,7 +1776,15 @@ START_TEST(folded_two_link_arm_is_singular_for_lagrange_and_runs_under_penalty)
     cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
     ck_assert_ptr_nonnull(mbs);
     ck_assert_int_eq(cdyn_mbs_set_model(mbs, arm_mass, arm_force, arm_phi, arm_jac, &a), CDYN_OK);
-    double y[4] = {M_PI / 2.0, M_PI, 0.3, -0.5}, ydot[4];
+    /* The rank of Phi_q is measured against the largest size each row and
+     * column has had since create (constraint.h): a gradient that shrinks
+     * to zero along the motion shows as dependent, while one that is tiny
+     * from the start reads as a change of units. So the arm first passes a
+     * regular pose, where Phi_1's row (tip y) has its normal size, and
+     * then comes to the fold, where that row vanishes. */
+    double yr[4] = {1.2, 2.5, 0.3, -0.5}, ydot[4];
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yr, ydot), CDYN_OK);
+    double y[4] = {M_PI / 2.0, M_PI, 0.3, -0.5};
     fill(ydot, 4, SENTINEL);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
     ck_assert(all_equal(ydot, 4, SENTINEL));
@@ -1839,7 +1861,8 @@ START_TEST(null_object_is_rejected_everywhere)
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(NULL, idx, idx + 1), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_gather(NULL, y, z), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(NULL, 0.0, z, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_partition_state(NULL, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_state(NULL, 0.0, z, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_quality(NULL, v, v + 1), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_event(NULL), 0);
     ck_assert_int_eq(cdyn_mbs_set_partition_limit(NULL, 10.0), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_callback_code(NULL), 0);
@@ -1946,10 +1969,26 @@ START_TEST(bad_arrays_and_values_are_rejected_and_the_object_works_afterwards)
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_ERR_ARG);
     ck_assert(all_equal(zd, 3, SENTINEL));
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, v), CDYN_ERR_ARG);
+    fill(v, 5, SENTINEL);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, v, v + 1), CDYN_ERR_ARG);
+    ck_assert(all_equal(v, 5, SENTINEL));
     ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, v), CDYN_ERR_ARG); /* no partition_rhs yet */
+    /* partition_state takes the accepted (t, z) itself: NULL arrays and
+     * non-finite values are refused with v untouched (it needs no earlier
+     * partition_rhs: its warm start is the state given to partition) */
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, NULL, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, NULL), CDYN_ERR_ARG);
+    for (int b = 0; b < 3; ++b) {
+        for (int i = 0; i < 2; ++i) {
+            double zb[2] = {z[0], z[1]};
+            zb[i] = bad[b];
+            ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, zb, v), CDYN_ERR_NONFINITE);
+        }
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, bad[b], z, v), CDYN_ERR_NONFINITE);
+    }
+    ck_assert(all_equal(v, 5, SENTINEL));
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, NULL, z), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, NULL), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, NULL, zd), CDYN_ERR_ARG);
@@ -1964,7 +2003,7 @@ START_TEST(bad_arrays_and_values_are_rejected_and_the_object_works_afterwards)
     }
     ck_assert(all_equal(zd, 3, SENTINEL));
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, NULL), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, NULL, NULL), CDYN_OK);
     /* the object works afterwards, with the Lagrange form still selected */
     fill(v, 5, SENTINEL);
@@ -1998,7 +2037,8 @@ START_TEST(partitioning_needs_some_but_not_all_coordinates_constrained)
         ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, idx, idx), CDYN_ERR_ARG);
         ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_ERR_ARG);
         ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zd), CDYN_ERR_ARG);
-        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, y), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, y), CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, NULL, NULL), CDYN_ERR_ARG);
         ck_assert_double_eq(zd[0], SENTINEL);
         ck_assert_str_ne(cdyn_mbs_last_error(mbs), "");
         cdyn_mbs_free(mbs);
@@ -2036,7 +2076,7 @@ START_TEST(per_step_calls_allocate_nothing)
     st[ns++] = cdyn_mbs_residuals(mbs, &rp, &rv);
     z[0] += 1e-2;
     st[ns++] = cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot);
-    st[ns++] = cdyn_mbs_partition_state(mbs, ys);
+    st[ns++] = cdyn_mbs_partition_state(mbs, 0.0, z, ys);
     st[ns++] = cdyn_mbs_partition_gather(mbs, ys, z);
     st[ns++] = cdyn_mbs_reactions(mbs, gf, lam);
     long calls = alloc_count_stop();

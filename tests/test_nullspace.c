@@ -1068,19 +1068,25 @@ START_TEST(update_reselects_when_W2_becomes_singular)
 }
 END_TEST
 
-/* Hand example, n = 4, m = 2.
- * Wa = [4 0 .1 .2; 0 3 .3 .1]: pivoted QR takes column 0 (norm 4), then
- * column 1 (residual norm 3 against 0.3 and 0.1): dependent {0, 1}.
- * Wb = [.1 .05 4 .2; .02 .1 .3 3]: columns {0, 1} give W2 = [.1 .05; .02 .1],
- * det = 0.009, kappa1 = 0.15 * (0.15 / 0.009) = 2.5 -- well below the default
- * limit 1e8, so update keeps {0, 1}; above a limit of 1, so with that limit
- * update reselects: column 2 (norm 4.01), then column 3 (residual 2.98 against
- * < 0.11): dependent {2, 3}. */
+/* Hand example, n = 4, m = 2. The partition and the condition are decided
+ * on the equilibrated W (rows, then columns, scaled by powers of two to a
+ * largest entry in [1/2, 1); cond of the equilibrated W2): every row and
+ * column of Wa and Wb already has its largest entry in [1/2, 1), so
+ * equilibration leaves them unchanged and the hand values hold as written.
+ * Wa = [.75 0 .5 .5; 0 .625 .5 -.5]: pivoted QR takes column 0 (norm 0.75
+ * against 0.707 and 0.625), then column 1 (residual norm 0.625 against 0.5
+ * and 0.5): dependent {0, 1}.
+ * Wb = [.5 .25 .75 0; .25 .5 0 .625]: columns {0, 1} give W2 = [.5 .25;
+ * .25 .5], det = 0.1875, W2^{-1} = [.5 -.25; -.25 .5] / 0.1875, kappa1 =
+ * 0.75 * 4 = 3 -- well below the default limit 1e8, so update keeps {0, 1};
+ * above a limit of 1, so with that limit update reselects: column 2 (norm
+ * 0.75 against 0.625 and 0.559), then column 3 (residual 0.625 against 0.5
+ * and 0.25): dependent {2, 3}, W2 = diag(.75, .625), kappa1 = 1.2. */
 START_TEST(update_reselects_when_condition_exceeds_limit)
 {
     const int n = 4, m = 2;
-    const double Wa[] = {4, 0, 0, 3, 0.1, 0.3, 0.2, 0.1};
-    const double Wb[] = {0.1, 0.02, 0.05, 0.1, 4, 0.3, 0.2, 3};
+    const double Wa[] = {0.75, 0, 0, 0.625, 0.5, 0.5, 0.5, -0.5};
+    const double Wb[] = {0.5, 0.25, 0.25, 0.5, 0.75, 0, 0, 0.625};
     problem p;
     problem_init(&p, n, m, 0, 1, 9300);
     memcpy(p.W, Wb, sizeof Wb);
@@ -1100,7 +1106,7 @@ START_TEST(update_reselects_when_condition_exceeds_limit)
     ck_assert_int_eq(changed, 0);
     get_partition(keep, n, m, part, part + 2);
     ck_assert(contains(2, part + 2, 0) && contains(2, part + 2, 1));
-    ck_assert_double_le(cdyn_nullspace_condition(keep), 2.5 * (1.0 + 1e-12));
+    ck_assert_double_le(cdyn_nullspace_condition(keep), 3.0 * (1.0 + 1e-12));
     ck_assert_double_ge(cdyn_nullspace_condition(keep), 1.0);
     assert_solve_correct(keep, &p);
 
@@ -1109,6 +1115,7 @@ START_TEST(update_reselects_when_condition_exceeds_limit)
     ck_assert_int_eq(changed, 1);
     get_partition(strict, n, m, part, part + 2);
     ck_assert(contains(2, part + 2, 2) && contains(2, part + 2, 3));
+    ck_assert_double_eq_tol(cdyn_nullspace_condition(strict), 1.2, 1e-12);
     assert_solve_correct(strict, &p);
 
     /* Same W again: reselection picks the same columns, so nothing changed. */

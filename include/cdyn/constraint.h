@@ -21,11 +21,33 @@
  * whichever formulation ran last. No call after create allocates. One object
  * must not be used from two threads at once.
  *
+ * Exact formulations (lagrange, reactions, pseudoinverse) solve the
+ * bordered system [M G^T; Phi_q 0] [q''; y] = [Q; s] the same way
+ * (docs/theory.md, "Certified solves"): equilibrated, eliminated through a
+ * Cholesky factor of M (or of M + Phi_q^T D Phi_q when M is singular or
+ * badly conditioned: the same solution, since Phi_q q'' = s), and an OK
+ * result is certified: its componentwise backward error on the caller's
+ * system is a few rounding errors (after at most two refinement steps),
+ * else CDYN_ERR_SINGULAR. The error of an OK result is then about
+ * cond(KKT) times machine epsilon, in any units.
+ *
+ * The rank of Phi_q is decided once per load by a pivoted QR of the
+ * equilibrated Phi_q^T (the rank policy, docs/theory.md), each row and
+ * column scaled by the largest size it has had since create (or
+ * cdyn_constraint_reset_scales()), not by its present one: a constraint
+ * gradient that shrinks towards zero along a motion (a fold, THEORY T6.2)
+ * then shows as nearly dependent, while a change of units cancels out.
+ * An object reused for an unrelated mechanism should be reset.
+ *
  * Rank loss: a formulation that needs Phi_q (or M) of full rank returns
  * CDYN_ERR_SINGULAR, leaves its outputs untouched and records the facts of
  * Phi_q — rank, smallest singular value, dependent rows — for
  * cdyn_constraint_rank(), cdyn_constraint_smallest_singular_value() and
  * cdyn_constraint_redundant_rows(); never NaN.
+ *
+ * Aliasing: outputs must not overlap each other (CDYN_ERR_ARG); inputs are
+ * copied by cdyn_constraint_load(), so later changes to the caller's
+ * arrays do not affect the loaded instant.
  *
  * Failure semantics: on any error the output arrays are untouched and the
  * object keeps its loaded instant and settings.
@@ -88,10 +110,21 @@ CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, cons
 CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha);
 
 /**
- * Relative rank tolerance for Phi_q and for the pseudo-inverse (singular
- * values <= tol * largest are dropped). Default 1e-10; tol in (0, 1).
+ * Relative rank tolerance for Phi_q: a pivot of the equilibrated Phi_q^T
+ * at or below tol times the largest is a dependent row (for every
+ * formulation; the pseudo-inverse drops those rows). Default 1e-10; tol in
+ * (0, 1), else CDYN_ERR_ARG. The loaded instant is decided again.
  */
 CDYN_API cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol);
+
+/**
+ * Forget the row and column sizes of Phi_q that rank decisions are
+ * measured against (see the file comment): the next decision starts a new
+ * history from the loaded instant. For an object reused for another
+ * mechanism; cdyn_mbs_set_model() does it for its own kernel.
+ * CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY from inside a callback of an owner.
+ */
+CDYN_API cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c);
 
 /**
  * Load one instant (copies; nothing is kept pointing to caller memory).
@@ -111,38 +144,42 @@ CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, i
                                           const double *xi);
 
 /**
- * Lagrange multipliers (KKT, T4.4, stabilized by s): M = L L^T (Cholesky),
- * Y = L^{-1} Phi_q^T, A = Y^T Y, A lambda = Phi_q M^{-1} Q - s and
- * q'' = M^{-1} (Q - Phi_q^T lambda) — no bordered LU. A is factored by
- * Cholesky when the full rank of Phi_q is certain (a bound of cond(Phi_q)^2
- * <= 1e-4 / rank_tol^2) and cond(A) <= 1e6; otherwise (near a singular pose)
- * the rank of Phi_q is decided by a pivoted QR of Phi_q^T and A is used
- * through a pivoted QR of Y, never formed (docs/theory.md, T4.4).
- * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when M is not SPD or Phi_q
- * is rank deficient (facts recorded); CDYN_ERR_ARG before a load.
+ * Lagrange multipliers (KKT, T4.4, stabilized by s): with M~ = L L^T (the
+ * equilibrated M, or M + Phi_q^T D Phi_q) and X = Phi_q L^{-T}, lambda
+ * solves (X X^T) lambda = X L^{-1} Q - s, by Cholesky of X X^T when it is
+ * well conditioned (cond <= 1e6), else through a pivoted QR of X^T without
+ * forming the product; q'' = M~^{-1} (Q - Phi_q^T lambda). No bordered LU.
+ * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when Phi_q is rank
+ * deficient (facts recorded), when M is not positive definite on the
+ * motions the constraints allow, or when the result cannot be certified
+ * (the message says which); CDYN_ERR_ARG before a load.
  */
 CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda);
 
 /**
  * Reactions with their own coefficient matrix C (m x n, ldc >= max(1, m);
- * T4.3): M q'' + C^T f = Q, Phi_q q'' = s, so (Phi_q M^{-1} C^T) f =
- * Phi_q M^{-1} Q - s: the m x m product by LU when the rank of Phi_q is
- * certain (as in lagrange) and its condition is <= 1e6, otherwise through
- * the pivoted QR of L^{-1} Phi_q^T without forming it. qdd (n), f (m) out.
- * CDYN_ERR_SINGULAR when M is not SPD, Phi_q is rank deficient (facts
- * recorded) or Phi_q M^{-1} C^T is numerically singular (reciprocal
- * condition below m * machine epsilon).
+ * T4.3): M q'' + C^T f = Q, Phi_q q'' = s, so (Phi_q M~^{-1} C^T) f =
+ * Phi_q M~^{-1} Q - s: the m x m product by LU when its condition is
+ * <= 1e6, otherwise through the pivoted QR of L^{-1} Phi_q^T without
+ * forming it; certified as for lagrange. qdd (n), f (m) out.
+ * CDYN_ERR_SINGULAR as for lagrange, and when Phi_q M^{-1} C^T is
+ * numerically singular (C does not act on the constrained motions).
  */
 CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc,
                                                double *qdd, double *f);
 
 /**
  * Pseudo-inverse (Udwadia-Kalaba) form for redundant constraints (T4.7):
- * lambda = A^+ (Phi_q M^{-1} Q - s), A = Phi_q M^{-1} Phi_q^T, A^+ from the
- * SVD of L^{-1} Phi_q^T with the rank tolerance; lambda is the minimum-norm
- * choice among all that give the same q'' = M^{-1} (Q - Phi_q^T lambda).
- * The rank and redundant rows are recorded. CDYN_ERR_SINGULAR only when M is
- * not SPD.
+ * q'' is that of the independent rows of Phi_q (the rank decision's; the
+ * dependent rows, being combinations of them, are met too when their s is
+ * consistent), solved and certified as for lagrange; lambda is then the
+ * minimum-norm choice among all multipliers with the same Phi_q^T lambda,
+ * the norm taken with every row of Phi_q scaled as in the rank decision
+ * (so the choice does not depend on the units of the constraints). On rank
+ * loss the facts are recorded and cdyn_constraint_last_error() describes
+ * the dropped rows, with CDYN_OK. CDYN_ERR_SINGULAR when M is not positive
+ * definite on the motions the constraints allow, or the result cannot be
+ * certified.
  */
 CDYN_API cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd,
                                                    double *lambda);
@@ -183,36 +220,44 @@ CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generaliz
                                            double *multipliers);
 
 /**
- * Rank of Phi_q found by the last formulation that checked it (-1 if none):
- * the count of pivots |R_jj| > tol |R_11| of a pivoted QR of Phi_q^T, a fact
- * of the constraints alone (M plays no part). -1 for NULL.
+ * Rank of Phi_q at the last rank-loss report (a CDYN_ERR_SINGULAR for rank
+ * loss, or a pseudo-inverse that dropped rows), -1 if none: the count of
+ * pivots above tol times the largest, a fact of the constraints alone (M
+ * plays no part). Kept with cdyn_constraint_last_error() until the next
+ * report or a failure of another kind; a success changes neither. -1 for
+ * NULL.
  */
 CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
 
 /**
- * Smallest singular value of Phi_q recorded with the last rank decision,
- * or -1 when that decision did not need it (a full-rank KKT solve) or there
- * was none, or c is NULL. Computed on rank loss and by the pseudo-inverse
- * form.
+ * Smallest singular value of Phi_q in the caller's units (0 when m > n)
+ * recorded with the last rank-loss report; -1 when there was none, after
+ * a failure of another kind, or for NULL.
  */
 CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
 
 /**
- * The m - rank constraint rows (0-based, ascending) that depend on the
- * others at the last rank decision, ranked by a pivoted QR of Phi_q^T;
- * rows may be NULL. Returns the count (0 when full rank, -1 for NULL c).
+ * The m - rank constraint rows (0-based, ascending) found dependent at the
+ * last rank-loss report (ranked by the pivoted QR of the rank decision);
+ * rows (m entries) may be NULL. Returns the count (0 when there was no
+ * report, -1 for NULL c).
  */
 CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows);
 
 /**
- * Monitor of the distance to a singular pose: an estimate of
- * sigma_min / sigma_max of the equilibrated Phi_q (unit-free, within a
- * factor of about m) at the last successful formulation; -1 before any
- * success or for NULL. 1 far from any singularity; it falls towards 0 as a
- * kinematic singularity approaches (like sqrt of the distance to a fold)
- * and the rank decision declares rank loss when it reaches the rank
- * tolerance (1e-10 by default). A caller can stop or switch formulation
- * at a threshold of its own (examples/two_link_singular.c).
+ * Monitor of the distance to a singular pose at the last successful
+ * formulation: the smallest kept pivot of the rank decision over the
+ * largest, an estimate of sigma_min / sigma_max of Phi_q with its rows and
+ * columns measured against their largest sizes so far (unit-free; the
+ * pivot ratio of a QR is within a factor of about 2^m of the singular
+ * value ratio). -1 before any success or for NULL. Of order 1 far from any
+ * singularity, it falls towards 0 as one approaches (in proportion to the
+ * distance in time when a constraint gradient vanishes at a fold passed
+ * at constant speed), and the decision declares rank loss when it reaches
+ * the rank tolerance. After the pseudo-inverse it is that of the
+ * independent rows it kept (the rows it dropped count as handled). A
+ * caller can stop or switch formulation at a threshold of its own
+ * (examples/two_link_singular.c).
  */
 CDYN_API double cdyn_constraint_margin(const cdyn_constraint *c);
 

@@ -20,11 +20,15 @@
  *   previous evaluation, bounded iterations, SVD fallback where dG0/dv_a is
  *   singular, e.g. at a closed valve).
  *
- * Units: every rank decision (rank of M, the index, the split) is made on
- * equilibrated matrices (rows and columns scaled by powers of two), and the
- * algebraic states are solved to weighted tolerances, so a model written in
- * SI units (pressures ~1e5 Pa beside flows ~1e-4 m^3/s) gets the same
- * verdicts and the same accuracy as one written in bar and L/s.
+ * Units: every rank decision (rank of M, the index, the number of
+ * algebraic states) is made on equilibrated matrices (rows and columns
+ * scaled by powers of two), and the algebraic states are solved to
+ * weighted tolerances, so a model written in SI units (pressures ~1e5 Pa
+ * beside flows ~1e-4 m^3/s) gets the same verdicts and the same accuracy
+ * as one written in bar and L/s. Which states become algebraic is a choice
+ * among equally valid ones when several are (as for cdyn_nullspace, whose
+ * split it uses) and can then change with the units; the consistent state
+ * and the rates are the same either way, to the tolerances.
  *
  * Lifecycle: cdyn_dae_create(n) → cdyn_dae_set_mass() (factors M and
  * allocates the parts that depend on its rank) → cdyn_dae_set_functions() →

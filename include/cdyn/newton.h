@@ -26,19 +26,26 @@
  * hold at the returned x, so "converged" always means the residual test
  * holds there; a warm start is accepted only if it passes both. Defaults:
  * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
- * solution of this object so far, or, for an unknown never seen non-zero,
- * the change that moves its equations by rtol of their other terms (those
- * of the unknowns, and those that are not: |G| at the initial guess). A
- * caller who knows the magnitudes gives atol (cdyn_newton_set_tolerances).
+ * solution of this object so far (a value counts only when it exceeds its
+ * tolerance: a flow converged to 1e-25 at a closed valve is zero). For an
+ * unknown never seen non-zero, tol_j is at least the change that moves each
+ * equation it enters by rtol of that equation's other terms: those of the
+ * other unknowns, and the part of |G| at the initial guess that no
+ * unknown's term |J_il x_l| accounts for. (So a flow heading for a root at
+ * 0, seen from the junction equation it shares with other flows, is judged
+ * against those flows.) A caller who knows the magnitudes gives atol
+ * (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at
  * most max_iterations steps (real-time bound, T2.4), each halved while it
  * does not lower the weighted residual (cdyn_newton_set_max_backtracks()).
- * When two successive corrections shrink by a factor near 2 (a double
+ * When two successive full corrections shrink by a factor near 2 (a double
  * root, e.g. the flow through a valve closing to zero, T2.5), the doubled
- * step is tried first and kept when it meets the residual test. When the bound is reached, x holds the
- * iterate with the smallest weighted residual and the status is
- * CDYN_ERR_NOCONV. On the SVD path, a truncated step too small to reduce a
+ * step is tried first and kept when it meets the residual test. When the
+ * bound is reached, x holds the iterate with the smallest weighted residual
+ * (each iterate compared with the best so far under its own weights, which
+ * both then share) and
+ * the status is CDYN_ERR_NOCONV. On the SVD path, a truncated step too small to reduce a
  * residual above tolerance is retried with every numerically non-zero
  * singular value and kept only if the residual falls; if that fails too,
  * the equations have no solution near x (the residual lies where the

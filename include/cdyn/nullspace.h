@@ -8,12 +8,18 @@
  * constraint forces lambda (junction pressures) are recovered afterwards.
  *
  * The states are split by a column-pivoted QR of the equilibrated W (rows
- * and columns scaled by powers of two: the one rank policy of cdyn, so the
- * split and every verdict are the same in any units): the first m pivot
- * columns (the best-conditioned square block W2) become the dependent
- * states, the other d the independent ones. The split ("partition") is
- * chosen by cdyn_nullspace_factor() and kept by cdyn_nullspace_update()
- * while W2 stays well conditioned.
+ * and columns scaled by powers of two: the one rank policy of cdyn): the
+ * first m pivot columns (a well-conditioned square block W2) become the
+ * dependent states, the other d the independent ones. Every verdict (rank,
+ * OK or CDYN_ERR_SINGULAR) is the same in any units, except for a W within
+ * a factor of about 4 of the rank tolerance. Which states are chosen can
+ * change with the units when several choices are about equally good (a
+ * 1 x 2 W = [1 1.5] may make either state dependent): every such choice
+ * gives the same rates v', forces lambda and recovered states, to
+ * rounding, and its own well-conditioned W2 (cdyn_nullspace_condition());
+ * cdyn_nullspace_set_preferred_dependent() fixes the choice when it
+ * matters. The split ("partition") is chosen by cdyn_nullspace_factor()
+ * and kept by cdyn_nullspace_update() while W2 stays well conditioned.
  *
  * Lifecycle: cdyn_nullspace_create() (allocates everything), then
  * cdyn_nullspace_factor() once per constraint pattern, then per step
@@ -155,8 +161,8 @@ CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);
 
 /**
  * Numerical rank of W found by the last cdyn_nullspace_factor() or
- * reselecting update (m after success), or -1 when nothing was factored or
- * ns is NULL.
+ * cdyn_nullspace_update() (m after any success: a kept partition proves
+ * full rank), or -1 when nothing was factored or ns is NULL.
  */
 CDYN_API int cdyn_nullspace_rank(const cdyn_nullspace *ns);
 
@@ -164,7 +170,7 @@ CDYN_API int cdyn_nullspace_rank(const cdyn_nullspace *ns);
  * After a CDYN_ERR_SINGULAR from factor/update: the m - rank constraint rows
  * (0-based) that depend on the others, chosen by a pivoted QR of W^T, are
  * written to rows[0..m-rank-1] (rows may be NULL to ask for the count).
- * Returns the count, 0 when W had full rank, -1 for NULL ns.
+ * Returns the count, 0 after a success (W of full rank), -1 for NULL ns.
  */
 CDYN_API int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows);
 

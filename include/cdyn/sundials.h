@@ -35,12 +35,16 @@
  * Return values of the SUNDIALS callbacks (rhs, projection, residual,
  * Jacobian) follow SUNDIALS: 0 on success; a positive value for a failure
  * the integrator may recover from by a smaller step: +CDYN_ERR_NONFINITE,
- * +CDYN_ERR_SINGULAR, +CDYN_ERR_NOCONV, and +CDYN_ERR_CALLBACK when the
- * model callback returned a positive code; a negative value stops the
- * integrator: -CDYN_ERR_ARG (wrong vector length, NULL user data, a call
- * out of order), -CDYN_ERR_CALLBACK when the model callback returned a
- * negative code, -CDYN_ERR_LAPACK. So |value| is always the cdyn_status,
- * and the model object's last_error() holds the message.
+ * +CDYN_ERR_NOCONV, and +CDYN_ERR_CALLBACK when the model callback returned
+ * a positive code; a negative value stops the integrator: -CDYN_ERR_ARG
+ * (wrong vector length, NULL user data, a call out of order),
+ * -CDYN_ERR_CALLBACK when the model callback returned a negative code,
+ * -CDYN_ERR_LAPACK, and -CDYN_ERR_SINGULAR: a singular configuration (a
+ * kinematic fold, a rank-deficient Phi_q, an index change) belongs to the
+ * state the integrator has reached, which a smaller step only approaches
+ * (CVODE would shrink the step to nothing and end with CV_TOO_MUCH_WORK,
+ * the diagnosis lost). So |value| is always the cdyn_status, and the model
+ * object's last_error() holds the message.
  *
  * Threads: the user data (cdyn_mbs, cdyn_dae, cdyn_ida_dae) is used by the
  * integrator's thread; one model object per integrator.
@@ -113,8 +117,8 @@ CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
  * slider crank at rtol 1e-10).
  *
  * Returns as described at the top: CDYN_ERR_NOCONV (Newton cap reached)
- * and CDYN_ERR_SINGULAR are recoverable (CVODE retries with a smaller
- * step). On failure corr and err are unspecified (CVODE discards them).
+ * is recoverable (CVODE retries with a smaller step), CDYN_ERR_SINGULAR
+ * stops it. On failure corr and err are unspecified (CVODE discards them).
  * After the call, cdyn_mbs_newton()'s report describes the projection of
  * ycur (the last call).
  */
@@ -144,7 +148,8 @@ CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
  * algebraic states are solved inside every evaluation (warm-started from
  * the last successful one); to get the full v at an output (t, y), call
  * cdyn_dae_rhs() there and then cdyn_dae_state(). CDYN_ERR_NOCONV (Newton
- * cap) and CDYN_ERR_SINGULAR are recoverable. No allocation.
+ * cap) is recoverable, CDYN_ERR_SINGULAR stops the integrator. No
+ * allocation.
  */
 CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
 

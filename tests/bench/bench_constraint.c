@@ -770,7 +770,8 @@ static void section_mbs(int n, int m, int samples, double target)
         double *yc = xmalloc(sizeof(double) * (size_t)ny);
         double *ref = xmalloc(sizeof(double) * (size_t)b.d);
         cdyn_mbs_partition_coordinates(b.part_mbs, ind, NULL);
-        cdyn_mbs_partition_state(b.part_mbs, yc);
+        if (cdyn_mbs_partition_state(b.part_mbs, 0.0, b.z0, yc) != CDYN_OK)
+            die("cdyn_mbs_partition_state", cdyn_mbs_last_error(b.part_mbs));
         double dq = 0.0;
         for (int i = 0; i < ny; ++i) dq = fmax(dq, fabs(yc[i] - b.y0[i]));
         for (int i = 0; i < b.d; ++i) ref[i] = b.rhs[ind[i]];

@@ -5,22 +5,33 @@
  * then the r x r mass block solved with dgesv.
  *
  * Models: the valve network of examples/hydraulic_valve.c (n = 4, r = 1,
- * q = 3) at an open and at a closed valve (s = 0: the Jacobian of the valve
- * row vanishes, the SVD path of T2.3), and random index-1 systems
+ * q = 3; SI units, m^3/s and Pa, cdyn with its default settings) at an
+ * open and at a closed valve (s = 0: the Jacobian of the valve row
+ * vanishes at Qa = 0, where a step takes the SVD path of T2.3; at a Qa
+ * near zero the equilibrated Jacobian is regular and the step takes the QR
+ * path), and random index-1 systems
  *     M = diag(M_ii, 0),  F(v, t) = A v + f0 + f1 sin(w t) + 0.1 tanh(v_a)
  * (tanh on the q = n/3 algebraic rows only) whose algebraic block
  * A_aa + 0.1 diag(sech^2) is strictly diagonally dominant, so dG0/dv_a is
  * invertible everywhere and the index is 1. Exact dF/dv and dF/dt callbacks.
  *
+ * Units of a model: the benchmark's own perturbations and comparisons, and
+ * the baseline's convergence tests (absolute, as a hand-written Newton's
+ * are), are stated in a unit per state and per equation: 1 for the random
+ * systems; L/s and bar for the valve (so its perturbations and the
+ * baseline's iterations are those of the scaled network it replaced). cdyn
+ * is given none of them.
+ *
  * Sections (each: median, min and max time per call over samples; the
  * samples of the paths compared in one group are taken in turn, so that a
  * slow phase of the machine hits them alike):
- *  A. right-hand side y' = f(t, y) at y0 + 1e-6 sin(k + j), warm-started
+ *  A. right-hand side y' = f(t, y) at y0 + 1e-6 u_j sin(k + j) (u_j the
+ *     unit of state j), warm-started
  *     from the previous call: cdyn_dae_rhs against the dgesv baseline
  *     (y' only, and y' plus v_a' as cdyn returns), and in units of one
  *     dgesv of size n;
  *  B. Newton solve of the algebraic equations alone (q unknowns) from
- *     x* + 1e-4 (1 + |x*|) sin(k + j + 0.5): cdyn_newton_solve against the
+ *     x* + 1e-4 (u + |x*|) sin(k + j + 0.5): cdyn_newton_solve against the
  *     dgesv Newton, mean iterations per solve (solves that end without
  *     convergence are counted and reported, not fatal);
  *  C. one Newton step (cdyn_newton_step) with a full-rank q x q Jacobian
@@ -42,7 +53,8 @@
  *     The valve only with the valve open (at a closed valve cdyn_dae_split
  *     refuses to re-plan: the analysis finds no index <= 5). Before timing, the
  *     three paths run the same 8 y values from the same state and must
- *     agree on y' and v' to 1e-10 relative (printed).
+ *     agree on y', v and v' to 1e-10 relative (printed; each vector
+ *     measured in the model's units, relative to its largest entry).
  * Not a pass/fail test; the process fails only if a setup or a cdyn call
  * fails (other than those counted in B), if cdyn and the baseline disagree
  * on v', or if the cached and uncached paths of E disagree.
@@ -270,9 +282,22 @@ typedef struct {
     double t_split;     /* where cdyn_dae_split() decides (index 1 there) */
     double *v_split;    /* n */
     double *v0;         /* n, in: guess at t; out: consistent state at t */
+    /* Newton settings given to cdyn unless newton_defaults; cap,
+     * residual_tol and step_tol are also the baseline's */
+    int newton_defaults;
     int cap, backtracks;
     double residual_tol, step_tol, rank_tol;
+    /* units of the states and of the equations F_i (NULL: 1): the
+     * benchmark's perturbations and comparisons, and the baseline's tests */
+    const double *unit, *row_unit;
+    /* a consistent state solved first by each cdyn solver of the model
+     * (NULL: none): see valve_model */
+    const double *prime_v;
+    double prime_t;
 } model;
+
+static double state_unit(const model *m, int j) { return m->unit ? m->unit[j] : 1.0; }
+static double row_unit(const model *m, int i) { return m->row_unit ? m->row_unit[i] : 1.0; }
 
 static void model_alloc(model *m, int n, int r)
 {
@@ -283,11 +308,32 @@ static void model_alloc(model *m, int n, int r)
     m->v_split = calloc((size_t)n, sizeof(double));
     m->v0 = calloc((size_t)n, sizeof(double));
     if (!m->M || !m->v_split || !m->v0) die("out of memory", NULL);
+    m->newton_defaults = 0;
     m->cap = 20;
     m->backtracks = 0;
     m->residual_tol = 1e-10;
     m->step_tol = 1e-12;
     m->rank_tol = 1e-10;
+    m->unit = m->row_unit = NULL;
+    m->prime_v = NULL;
+    m->prime_t = 0.0;
+}
+
+/* The solver's history of a primed model: a consistent state at (prime_t,
+ * prime_v) solved before the model's own (see valve_model). */
+static void prime_dae(const model *m, cdyn_dae *dae)
+{
+    if (!m->prime_v) return;
+    double *v = malloc(sizeof(double) * (size_t)m->n);
+    if (!v) die("out of memory", NULL);
+    memcpy(v, m->prime_v, sizeof(double) * (size_t)m->n);
+    cdyn_status st = cdyn_dae_consistent(dae, m->prime_t, v);
+    free(v);
+    if (st != CDYN_OK) {
+        fprintf(stderr, "bench_dae: priming cdyn_dae_consistent (%s): %s: %s\n", m->name,
+                cdyn_status_string(st), cdyn_dae_last_error(dae));
+        exit(EXIT_FAILURE);
+    }
 }
 
 static void model_free(model *m)
@@ -304,10 +350,11 @@ static void check_newton(cdyn_status st, cdyn_newton *nt, const char *what)
 
 static void apply_newton_settings(const model *m, cdyn_newton *nt)
 {
+    if (m->newton_defaults) return;
     check_newton(cdyn_newton_set_max_iterations(nt, m->cap), nt, "cdyn_newton_set_max_iterations");
     check_newton(cdyn_newton_set_max_backtracks(nt, m->backtracks), nt,
                  "cdyn_newton_set_max_backtracks");
-    check_newton(cdyn_newton_set_tolerances(nt, m->residual_tol, m->step_tol), nt,
+    check_newton(cdyn_newton_set_tolerances(nt, m->residual_tol, NULL), nt,
                  "cdyn_newton_set_tolerances");
     check_newton(cdyn_newton_set_rank_tolerance(nt, m->rank_tol), nt,
                  "cdyn_newton_set_rank_tolerance");
@@ -342,6 +389,7 @@ static cdyn_dae *model_dae(model *m, int *integrated)
     for (int k = 0; k < m->q; ++k)
         if (algebraic[k] < m->r) die("cdyn chose a massive state as algebraic", m->name);
     free(algebraic);
+    prime_dae(m, dae);
     check_dae(cdyn_dae_consistent(dae, m->t, m->v0), dae, "cdyn_dae_consistent", m->name);
     return dae;
 }
@@ -384,7 +432,9 @@ static void baseline_free(baseline *b)
 }
 
 /* Plain Newton on F_a(v_i, v_a, t) = 0 for v_a (rows and states r..n-1),
- * v_i already in v, dgesv on dF_a/dv_a; same tolerances and cap as cdyn.
+ * v_i already in v, dgesv on dF_a/dv_a; cdyn's cap, and absolute tests in
+ * the model's units: max |F_i| / row unit <= residual_tol, or the step
+ * max |dx_j| / unit <= step_tol (1 + max |x_j| / unit).
  * On success F = F(v, t) at the solution; *iterations = steps taken. Returns 0, dgesv's info > 0
  * (singular Jacobian), -1 (cap reached) or -2 (callback). */
 static int lu_newton(baseline *b, double t, double *v, int *iterations)
@@ -394,7 +444,7 @@ static int lu_newton(baseline *b, double t, double *v, int *iterations)
     for (int it = 0;; ++it) {
         if (m->force(t, v, b->F, m->user) != 0) return -2;
         double g = 0.0;
-        for (int k = 0; k < q; ++k) g = fabs(b->F[r + k]) > g ? fabs(b->F[r + k]) : g;
+        for (int k = 0; k < q; ++k) g = fmax(g, fabs(b->F[r + k]) / row_unit(m, r + k));
         if (g <= m->residual_tol) {
             *iterations = it;
             return 0;
@@ -412,8 +462,8 @@ static int lu_newton(baseline *b, double t, double *v, int *iterations)
         double step = 0.0, xn = 0.0;
         for (int k = 0; k < q; ++k) {
             v[r + k] += b->dx[k];
-            step = fabs(b->dx[k]) > step ? fabs(b->dx[k]) : step;
-            xn = fabs(v[r + k]) > xn ? fabs(v[r + k]) : xn;
+            step = fmax(step, fabs(b->dx[k]) / state_unit(m, r + k));
+            xn = fmax(xn, fabs(v[r + k]) / state_unit(m, r + k));
         }
         if (step <= m->step_tol * (1.0 + xn))
             return m->force(t, v, b->F, m->user) != 0 ? -2 : 0;
@@ -495,7 +545,8 @@ static void rhs_ctx_free(rhs_ctx *c)
 
 static void perturbed_y(rhs_ctx *c)
 {
-    for (int j = 0; j < c->m->r; ++j) c->y[j] = c->y0[j] + 1e-6 * sin((double)(c->calls + j));
+    for (int j = 0; j < c->m->r; ++j)
+        c->y[j] = c->y0[j] + 1e-6 * state_unit(c->m, j) * sin((double)(c->calls + j));
     ++c->calls;
 }
 
@@ -578,13 +629,15 @@ static void cross_check(rhs_ctx *cc, rhs_ctx *cf)
     if (run_baseline_rhs(cf) == 0) {
         const double *bv = cf->base->vdot;
         double diff = 0.0, scale = 0.0;
+        /* in the model's units (per second) */
         for (int j = 0; j < r; ++j) {
-            diff = fmax(diff, fabs(cc->ydot[j] - cf->ydot[cc->integrated[j]]));
-            scale = fmax(scale, fabs(cf->ydot[j]));
+            int i = cc->integrated[j];
+            diff = fmax(diff, fabs(cc->ydot[j] - cf->ydot[i]) / state_unit(m, i));
+            scale = fmax(scale, fabs(cf->ydot[j]) / state_unit(m, j));
         }
         for (int k = r; k < n; ++k) {
-            diff = fmax(diff, fabs(vdot[k] - bv[k]));
-            scale = fmax(scale, fabs(bv[k]));
+            diff = fmax(diff, fabs(vdot[k] - bv[k]) / state_unit(m, k));
+            scale = fmax(scale, fabs(bv[k]) / state_unit(m, k));
         }
         if (diff > 1e-6 * (1.0 + scale)) {
             fprintf(stderr, "bench_dae: %s, n = %d: cdyn and the baseline disagree on v' (%.3e)\n",
@@ -689,7 +742,8 @@ static int algebraic_jacobian(const double *x, double *Jx, int ldj, void *user)
 static void perturbed_start(solve_ctx *c, double *x)
 {
     for (int k = 0; k < c->m->q; ++k)
-        x[k] = c->xstar[k] + 1e-4 * (1.0 + fabs(c->xstar[k])) * sin((double)(c->calls + k) + 0.5);
+        x[k] = c->xstar[k] + 1e-4 * (state_unit(c->m, c->m->r + k) + fabs(c->xstar[k])) *
+                                 sin((double)(c->calls + k) + 0.5);
     ++c->calls;
 }
 
@@ -751,6 +805,22 @@ static void bench_solve(model *m, int samples, double target)
     cc.nt = cdyn_newton_create(q, q, &st);
     if (!cc.nt) die("cdyn_newton_create", cdyn_status_string(st));
     apply_newton_settings(m, cc.nt);
+    if (m->prime_v) {
+        /* the solver's history (see valve_model): the algebraic equations
+         * at (prime_t, prime_v) solved first */
+        model pm = *m;
+        pm.t = m->prime_t;
+        pm.v0 = malloc(sizeof(double) * (size_t)n);
+        if (!pm.v0) die("out of memory", NULL);
+        memcpy(pm.v0, m->prime_v, sizeof(double) * (size_t)n);
+        solve_ctx pc;
+        solve_ctx_init(&pc, &pm);
+        memcpy(pc.x, pc.xstar, sizeof(double) * (size_t)q);
+        check_newton(cdyn_newton_solve(cc.nt, algebraic_residual, algebraic_jacobian, &pc, pc.x),
+                     cc.nt, "cdyn_newton_solve (priming)");
+        solve_ctx_free(&pc);
+        free(pm.v0);
+    }
     baseline base;
     baseline_init(&base, m);
     cb.base = &base;
@@ -828,8 +898,9 @@ static void bench_steps(const char *name, int n, int q, const double *J_full, co
     for (int k = 0; k < q; ++k) cq.G[k] = sin(1.0 + k);
     cq.nt = cdyn_newton_create(q, q, &st);
     if (!cq.nt) die("cdyn_newton_create", cdyn_status_string(st));
-    check_newton(cdyn_newton_set_rank_tolerance(cq.nt, rank_tol), cq.nt,
-                 "cdyn_newton_set_rank_tolerance");
+    if (rank_tol > 0.0) /* else cdyn's default */
+        check_newton(cdyn_newton_set_rank_tolerance(cq.nt, rank_tol), cq.nt,
+                     "cdyn_newton_set_rank_tolerance");
     step_ctx cs = cq; /* same solver and buffers, the rank-deficient J */
     cs.J = J_def;
 
@@ -943,6 +1014,7 @@ static cdyn_dae *model_dae_mass_fn(model *m, int *integrated)
     apply_newton_settings(m, nt);
     check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
     check_dae(cdyn_dae_states(dae, integrated, NULL), dae, "cdyn_dae_states", m->name);
+    prime_dae(m, dae);
     check_dae(cdyn_dae_consistent(dae, m->t, m->v0), dae, "cdyn_dae_consistent", m->name);
     return dae;
 }
@@ -1008,13 +1080,16 @@ static void cache_check(cache_ctx *c, const char *name)
     die("a timed call failed", name); /* status OK yet failed: not expected */
 }
 
-/* max |a - b| / max |b| over y' (r) and over v, v' (n each) */
-static double rel_diff(int len, const double *a, const double *b)
+/* max |a - b| / max |b| over y' (r) and over v, v' (n each), entries in
+ * the model's units; a[k], b[k] belong to state states[k] (NULL: k) */
+static double rel_diff(const model *m, int len, const int *states, const double *a,
+                       const double *b)
 {
     double diff = 0.0, scale = 0.0;
     for (int k = 0; k < len; ++k) {
-        diff = fmax(diff, fabs(a[k] - b[k]));
-        scale = fmax(scale, fabs(b[k]));
+        double u = state_unit(m, states ? states[k] : k);
+        diff = fmax(diff, fabs(a[k] - b[k]) / u);
+        scale = fmax(scale, fabs(b[k]) / u);
     }
     return diff / (scale > 0.0 ? scale : 1.0);
 }
@@ -1038,9 +1113,9 @@ static void cache_agreement(cache_ctx *c, double *diff)
             check_dae(cdyn_dae_state(c[k].rc.dae, out + r, out + r + n), c[k].rc.dae,
                       "cdyn_dae_state", m->name);
             if (k) {
-                diff[k] = fmax(diff[k], rel_diff(r, got, ref));
-                diff[k] = fmax(diff[k], rel_diff(n, got + r, ref + r));
-                diff[k] = fmax(diff[k], rel_diff(n, got + r + n, ref + r + n));
+                diff[k] = fmax(diff[k], rel_diff(m, r, c[0].rc.integrated, got, ref));
+                diff[k] = fmax(diff[k], rel_diff(m, n, NULL, got + r, ref + r));
+                diff[k] = fmax(diff[k], rel_diff(m, n, NULL, got + r + n, ref + r + n));
             }
         }
     /* the re-planned split must still be the cached one */
@@ -1127,11 +1202,27 @@ static void bench_cache(model *m, int samples, double target)
 
 /* ---- the models --------------------------------------------------------- */
 
-/* Valve network at t (open: 0.1 s; closed: 0.45 s), Newton settings of the
- * example (cap 20, 20 halvings, tolerance 1e-10, rank tolerance 1e-6). */
+/* Valve network at t (open: 0.1 s; closed: 0.45 s) in SI units, cdyn with
+ * its default settings as in the example (cap 20, 40 halvings, rtol 1e-10,
+ * rank tolerance 1e-10: no tuning); the baseline with cap 20 and its
+ * absolute tests in L/s and bar (residual 1e-10, step 1e-14), as before the
+ * network was in SI.
+ *
+ * The closed valve is primed (main): each of its cdyn solvers first solves
+ * the open valve at 0.1 s, as in any run that reaches the closure. Without
+ * that history cdyn's default tolerance of Qa, never seen non-zero, is
+ * rtol |Qa| alone once a step moves Qa off zero, and Newton, which only
+ * halves Qa at the double root Qa = 0, cannot meet it: every evaluation
+ * ends CDYN_ERR_NOCONV after 20 iterations. With it (atol of Qa = rtol
+ * times the open flow) an evaluation takes 1-3 iterations. */
 static void valve_model(model *m, network *net, const char *name, double t, const double *guess)
 {
-    static const double probe[VN] = {2.0, 1.2, 0.8, 5.0};
+    static const double probe[VN] = {2e-3, 1.2e-3, 0.8e-3, 5e5}; /* m^3/s, Pa */
+    /* L/s and bar in SI; rows: pipe, valve, orifice [Pa], continuity [m^3/s] */
+    static const double unit[VN] = {1.0 / VALVE_LPS, 1.0 / VALVE_LPS, 1.0 / VALVE_LPS,
+                                    1.0 / VALVE_BAR};
+    static const double rows[VN] = {1.0 / VALVE_BAR, 1.0 / VALVE_BAR, 1.0 / VALVE_BAR,
+                                    1.0 / VALVE_LPS};
     model_alloc(m, VN, 1);
     m->name = name;
     m->t = t;
@@ -1143,11 +1234,13 @@ static void valve_model(model *m, network *net, const char *name, double t, cons
     m->t_split = 0.0;
     memcpy(m->v_split, probe, sizeof probe);
     memcpy(m->v0, guess, sizeof(double) * VN);
-    m->cap = 20;
-    m->backtracks = 20;
+    m->newton_defaults = 1;
+    m->cap = 20; /* cdyn's default; the baseline's cap */
     m->residual_tol = 1e-10;
     m->step_tol = 1e-14;
-    m->rank_tol = 1e-6;
+    m->rank_tol = 0.0; /* cdyn's default (section C) */
+    m->unit = unit;
+    m->row_unit = rows;
 }
 
 static void random_model(model *m, random_system *rs, int n)
@@ -1196,23 +1289,27 @@ int main(int argc, char **argv)
     static const int random_sizes[] = {10, 30, 100};
     model models[NMODELS];
     random_system systems[3];
-    const double open_guess[VN] = {2.5, 1.5, 1.0, 8.7};
-    /* closed: steady flow through b alone, p_s - R Q = k_b Q^2 */
+    const double open_guess[VN] = {2.5e-3, 1.5e-3, 1.0e-3, 8.7e5}; /* m^3/s, Pa */
+    /* closed: steady flow through b alone, p_s - R Q = k_b Q^2 (SI: 0.98 L/s) */
     double qc = (-net.resistance + sqrt(net.resistance * net.resistance +
                                         4.0 * net.k_orifice * net.p_supply)) /
                 (2.0 * net.k_orifice);
     const double closed_guess[VN] = {qc, 0.0, qc, net.k_orifice * qc * qc};
     valve_model(&models[0], &net, "valve open", 0.1, open_guess);
     valve_model(&models[1], &net, "valve closed", 0.45, closed_guess);
+    models[1].prime_v = open_guess; /* see valve_model */
+    models[1].prime_t = 0.1;
     for (int k = 0; k < 3; ++k)
         random_model(&models[2 + k], &systems[k], random_sizes[k]);
 
-    print_header("A. right-hand side y' = f(t, y), warm-started at y0 + 1e-6 sin(k + j); "
-                 "ratio to the y'-only baseline, units = one dgesv of size n");
+    print_header("A. right-hand side y' = f(t, y), warm-started at y0 + 1e-6 u sin(k + j) (u: "
+                 "L/s or bar for the valve, 1 otherwise); ratio to the y'-only baseline, units = "
+                 "one dgesv of size n");
     for (int k = 0; k < NMODELS; ++k) bench_rhs(&models[k], samples, target);
 
-    print_header("B. Newton solve of the q algebraic equations from x* + 1e-4 (1 + |x*|) "
-                 "sin(k + j + 0.5); ratio to the dgesv Newton, units = one dgesv of size q");
+    print_header("B. Newton solve of the q algebraic equations from x* + 1e-4 (u + |x*|) "
+                 "sin(k + j + 0.5) (u as in A); ratio to the dgesv Newton, units = one dgesv "
+                 "of size q");
     for (int k = 0; k < NMODELS; ++k) bench_solve(&models[k], samples, target);
 
     print_header("C. one Newton step dx = -J# G, q x q; ratio to the QR path, units = one "
