@@ -67,17 +67,6 @@ static cdyn_status cleared(cdyn_constraint *c, cdyn_status status)
     return status;
 }
 
-/* The power of two that brings x > 0 into [1/2, 1) (1 for x = 0). */
-static double inverse_power_of_two(double x)
-{
-    if (!(x > 0.0) || !isfinite(x)) return 1.0;
-    int e;
-    frexp(x, &e);
-    if (e > 1021) e = 1021;
-    if (e < -1021) e = -1021;
-    return ldexp(1.0, -e);
-}
-
 /* Step 1: equilibrate [M Phi^T; Phi 0] on the active rows of Phi_q (and
  * the columns of C^T) and write the scaled M into c->qr (full), Phi~ into
  * jac_scaled, C~ into coef_scaled (active rows only, gathered). */
@@ -101,7 +90,7 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
         double largest = 0.0;
         for (int j = 0; j < n; ++j)
             largest = fmax(largest, fabs(C[rows[i] + (size_t)j * ldc] * sq[j]));
-        c->scale_f[i] = inverse_power_of_two(largest);
+        c->scale_f[i] = cdyn__inverse_power_of_two(largest);
     }
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < m; ++i)
@@ -150,7 +139,7 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
     for (int i = 0; i < m; ++i) {
         double largest = 0.0;
         for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->jac_scaled[i + (size_t)j * m1]));
-        double root = inverse_power_of_two(largest); /* sqrt of the weight */
+        double root = cdyn__inverse_power_of_two(largest); /* sqrt of the weight */
         c->aug_weight[i] = root * root;
         for (int j = 0; j < n; ++j) c->x_rows[i + (size_t)j * m1] = root * c->jac_scaled[i + (size_t)j * m1];
     }
@@ -160,9 +149,9 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
     info = cdyn__potrf(n, c->chol, n);
     if (info != 0)
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                                     "%s: M is not positive definite on the motions the "
-                                     "constraints allow (leading minor %d of M + Phi_q^T Phi_q, "
-                                     "equilibrated): the KKT system is singular",
+                                     "%s: M + Phi_q^T D Phi_q (equilibrated) is not positive "
+                                     "definite (leading minor %d): M is indefinite, or singular "
+                                     "on the motions the constraints allow",
                                      fn, info));
     c->augmented = 1;
     return CDYN_OK;

@@ -458,7 +458,7 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
 /* Magnitude of state j for a difference step: |v_j| or the largest |v_j|
  * of a consistent state so far; for a state never seen non-zero, the
  * smallest magnitude known of any state (1 if none is known). */
-static double step_scale(const cdyn_dae *dae, const double *v, int j)
+double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j)
 {
     double s = fmax(fabs(v[j]), dae->magnitude[j]);
     if (s > 0.0) return s;
@@ -482,7 +482,7 @@ cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, do
     }
     for (int j = 0; j < n; ++j) {
         double saved = v[j];
-        double h = dae->fd_step * step_scale(dae, v, j);
+        double h = dae->fd_step * cdyn__dae_step_scale(dae, v, j);
         v[j] = saved + h;
         h = v[j] - saved;
         cdyn_status st = cdyn__dae_force(dae, fn, t, v, dae->force_shift);

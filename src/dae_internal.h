@@ -103,6 +103,12 @@ cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const doubl
  * around F(v, t), which must be in dae->force_val). v is restored. */
 cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v);
 
+/* The magnitude of state j for a difference step: |v_j| or the largest
+ * |v_j| of any state the object has seen (split, consistent states); for a
+ * state never seen non-zero, the smallest magnitude known of any state (1
+ * if none is known). */
+double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j);
+
 /* dF/dt at (t, v) into dae->force_dt (callback or central differences). */
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
 

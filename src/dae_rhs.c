@@ -46,13 +46,44 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     return 0;
 }
 
+/* Without the caller's dF/dv: dG0/dv_a by forward differences, each step
+ * scaled by the state's magnitude as this object knows it (its largest
+ * value seen), so that an algebraic state converging to a root at 0 keeps
+ * a step above the rounding of G0 (a step relative to the iterate alone
+ * would shrink with it). force_val is free during the solve. */
+static int algebraic_differences(const double *x, double *J, int ldj, void *user)
+{
+    cdyn_dae *dae = user;
+    int n = dae->n, q = dae->q;
+    double *v = dae->v_trial;
+    for (int k = 0; k < q; ++k) v[dae->algebraic[k]] = x[k];
+    dae->guard.in_callback++;
+    int code = dae->force(dae->t_eval, v, dae->force_val, dae->user);
+    for (int k = 0; code == 0 && k < q; ++k) {
+        int a = dae->algebraic[k];
+        double saved = v[a];
+        double h = dae->fd_step * cdyn__dae_step_scale(dae, v, a);
+        v[a] = saved + h;
+        h = v[a] - saved; /* the step actually representable */
+        code = dae->force(dae->t_eval, v, dae->force_shift, dae->user);
+        v[a] = saved;
+        for (int i = 0; code == 0 && i < n; ++i)
+            dae->force_shift[i] = (dae->force_shift[i] - dae->force_val[i]) / h;
+        if (code == 0) cdyn__dae_beta_t(dae, 1, dae->force_shift, n, 1.0, J + (size_t)k * ldj, q);
+    }
+    dae->guard.in_callback--;
+    if (code != 0) dae->callback_code = code;
+    return code;
+}
+
 /* Solve G0(v_i, v_a, t) = 0 for v_a (T3.3) starting from x; the integrated
  * states must be in v_trial. x holds the result (best iterate on failure). */
 static cdyn_status solve_algebraic(cdyn_dae *dae, const char *fn, double t, double *x)
 {
     dae->t_eval = t;
     cdyn_status st = cdyn_newton_solve(dae->newton, algebraic_residual,
-                                       dae->jacobian ? algebraic_jacobian : NULL, dae, x);
+                                       dae->jacobian ? algebraic_jacobian : algebraic_differences,
+                                       dae, x);
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, st, "%s: algebraic states at t = %g: %s", fn, t,

@@ -8,10 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A partition at least this much better than the current one (in the
- * unit-free quality of cdyn_mbs_partition_quality) is needed for an event. */
-#define PARTITION_GAIN 2.0
-
 static cdyn_status need_partition_object(cdyn_mbs *mbs, const char *fn)
 {
     if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
@@ -155,10 +151,10 @@ static cdyn_status consistent_state(cdyn_mbs *mbs, const char *fn, double t, con
     return st;
 }
 
-/* The event (mbs.h): when the current partition's quality passes the
- * limit, compare it with the partition a pivoted QR would choose now at
- * this Phi_q; an event only when that one is at least PARTITION_GAIN
- * times better. */
+/* The event (mbs.h): the current partition's quality more than `limit`
+ * times that of the partition a pivoted QR would choose now at this Phi_q.
+ * Every quality is >= 1, so the probe is needed only when the current one
+ * passes the limit itself. */
 static void watch_partition(cdyn_mbs *mbs)
 {
     mbs->quality = quality_of(mbs->partition);
@@ -166,7 +162,7 @@ static void watch_partition(cdyn_mbs *mbs)
     if (!(mbs->quality > mbs->partition_limit)) return;
     if (cdyn_nullspace_factor(mbs->probe, mbs->Phi_q, mbs->m1) != CDYN_OK) return;
     mbs->best_quality = fmin(mbs->quality, quality_of(mbs->probe));
-    if (mbs->best_quality * PARTITION_GAIN <= mbs->quality) mbs->event = 1;
+    if (mbs->quality > mbs->partition_limit * mbs->best_quality) mbs->event = 1;
 }
 
 cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, double *zdot)
@@ -184,7 +180,6 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (st) return st;
     cdyn_nullspace *ns = mbs->partition;
     double *q = mbs->q_base, *qdot = mbs->qdot_work;
-    watch_partition(mbs);
     /* accelerations: T1.4-T1.5 with F = Q and c = -xi; T1's lambda is -T4's */
     st = cdyn__mbs_mass(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
@@ -197,6 +192,7 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->vec_m2[i];
     cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->reaction_mult, 0.0, mbs->reaction_force);
     /* commit (zdot written last: it may alias z) */
+    watch_partition(mbs);
     memcpy(mbs->y_part, q, sizeof(double) * (size_t)n);
     memcpy(mbs->y_part + n, qdot, sizeof(double) * (size_t)n);
     for (int j = 0; j < d; ++j) zdot[d + j] = mbs->vec_n[mbs->ind_index[j]];

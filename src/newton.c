@@ -717,6 +717,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;
+    int pending = 0; /* x is an accepted iterate not yet compared with the best */
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
     for (int fresh = 1; st == CDYN_OK; fresh = 0) {
@@ -732,6 +733,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         /* the best iterate so far, both judged with today's weights (the
          * weights move with x: compared each with its own, a far iterate of
          * large |x| would look better than a nearer one) */
+        pending = 0;
         if (!isfinite(best) || res < weighted_max(k, b->g_keep, b->tol_g)) {
             best = res;
             best_norm = nt->report.residual_norm;
@@ -785,6 +787,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         }
         nt->report.iterations++;
         nt->report.step_norm = step;
+        pending = st == CDYN_OK && step > 0.0;
         previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
         if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
@@ -792,7 +795,17 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
                             "%.3g times its tolerance)",
                             fn, widened ? " even with every non-zero singular value" : "", res);
     }
-    /* failure: hand back the best iterate seen */
+    /* failure: hand back the best iterate seen, the last accepted one
+     * included when the failure came before it was judged (b->g = G(x)) */
+    if (pending && isfinite(best)) {
+        double res = weighted_max(k, b->g, b->tol_g);
+        if (res < weighted_max(k, b->g_keep, b->tol_g)) {
+            best = res;
+            best_norm = norm_inf(k, b->g);
+            best_error = -1.0; /* no correction was computed there */
+            memcpy(b->x_best, x, sizeof(double) * (size_t)p);
+        }
+    }
     memcpy(x, b->x_best, sizeof(double) * (size_t)p);
     if (isfinite(best)) {
         nt->report.residual_norm = best_norm;

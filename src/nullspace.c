@@ -64,6 +64,9 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->gecon_work = doubles(4 * (size_t)m1);
     ns->iwork = malloc(sizeof(int) * (size_t)m1);
     ns->redundant = malloc(sizeof(int) * (size_t)m1);
+    ns->own_ref.row = calloc((size_t)m1, sizeof(double));
+    ns->own_ref.col = calloc((size_t)n, sizeof(double));
+    ns->ref = ns->own_ref;
     ns->m_alpha = doubles((size_t)n * d);
     ns->m_dep = doubles((size_t)n * m1);
     ns->rates_dep = doubles((size_t)m1 * d);
@@ -83,7 +86,7 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->kkt_work = doubles((size_t)(n + m1));
     if (!ws_ok || !partition_alloc(&ns->current, n, m, d) ||
         !partition_alloc(&ns->scratch, n, m, d) || !ns->mark || !ns->prefer || !ns->sub ||
-        !ns->gecon_work || !ns->iwork || !ns->redundant || !ns->m_alpha || !ns->m_dep ||
+        !ns->gecon_work || !ns->iwork || !ns->redundant || !ns->own_ref.row || !ns->own_ref.col || !ns->m_alpha || !ns->m_dep ||
         !ns->rates_dep || !ns->mass_reduced || !ns->mass_scale || !ns->force_reduced ||
         !ns->vec_n || !ns->vec_n2 || !ns->vec_n3 || !ns->vec_m || !ns->vec_m2 || !ns->residual_top || !ns->delta_v ||
         !ns->residual_bottom || !ns->delta_lambda || !ns->neg_c || !ns->kkt_work)
@@ -106,7 +109,7 @@ void cdyn_nullspace_free(cdyn_nullspace *ns)
                         ns->rates_dep, ns->mass_reduced, ns->mass_scale, ns->force_reduced,
                         ns->vec_n,     ns->vec_n2,     ns->vec_n3,       ns->vec_m,
                         ns->vec_m2,    ns->residual_top, ns->delta_v, ns->residual_bottom,
-                        ns->delta_lambda, ns->neg_c,   ns->kkt_work};
+                        ns->delta_lambda, ns->neg_c,   ns->kkt_work,  ns->own_ref.row, ns->own_ref.col};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(ns->mark);
     free(ns->prefer);
@@ -192,9 +195,14 @@ static void sort_indices(int *list, int count, int range, int *mark)
 
 /* Factor the equilibrated W2 = D_r W[:, dependent] D_dep of the scratch
  * partition, whose order is set: LU, condition estimate, beta = -W2^{-1} W1
- * (T1.2) and its largest entry in the equilibrated frame. The factors come
- * from equilibrating W itself, so cond and dependence do not change with
- * the caller's units. Returns the LU's info (> 0: W2 exactly singular). */
+ * (T1.2) and its largest entry in the equilibrated frame. The factors
+ * equilibrate W against the references (rank.h; updated here): each row
+ * and column scaled by the largest size it has had rather than its present
+ * one, so that a coordinate whose column shrinks (the pendulum's y as it
+ * nears the horizontal, where dy/dx = -x/y grows) shows in cond and
+ * dependence, which the present sizes would scale away; units still
+ * cancel, and for a fresh reference the frames coincide. Returns the LU's
+ * info (> 0: W2 exactly singular). */
 static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 {
     partition *p = &ns->scratch;
@@ -202,7 +210,7 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
     const int *dep = p->order + d, *ind = p->order;
     for (int j = 0; j < ns->n; ++j)
         memcpy(p->w + (size_t)j * m, W + (size_t)j * ldw, sizeof(double) * (size_t)m);
-    cdyn__equilibrate(m, ns->n, W, ldw, p->row_scale, p->col_scale);
+    cdyn__equilibrate_ref(m, ns->n, W, ldw, &ns->ref, p->row_scale, p->col_scale);
     const double *r = p->row_scale, *c = p->col_scale;
     for (int j = 0; j < m; ++j)
         for (int i = 0; i < m; ++i)
@@ -221,13 +229,18 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
     /* a condition number is >= 1; the estimate can round just below */
     p->cond = rcond > 0.0 ? fmax(1.0, 1.0 / rcond) : INFINITY;
     cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, p->beta, m);
-    /* equilibrated beta~ = -W2~^{-1} W1~; beta = D_dep beta~ D_ind^{-1} */
+    /* equilibrated beta~ = -W2~^{-1} W1~; beta = D_dep beta~ D_ind^{-1}.
+     * The dependence is measured with each state in units of its column's
+     * reference size (exact, not rounded to a power of two: a monitor with
+     * a limit such as 1.2 must not move by factors of 2) */
+    const double *size = ns->ref.col;
     p->dependence = 0.0;
     for (int j = 0; j < d; ++j)
         for (int i = 0; i < m; ++i) {
             double *b = p->beta + i + (size_t)j * m;
-            p->dependence = fmax(p->dependence, fabs(*b));
             *b = -*b * c[dep[i]] / c[ind[j]];
+            if (size[ind[j]] > 0.0)
+                p->dependence = fmax(p->dependence, fabs(*b) * size[dep[i]] / size[ind[j]]);
         }
     return 0;
 }
@@ -238,7 +251,7 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 static void find_redundant_rows(cdyn_nullspace *ns, const double *W, int ldw, int rank)
 {
     int m = ns->m;
-    cdyn__rank_decide(&ns->ws, CDYN__RANK_ROWS, m, ns->n, W, ldw, ns->rank_tol, NULL, NULL,
+    cdyn__rank_decide(&ns->ws, CDYN__RANK_ROWS, m, ns->n, W, ldw, ns->rank_tol, NULL, &ns->ref,
                       NULL);
     ns->n_redundant = m - rank;
     memcpy(ns->redundant, ns->ws.jpvt + rank, sizeof(int) * (size_t)ns->n_redundant);
@@ -284,7 +297,7 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     if (ns->has_preference) choose_preferred(ns, W, ldw);
     cdyn__rank decision;
     int rank = cdyn__rank_decide(&ns->ws, CDYN__RANK_COLUMNS, m, n, W, ldw, ns->rank_tol,
-                                 ns->has_preference ? ns->mark : NULL, NULL, &decision);
+                                 ns->has_preference ? ns->mark : NULL, &ns->ref, &decision);
     if (rank < 0)
         return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on W", fn);
     ns->rank = rank;
@@ -323,10 +336,24 @@ static int commit_scratch(cdyn_nullspace *ns)
     return changed;
 }
 
+void cdyn__nullspace_share_references(cdyn_nullspace *ns, cdyn__rank_ref ref)
+{
+    ns->ref = ref;
+}
+
+/* A new pattern starts a new history, unless the references are shared. */
+static void restart_references(cdyn_nullspace *ns)
+{
+    if (ns->ref.row != ns->own_ref.row) return;
+    memset(ns->own_ref.row, 0, sizeof(double) * (size_t)cdyn__max(ns->m, 1));
+    memset(ns->own_ref.col, 0, sizeof(double) * (size_t)ns->n);
+}
+
 cdyn_status cdyn_nullspace_factor(cdyn_nullspace *ns, const double *W, int ldw)
 {
     if (!ns) return CDYN_ERR_ARG;
     cdyn_status st = check_w(ns, "cdyn_nullspace_factor", W, ldw);
+    if (st == CDYN_OK) restart_references(ns);
     if (st == CDYN_OK) st = select_partition(ns, "cdyn_nullspace_factor", W, ldw);
     if (st == CDYN_OK) commit_scratch(ns);
     return st;

@@ -34,6 +34,11 @@ struct cdyn_nullspace {
     int n_redundant;    /* after a rank-deficient W: rows named in redundant */
     partition current, scratch;
     int *redundant;     /* m */
+    /* the references of the equilibration (rank.h): the largest size each
+     * row and column of W has had since the last factor, or, when shared,
+     * since the owner reset them */
+    cdyn__rank_ref ref; /* own or the owner's arrays */
+    cdyn__rank_ref own_ref; /* m, n */
     cdyn__rank_ws ws;   /* rank decisions on W and W^T */
     cdyn__guard guard;
     /* workspace, all sized at create time */
@@ -63,6 +68,13 @@ void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback)
 
 /* CDYN_ERR_BUSY (with the message) when ns is inside an owner's callback. */
 cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn);
+
+/* Equilibrate against ref (rows m and columns n entries, owned by the
+ * caller and kept alive as long as ns) instead of the object's own
+ * references, which cdyn_nullspace_factor() then no longer resets: for
+ * two objects that must judge partitions of the same moving W in one frame
+ * (the partition and the probe of a cdyn_mbs). */
+void cdyn__nullspace_share_references(cdyn_nullspace *ns, cdyn__rank_ref ref);
 
 /* x <- W2^{-1} x (trans 'N') or W2^{-T} x (trans 'T') for the committed
  * partition, x of length m. */

@@ -349,7 +349,10 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
     double *rf = ns->residual_top, *rg = ns->residual_bottom;
     for (int i = 0; i < m; ++i) ns->neg_c[i] = c ? -c[i] : 0.0;
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
-    const double *ux = ns->current.col_scale, *uy = ns->current.row_scale; /* W's frame */
+    /* the unknowns' units: W's frame, or without constraints (vbar = v)
+     * that of the equilibrated M */
+    const double *ux = m > 0 ? ns->current.col_scale : ns->mass_scale;
+    const double *uy = ns->current.row_scale;
     double omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c,
                                             ux, uy, NULL, rf, rg, ns->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {

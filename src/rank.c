@@ -45,7 +45,7 @@ void cdyn__rank_ws_free(cdyn__rank_ws *w)
 
 /* The power of two p with x p in [1/2, 1) for x > 0 (exponent clamped so
  * that p stays a normal number); 1 for x = 0 or non-finite x. */
-static double inverse_power_of_two(double x)
+double cdyn__inverse_power_of_two(double x)
 {
     if (!(x > 0.0) || !isfinite(x)) return 1.0;
     int e;
@@ -66,7 +66,7 @@ static void row_factors(int rows, int cols, const double *A, int lda, double *re
     }
     for (int i = 0; i < rows; ++i) {
         if (ref) r[i] = ref[i] = fmax(ref[i], r[i]);
-        r[i] = inverse_power_of_two(r[i]);
+        r[i] = cdyn__inverse_power_of_two(r[i]);
     }
 }
 
@@ -80,7 +80,7 @@ static void col_factors(int rows, int cols, const double *A, int lda, const doub
         double largest = 0.0;
         for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
         if (ref) largest = ref[j] = fmax(ref[j], largest);
-        c[j] = inverse_power_of_two(largest);
+        c[j] = cdyn__inverse_power_of_two(largest);
     }
 }
 
@@ -97,8 +97,14 @@ static double spread_of(int count, const double *x, double spread)
 
 double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
 {
-    row_factors(rows, cols, A, lda, NULL, r);
-    col_factors(rows, cols, A, lda, r, NULL, c);
+    return cdyn__equilibrate_ref(rows, cols, A, lda, NULL, r, c);
+}
+
+double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
+                             double *r, double *c)
+{
+    row_factors(rows, cols, A, lda, ref ? ref->row : NULL, r);
+    col_factors(rows, cols, A, lda, r, ref ? ref->col : NULL, c);
     return spread_of(cols, c, spread_of(rows, r, 1.0));
 }
 

@@ -60,20 +60,6 @@ typedef struct cdyn__rank_ws {
 int cdyn__rank_ws_init(cdyn__rank_ws *w, int rows, int cols, int min_lwork);
 void cdyn__rank_ws_free(cdyn__rank_ws *w);
 
-/* Row factors r (rows) and column factors c (cols), powers of two, that
- * equilibrate the rows x cols A as described above; 1 for a zero row or
- * column. Returns the spread max/min over all factors. */
-double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
-
-/* What a decision ranks. ROWS_METRIC equilibrates the rows only: for
- * minimum-norm problems, whose column metric is the caller's choice (the
- * conditioning that matters is the one in that metric). */
-enum cdyn__rank_mode {
-    CDYN__RANK_COLUMNS,    /* QR of B (rows x cols, ld rows) ranks the columns */
-    CDYN__RANK_ROWS,       /* QR of B^T (cols x rows, ld cols) ranks the rows */
-    CDYN__RANK_ROWS_METRIC /* as ROWS, columns not scaled */
-};
-
 /* References for decisions on a matrix that changes along a motion: the
  * largest equilibration sizes its rows (row, rows entries) and columns
  * (col, cols entries) have had, each updated by every decision that uses
@@ -86,6 +72,31 @@ typedef struct cdyn__rank_ref {
     double *row;
     double *col;
 } cdyn__rank_ref;
+
+/* The power of two p with x p in [1/2, 1) for x > 0 (exponent clamped so
+ * that p stays a normal number); 1 for x = 0 or non-finite x. */
+double cdyn__inverse_power_of_two(double x);
+
+/* Row factors r (rows) and column factors c (cols), powers of two, that
+ * equilibrate the rows x cols A as described above; 1 for a zero row or
+ * column. Returns the spread max/min over all factors. */
+double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
+
+/* The same relative to references (ref may be NULL): each row scaled by
+ * the largest size it has had, then each column of the row-scaled A by
+ * the largest size it has had; ref is updated. */
+double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
+                             double *r, double *c);
+
+/* What a decision ranks. ROWS_METRIC equilibrates the rows only: for
+ * minimum-norm problems, whose column metric is the caller's choice (the
+ * conditioning that matters is the one in that metric). */
+enum cdyn__rank_mode {
+    CDYN__RANK_COLUMNS,    /* QR of B (rows x cols, ld rows) ranks the columns */
+    CDYN__RANK_ROWS,       /* QR of B^T (cols x rows, ld cols) ranks the rows */
+    CDYN__RANK_ROWS_METRIC /* as ROWS, columns not scaled */
+};
+
 
 /* Decide the rank of the rows x cols A (finite; rows, cols within the
  * capacity) with relative tolerance tol. leading (flags over the ranked

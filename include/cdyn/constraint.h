@@ -149,10 +149,12 @@ CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, i
  * solves (X X^T) lambda = X L^{-1} Q - s, by Cholesky of X X^T when it is
  * well conditioned (cond <= 1e6), else through a pivoted QR of X^T without
  * forming the product; q'' = M~^{-1} (Q - Phi_q^T lambda). No bordered LU.
- * qdd (n) and lambda (m) out. CDYN_ERR_SINGULAR when Phi_q is rank
- * deficient (facts recorded), when M is not positive definite on the
- * motions the constraints allow, or when the result cannot be certified
- * (the message says which); CDYN_ERR_ARG before a load.
+ * qdd (n) and lambda (m) out. M must be positive semidefinite (a mass
+ * matrix). CDYN_ERR_SINGULAR when Phi_q is rank deficient (facts
+ * recorded), when M + Phi_q^T D Phi_q is not positive definite (M
+ * indefinite, or singular on the motions the constraints allow), or when
+ * the result cannot be certified (the message says which); CDYN_ERR_ARG
+ * before a load.
  */
 CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *lambda);
 
@@ -177,9 +179,8 @@ CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double 
  * the norm taken with every row of Phi_q scaled as in the rank decision
  * (so the choice does not depend on the units of the constraints). On rank
  * loss the facts are recorded and cdyn_constraint_last_error() describes
- * the dropped rows, with CDYN_OK. CDYN_ERR_SINGULAR when M is not positive
- * definite on the motions the constraints allow, or the result cannot be
- * certified.
+ * the dropped rows, with CDYN_OK. CDYN_ERR_SINGULAR as for lagrange
+ * except for the rank of Phi_q.
  */
 CDYN_API cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd,
                                                    double *lambda);

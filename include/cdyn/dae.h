@@ -132,8 +132,8 @@ CDYN_API cdyn_status cdyn_dae_set_mass_fn(cdyn_dae *dae, cdyn_dae_mass_fn mass, 
 
 /**
  * The model: force (required), its Jacobian dF/dv and time derivative dF/dt
- * (either may be NULL: forward differences with relative step
- * cdyn_dae_set_fd_step()), and the user pointer passed to all three.
+ * (either may be NULL: differences, see cdyn_dae_set_fd_step()), and the
+ * user pointer passed to all three.
  */
 CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
                                             cdyn_dae_jacobian_fn jacobian,
@@ -141,9 +141,12 @@ CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn for
 
 /**
  * Relative finite-difference step of dF/dv when no Jacobian is given
- * (default 1.5e-8, in (0, 1)): state j moves by h times the larger of |v_j|
- * and the largest |v_j| of any consistent state so far (for a state never
- * seen non-zero, the smallest such magnitude of any state). dF/dt, when not
+ * (default 1.5e-8, in (0, 1)), for the analysis, the rates and the Newton
+ * solve of the algebraic states alike: state j moves by h times the larger
+ * of |v_j| and the largest |v_j| of any state given to cdyn_dae_split() or
+ * found consistent so far (for a state never seen non-zero, the smallest
+ * such magnitude of any state), so that a state converging to a root at 0
+ * keeps a step above the rounding of F. dF/dt, when not
  * given, is a central difference with step 6e-6 max(|t|, 1) (about 1e-11
  * relative error on smooth forces).
  */

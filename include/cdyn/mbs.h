@@ -207,13 +207,14 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
                                               double *y);
 
 /**
- * 1 after a partition_rhs found the current partition worse than the
- * limit AND a partition at least a factor 2 better at the same
- * configuration (the caller should repartition: cdyn_mbs_partition_state(),
+ * 1 after a partition_rhs found the quality measure of the current
+ * partition more than `limit` (cdyn_mbs_set_partition_limit()) times that
+ * of the partition a pivoted QR would choose at the same configuration
+ * (the caller should repartition: cdyn_mbs_partition_state(),
  * cdyn_mbs_partition(), cdyn_mbs_partition_gather()); it stays 1 until the
  * next cdyn_mbs_partition(). 0 otherwise (also for NULL). When no
- * partition beats the current one by that factor, there is no event,
- * however large the quality measure: repartitioning could not help.
+ * partition beats the current one by that factor there is no event,
+ * however large the measure: repartitioning could not help.
  */
 CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
 
@@ -221,16 +222,21 @@ CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
  * The event's values at the last partition_rhs: current (may be NULL) the
  * quality measure of the current partition, the larger of the condition
  * estimate of its dependent block and its largest sensitivity
- * |d q_dep / d q_ind|, both unit-free (equilibrated Phi_q); best (may be
- * NULL) that of the partition a pivoted QR would choose there (equal to
- * current while current is within the limit). CDYN_ERR_ARG before the
- * first cdyn_mbs_partition().
+ * |d q_dep / d q_ind|, both unit-free: rows and columns of Phi_q measured
+ * against the largest sizes they have had since cdyn_mbs_set_model() (each
+ * coordinate in units of its own range of motion, so that a coordinate
+ * that stops being one, like the pendulum's y at the horizontal, shows);
+ * >= 1. best (may be NULL): that of the partition a pivoted QR would
+ * choose there (equal to current while current is within the limit).
+ * CDYN_ERR_ARG before the first cdyn_mbs_partition().
  */
 CDYN_API cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, double *best);
 
 /**
- * Limit on the quality measure of cdyn_mbs_partition_quality() above which
- * a better partition is looked for (default 10, >= 1). The measure is
+ * How many times worse than the best partition at the same configuration
+ * the current one may become (in the measure of
+ * cdyn_mbs_partition_quality()) before cdyn_mbs_partition_event() asks for
+ * a new one (default 10, >= 1; 1.2 is a 20 % hysteresis). The measure is
  * unit-free, so the limit does not depend on the units of the coordinates.
  */
 CDYN_API cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit);

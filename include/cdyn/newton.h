@@ -110,7 +110,8 @@ typedef struct cdyn_newton_report {
     double residual_ratio;      /**< max_i |G_i| / gtol_i at the returned x (<= 1 when converged;
                                      -1 after cdyn_newton_step) */
     double error_ratio;         /**< max_j |dx_j| / tol_j of the correction predicted at the
-                                     returned x (<= 1 when converged; -1 after cdyn_newton_step) */
+                                     returned x (<= 1 when converged; -1 after cdyn_newton_step
+                                     or when a failure left no correction computed there) */
 } cdyn_newton_report;
 
 /**
