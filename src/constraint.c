@@ -49,8 +49,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->force = doubles((size_t)n);
     c->jac = doubles(nm);
     c->accel_rhs = doubles((size_t)m1);
-    c->ref.row = calloc((size_t)m1, sizeof(double));
-    c->ref.col = calloc((size_t)n, sizeof(double));
+    c->ref.amax = calloc(nm, sizeof(double));
     c->row_order = malloc(sizeof(int) * (size_t)m1);
     c->redundant_flag = calloc((size_t)m1, sizeof(int));
     c->gen_force = doubles((size_t)n);
@@ -91,7 +90,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.row || !c->ref.col)
+        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
@@ -115,7 +114,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->top,       c->w,           c->q_scaled,    c->q_result,
                         c->residual_top, c->delta_q,  c->bottom,      c->r,
                         c->mult_scaled, c->mult_result, c->residual_bottom, c->delta_mult,
-                        c->vec_m,     c->kkt_work,    c->ref.row,     c->ref.col};
+                        c->vec_m,     c->kkt_work,    c->ref.amax};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
     free(c->active_rows);
@@ -253,8 +252,7 @@ cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c)
 {
     if (!c) return CDYN_ERR_ARG;
     if (cdyn__constraint_check_idle(c, "cdyn_constraint_reset_scales")) return CDYN_ERR_BUSY;
-    memset(c->ref.row, 0, sizeof(double) * (size_t)c->m1);
-    memset(c->ref.col, 0, sizeof(double) * (size_t)c->n);
+    memset(c->ref.amax, 0, sizeof(double) * (size_t)c->m1 * (size_t)c->n);
     c->decided = 0; /* the loaded instant is decided again, against itself */
     return CDYN_OK;
 }
@@ -296,19 +294,23 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     if (!st) st = check_vector(c, fn, "Phi_dot", m, Phi_dot);
     if (!st) st = check_vector(c, fn, "xi", m, xi);
     if (st) return st;
+    /* T4.6: s = xi - K_D Phi' - K_P Phi, checked before anything is copied
+     * in (a failed load keeps the previous instant) */
+    double *s = c->vec_m;
+    for (int i = 0; i < m; ++i) s[i] = xi ? xi[i] : 0.0;
+    if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, s);
+    if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, s);
+    if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
+                          "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
     for (int j = 0; j < n; ++j) {
         memcpy(c->mass + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
         if (m > 0)
-            memcpy(c->jac + (size_t)j * c->m1, Phi_q + (size_t)j * ldphiq, sizeof(double) * (size_t)m);
+            memcpy(c->jac + (size_t)j * c->m1, Phi_q + (size_t)j * ldphiq,
+                   sizeof(double) * (size_t)m);
     }
     memcpy(c->force, Q, sizeof(double) * (size_t)n);
-    /* T4.6: s = xi - K_D Phi' - K_P Phi */
-    for (int i = 0; i < m; ++i) c->accel_rhs[i] = xi ? xi[i] : 0.0;
-    if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, c->accel_rhs);
-    if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, c->accel_rhs);
-    if (cdyn__first_nonfinite(m, 1, c->accel_rhs, c->m1) >= 0)
-        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
-                          "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
+    if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
     c->loaded = 1;
     c->decided = 0;
     c->has_result = 0;
@@ -359,12 +361,12 @@ cdyn_status cdyn__constraint_report_rank_loss(cdyn_constraint *c, const char *fn
     c->sigma_min = smallest_singular_value(c);
     const char *verdict = status == CDYN_OK ? "the pseudo-inverse drops" : "dependent constraint";
     return cdyn__fail(c->msg, status,
-                      "%s: Phi_q is rank deficient (rank %d < m = %d; after equilibration the "
-                      "pivot ratio %.3g <= tol %.3g, so not a matter of units; smallest singular "
-                      "value %.3e in the caller's units); %s row%s %d%s",
-                      fn, rank, m, c->decision.dropped, c->rank_tol, c->sigma_min, verdict,
-                      c->n_redundant > 1 ? "s" : "", c->n_redundant > 0 ? c->redundant[0] : -1,
-                      c->n_redundant > 1 ? " ..." : "");
+                      "%s: %s row%s %d%s: Phi_q is rank deficient (rank %d < m = %d: pivot "
+                      "ratio %.3g <= tol %.3g with Phi_q equilibrated as for its history, not "
+                      "a matter of units; smallest singular value %.3e in the caller's units)",
+                      fn, verdict, c->n_redundant > 1 ? "s" : "",
+                      c->n_redundant > 0 ? c->redundant[0] : -1, c->n_redundant > 1 ? " ..." : "",
+                      rank, m, c->decision.dropped, c->rank_tol, c->sigma_min);
 }
 
 void cdyn__constraint_clear_facts(cdyn_constraint *c)

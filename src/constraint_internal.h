@@ -33,7 +33,7 @@ struct cdyn_constraint {
     /* the rank of Phi_q by the rank policy, decided once per load */
     int decided;
     cdyn__rank decision;
-    cdyn__rank_ref ref;     /* largest row (m) and column (n) sizes of Phi_q so far */
+    cdyn__rank_ref ref;     /* m x n: largest |entries| of Phi_q so far (rank.h) */
     int *row_order;         /* m: rows ranked by the decision, independent first */
     int *redundant_flag;    /* m: 1 for the rows past the rank */
     cdyn__rank_ws ws;

@@ -77,13 +77,12 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->dep_index = malloc(sizeof(int) * (size_t)m1);
     mbs->reaction_force = malloc(sizeof(double) * (size_t)n);
     mbs->reaction_mult = malloc(sizeof(double) * (size_t)m1);
-    mbs->partition_ref.row = calloc((size_t)m1, sizeof(double));
-    mbs->partition_ref.col = calloc((size_t)n, sizeof(double));
+    mbs->partition_ref.amax = calloc(nm, sizeof(double));
     if (mbs->partition) { /* partition and probe judged in one frame */
         cdyn__nullspace_share_references(mbs->partition, mbs->partition_ref);
         cdyn__nullspace_share_references(mbs->probe, mbs->partition_ref);
     }
-    if (!mbs->partition_ref.row || !mbs->partition_ref.col || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
+    if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
         !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
@@ -108,7 +107,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
-                        mbs->mass_scale, mbs->partition_ref.row, mbs->partition_ref.col};
+                        mbs->mass_scale, mbs->partition_ref.amax};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -134,8 +133,7 @@ cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_fo
     mbs->jacobian = jacobian;
     mbs->user = user;
     cdyn_constraint_reset_scales(mbs->kernel); /* a new mechanism: no history */
-    memset(mbs->partition_ref.row, 0, sizeof(double) * (size_t)mbs->m1);
-    memset(mbs->partition_ref.col, 0, sizeof(double) * (size_t)mbs->n);
+    memset(mbs->partition_ref.amax, 0, sizeof(double) * (size_t)mbs->m1 * (size_t)mbs->n);
     return CDYN_OK;
 }
 

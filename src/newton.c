@@ -327,11 +327,19 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
 {
     int k = nt->k, p = nt->p;
     cdyn__rank decision;
-    enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS_METRIC;
+    /* the rank of a wide J is decided with its columns equilibrated too (a
+     * fact of J, whatever the units of the unknowns); its minimum-norm step
+     * then needs the QR in the caller's metric, a second factorization */
+    enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS;
     int rank =
         cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, NULL, &decision);
+    if (rank == k && k < p &&
+        cdyn__rank_decide(&nt->b.ws, CDYN__RANK_ROWS_METRIC, k, p, J, ldj, nt->rank_tol, NULL,
+                          NULL, NULL) < 0)
+        rank = -1;
     if (rank < 0) return -1;
     if (rank == k) {
+        nt->n_dependent_rows = nt->n_dropped_cols = 0;
         nt->mode = k == p ? MODE_QR_SQUARE : MODE_QR_WIDE;
         nt->rank = nt->rank_used = nt->rank_numerical = rank;
         nt->smallest_kept = decision.ratio;

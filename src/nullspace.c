@@ -64,8 +64,8 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->gecon_work = doubles(4 * (size_t)m1);
     ns->iwork = malloc(sizeof(int) * (size_t)m1);
     ns->redundant = malloc(sizeof(int) * (size_t)m1);
-    ns->own_ref.row = calloc((size_t)m1, sizeof(double));
-    ns->own_ref.col = calloc((size_t)n, sizeof(double));
+    ns->own_ref.amax = calloc((size_t)m1 * n, sizeof(double));
+    ns->saved_ref.amax = doubles((size_t)m1 * n);
     ns->ref = ns->own_ref;
     ns->m_alpha = doubles((size_t)n * d);
     ns->m_dep = doubles((size_t)n * m1);
@@ -86,7 +86,8 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
     ns->kkt_work = doubles((size_t)(n + m1));
     if (!ws_ok || !partition_alloc(&ns->current, n, m, d) ||
         !partition_alloc(&ns->scratch, n, m, d) || !ns->mark || !ns->prefer || !ns->sub ||
-        !ns->gecon_work || !ns->iwork || !ns->redundant || !ns->own_ref.row || !ns->own_ref.col || !ns->m_alpha || !ns->m_dep ||
+        !ns->gecon_work || !ns->iwork || !ns->redundant || !ns->own_ref.amax ||
+        !ns->saved_ref.amax || !ns->m_alpha || !ns->m_dep ||
         !ns->rates_dep || !ns->mass_reduced || !ns->mass_scale || !ns->force_reduced ||
         !ns->vec_n || !ns->vec_n2 || !ns->vec_n3 || !ns->vec_m || !ns->vec_m2 || !ns->residual_top || !ns->delta_v ||
         !ns->residual_bottom || !ns->delta_lambda || !ns->neg_c || !ns->kkt_work)
@@ -109,7 +110,7 @@ void cdyn_nullspace_free(cdyn_nullspace *ns)
                         ns->rates_dep, ns->mass_reduced, ns->mass_scale, ns->force_reduced,
                         ns->vec_n,     ns->vec_n2,     ns->vec_n3,       ns->vec_m,
                         ns->vec_m2,    ns->residual_top, ns->delta_v, ns->residual_bottom,
-                        ns->delta_lambda, ns->neg_c,   ns->kkt_work,  ns->own_ref.row, ns->own_ref.col};
+                        ns->delta_lambda, ns->neg_c,   ns->kkt_work,  ns->own_ref.amax, ns->saved_ref.amax};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(ns->mark);
     free(ns->prefer);
@@ -193,16 +194,32 @@ static void sort_indices(int *list, int count, int range, int *mark)
         if (mark[i]) list[k++] = i;
 }
 
+/* The size of each column of the history (size, n entries): its largest
+ * entry with every row divided by the row's largest (row sizes in
+ * ns->vec_m). A column never touched has size 0. */
+static void column_sizes(cdyn_nullspace *ns, double *size)
+{
+    int m = ns->m, n = ns->n;
+    const double *h = ns->ref.amax;
+    double *row = ns->vec_m;
+    for (int i = 0; i < m; ++i) row[i] = 0.0;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) row[i] = fmax(row[i], h[i + (size_t)j * m]);
+    for (int j = 0; j < n; ++j) {
+        size[j] = 0.0;
+        for (int i = 0; i < m; ++i)
+            if (row[i] > 0.0) size[j] = fmax(size[j], h[i + (size_t)j * m] / row[i]);
+    }
+}
+
 /* Factor the equilibrated W2 = D_r W[:, dependent] D_dep of the scratch
  * partition, whose order is set: LU, condition estimate, beta = -W2^{-1} W1
- * (T1.2) and its largest entry in the equilibrated frame. The factors
- * equilibrate W against the references (rank.h; updated here): each row
- * and column scaled by the largest size it has had rather than its present
- * one, so that a coordinate whose column shrinks (the pendulum's y as it
- * nears the horizontal, where dy/dx = -x/y grows) shows in cond and
- * dependence, which the present sizes would scale away; units still
- * cancel, and for a fresh reference the frames coincide. Returns the LU's
- * info (> 0: W2 exactly singular). */
+ * (T1.2) and its largest entry. The factors equilibrate W's history
+ * (rank.h; updated here), the largest |entries| W has had, rather than W,
+ * so that a coordinate whose column shrinks (the pendulum's y as it nears
+ * the horizontal, where dy/dx = -x/y grows) shows in cond and dependence,
+ * which scaling by the present sizes would hide. For a fresh history the
+ * two coincide. Returns the LU's info (> 0: W2 exactly singular). */
 static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 {
     partition *p = &ns->scratch;
@@ -231,9 +248,12 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
     cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, p->beta, m);
     /* equilibrated beta~ = -W2~^{-1} W1~; beta = D_dep beta~ D_ind^{-1}.
      * The dependence is measured with each state in units of its column's
-     * reference size (exact, not rounded to a power of two: a monitor with
-     * a limit such as 1.2 must not move by factors of 2) */
-    const double *size = ns->ref.col;
+     * size in the history, each row divided exactly by its own largest
+     * entry (not rounded to powers of two: a monitor with a limit such as
+     * 1.2 must not move by factors of 2; for m = 1 it is unit-free to
+     * rounding) */
+    double *size = ns->vec_n3;
+    column_sizes(ns, size);
     p->dependence = 0.0;
     for (int j = 0; j < d; ++j)
         for (int i = 0; i < m; ++i) {
@@ -304,9 +324,9 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     if (rank < m) {
         find_redundant_rows(ns, W, ldw, rank);
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
-                          "%s: W is rank deficient (rank %d < m = %d: after equilibration the "
-                          "pivot ratio %.3g <= tol %.3g, so not a matter of units); dependent "
-                          "constraint row%s %d%s",
+                          "%s: W is rank deficient (rank %d < m = %d: pivot ratio %.3g <= "
+                          "tol %.3g with W equilibrated as for its history since factor, not "
+                          "a matter of units); dependent constraint row%s %d%s",
                           fn, rank, m, decision.dropped, ns->rank_tol,
                           ns->n_redundant > 1 ? "s" : "", ns->redundant[0],
                           ns->n_redundant > 1 ? " ..." : "");
@@ -341,21 +361,30 @@ void cdyn__nullspace_share_references(cdyn_nullspace *ns, cdyn__rank_ref ref)
     ns->ref = ref;
 }
 
-/* A new pattern starts a new history, unless the references are shared. */
-static void restart_references(cdyn_nullspace *ns)
+/* The references before a call, so that a failed call leaves them as they
+ * were (restore = 1 puts them back). */
+static void keep_references(cdyn_nullspace *ns, int restore)
 {
-    if (ns->ref.row != ns->own_ref.row) return;
-    memset(ns->own_ref.row, 0, sizeof(double) * (size_t)cdyn__max(ns->m, 1));
-    memset(ns->own_ref.col, 0, sizeof(double) * (size_t)ns->n);
+    size_t bytes = sizeof(double) * (size_t)ns->m * (size_t)ns->n;
+    if (restore)
+        memcpy(ns->ref.amax, ns->saved_ref.amax, bytes);
+    else
+        memcpy(ns->saved_ref.amax, ns->ref.amax, bytes);
 }
 
 cdyn_status cdyn_nullspace_factor(cdyn_nullspace *ns, const double *W, int ldw)
 {
     if (!ns) return CDYN_ERR_ARG;
     cdyn_status st = check_w(ns, "cdyn_nullspace_factor", W, ldw);
-    if (st == CDYN_OK) restart_references(ns);
-    if (st == CDYN_OK) st = select_partition(ns, "cdyn_nullspace_factor", W, ldw);
-    if (st == CDYN_OK) commit_scratch(ns);
+    if (st != CDYN_OK) return st;
+    keep_references(ns, 0);
+    if (ns->ref.amax == ns->own_ref.amax) /* a new pattern, a new history (unless shared) */
+        memset(ns->ref.amax, 0, sizeof(double) * (size_t)ns->m * (size_t)ns->n);
+    st = select_partition(ns, "cdyn_nullspace_factor", W, ldw);
+    if (st == CDYN_OK)
+        commit_scratch(ns);
+    else
+        keep_references(ns, 1);
     return st;
 }
 
@@ -365,6 +394,7 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     const char *fn = "cdyn_nullspace_update";
     cdyn_status st = check_w(ns, fn, W, ldw);
     if (st != CDYN_OK) return st;
+    keep_references(ns, 0);
     int keep = ns->factored;
     if (keep) memcpy(ns->scratch.order, ns->current.order, sizeof(int) * (size_t)ns->n);
     if (keep && ns->m > 0) {
@@ -375,7 +405,10 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     }
     if (!keep) {
         st = select_partition(ns, fn, W, ldw);
-        if (st != CDYN_OK) return st;
+        if (st != CDYN_OK) {
+            keep_references(ns, 1);
+            return st;
+        }
     } else { /* a well-conditioned W2 of m columns: W has full rank */
         ns->rank = ns->m;
         ns->n_redundant = 0;

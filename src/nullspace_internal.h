@@ -11,8 +11,8 @@
 /* One factorization of W for a given partition. Two of them live in the
  * object: the committed one and a scratch one that becomes committed (by a
  * swap) only when a factor/update succeeds, so a failure never disturbs the
- * object. W is used through its equilibrated form D_r W D_c (rank policy):
- * W2^{-1} = D_dep (D_r W2 D_dep)^{-1} D_r. */
+ * object. W is used through its equilibrated form D_r W D_c (rank policy,
+ * against the references): W2^{-1} = D_dep (D_r W2 D_dep)^{-1} D_r. */
 typedef struct partition {
     int *order;       /* n state indices: order[0..d-1] independent, order[d..n-1] dependent */
     double *w;        /* m x n: W itself (for the certificate of a solve) */
@@ -22,7 +22,7 @@ typedef struct partition {
     int *ipiv;        /* m pivots of that LU */
     double *beta;     /* m x d, -W2^{-1} W1: the lower block of alpha (T1.2) */
     double cond;      /* 1-norm condition estimate of the equilibrated W2 */
-    double dependence; /* largest |entry| of the equilibrated -W2^{-1} W1 */
+    double dependence; /* largest |entry| of -W2^{-1} W1 in reference units */
 } partition;
 
 struct cdyn_nullspace {
@@ -34,11 +34,12 @@ struct cdyn_nullspace {
     int n_redundant;    /* after a rank-deficient W: rows named in redundant */
     partition current, scratch;
     int *redundant;     /* m */
-    /* the references of the equilibration (rank.h): the largest size each
-     * row and column of W has had since the last factor, or, when shared,
-     * since the owner reset them */
-    cdyn__rank_ref ref; /* own or the owner's arrays */
-    cdyn__rank_ref own_ref; /* m, n */
+    /* the history W is equilibrated against (rank.h): the largest |entries|
+     * it has had since the last factor, or, when shared, since the owner
+     * reset it */
+    cdyn__rank_ref ref; /* own or the owner's array */
+    cdyn__rank_ref own_ref; /* m x n */
+    cdyn__rank_ref saved_ref; /* m x n: the history before the current call */
     cdyn__rank_ws ws;   /* rank decisions on W and W^T */
     cdyn__guard guard;
     /* workspace, all sized at create time */
@@ -69,11 +70,11 @@ void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback)
 /* CDYN_ERR_BUSY (with the message) when ns is inside an owner's callback. */
 cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn);
 
-/* Equilibrate against ref (rows m and columns n entries, owned by the
- * caller and kept alive as long as ns) instead of the object's own
- * references, which cdyn_nullspace_factor() then no longer resets: for
- * two objects that must judge partitions of the same moving W in one frame
- * (the partition and the probe of a cdyn_mbs). */
+/* Equilibrate against ref (an m x n history, owned by the caller and kept
+ * alive as long as ns) instead of the object's own, which
+ * cdyn_nullspace_factor() then no longer resets: for two objects that
+ * must judge partitions of the same moving W in one frame (the partition
+ * and the probe of a cdyn_mbs). */
 void cdyn__nullspace_share_references(cdyn_nullspace *ns, cdyn__rank_ref ref);
 
 /* x <- W2^{-1} x (trans 'N') or W2^{-T} x (trans 'T') for the committed

@@ -55,33 +55,43 @@ double cdyn__inverse_power_of_two(double x)
     return ldexp(1.0, -e);
 }
 
-/* Row factors so that every row's largest entry is in [1/2, 1), or, with
- * references, the largest entry the row has had (ref updated). */
-static void row_factors(int rows, int cols, const double *A, int lda, double *ref, double *r)
+/* Row factors so that every row's largest entry is in [1/2, 1). */
+static void row_factors(int rows, int cols, const double *A, int lda, double *r)
 {
     for (int i = 0; i < rows; ++i) r[i] = 0.0;
     for (int j = 0; j < cols; ++j) {
         const double *col = A + (size_t)j * lda;
         for (int i = 0; i < rows; ++i) r[i] = fmax(r[i], fabs(col[i]));
     }
-    for (int i = 0; i < rows; ++i) {
-        if (ref) r[i] = ref[i] = fmax(ref[i], r[i]);
-        r[i] = cdyn__inverse_power_of_two(r[i]);
-    }
+    for (int i = 0; i < rows; ++i) r[i] = cdyn__inverse_power_of_two(r[i]);
 }
 
-/* Column factors of the row-scaled A (largest entry in [1/2, 1)), or,
- * with references, the largest it has had (ref updated). */
+/* Column factors of the row-scaled A (largest entry in [1/2, 1)). */
 static void col_factors(int rows, int cols, const double *A, int lda, const double *r,
-                        double *ref, double *c)
+                        double *c)
 {
     for (int j = 0; j < cols; ++j) {
         const double *col = A + (size_t)j * lda;
         double largest = 0.0;
         for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
-        if (ref) largest = ref[j] = fmax(ref[j], largest);
         c[j] = cdyn__inverse_power_of_two(largest);
     }
+}
+
+/* The matrix whose equilibration is used: A itself, or its history
+ * (updated with A; *ld set to its leading dimension). */
+static const double *scaled_source(int rows, int cols, const double *A, int lda,
+                                   cdyn__rank_ref *ref, int *ld)
+{
+    *ld = lda;
+    if (!ref) return A;
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i) {
+            double *h = ref->amax + i + (size_t)j * rows;
+            *h = fmax(*h, fabs(A[i + (size_t)j * lda]));
+        }
+    *ld = rows;
+    return ref->amax;
 }
 
 /* Largest over smallest of the factors in x (count entries; 1 if none). */
@@ -103,8 +113,10 @@ double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r
 double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
                              double *r, double *c)
 {
-    row_factors(rows, cols, A, lda, ref ? ref->row : NULL, r);
-    col_factors(rows, cols, A, lda, r, ref ? ref->col : NULL, c);
+    int ld;
+    const double *S = scaled_source(rows, cols, A, lda, ref, &ld);
+    row_factors(rows, cols, S, ld, r);
+    col_factors(rows, cols, S, ld, r, c);
     return spread_of(cols, c, spread_of(rows, r, 1.0));
 }
 
@@ -113,11 +125,13 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
                       cdyn__rank_ref *ref, cdyn__rank *out)
 {
     double *r = w->row_scale, *c = w->col_scale;
-    row_factors(rows, cols, A, lda, ref ? ref->row : NULL, r);
+    int ld;
+    const double *S = scaled_source(rows, cols, A, lda, ref, &ld);
+    row_factors(rows, cols, S, ld, r);
     if (mode == CDYN__RANK_ROWS_METRIC)
         for (int j = 0; j < cols; ++j) c[j] = 1.0;
     else
-        col_factors(rows, cols, A, lda, r, ref ? ref->col : NULL, c);
+        col_factors(rows, cols, S, ld, r, c);
     double spread = spread_of(cols, c, spread_of(rows, r, 1.0));
     int by_columns = mode == CDYN__RANK_COLUMNS;
     int m = by_columns ? rows : cols, n = by_columns ? cols : rows; /* the factored m x n */

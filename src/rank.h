@@ -60,17 +60,17 @@ typedef struct cdyn__rank_ws {
 int cdyn__rank_ws_init(cdyn__rank_ws *w, int rows, int cols, int min_lwork);
 void cdyn__rank_ws_free(cdyn__rank_ws *w);
 
-/* References for decisions on a matrix that changes along a motion: the
- * largest equilibration sizes its rows (row, rows entries) and columns
- * (col, cols entries) have had, each updated by every decision that uses
- * them. A row is then scaled by its largest size so far rather than by its
- * present one, so that a row that shrinks towards zero (the gradient of a
- * constraint vanishing at a fold, THEORY T6.2) shows as nearly dependent
- * instead of being scaled back to unit size; unit changes still cancel,
- * since a reference transforms as its row does. Start from zeros. */
+/* The history of a matrix that changes along a motion: amax (rows x cols,
+ * leading dimension rows) holds the largest |entry| each position has had,
+ * updated by every decision that uses it, and the equilibration is that of
+ * amax rather than of the present matrix. A row or column that shrinks
+ * towards zero (the gradient of a constraint vanishing at a fold, THEORY
+ * T6.2) then shows as nearly dependent instead of being scaled back to
+ * unit size; and since amax changes under any scaling of rows and columns
+ * exactly as the matrix does, the decisions keep the unit-independence of
+ * the rank policy. Start from zeros. */
 typedef struct cdyn__rank_ref {
-    double *row;
-    double *col;
+    double *amax;
 } cdyn__rank_ref;
 
 /* The power of two p with x p in [1/2, 1) for x > 0 (exponent clamped so
@@ -82,9 +82,8 @@ double cdyn__inverse_power_of_two(double x);
  * column. Returns the spread max/min over all factors. */
 double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
 
-/* The same relative to references (ref may be NULL): each row scaled by
- * the largest size it has had, then each column of the row-scaled A by
- * the largest size it has had; ref is updated. */
+/* The same against a history (ref may be NULL): ref->amax is updated
+ * with A and equilibrated in its place. */
 double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
                              double *r, double *c);
 
@@ -101,9 +100,9 @@ enum cdyn__rank_mode {
 /* Decide the rank of the rows x cols A (finite; rows, cols within the
  * capacity) with relative tolerance tol. leading (flags over the ranked
  * rows or columns, or NULL) marks those the QR must take first, in their
- * order, before it pivots the rest. ref (or NULL) makes the equilibration
- * relative to the references, which it updates (ROWS and ROWS_METRIC
- * modes use ref->row; ROWS also ref->col). Afterwards w->qr, w->tau hold the
+ * order, before it pivots the rest. ref (or NULL): equilibrate against
+ * that history, updated with A (the factored matrix is still A, scaled).
+ * Afterwards w->qr, w->tau hold the
  * pivoted QR of the equilibrated matrix (or transpose) as dgeqp3 leaves it,
  * w->jpvt the 0-based pivot order (the ranked rows or columns, strongest
  * first), w->row_scale and w->col_scale the factors (B = D_r A D_c).

@@ -10,8 +10,9 @@
  *  - identities any correct answer meets (W v = 0, Phi_q q'' = s);
  *  - an RK4 of the one-degree-of-freedom pendulum equation written here.
  *
- * Each test names the property; its comment gives the derivation, what the
- * library did when the test was written ("today") and what is asserted. */
+ * Each test names the property; its comment gives the derivation and what
+ * is asserted, and, for a test written against a defect since fixed, a
+ * "Regression:" note on the wrong answer an earlier version gave. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -253,12 +254,12 @@ static int index_of(const double *mdiag, cdyn_dae_force_fn force, cdyn_dae_jacob
     return index;
 }
 
-/* Today: in bar and L/s the index is 1; in SI units cdyn_dae_analyze
- * returns CDYN_ERR_SINGULAR ("singular or its index exceeds 5"): the
+/* Asserts: index 1, CDYN_OK, in bar/L/s and in SI, default settings. The
  * level-1 matrix [I1 0 0 0; 0 -2ka Qa 0 1; 0 0 -2kb Qb 1; 1 -1 -1 0] has
- * singular values from ~5.6e9 down to ~4e-10 (determinant I1 (2ka Qa +
- * 2kb Qb) = 3e17), a ratio far below the absolute-scale tolerance 1e-10.
- * Asserts: index 1, CDYN_OK, in bar/L/s and in SI, default settings. */
+ * singular values from ~5.6e9 down to ~4e-10 in SI (determinant I1 (2ka Qa
+ * + 2kb Qb) = 3e17): only a decision on the equilibrated matrix sees that
+ * it is regular. Regression: an earlier version judged it against an
+ * absolute-scale tolerance and returned CDYN_ERR_SINGULAR in SI units. */
 START_TEST(hydraulic_network_in_si_units_has_index_one)
 {
     orifice_junction si, bar;
@@ -276,10 +277,10 @@ START_TEST(hydraulic_network_in_si_units_has_index_one)
 }
 END_TEST
 
-/* Today: index 2 in bar and L/s; CDYN_ERR_SINGULAR in SI units, where the
- * level-2 row carries pJ with the coefficient ~ 1/I ~ 1e-8 next to the
- * inertances ~ 1e7..1e8 in the other rows (ratio ~ 1e-15 < 1e-10).
- * Asserts: index 2, CDYN_OK, in both unit systems, default settings. */
+/* Asserts: index 2, CDYN_OK, in both unit systems, default settings. In SI
+ * the level-2 row carries pJ with the coefficient ~ 1/I ~ 1e-8 next to the
+ * inertances ~ 1e7..1e8 in the other rows (ratio ~ 1e-15). Regression: an
+ * earlier version returned CDYN_ERR_SINGULAR in SI units. */
 START_TEST(hydraulic_network_in_si_units_has_index_two)
 {
     inertial_junction si, bar;
@@ -337,10 +338,11 @@ static int zero_dfdt2(double t, const double *v, double *dFdt, void *user)
     return 0;
 }
 
-/* Today: cdyn_dae_rank = 1 (1e-12 < the relative tolerance 1e-10), so the
- * light state is treated as algebraic: index 1, and consistent() moves v1
- * to the root of F1. Asserts: rank 2, index 0, split + consistent leave v
- * exactly as given, rhs OK with v' = (-0.3, -10.5) to 1e-14 relative. */
+/* Asserts: rank 2, index 0, split + consistent leave v exactly as given,
+ * rhs OK with v' = (-0.3, -10.5) to 1e-14 relative. Regression: an earlier
+ * version gave cdyn_dae_rank = 1 (1e-12 < the relative tolerance 1e-10 on
+ * the unequilibrated M), treated the light state as algebraic (index 1)
+ * and moved v1 to the root of F1. */
 START_TEST(regular_mass_with_condition_1e12_is_an_ode)
 {
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
@@ -388,11 +390,11 @@ static void scaled_rows(double *phi, double *s)
     for (int i = 0; i < 2; ++i) s[i] = SC_D[i] * SC_S[i];
 }
 
-/* Today: cdyn_constraint_lagrange returns CDYN_ERR_SINGULAR (rank 1: the
- * pivoted QR of Phi_q^T has |R_22| / |R_11| ~ 1e-16). Asserts: OK, no rank
- * loss recorded and a singularity margin of order one (the rows are
- * orthogonal up to the units), q'' and d_i lambda_i equal the unscaled
- * bordered solve to 1e-12. */
+/* Asserts: OK, no rank loss recorded and a singularity margin of order one
+ * (the rows are independent up to the units), q'' and d_i lambda_i equal
+ * the unscaled bordered solve to 1e-12. Regression: an earlier version
+ * returned CDYN_ERR_SINGULAR (rank 1: the unequilibrated pivoted QR of
+ * Phi_q^T had |R_22| / |R_11| ~ 1e-16). */
 START_TEST(kkt_with_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank)
 {
     double qdd_ref[3], lam_ref[2], K[25], x[5];
@@ -418,9 +420,9 @@ START_TEST(kkt_with_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank)
 }
 END_TEST
 
-/* Today: cdyn_nullspace_factor returns CDYN_ERR_SINGULAR, rank 1 (default
- * tolerance 1e-12 against |R_22| / |R_11| ~ 1e-16). Asserts: OK, rank 2, and
- * each row of W alpha vanishes relative to sum_j |W_ij alpha_jk|. */
+/* Asserts: OK, rank 2, and each row of W alpha vanishes relative to
+ * sum_j |W_ij alpha_jk|. Regression: an earlier version returned
+ * CDYN_ERR_SINGULAR, rank 1 (|R_22| / |R_11| ~ 1e-16 unequilibrated). */
 START_TEST(nullspace_of_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank)
 {
     double W[6], s[2];
@@ -482,11 +484,12 @@ static int lj_jacobian(double t, const double *v, double *J, int ld, void *user)
     return 0;
 }
 
-/* Today: after rhs at Q1 = 1e-4, rhs at Q1 = 1e-4 + 5e-11 starts Newton from
- * the stale Ql; its residual |dQ1| = 5e-11 is already below the absolute
- * tolerance 1e-10, so 0 iterations: Ql is off by 5e-7 relative and Q1' by
- * ~1e-6 relative, with CDYN_OK. Asserts: Ql, Q1', Ql' at the second point
- * within 1e-8 relative of the hand solution (default settings). */
+/* After rhs at Q1 = 1e-4, rhs at Q1 = 1e-4 + 5e-11 starts Newton from the
+ * stale Ql, whose residual |dQ1| = 5e-11 is tiny in absolute terms but
+ * 5e-7 of Q1. Asserts: Ql, Q1', Ql' at the second point within 1e-8
+ * relative of the hand solution (default settings). Regression: an
+ * earlier version's absolute tolerance 1e-10 accepted the stale Ql after 0
+ * iterations (Ql off by 5e-7 relative, Q1' by ~1e-6, with CDYN_OK). */
 START_TEST(dae_rhs_solves_small_algebraic_states_to_relative_accuracy)
 {
     const leak_junction h = {3e7, 1e8, 1e9, 9.9e10, 1.5e5};
@@ -528,8 +531,10 @@ END_TEST
 /* = 1e-4 m^3/s exactly (to rounding). Warm start: the previous solution     */
 /* before the valve area changed by 0.2%: (3e5, 1.002e-4). The first step    */
 /* changes Q by -(Q0^2 - Q*^2)/(2 Q0) = -1.998e-7 and p by 0, and leaves the */
-/* error (Q0 - Q*)^2 / (2 Q0) = 2.0e-10 in Q (2e-6 relative). The step test  */
-/* ||dx||_inf <= 1e-12 (1 + ||x||_inf) = 3.0e-7 accepts that step.           */
+/* error (Q0 - Q*)^2 / (2 Q0) = 2.0e-10 in Q (2e-6 relative). Each unknown   */
+/* is judged in its own scale (newton.h: tol_j = rtol |x_j| + atol_j), so    */
+/* Q's next correction, 2e-10, is far above rtol Q = 1e-14 and Newton goes   */
+/* on: the second step leaves (2e-10)^2 / (2 Q) = 2e-16, within tolerance.   */
 
 typedef struct {
     double ps, pt, k;
@@ -553,9 +558,10 @@ static int so_jacobian(const double *x, double *J, int ld, void *user)
     return 0;
 }
 
-/* Today: CDYN_OK, converged after one step with Q off by 2e-6 relative
- * (residual 0.8 Pa). Asserts: each unknown within 1e-8 relative of (3e5,
- * 1e-4), default settings, exact Jacobian. */
+/* Asserts: CDYN_OK and each unknown within 1e-8 relative of (3e5, 1e-4),
+ * default settings, exact Jacobian. Regression: an earlier version's step
+ * test ||dx||_inf <= 1e-12 (1 + ||x||_inf) = 3.0e-7 accepted the first
+ * step, converged with Q off by 2e-6 relative (residual 0.8 Pa). */
 START_TEST(newton_converges_every_unknown_in_its_own_scale)
 {
     const supply_orifice s = {3e5, 1e5, 2e13};
@@ -653,13 +659,13 @@ static void check_pinned(double mu, double q3, int m)
     cdyn_constraint_free(c);
 }
 
-/* Today (Q3 = 3): CDYN_OK from all three formulations with q'' errors, in
- * the order lagrange / reactions / pseudoinverse, of 2.0e-4 / 2.7e-6 /
- * 2.7e-6 (mu = 1e-12, m = 1), 5.7e-4 / 5.7e-4 / 1.2e-3 (1e-12, m = 2),
- * up to 2.4e-2 (1e-14) and 1.4 / 1.4 / 23 (1e-16, m = 2) relative;
- * Phi_q q'' = s violated. Asserts: OK, q'' within 1e-12 relative and
- * lambda (f) within 1e-12 of the largest force (Q, lambda) of the bordered
- * solve, Phi_q q'' = s to a few ulps, for m = 1 and 2. */
+/* Q3 = 3. Asserts: OK from all three formulations, q'' within 1e-12
+ * relative and lambda (f) within 1e-12 of the largest force (Q, lambda) of
+ * the bordered solve, Phi_q q'' = s to a few ulps, for m = 1 and 2.
+ * Regression: an earlier version (through M's own Cholesky factor)
+ * returned CDYN_OK with q'' errors, lagrange / reactions / pseudoinverse,
+ * of 2.0e-4 / 2.7e-6 / 2.7e-6 (mu = 1e-12, m = 1) up to 1.4 / 1.4 / 23
+ * (1e-16, m = 2) relative, Phi_q q'' = s violated. */
 START_TEST(kkt_is_exact_when_a_pinned_coordinate_is_nearly_massless)
 {
     const double mus[3] = {1e-12, 1e-14, 1e-16};
@@ -668,11 +674,11 @@ START_TEST(kkt_is_exact_when_a_pinned_coordinate_is_nearly_massless)
 }
 END_TEST
 
-/* mu = 1e-310 (subnormal). Today, Q3 = 3: CDYN_ERR_NONFINITE ("q''
- * overflowed") or CDYN_ERR_SINGULAR (reactions, m = 2) for a bordered
- * system of condition ~ 10; Q3 = -9.81 mu (its weight), m = 2: CDYN_OK with
- * q'' off by a factor 11 (lagrange) and 1e294 (pseudoinverse). Asserts as
- * above, for both forces. */
+/* mu = 1e-310 (subnormal), a bordered system of condition ~ 10. Asserts as
+ * above, for Q3 = 3 and Q3 = -9.81 mu (its weight). Regression: an earlier
+ * version returned CDYN_ERR_NONFINITE ("q'' overflowed") or
+ * CDYN_ERR_SINGULAR (reactions, m = 2) for Q3 = 3, and CDYN_OK with q'' off
+ * by a factor 11 (lagrange) and 1e294 (pseudoinverse) for the weight. */
 START_TEST(kkt_is_exact_when_the_pinned_mass_is_subnormal)
 {
     const double mu = 1e-310;
@@ -759,9 +765,10 @@ static int bs_xi(double t, const double *q, const double *qd, double *xi, void *
     return 0;
 }
 
-/* Today: CDYN_OK with the slider's q'' off (same cancellation as above).
- * Asserts: cdyn_mbs_rhs (default formulation, exact time terms) gives the
- * q'' of the bordered solve to 1e-12 relative. */
+/* Asserts: cdyn_mbs_rhs (default formulation, exact time terms) gives the
+ * q'' of the bordered solve to 1e-12 relative. Regression: an earlier
+ * version returned CDYN_OK with the slider's q'' off (the cancellation of
+ * the tests above). */
 START_TEST(mbs_rhs_is_exact_with_a_nearly_massless_pinned_slider)
 {
     const bob_slider b = {1.5, 1e-14, 0.8, 50.0, 9.81};
@@ -840,9 +847,10 @@ static int nosol_time(double t, const double *v, double *dFdt, void *user)
     return 0;
 }
 
-/* Today: cdyn_dae_consistent and cdyn_dae_rhs at y = 1 return CDYN_OK and
- * the Newton report says converged, residual 0.5. Asserts: CDYN_ERR_NOCONV
- * from both, report.converged == 0, ydot untouched. */
+/* Asserts: CDYN_ERR_NOCONV from cdyn_dae_consistent and cdyn_dae_rhs at
+ * y = 1, report.converged == 0, ydot untouched. Regression: an earlier
+ * version returned CDYN_OK from both with a "converged" report and
+ * residual 0.5. */
 START_TEST(dae_without_algebraic_solution_is_not_reported_consistent)
 {
     cdyn_dae *dae = cdyn_dae_create(3, NULL);
@@ -892,8 +900,9 @@ static int nosol_newton_jacobian(const double *x, double *J, int ld, void *user)
     return 0;
 }
 
-/* Today: CDYN_OK, converged, residual 0.5 (the T2.3 point). Asserts:
- * CDYN_ERR_NOCONV and report.converged == 0. */
+/* Asserts: CDYN_ERR_NOCONV and report.converged == 0. Regression: an
+ * earlier version returned CDYN_OK, converged, at the T2.3 point with
+ * residual 0.5. */
 START_TEST(newton_reports_no_convergence_for_equations_without_solution)
 {
     cdyn_newton *nt = cdyn_newton_create(2, 2, NULL);
@@ -1031,12 +1040,12 @@ static double worst_xi_error(cdyn_mbs_phi_t_fn phi_t, double *worst_t, double *w
     return worst;
 }
 
-/* Today, with Phi_t given: 2e-11 at t = 0.7 but 4.6e-8 at t = -1e3 and
- * 2.6e-5 at t = 1e3 (the central-difference step grows with |t|).
- * Asserts: <= 1e-9 at every state. Attainable: at t = 1e3 the callback's
- * phase w t carries ~2e-13 of rounding, which keeps any second-order
- * central difference above ~5e-9 there, but an extrapolated (Ridders)
- * difference of Phi' reached <= 3e-10 on these states. */
+/* With Phi_t given. Asserts: <= 1e-9 at every state. Attainable: at
+ * t = 1e3 the callback's phase w t carries ~2e-13 of rounding, which keeps
+ * any second-order central difference above ~5e-9 there, but an
+ * extrapolated (Ridders) difference of Phi' reached <= 3e-10 on these
+ * states. Regression: an earlier version's step grew with |t|: 2e-11 at
+ * t = 0.7 but 4.6e-8 at t = -1e3 and 2.6e-5 at t = 1e3. */
 START_TEST(xi_from_differences_of_an_exact_phi_t_is_accurate)
 {
     double t = 0.0, u = 0.0;
@@ -1045,10 +1054,11 @@ START_TEST(xi_from_differences_of_an_exact_phi_t_is_accurate)
 }
 END_TEST
 
-/* Today, both time terms NULL (nested central differences): 3.6e-7 at
- * t = 0.7, 3.2e-7 at u = 300, 2.6e-5 to 1.1e-4 at |t| = 1e3. Asserts:
- * <= 1e-8 at every state (an extrapolated difference over a fourth-order
- * Phi_t difference reached <= 6e-11 on these states). */
+/* Both time terms NULL. Asserts: <= 1e-8 at every state (an extrapolated
+ * difference over a fourth-order Phi_t difference reached <= 6e-11 on
+ * these states). Regression: an earlier version's nested central
+ * differences gave 3.6e-7 at t = 0.7, 3.2e-7 at u = 300 and 2.6e-5 to
+ * 1.1e-4 at |t| = 1e3. */
 START_TEST(xi_from_nested_differences_is_accurate)
 {
     double t = 0.0, u = 0.0;
@@ -1068,16 +1078,23 @@ END_TEST
 /*   xi = -(Phi_q q')_q q' = (-L sin th th'^2, L cos th th'^2),              */
 /*   M = diag(m, m, Ic), Q = (0, -m g, 0).                                   */
 /* Lagrange in th: (Ic + m L^2) th'' = -m g L sin th.                        */
-/* The partitions and their numbers (c = cos th, s = sin th), |th| <= 0.35:  */
-/*   x independent: cond_1(W2) = 1000 (|c|+|s|) ~ 1e3, |W2^-1 W1| <= |tan th|*/
-/*     + 1e-3 < 0.37;                                                        */
-/*   th independent: W2 = I, cond 1, |W2^-1 W1| = 1000 max(|c|, |s|) ~ 1e3;  */
-/*   y independent: |W2^-1 W1| >= |cot th| > 2.7, cond above 1e3.            */
-/* Every partition has condition or sensitivity ~ 1e3 > 10 (mixed units),    */
-/* and over the whole swing no partition is a factor 2 better than the one   */
-/* chosen first (x independent) in the largest of the two numbers; by the    */
-/* condition alone th-independent is better, and once chosen it stays best.  */
-/* So at most one repartition is justified; the test allows 2.               */
+/* The partitions and their quality (mbs.h: the larger of cond_1 of W2 and  */
+/* the largest sensitivity, with the rows and columns of Phi_q measured      */
+/* against the largest sizes they have had), |th| <= 0.35, c = cos th,       */
+/* s = sin th, s0 = sin 0.35: row 0 has the size L c (L once the bob passes  */
+/* the bottom), row 1 L s0; after them the columns have the sizes 1/L,       */
+/* 1/(L s0) and max(c, |s|/s0) <= 1, so in reference units (exact sizes)     */
+/*   W~ = [1 0 -c; 0 1 -s/s0]    (c / c0 in place of c before the bottom).   */
+/*   x independent (the pivoted QR's choice at the start): W2~ = [0 -c;     */
+/*     1 -s/s0], sensitivities (s/s0)/c and 1/c <= 1.07, cond_1 = (c +       */
+/*     |s|/s0)(1 + |s|/s0)/c <= 4.3 (4 at the start);                        */
+/*   th independent: W2~ = I, sensitivities c and |s|/s0 <= 1: quality 1;    */
+/*   y independent: sensitivity s0 / |s|, unbounded near the bottom.         */
+/* The library rounds the reference factors to powers of two, which moves    */
+/* these values a little (this run's current quality stays in 1.95..4.05).   */
+/* With the default limit 10 the current quality never exceeds the limit,    */
+/* so no other partition can be limit times better: no repartition is       */
+/* justified; the test allows 2.                                             */
 
 typedef struct {
     double m, Ic, L, g;
@@ -1194,12 +1211,17 @@ static void mp_reference(const mm_pendulum *p, double th0, double t_end, double 
     *thd = v;
 }
 
-/* Today: the event never clears while the best partition still has
- * condition ~ 1e3 > 10, so the documented loop repartitions after every
- * one of the 5000 steps (th is right to 2.6e-12 all the same). Asserts:
- * th(5 s) and th'(5 s) within 1e-9 of the reference (RK4, h = 1e-4), and
- * at most 2 repartitions. */
-START_TEST(partition_event_stays_quiet_when_no_partition_is_twice_better)
+/* The documented loop (mbs.h): RK4 on z with partition_rhs, repartition
+ * between steps when cdyn_mbs_partition_event() is 1, i.e. when the
+ * current partition's quality is more than limit x that of the partition a
+ * pivoted QR would choose (default limit 10). By the derivation above the
+ * current quality stays below ~4.3 < 10, so no partition can be limit
+ * times better: no event is expected. Asserts: th(5 s) and th'(5 s) within 1e-9 of the
+ * reference (RK4, h = 1e-4), and at most 2 repartitions. Regression: an
+ * earlier version measured the partitions in the caller's mixed units
+ * (condition ~ 1e3 > 10 for every partition), so the event never cleared
+ * and the loop repartitioned after every one of the 5000 steps. */
+START_TEST(partition_event_stays_quiet_when_no_partition_is_limit_times_better)
 {
     const mm_pendulum p = {1.0, 1e5, 1000.0, 9810.0};
     const double th0 = 0.35, h = 1e-3, t_end = 5.0;
@@ -1267,14 +1289,14 @@ static cdyn_dae *unit_oj_dae(double I1)
     return dae;
 }
 
-/* Today: the second set_mass frees the Newton object and creates a new one
- * with default settings: the cap of 1 is lost, so consistent() converges
- * (CDYN_OK), and the old handle dangles (heap-use-after-free in
- * cdyn_newton_get_report under ASan). Asserts: the cap of 1 still applies
- * (CDYN_ERR_NOCONV, 1 iteration and converged 0 read through the old
- * handle), and cdyn_dae_newton() still returns that handle. The premise,
- * that this solve needs more than one iteration, is checked on a fresh
- * object with default settings. */
+/* Asserts: after a second set_mass the cap of 1 set on the DAE's Newton
+ * object still applies (CDYN_ERR_NOCONV, 1 iteration and converged 0 read
+ * through the old handle), and cdyn_dae_newton() still returns that
+ * handle. The premise, that this solve needs more than one iteration, is
+ * checked on a fresh object with default settings. Regression: an earlier
+ * version freed the Newton object in set_mass and created a new one with
+ * default settings (the cap lost, the old handle dangling:
+ * heap-use-after-free under ASan). */
 START_TEST(dae_newton_handle_survives_a_second_set_mass_with_its_settings)
 {
     const double guess[4] = {1.5, 0.2, 0.2, 0.0};
@@ -1310,11 +1332,12 @@ START_TEST(dae_newton_handle_survives_a_second_set_mass_with_its_settings)
 }
 END_TEST
 
-/* Today: a set_mass that runs out of memory frees the previous bases,
- * Newton and split objects and leaves rank -1 (the header promises they
- * are kept). Asserts, for the k-th allocation failing, k = 1, 2, ... until
- * set_mass succeeds: either OK with the new rank (2), or CDYN_ERR_NOMEM with
- * rank 1, the same split, and rhs bit for bit as before. */
+/* Asserts, for the k-th allocation failing, k = 1, 2, ... until set_mass
+ * succeeds: either OK with the new rank (2), or CDYN_ERR_NOMEM with rank 1,
+ * the same split, and rhs bit for bit as before (the header: a failure
+ * keeps the previous mass and split). Regression: an earlier version's
+ * failing set_mass freed the previous bases, Newton and split objects and
+ * left rank -1. */
 START_TEST(failed_set_mass_keeps_the_previous_mass_and_split)
 {
     cdyn_dae *dae = unit_oj_dae(2.0);
@@ -1384,9 +1407,9 @@ static void ip_check_row_residuals(const double *v, const double *c)
     }
 }
 
-/* Today: expand(ns, buf, buf) writes v[1] = vbar[0] over vbar[1] before
- * reading it: CDYN_OK with W v != 0. Asserts: CDYN_ERR_ARG (buf untouched),
- * or OK with W v = 0 and v[ind] = vbar. */
+/* Asserts: expand(ns, buf, buf) gives CDYN_ERR_ARG (buf untouched), or OK
+ * with W v = 0 and v[ind] = vbar. Regression: an earlier version wrote
+ * v[1] = vbar[0] over vbar[1] before reading it (CDYN_OK with W v != 0). */
 START_TEST(nullspace_expand_in_place_gives_a_null_vector_or_refuses)
 {
     int ind[2];
@@ -1405,8 +1428,8 @@ START_TEST(nullspace_expand_in_place_gives_a_null_vector_or_refuses)
 }
 END_TEST
 
-/* Today: as for expand, W v + c != 0 with CDYN_OK. Asserts: ARG, or OK with
- * W v = -c and v[ind] = vbar. */
+/* Asserts: ARG, or OK with W v = -c and v[ind] = vbar. Regression: as for
+ * expand, an earlier version returned CDYN_OK with W v + c != 0. */
 START_TEST(nullspace_complete_in_place_meets_the_constraint_or_refuses)
 {
     int ind[2];
@@ -1425,9 +1448,9 @@ START_TEST(nullspace_complete_in_place_meets_the_constraint_or_refuses)
 }
 END_TEST
 
-/* Passes today (a guard, not a defect): the independent indices are kept
- * in ascending order, so gathering v[ind[j]] into position j <= ind[j]
- * never overwrites an entry still to be read. Asserts: ARG, or OK with
+/* A guard, not a regression: the independent indices are kept in
+ * ascending order, so gathering v[ind[j]] into position j <= ind[j] never
+ * overwrites an entry still to be read. Asserts: ARG, or OK with
  * vbar = v[ind]. */
 START_TEST(nullspace_independent_in_place_gathers_the_right_entries_or_refuses)
 {
@@ -1530,17 +1553,18 @@ static void rank_verdicts(const double *B, const double *A, const double *M2, in
     cdyn_dae_free(dae);
 }
 
-/* Today: with sigma_min / sigma_max = 1e-11, nullspace (tolerance 1e-12)
- * says full rank, constraint, newton and dae (1e-10) say rank 2; after
- * rescaling the verdicts change again. With the one rank policy all
- * modules share the tolerance 1e-10 and decide on equilibrated matrices;
- * powers-of-two equilibration leaves a change of units a factor of up to
- * about 16 per side on the decision's ratio, and a pivoted QR that ranks
+/* With the one rank policy all modules share the tolerance 1e-10 and
+ * decide on equilibrated matrices; powers-of-two equilibration leaves a
+ * change of units a factor of up to about 16 per side on the decision's
+ * ratio, and a pivoted QR that ranks
  * rows (constraint) or columns (nullspace, newton, dae) estimates sigma_min
  * within a modest factor, so a matrix within a factor of about 1e2 of the
  * tolerance may be judged either way. Asserts: for ratios 1e-13 (rank 2)
  * and 1e-7 (full rank), the four verdicts are the expected one, unscaled
- * and rescaled by powers of ten in [-8, 8]. */
+ * and rescaled by powers of ten in [-8, 8]. Regression: an earlier version
+ * had per-module tolerances (nullspace 1e-12, the others 1e-10) on
+ * unequilibrated matrices, so at sigma_min / sigma_max = 1e-11 the modules
+ * disagreed, and rescaling changed the verdicts again. */
 START_TEST(rank_verdict_is_the_same_in_every_module_and_every_unit)
 {
     const double one[4] = {1.0, 1.0, 1.0, 1.0};
@@ -2349,9 +2373,11 @@ static double tl_exact_ratio(const two_link *a, double t)
  *    multipliers reach 1e3 to 1e4 N where rho = 1e-3, 3e5 N at t* - 0.005
  *    s, and 7e11 N with |Phi| = 1.3 m and CDYN_OK at t* - 0.002 s, before
  *    the states turn NaN).
- * Today the margin stays between 0.1 and 0.7 up to the fold (the row that
- * vanishes is scaled back to unit size by the equilibration), so none of
- * this holds: default settings detect nothing. */
+ * The vanishing row is measured against its largest size since create
+ * (constraint.h), which is what lets the margin fall. Regression: an
+ * earlier version scaled each row by its present size, so the margin stayed
+ * between 0.1 and 0.7 up to the fold and default settings detected
+ * nothing. */
 START_TEST(two_link_margin_warns_before_the_fold)
 {
     two_link a = {0.07277, 0.0};
@@ -2949,6 +2975,480 @@ START_TEST(newton_solution_is_the_same_in_any_units)
 END_TEST
 
 /* ======================================================================== */
+/* 14. Histories: decisions measured against the largest sizes so far        */
+/*                                                                           */
+/* constraint.h: the rank of Phi_q is decided with "each row and column      */
+/* scaled by the largest size it has had since create (or                    */
+/* cdyn_constraint_reset_scales())"; nullspace.c / nullspace_internal.h: W   */
+/* is measured against the largest sizes its rows and columns have had since */
+/* the last factor, and cdyn_nullspace_dependence() in exact reference       */
+/* units; mbs.h: the partition monitor in the same frame, since              */
+/* cdyn_mbs_set_model(), with an event when the current partition is more   */
+/* than `limit` times worse than the one a pivoted QR would choose.          */
+
+/* A 2-coordinate instant: M (SPD), Q, Phi_q rows P0 = (1, 0.5) and         */
+/* (-0.25, 0.75), xi0 = (0.3, -0.7). Multiplying row 0 of Phi_q and xi0 by s */
+/* is the same constraint in other units, so q'' does not change and         */
+/* lambda_0 becomes lambda_0 / s (M q'' + Phi_q^T lambda = Q); in units q =  */
+/* C q~ and rows multiplied by R: M~ = C M C, Q~ = C Q, Phi~ = R D P0 C      */
+/* (D = diag(s, 1)), xi~ = R D xi0, with q~'' = C^-1 q'' and lambda~ =      */
+/* (R D)^-1 lambda. The reference is the bordered solve of the unscaled      */
+/* s = 1 system (condition ~ 10).                                            */
+
+static const double HS_M[4] = {2.0, 0.3, 0.3, 1.0};
+static const double HS_Q[2] = {1.0, -2.0};
+static const double HS_P[4] = {1.0, -0.25, 0.5, 0.75}; /* 2 x 2, ld 2 */
+static const double HS_XI[2] = {0.3, -0.7};
+
+static void hs_instant(double s, const double *R, const double *C, double *M, double *Q,
+                       double *P, double *xi)
+{
+    for (int j = 0; j < 2; ++j) {
+        for (int i = 0; i < 2; ++i) {
+            M[i + 2 * j] = C[i] * HS_M[i + 2 * j] * C[j];
+            P[i + 2 * j] = R[i] * (i == 0 ? s : 1.0) * HS_P[i + 2 * j] * C[j];
+        }
+        Q[j] = C[j] * HS_Q[j];
+        xi[j] = R[j] * (j == 0 ? s : 1.0) * HS_XI[j];
+    }
+}
+
+/* Load the instant (s, R, C) into c and run lagrange; on CDYN_OK check the
+ * result against the reference (x: q'' and lambda of the s = 1 bordered
+ * solve) to 1e-12. Returns the status. */
+static cdyn_status hs_lagrange(cdyn_constraint *c, int load, double s, const double *R,
+                               const double *C, const double *x)
+{
+    double M[4], Q[2], P[4], xi[2];
+    hs_instant(s, R, C, M, Q, P, xi);
+    if (load) ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, xi), CDYN_OK);
+    double qdd[2] = {UNTOUCHED, UNTOUCHED}, lam[2] = {UNTOUCHED, UNTOUCHED};
+    cdyn_status st = cdyn_constraint_lagrange(c, qdd, lam);
+    if (st != CDYN_OK) {
+        ck_assert(qdd[0] == UNTOUCHED && lam[0] == UNTOUCHED);
+        return st;
+    }
+    for (int j = 0; j < 2; ++j) qdd[j] *= C[j];
+    lam[0] *= R[0] * s;
+    lam[1] *= R[1];
+    ck_assert_msg(rel_err(2, qdd, x) <= 1e-12 && rel_err(2, lam, x + 2) <= 1e-12,
+                  "s = %g: q'' rel err %.2e, lambda rel err %.2e", s, rel_err(2, qdd, x),
+                  rel_err(2, lam, x + 2));
+    return st;
+}
+
+/* Asserts, in metres-like units (R = C = 1) and in units with rows
+ * multiplied by (1e8, 1e-8) and coordinates by (1e-8, 1e8) (a change of
+ * units; every entry of Phi_q is changed but the first):
+ *  (1) fresh object, s = 1: OK with the reference answer, margin of order
+ *      one, in [0.1, 1];
+ *  (2) then s = 1e-4 (row 0 shrunk, not yet singular): OK with the
+ *      reference answer, margin in [s/4, 4 s];
+ *  (3) then s = 1e-12: CDYN_ERR_SINGULAR, outputs untouched, rank 1, the
+ *      one dependent row is row 0 and the message names it;
+ *  (4) cdyn_constraint_reset_scales() and lagrange again on the loaded
+ *      s = 1e-12 instant: OK with the reference answer, margin in [0.1, 1];
+ *  (5) a fresh object loaded only with s = 1e-12: the same.
+ * Derivation of the margins (the pivot ratio of the pivoted QR of the
+ * reference-scaled Phi_q^T, constraint.h). Shrinking row 0 raises no
+ * reference (a row's reference is its largest size so far, a column's the
+ * largest of its row-scaled entries), so the reference-scaled matrix at s
+ * is diag(s, 1) B0, B0 that of s = 1. For s << 1 the QR takes row 1 first
+ * (|R_00| = |b1|) and |R_00 R_11| = |det| gives the ratio s |det B0| /
+ * |b1|^2. With power-of-two references (rank.h) B0 = [1/2 1/4; -1/4 3/4]
+ * in the first units (row 0 by 1/2, row 1 and the columns by 1): det 7/16,
+ * |b1|^2 = 5/8, |b0|^2 = 5/16, so the ratio is 0.7 at s = 1 (row 1 first
+ * there too) and 0.7 s when shrunk; with exact reference sizes it would be
+ * 0.93 and 1.05 s. In the second units row 0 is scaled by 2^-53, the first
+ * column by 2^52: B0 = [1/2 0.555; -0.113 3/4], det 0.4375, |b1|^2 =
+ * 0.575: 0.76 and 0.76 s. At s = 1e-12 the ratio ~ 7e-13 is below the
+ * rank tolerance 1e-10: rank loss, row 0 the dependent one. After a reset
+ * (or on a fresh object) the references are those of the shrunk instant
+ * itself, which is the s = 1 instant with row 0 in other units: a ratio of
+ * order one (0.77 and 0.71 by the same computation). */
+START_TEST(constraint_rank_is_judged_against_the_largest_sizes_since_create)
+{
+    double K[16], x[4];
+    int ipiv[4];
+    ck_assert_int_eq(tu_bordered_solve(2, 2, HS_M, 2, HS_P, 2, 1.0, HS_Q, HS_XI, K, ipiv, x), 0);
+    const double one[2] = {1.0, 1.0}, R8[2] = {1e8, 1e-8}, C8[2] = {1e-8, 1e8};
+    const double *Rs[2] = {one, R8}, *Cs[2] = {one, C8};
+    for (int u = 0; u < 2; ++u) {
+        const double *R = Rs[u], *C = Cs[u];
+        cdyn_constraint *c = cdyn_constraint_create(2, 2, NULL);
+        ck_assert_ptr_nonnull(c);
+        /* (1) */
+        ck_assert_int_eq(hs_lagrange(c, 1, 1.0, R, C, x), CDYN_OK);
+        double margin = cdyn_constraint_margin(c);
+        ck_assert_msg(margin >= 0.1 && margin <= 1.0, "units %d, s = 1: margin %.3e", u, margin);
+        /* (2) */
+        const double s4 = 1e-4;
+        cdyn_status st = hs_lagrange(c, 1, s4, R, C, x);
+        ck_assert_msg(st == CDYN_OK, "units %d, s = 1e-4: status %d (%s)", u, st,
+                      cdyn_constraint_last_error(c));
+        margin = cdyn_constraint_margin(c);
+        ck_assert_msg(margin >= s4 / 4.0 && margin <= 4.0 * s4,
+                      "units %d, s = 1e-4 after s = 1: margin %.3e, expected within [%g, %g]", u,
+                      margin, s4 / 4.0, 4.0 * s4);
+        /* (3) */
+        st = hs_lagrange(c, 1, 1e-12, R, C, x);
+        int rows[2] = {-1, -1};
+        int count = cdyn_constraint_redundant_rows(c, rows);
+        ck_assert_msg(st == CDYN_ERR_SINGULAR && cdyn_constraint_rank(c) == 1 && count == 1 &&
+                          rows[0] == 0,
+                      "units %d, s = 1e-12 after s = 1: status %d, rank %d, %d dependent rows "
+                      "(first %d): %s",
+                      u, st, cdyn_constraint_rank(c), count, rows[0],
+                      cdyn_constraint_last_error(c));
+        ck_assert_msg(strstr(cdyn_constraint_last_error(c), "row 0") != NULL,
+                      "units %d: the message does not name row 0: \"%s\"", u,
+                      cdyn_constraint_last_error(c));
+        /* (4) */
+        ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK);
+        st = hs_lagrange(c, 0, 1e-12, R, C, x);
+        ck_assert_msg(st == CDYN_OK, "units %d, s = 1e-12 after a reset: status %d (%s)", u, st,
+                      cdyn_constraint_last_error(c));
+        margin = cdyn_constraint_margin(c);
+        ck_assert_msg(margin >= 0.1 && margin <= 1.0, "units %d, after a reset: margin %.3e", u,
+                      margin);
+        cdyn_constraint_free(c);
+        /* (5) */
+        c = cdyn_constraint_create(2, 2, NULL);
+        ck_assert_ptr_nonnull(c);
+        st = hs_lagrange(c, 1, 1e-12, R, C, x);
+        ck_assert_msg(st == CDYN_OK, "units %d, s = 1e-12 on a fresh object: status %d (%s)", u,
+                      st, cdyn_constraint_last_error(c));
+        margin = cdyn_constraint_margin(c);
+        ck_assert_msg(margin >= 0.1 && margin <= 1.0, "units %d, fresh: margin %.3e", u, margin);
+        cdyn_constraint_free(c);
+    }
+}
+END_TEST
+
+/* The gradient of a pendulum's constraint in the angle th from the bottom:
+ * W = [x y] = [sin th, -cos th] (1 x 2, states x, y), with the columns
+ * multiplied by cx, cy for other units of the states. */
+static void hs_pendulum_w(double th, double cx, double cy, double *W)
+{
+    W[0] = sin(th) * cx;
+    W[1] = -cos(th) * cy;
+}
+
+/* The dependence of the partition with dependent state dep at th, by hand
+ * in reference units: |d q_dep / d q_ind| = |x / y| (y dependent) or
+ * |y / x| (x dependent), times size_dep / size_ind, with size_x, size_y the
+ * columns' reference sizes. */
+static double hs_dependence(double th, int dep, double size_x, double size_y)
+{
+    double ratio = fabs(tan(th));
+    return dep == 1 ? ratio * size_y / size_x : size_x / (ratio * size_y);
+}
+
+/* A null-space object for W of hs_pendulum_w with y preferred as the
+ * dependent state (nullspace.h: a fresh 1 x 2 W is a choice between two
+ * equally good partitions; the preference fixes it), factored at th. */
+static cdyn_nullspace *hs_factored(double th, double cx, double cy)
+{
+    cdyn_nullspace *ns = cdyn_nullspace_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(ns);
+    const int prefer[2] = {0, 1};
+    ck_assert_int_eq(cdyn_nullspace_set_preferred_dependent(ns, prefer), CDYN_OK);
+    double W[2];
+    hs_pendulum_w(th, cx, cy, W);
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
+    int dep = -1;
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, &dep), CDYN_OK);
+    ck_assert_int_eq(dep, 1);
+    return ns;
+}
+
+/* Factor at th = 0.3 (y dependent, preferred), then cdyn_nullspace_update
+ * at th = 0.3, 0.8, 1.2, 1.25 and back at 1.0; then cdyn_nullspace_factor
+ * at 1.5 (a new history) and an update at 1.2. By hand: W is measured
+ * against references, the largest size its row has had since the factor
+ * and the largest size of each column (its largest |entry| over the row's
+ * reference); the dependence is |W2^-1 W1| in that frame, i.e.
+ * |beta| size_dep / size_ind. Along 0.3 .. 1.25 the larger entry of the
+ * row, max(|sin|, |cos|), never exceeds its value cos 0.3 at the factor
+ * (sin 1.25 = 0.949 < 0.955), so the row's reference is constant and
+ * cancels from the ratio: size_y = cos 0.3 (cos falls), size_x = the
+ * largest sin so far. Hence:
+ *  - at the factor, fresh: |x/y| |y|/|x| = 1;
+ *  - W2 is 1 x 1 (condition 1): every update keeps the partition;
+ *  - rising: tan th cos 0.3 / sin th = cos 0.3 / cos th (1, 1.371, 2.636,
+ *    3.025), growing as y stops being a good coordinate;
+ *  - back at 1.0: tan 1.0 cos 0.3 / sin 1.25 = 1.568, not the 1.768 of a
+ *    first visit: the reference of x is sin 1.25;
+ *  - cdyn_nullspace_factor at 1.5 starts a new history: the fresh value 1
+ *    again; then at 1.2 the row's reference stays sin 1.5 and the sizes
+ *    are sin 1.5 and cos 1.2: tan 1.2 cos 1.2 / sin 1.5 = sin 1.2 / sin 1.5
+ *    = 0.934 (against 2.636 had the history gone on).
+ * Asserts: OK, partition unchanged on every update, each dependence
+ * within 1e-12 relative of the hand value. */
+START_TEST(nullspace_dependence_grows_against_the_largest_sizes_since_factor)
+{
+    cdyn_nullspace *ns = hs_factored(0.3, 1.0, 1.0);
+    ck_assert_double_le(fabs(cdyn_nullspace_dependence(ns) - 1.0), 1e-12);
+    const double th[5] = {0.3, 0.8, 1.2, 1.25, 1.0};
+    double W[2], size_x = sin(0.3), size_y = cos(0.3);
+    for (int k = 0; k < 5; ++k) {
+        hs_pendulum_w(th[k], 1.0, 1.0, W);
+        size_x = fmax(size_x, fabs(sin(th[k])));
+        size_y = fmax(size_y, fabs(cos(th[k])));
+        int changed = -1;
+        ck_assert_int_eq(cdyn_nullspace_update(ns, W, 1, &changed), CDYN_OK);
+        ck_assert_int_eq(changed, 0);
+        double hand = hs_dependence(th[k], 1, size_x, size_y), got = cdyn_nullspace_dependence(ns);
+        ck_assert_msg(fabs(got - hand) <= 1e-12 * hand,
+                      "update %d (th = %g): dependence %.17g, hand %.17g", k, th[k], got, hand);
+    }
+    hs_pendulum_w(1.5, 1.0, 1.0, W);
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
+    ck_assert_msg(fabs(cdyn_nullspace_dependence(ns) - 1.0) <= 1e-12,
+                  "factor at th = 1.5: dependence %.17g, fresh value 1",
+                  cdyn_nullspace_dependence(ns));
+    int dep = -1;
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, &dep), CDYN_OK);
+    ck_assert_int_eq(dep, 1);
+    hs_pendulum_w(1.2, 1.0, 1.0, W);
+    ck_assert_int_eq(cdyn_nullspace_update(ns, W, 1, NULL), CDYN_OK);
+    double hand = sin(1.2) / sin(1.5), got = cdyn_nullspace_dependence(ns);
+    ck_assert_msg(fabs(got - hand) <= 1e-12 * hand,
+                  "th = 1.2 after the factor at 1.5: dependence %.17g, hand %.17g", got, hand);
+    cdyn_nullspace_free(ns);
+}
+END_TEST
+
+/* The same kind of motion in other units of the states: x and y in mm
+ * (W~ = W diag(1e-3, 1e-3)), and x in km with y in m (W~ = W diag(1e3,
+ * 1)), along th = 0.3, 0.8, 1.2, 1.5, 1.2 (from 1.2 to 1.5 the row's
+ * largest entry, sin th, passes its value cos 0.3 at the factor, so the
+ * row's reference grows during the motion). nullspace.h calls the
+ * dependence "unit-free"; nullspace.c measures it in exact reference units
+ * so that "a monitor with a limit such as 1.2 must not move by factors of
+ * 2"; mbs.h: "The measure is unit-free, so the limit does not depend on
+ * the units of the coordinates". Identity: under q = C q~ every column of
+ * W and its reference size scale by C_j, and beta = dq_dep/dq_ind by
+ * C_ind / C_dep, so |beta| size_dep / size_ind is the same number in any
+ * units (the row's factor is common to both columns). Asserts: with y
+ * dependent (preferred) in every unit system, each dependence of the
+ * sequence equals that of the same sequence in metres to 1e-12 relative. */
+START_TEST(nullspace_dependence_along_a_motion_is_the_same_in_any_units)
+{
+    const double units[2][2] = {{1e-3, 1e-3}, {1e3, 1.0}};
+    const char *names[2] = {"x and y in mm", "x in km, y in m"};
+    const double th[5] = {0.3, 0.8, 1.2, 1.5, 1.2};
+    double metres[5];
+    cdyn_nullspace *ns = hs_factored(0.3, 1.0, 1.0);
+    for (int k = 0; k < 5; ++k) {
+        double W[2];
+        hs_pendulum_w(th[k], 1.0, 1.0, W);
+        ck_assert_int_eq(cdyn_nullspace_update(ns, W, 1, NULL), CDYN_OK);
+        metres[k] = cdyn_nullspace_dependence(ns);
+    }
+    cdyn_nullspace_free(ns);
+    char why[1024] = "";
+    int wrong = 0;
+    for (int u = 0; u < 2; ++u) {
+        ns = hs_factored(0.3, units[u][0], units[u][1]);
+        for (int k = 0; k < 5; ++k) {
+            double W[2];
+            hs_pendulum_w(th[k], units[u][0], units[u][1], W);
+            ck_assert_int_eq(cdyn_nullspace_update(ns, W, 1, NULL), CDYN_OK);
+            double got = cdyn_nullspace_dependence(ns);
+            if (!(fabs(got - metres[k]) <= 1e-12 * metres[k]) && !wrong++)
+                snprintf(why, sizeof why,
+                         "%s, th = %g (update %d): dependence %.17g, in metres %.17g (ratio "
+                         "%.6f)",
+                         names[u], th[k], k, got, metres[k], got / metres[k]);
+        }
+        cdyn_nullspace_free(ns);
+    }
+    ck_assert_msg(wrong == 0, "%d of 10 dependences differ from those in metres; first: %s",
+                  wrong, why);
+}
+END_TEST
+
+/* A pendulum in Cartesian coordinates: q = (x, y), mass m = 1 kg, rod
+ * l = 1 m, g = 9.81: M = m I, Q = (0, -m g), Phi = x^2 + y^2 - l^2,
+ * Phi_q = [2x 2y], Phi_t = 0, xi = -2 (x'^2 + y'^2). On the circle,
+ * x = l sin th, y = -l cos th (th from the bottom), and th'' = -(g/l) sin th
+ * gives x'' = -g sin th cos th - l th'^2 sin th. */
+typedef struct {
+    double m, l, g;
+} cart_pendulum;
+
+static int cp_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    const cart_pendulum *p = user;
+    (void)t;
+    (void)q;
+    M[0] = p->m;
+    M[1] = 0.0;
+    M[ld] = 0.0;
+    M[1 + ld] = p->m;
+    return 0;
+}
+
+static int cp_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    const cart_pendulum *p = user;
+    (void)t;
+    (void)q;
+    (void)qd;
+    Q[0] = 0.0;
+    Q[1] = -p->m * p->g;
+    return 0;
+}
+
+static int cp_phi(double t, const double *q, double *Phi, void *user)
+{
+    const cart_pendulum *p = user;
+    (void)t;
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - p->l * p->l;
+    return 0;
+}
+
+static int cp_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)user;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    return 0;
+}
+
+static int cp_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t;
+    (void)q;
+    (void)user;
+    Phi_t[0] = 0.0;
+    return 0;
+}
+
+static int cp_xi(double t, const double *q, const double *qd, double *xi, void *user)
+{
+    (void)t;
+    (void)q;
+    (void)user;
+    xi[0] = -2.0 * (qd[0] * qd[0] + qd[1] * qd[1]);
+    return 0;
+}
+
+/* The pendulum partitioned at the bottom (th = 0: Phi_q = [0 -2l], so the
+ * pivoted QR must make y dependent, x independent), then partition_rhs at
+ * consistent states of rising angles (z = (x, x') from the geometry, rate
+ * 0.5 rad/s), for limits 1.2 and 1.25, a fresh object each (references
+ * start at cdyn_mbs_set_model()). By hand (mbs.h: rows and columns
+ * measured against the largest sizes they have had):
+ *  - the row [2x 2y] has its largest size 2l at the bottom and never more
+ *    (|2x|, |2y| <= 2l), so its reference is constant and cancels from
+ *    the ratio of the column sizes, which are 2l (y, at the bottom) and
+ *    2l sin th (x, the largest so far as th rises);
+ *  - current: W2 = [2y] has condition 1, and the sensitivity |dy/dx| =
+ *    |x/y| = tan th in reference units is tan th (2l) / (2l sin th) =
+ *    1 / cos th: quality max(1, 1/cos th) = 1/cos th;
+ *  - the other partition (x dependent): condition 1, sensitivity
+ *    |dx/dy| = cot th (2l sin th) / (2l) = cos th < 1: quality 1. A
+ *    pivoted QR of Phi_q in the references' frame chooses it once the
+ *    scaled x entry is the larger: exactly, |x| / (l sin th) = 1 against
+ *    |y| / l = cos th, so for every th > 0; with the library's power-of-two
+ *    factors (rank.h: 1/4 for the row, 1 for y's column, 2 for x's while
+ *    l sin th / 2 is in [1/4, 1/2)) sin th against cos th / 2, from
+ *    th = atan(1/2) = 26.6 deg on;
+ *  - best = current while current <= limit (mbs.h), else the QR choice's
+ *    (1 here); the event once current > limit x best, staying 1.
+ * So the event comes where the reference-unit sensitivity 1/cos th first
+ * exceeds limit x 1: past acos(1/1.2) = 33.56 deg for limit 1.2 and
+ * acos(1/1.25) = 36.87 deg for 1.25 (both after the QR's switch at 26.6).
+ * Asserts at 10, 20, 30, 33, 34, 36.5, 37.2, 45, 60, 80 deg: partition_rhs
+ * OK; the reported current and best within 1e-9 of the hand values (the
+ * dependent y comes from Newton with relative tolerance 1e-10); the event
+ * 0 before and 1 from the derived angle (34 deg for 1.2, 37.2 for 1.25),
+ * and equal to (current > limit x best) on the reported values whenever it
+ * first turns on; x'' within 1e-9 relative of the hand value.
+ * Then the other half of the rule ("When no partition beats the current
+ * one by that factor there is no event, however large the measure"): the
+ * compound pendulum of 6 partitioned at th = 0.35, where the pivoted QR
+ * makes x independent (quality ~ 4 by section 6's derivation: cond_1 of
+ * W2~ = [0 -1; 1 -1] is 4), with the smallest limit, 1. A partition_rhs at
+ * the same state finds current = 4 > 1, but the partition a pivoted QR
+ * would choose there, in the same frame, is the current one: best =
+ * current, and no event. Asserts: current > 2 (the premise), best ==
+ * current, event 0. */
+START_TEST(partition_event_follows_limit_times_best_quality)
+{
+    const cart_pendulum p = {1.0, 1.0, 9.81};
+    const double deg = PI / 180.0, rate = 0.5;
+    const double angles[10] = {10.0, 20.0, 30.0, 33.0, 34.0, 36.5, 37.2, 45.0, 60.0, 80.0};
+    const double limits[2] = {1.2, 1.25};
+    const double first_event[2] = {34.0, 37.2};
+    for (int l = 0; l < 2; ++l) {
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(
+            cdyn_mbs_set_model(mbs, cp_mass, cp_force, cp_phi, cp_jacobian, (void *)&p), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, cp_phi_t, cp_xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, limits[l]), CDYN_OK);
+        double y[4] = {0.0, -p.l, p.l * rate, 0.0};
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        int ind = -1, dep = -1;
+        ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), CDYN_OK);
+        ck_assert_msg(ind == 0 && dep == 1, "x independent at the bottom (got %d)", ind);
+        int was = 0;
+        for (int k = 0; k < 10; ++k) {
+            double th = angles[k] * deg;
+            double z[2] = {p.l * sin(th), p.l * rate * cos(th)}, zdot[2];
+            cdyn_status st = cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot);
+            ck_assert_msg(st == CDYN_OK, "limit %g, %g deg: status %d (%s)", limits[l],
+                          angles[k], st, cdyn_mbs_last_error(mbs));
+            double current = -1.0, best = -1.0;
+            ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, &best), CDYN_OK);
+            double cur_hand = 1.0 / cos(th), best_hand = cur_hand > limits[l] ? 1.0 : cur_hand;
+            ck_assert_msg(fabs(current - cur_hand) <= 1e-9 * cur_hand &&
+                              fabs(best - best_hand) <= 1e-9 * best_hand,
+                          "limit %g, %g deg: current %.12g (hand %.12g), best %.12g (hand "
+                          "%.12g)",
+                          limits[l], angles[k], current, cur_hand, best, best_hand);
+            int event = cdyn_mbs_partition_event(mbs), expected = angles[k] >= first_event[l];
+            ck_assert_msg(event == expected,
+                          "limit %g, %g deg: event %d, expected %d (current %.6g, best %.6g)",
+                          limits[l], angles[k], event, expected, current, best);
+            if (event && !was) ck_assert(current > limits[l] * best);
+            if (!event) ck_assert(!(current > limits[l] * best));
+            was = event;
+            double xdd = -p.g * sin(th) * cos(th) - p.l * rate * rate * sin(th);
+            ck_assert_msg(fabs(zdot[1] - xdd) <= 1e-9 * fabs(xdd),
+                          "limit %g, %g deg: x'' = %.17g, hand %.17g", limits[l], angles[k],
+                          zdot[1], xdd);
+        }
+        cdyn_mbs_free(mbs);
+    }
+
+    const mm_pendulum mp = {1.0, 1e5, 1000.0, 9810.0};
+    cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, mp_mass, mp_force, mp_phi, mp_jacobian, (void *)&mp),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, mp_phi_t, mp_xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, 1.0), CDYN_OK);
+    const double pair[2] = {0.35, 0.4};
+    double y[6], z[2], zdot[2], current = -1.0, best = -1.0;
+    mp_full_state(&mp, 2, pair, pair[0], y);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, &best), CDYN_OK);
+    ck_assert_msg(current > 2.0, "premise: current quality %.6g > 2", current);
+    ck_assert_msg(best == current && cdyn_mbs_partition_event(mbs) == 0,
+                  "limit 1 at the partition's own state: current %.6g, best %.6g, event %d",
+                  current, best, cdyn_mbs_partition_event(mbs));
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ======================================================================== */
 
 static Suite *honest_suite(void)
 {
@@ -2981,7 +3481,7 @@ static Suite *honest_suite(void)
     tcase_set_timeout(mbs, 300);
     tcase_add_test(mbs, xi_from_differences_of_an_exact_phi_t_is_accurate);
     tcase_add_test(mbs, xi_from_nested_differences_is_accurate);
-    tcase_add_test(mbs, partition_event_stays_quiet_when_no_partition_is_twice_better);
+    tcase_add_test(mbs, partition_event_stays_quiet_when_no_partition_is_limit_times_better);
     tcase_add_test(mbs, partition_state_is_the_consistent_state_at_the_accepted_point);
     suite_add_tcase(s, mbs);
 
@@ -3028,6 +3528,14 @@ static Suite *honest_suite(void)
     tcase_add_test(rescale, kkt_is_the_same_in_any_units_of_coordinates_and_constraints);
     tcase_add_test(rescale, newton_solution_is_the_same_in_any_units);
     suite_add_tcase(s, rescale);
+
+    TCase *history = tcase_create("history");
+    tcase_set_timeout(history, 60);
+    tcase_add_test(history, constraint_rank_is_judged_against_the_largest_sizes_since_create);
+    tcase_add_test(history, nullspace_dependence_grows_against_the_largest_sizes_since_factor);
+    tcase_add_test(history, nullspace_dependence_along_a_motion_is_the_same_in_any_units);
+    tcase_add_test(history, partition_event_follows_limit_times_best_quality);
+    suite_add_tcase(s, history);
     return s;
 }
 

@@ -627,6 +627,59 @@ START_TEST(cap_returns_initial_guess_when_newton_diverges)
 }
 END_TEST
 
+/* G = exp(x) - 1 (root 0), J = exp(x). */
+static int res_expm1(const double *x, double *G, void *user)
+{
+    G[0] = exp(x[0]) - 1.0;
+    return finish_residual(user, x, G);
+}
+
+static int jac_exp(const double *x, double *J, int ldj, void *user)
+{
+    (void)ldj;
+    J[0] = exp(x[0]);
+    return finish_jacobian(user, J);
+}
+
+/* G = exp(x) - 1 from x0 = 10 with max_iterations = 3, other settings
+ * default. Plain Newton: x+ = x - (1 - exp(-x)), so x1 = 9 + e^-10,
+ * x2 = 8.00017, x3 = 7.00050 (computed below by this formula). The line
+ * search changes nothing here: at x_k the weighted residual of a trial is
+ * |G| / gtol with gtol = exp(x_k) rtol |x_k| of x_k itself, and the full
+ * step lowers |G| = exp(x) - 1 (x_{k+1} < x_k), so it is kept without a
+ * halving; the corrections -(1 - exp(-x_k)) ~ -1 do not shrink by ~2, so no
+ * doubled step is tried: 3 steps, 4 residual evaluations. The best iterate
+ * (newton.h: each iterate compared with the best so far under its own
+ * weights, which both then share) is x3, whose |G| is the smallest: under
+ * shared weights the comparison is one of |G|. (Compared each with its own
+ * weights, |G| / (exp(x) rtol |x|) ~ 1 / (rtol |x|), the start x0 = 10
+ * would look best.) Asserts: CDYN_ERR_NOCONV, 3 iterations, no halving,
+ * 4 residual evaluations, x = x3 of the formula to 1e-13 relative (three
+ * steps of rounding), and the reported residual norm is G(x). */
+START_TEST(cap_returns_the_last_of_decreasing_iterates_not_the_start)
+{
+    cdyn_newton *nt = create_ok(1, 1);
+    ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, 3), CDYN_OK);
+    double iterate[4] = {10.0};
+    for (int k = 0; k < 3; ++k) iterate[k + 1] = iterate[k] - (1.0 - exp(-iterate[k]));
+    tracker t;
+    tracker_init(&t, 1, 1, 0.0);
+    double x[1] = {10.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_expm1, jac_exp, &t, x), CDYN_ERR_NOCONV);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.converged, 0);
+    ck_assert_int_eq(r.iterations, 3);
+    ck_assert_int_eq(r.backtracks, 0);
+    ck_assert_int_eq(t.calls, 4);
+    ck_assert_msg(fabs(x[0] - iterate[3]) <= 1e-13 * iterate[3],
+                  "x = %.17g, third iterate %.17g (start %g, second %.17g)", x[0], iterate[3],
+                  iterate[0], iterate[2]);
+    ck_assert(r.residual_norm == exp(x[0]) - 1.0);
+    ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 /* ======================================================================== */
 /* 3. Warm start.                                                            */
 
@@ -1155,6 +1208,143 @@ START_TEST(signed_square_started_at_zero_flow_takes_svd_step_without_nan)
 }
 END_TEST
 
+/* Double roots at 0 with the default settings (newton.h: "for an unknown
+ * never seen non-zero, tol_j is at least the change that moves each
+ * equation it enters by rtol of that equation's other terms", and the
+ * doubled step of T2.5). */
+
+/* G = x|x|, 1x1: dG/dx = 2|x|. */
+static int res_abs_square(const double *x, double *G, void *user)
+{
+    G[0] = x[0] * fabs(x[0]);
+    return finish_residual(user, x, G);
+}
+
+static int jac_abs_square(const double *x, double *J, int ldj, void *user)
+{
+    (void)ldj;
+    J[0] = 2.0 * fabs(x[0]);
+    return finish_jacobian(user, J);
+}
+
+/* G = x|x| from x0 = 1, 1e-3, 1e-9, default settings, fresh objects.
+ * What "converged" allows: the Newton correction at any x != 0 is
+ * dx = -x|x| / (2|x|) = -x/2, and the equation has no other terms (the part
+ * of |G(x0)| that |J x0| = 2 x0^2 does not account for is 0), so no floor
+ * applies and tol_x = rtol |x|: the error test reads (|x|/2) / (rtol |x|)
+ * = 1/(2 rtol) = 5e9 > 1 at every x whose G(x) is non-zero. So CDYN_OK
+ * means G(x) = x|x| = 0 exactly in floating point (x = 0, or |x| below
+ * ~1.5e-162 where x^2 underflows).
+ * Bound on the steps: the first full step halves x (x1 = x0/2: the
+ * weighted residual x^2 / (2 rtol x0^2) falls by 4, so no halving); the
+ * second correction, -x1/2, is half the first under the same weights
+ * (rtol |x1|), so the doubled step is tried: x2 = x1 - 2 (x1/2) = 0 to
+ * rounding, where G = 0 meets the residual test and is kept; at x2 both
+ * tests hold. So 2 iterations and 3 residual evaluations (x0, x1, the
+ * doubled trial), whatever the scale of x0 (every quantity above scales
+ * with x0). Asserts: CDYN_OK, converged, x|x| == 0, 2 iterations, 3
+ * residual evaluations, for each x0. */
+START_TEST(double_root_at_zero_converges_in_two_steps_at_any_scale)
+{
+    const double starts[3] = {1.0, 1e-3, 1e-9};
+    for (int k = 0; k < 3; ++k) {
+        cdyn_newton *nt = create_ok(1, 1);
+        tracker t;
+        tracker_init(&t, 1, 1, 0.0);
+        double x[1] = {starts[k]};
+        cdyn_status st = cdyn_newton_solve(nt, res_abs_square, jac_abs_square, &t, x);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_msg(st == CDYN_OK && r.converged == 1,
+                      "x0 = %g: status %d after %d iterations, x = %.3e (%s)", starts[k], st,
+                      r.iterations, x[0], cdyn_newton_last_error(nt));
+        ck_assert_msg(x[0] * fabs(x[0]) == 0.0, "x0 = %g: x = %.3e, G(x) != 0", starts[k], x[0]);
+        ck_assert_msg(r.iterations == 2 && r.residual_evaluations == 3,
+                      "x0 = %g: %d iterations, %d residual evaluations (expected 2, 3)",
+                      starts[k], r.iterations, r.residual_evaluations);
+        ck_assert_int_eq(t.calls, 3);
+        ck_assert_double_le(fabs(t.xrec[1][0] - 0.5 * starts[k]), 4 * DBL_EPSILON * starts[k]);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
+/* A closed valve at a junction, in SI units: Qa through an orifice of
+ * coefficient k = 5.6e11 Pa s^2/m^6 whose pressure drop is zero (the valve
+ * side is closed: G1 = k Qa|Qa|), and the junction G2 = Qa + Qb - Q1 with
+ * Q1 = 1e-3 m^3/s. Root: Qa = 0, Qb = Q1. J = [2k|Qa| 0; 1 1].
+ * The tolerance of Qa (never seen non-zero): the junction is the only
+ * equation with other terms, |Qb| (coefficient 1), so tol_Qa >=
+ * rtol |Qb| (the header's rule; G1 has no other term). The correction of
+ * Qa is -Qa/2 (row 1 of J involves Qa alone), so the error test at the
+ * returned x gives |Qa| / 2 <= tol_Qa = max(rtol |Qa|, rtol |Qb|), i.e.
+ * |Qa| <= 2 rtol |Qb| (2e-13 m^3/s): "converged" cannot leave more.
+ * Steps: a full Newton step solves the linear junction exactly (to
+ * rounding) and halves Qa, and from then on the corrections are
+ * (dQa, dQb) = (-Qa/2, Qa/2): each exactly half the previous one in every
+ * component, so at the latest at the third step the doubled step is tried,
+ * lands on Qa = 0 to rounding (|Qa| eps ~ 1e-24) and Qb = Q1 - Qa, where
+ * the residual test holds: at most 3 iterations. (From (1e-7, 1.2e-3) the
+ * first correction is dominated by Qb's 2e-4, so the doubling waits for
+ * the second and third; from (0, 1.2e-3) J is singular, the SVD step is
+ * the minimum-norm one of the equilibrated rows [0 0; 1/2 1/2],
+ * dx = -(1e-4, 1e-4), and the next correction (5e-5, -5e-5) is already
+ * half of it: 2 iterations; from (1e-12, 0.9e-3) as from the first.)
+ * Hence Qb = Q1 - Qa to rounding: |Qb - Q1| <= 1e-12 Q1.
+ * Asserts for each start, fresh objects, default settings: CDYN_OK,
+ * |Qa| <= 2e-10 |Qb|, |Qb - Q1| <= 1e-12 Q1, at most 3 iterations, no
+ * step halvings. */
+typedef struct {
+    double k, Q1;
+} closed_valve;
+
+static int res_closed_valve(const double *x, double *G, void *user)
+{
+    const closed_valve *v = user;
+    G[0] = v->k * x[0] * fabs(x[0]);
+    G[1] = x[0] + x[1] - v->Q1;
+    return 0;
+}
+
+static int jac_closed_valve(const double *x, double *J, int ldj, void *user)
+{
+    const closed_valve *v = user;
+    J[0] = 2.0 * v->k * fabs(x[0]);
+    J[1] = 1.0;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 1.0;
+    return 0;
+}
+
+START_TEST(closed_valve_flow_converges_to_zero_against_the_junction_flows)
+{
+    const closed_valve v = {5.6e11, 1e-3};
+    const double starts[3][2] = {{1e-7, 1.2e-3}, {0.0, 1.2e-3}, {1e-12, 0.9e-3}};
+    const double rtol = 1e-10; /* the default */
+    for (int k = 0; k < 3; ++k) {
+        cdyn_newton *nt = create_ok(2, 2);
+        double x[2] = {starts[k][0], starts[k][1]};
+        cdyn_status st =
+            cdyn_newton_solve(nt, res_closed_valve, jac_closed_valve, (void *)&v, x);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_msg(st == CDYN_OK && r.converged == 1,
+                      "start (%g, %g): status %d after %d iterations (%s)", starts[k][0],
+                      starts[k][1], st, r.iterations, cdyn_newton_last_error(nt));
+        ck_assert_msg(fabs(x[0]) <= 2.0 * rtol * fabs(x[1]),
+                      "start (%g, %g): Qa = %.3e, more than 2 rtol |Qb| = %.3e", starts[k][0],
+                      starts[k][1], x[0], 2.0 * rtol * fabs(x[1]));
+        ck_assert_msg(fabs(x[1] - v.Q1) <= 1e-12 * v.Q1,
+                      "start (%g, %g): Qb = %.17g, Q1 = %g (rel %.2e)", starts[k][0],
+                      starts[k][1], x[1], v.Q1, fabs(x[1] - v.Q1) / v.Q1);
+        ck_assert_msg(r.iterations <= 3 && r.backtracks == 0,
+                      "start (%g, %g): %d iterations, %d halvings (expected <= 3, 0)",
+                      starts[k][0], starts[k][1], r.iterations, r.backtracks);
+        ck_assert_double_le(r.residual_ratio, 1.0);
+        ck_assert_double_le(r.error_ratio, 1.0);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
 
@@ -1229,6 +1419,16 @@ START_TEST(residual_callback_failure_returns_code_and_best_iterate)
 }
 END_TEST
 
+/* A Jacobian failure at an accepted iterate, before the iteration has judged
+ * it (newton.h: on CDYN_ERR_CALLBACK "x holds the best iterate found"):
+ * that iterate counts. Circle/line from (3, 1): x1 = (1.75, 1.75) with
+ * ||G|| = 2.125 < 6; then Heron's step x2 = (1.75 + 2/1.75)/2 = 1.446428...
+ * on both components with ||G|| = 2 x2^2 - 4 = 0.184 (no doubled trial in
+ * between: the corrections 1.25 and 0.30 shrink by 0.24, not ~2). Asserts:
+ * failing at x1 (the 2nd Jacobian) returns x1 bit for bit, the report's
+ * residual norm is ||G(x1)|| and its error ratio -1 (no correction was
+ * computed at x1); failing at x2 (the 3rd) returns x2; failing at x0
+ * returns x0. */
 START_TEST(jacobian_callback_failure_returns_code_and_best_iterate)
 {
     cdyn_newton *nt = create_ok(2, 2);
@@ -1244,6 +1444,24 @@ START_TEST(jacobian_callback_failure_returns_code_and_best_iterate)
     ck_assert(all_finite(2, x));
     ck_assert(same_bits(2, x, t.xrec[1]));
     ck_assert_str_ne(cdyn_newton_last_error(nt), "");
+    ck_assert(r.residual_norm == t.gnorm[1]);
+    ck_assert_double_eq_tol(r.residual_norm, 2.125, 1e-14);
+    ck_assert(r.error_ratio == -1.0);
+
+    /* failing at x2, a better iterate than x1: x2 back */
+    tracker_init(&t, 2, 2, 2.0);
+    t.jac_fail_call = 3;
+    t.jac_fail_code = 5;
+    x[0] = 3.0;
+    x[1] = 1.0;
+    ck_assert_int_eq(cdyn_newton_solve(nt, res_circle_line, jac_circle_line, &t, x),
+                     CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(get_report(nt).callback_code, 5);
+    ck_assert_int_eq(t.calls, 3);
+    ck_assert(same_bits(2, x, t.xrec[2]));
+    const double heron = 0.5 * (1.75 + 2.0 / 1.75);
+    ck_assert_double_eq_tol(x[0], heron, 4 * DBL_EPSILON);
+    ck_assert_double_eq_tol(x[1], heron, 4 * DBL_EPSILON);
 
     /* failing on the first call: x0 back */
     tracker_init(&t, 2, 2, 2.0);
@@ -1820,6 +2038,7 @@ static Suite *newton_suite(void)
     tcase_add_test(cap, cap_is_honoured_exactly_and_best_iterate_returned_on_cycle);
     tcase_add_test(cap, cap_is_honoured_exactly_on_slow_double_root);
     tcase_add_test(cap, cap_returns_initial_guess_when_newton_diverges);
+    tcase_add_test(cap, cap_returns_the_last_of_decreasing_iterates_not_the_start);
     suite_add_tcase(s, cap);
 
     TCase *rank = tcase_create("rank_deficient");
@@ -1829,6 +2048,12 @@ static Suite *newton_suite(void)
     tcase_add_test(rank, signed_square_with_zero_flow_root_converges_without_nan);
     tcase_add_test(rank, signed_square_started_at_zero_flow_takes_svd_step_without_nan);
     suite_add_tcase(s, rank);
+
+    TCase *dbl = tcase_create("double_root");
+    tcase_set_timeout(dbl, 60);
+    tcase_add_test(dbl, double_root_at_zero_converges_in_two_steps_at_any_scale);
+    tcase_add_test(dbl, closed_valve_flow_converges_to_zero_against_the_junction_flows);
+    suite_add_tcase(s, dbl);
 
     TCase *step = tcase_create("step");
     tcase_set_timeout(step, 60);

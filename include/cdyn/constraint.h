@@ -32,12 +32,16 @@
  * cond(KKT) times machine epsilon, in any units.
  *
  * The rank of Phi_q is decided once per load by a pivoted QR of the
- * equilibrated Phi_q^T (the rank policy, docs/theory.md), each row and
- * column scaled by the largest size it has had since create (or
- * cdyn_constraint_reset_scales()), not by its present one: a constraint
- * gradient that shrinks towards zero along a motion (a fold, THEORY T6.2)
- * then shows as nearly dependent, while a change of units cancels out.
- * An object reused for an unrelated mechanism should be reset.
+ * equilibrated Phi_q^T (the rank policy, docs/theory.md), with rows and
+ * columns scaled as for the largest magnitude each entry of Phi_q has had
+ * since create (or cdyn_constraint_reset_scales()), not as for the present
+ * Phi_q: a constraint gradient that shrinks towards zero along a motion (a
+ * fold, THEORY T6.2) then shows as nearly dependent, while a change of
+ * units cancels out (the history changes with the units exactly as Phi_q
+ * does). Every successful load feeds the history, integrator trial states
+ * included. An object reused for an unrelated mechanism should be reset;
+ * a fresh object has no history, so a pose loaded first at (or within
+ * rounding of) a fold is judged, and solved, on its own.
  *
  * Rank loss: a formulation that needs Phi_q (or M) of full rank returns
  * CDYN_ERR_SINGULAR, leaves its outputs untouched and records the facts of
@@ -118,9 +122,9 @@ CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const doubl
 CDYN_API cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol);
 
 /**
- * Forget the row and column sizes of Phi_q that rank decisions are
- * measured against (see the file comment): the next decision starts a new
- * history from the loaded instant. For an object reused for another
+ * Forget the history of Phi_q that rank decisions are measured against
+ * (see the file comment): the next decision starts a new history from the
+ * loaded instant. For an object reused for another
  * mechanism; cdyn_mbs_set_model() does it for its own kernel.
  * CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY from inside a callback of an owner.
  */
@@ -248,10 +252,9 @@ CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
 /**
  * Monitor of the distance to a singular pose at the last successful
  * formulation: the smallest kept pivot of the rank decision over the
- * largest, an estimate of sigma_min / sigma_max of Phi_q with its rows and
- * columns measured against their largest sizes so far (unit-free; the
- * pivot ratio of a QR is within a factor of about 2^m of the singular
- * value ratio). -1 before any success or for NULL. Of order 1 far from any
+ * largest, an estimate of sigma_min / sigma_max of Phi_q equilibrated as
+ * for its history (unit-free; a pivoted QR's pivot ratio tracks the
+ * singular value ratio within a modest factor in practice, 2^m at worst). -1 before any success or for NULL. Of order 1 far from any
  * singularity, it falls towards 0 as one approaches (in proportion to the
  * distance in time when a constraint gradient vanishes at a fold passed
  * at constant speed), and the decision declares rank loss when it reaches

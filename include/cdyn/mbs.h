@@ -81,7 +81,9 @@ CDYN_API void cdyn_mbs_free(cdyn_mbs *mbs);
 
 /**
  * The model callbacks (all four required) and the user pointer passed to
- * every callback. CDYN_ERR_ARG for NULL.
+ * every callback. A new model starts new histories: the kernel's scales
+ * (cdyn_constraint_reset_scales()) and those of the partition quality.
+ * CDYN_ERR_ARG for NULL.
  */
 CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
                                         cdyn_mbs_force_fn force, cdyn_mbs_phi_fn phi,
@@ -89,17 +91,18 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
 
 /**
  * Optional time terms (THEORY T4.1); either may be NULL, and then comes
- * from differences with a step chosen for the order of the derivative on
- * the motion's time scale T = 1 s / max(1, |q'|_inf) (coordinates moving
- * by about one unit, m or rad, over T):
- * - phi_t NULL: Phi_t by central differences of Phi in t (step 6e-6 T;
- *   exact, 0, for scleronomic constraints);
+ * from central differences along the motion, with steps h_k = c 4^-k s
+ * extrapolated to h -> 0 (Richardson) until rounding takes over: c =
+ * 7.4e-4 s for first derivatives, 2.4e-3 s for second ones, and at least 4
+ * levels, more (up to the deepest) when |q'|_inf exceeds 1 per second, so
+ * the step follows the motion's time scale. Each level costs two Phi (or
+ * Phi_q) evaluations:
+ * - phi_t NULL: Phi_t by differences of Phi in t (exact, 0, for
+ *   scleronomic constraints);
  * - xi NULL with phi_t given: xi = -d/dtau (Phi_q q' + Phi_t) along the
- *   path (q + tau q', t + tau) by central differences (step 6e-6 T):
- *   relative error about 1e-10 on smooth constraints (tests show <= 1e-9);
- * - both NULL: xi = -d^2/dtau^2 Phi along that path by the five-point
- *   formula (step 2.4e-3 T; four extra Phi evaluations): relative error
- *   about 1e-10 on smooth constraints (tests show <= 1e-8).
+ *   path (q + tau q', t + tau): tests show relative errors <= 1e-9 on
+ *   smooth constraints;
+ * - both NULL: xi = -d^2/dtau^2 Phi along that path: tests show <= 1e-8.
  * This covers (Phi_q q')_q q', 2 Phi_qt q' and Phi_tt. CDYN_ERR_BUSY from
  * a callback.
  */
@@ -119,8 +122,9 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
 
 /**
  * The Newton solver of the projection (m equations in n unknowns; NULL when
- * m = 0, m > n or mbs is NULL), owned by mbs: cap and tolerances (defaults: 10 iterations,
- * residual 1e-12), report of the last projection.
+ * m = 0, m > n or mbs is NULL), owned by mbs: cap and tolerances (defaults:
+ * 10 iterations, rtol 1e-12 with newton.h's default absolute parts), report
+ * of the last projection.
  */
 CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
 
@@ -183,12 +187,13 @@ CDYN_API cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, d
  * the dependent coordinates by Newton on Phi(q, t) = 0 (warm start), the
  * dependent speeds from Phi_q q' = -Phi_t (T1.2), the accelerations from the
  * null-space reduction with W = Phi_q and W q'' = xi (T4.10). When the
- * partition becomes a poor choice — the dependent block's condition
- * estimate or the largest sensitivity |W2^{-1} W1| of a dependent coordinate
- * to an independent one exceeds the limit — the result is still computed
- * with the current partition and cdyn_mbs_partition_event() turns 1:
- * repartition between steps (cdyn_mbs_partition_state(),
- * cdyn_mbs_partition(), cdyn_mbs_partition_gather()). No allocation.
+ * partition becomes a poor choice (cdyn_mbs_partition_event(): more than
+ * `limit` times worse than the best at this configuration) the result is
+ * still computed with the current partition and the event turns 1 after a
+ * successful call: repartition between steps (cdyn_mbs_partition_state(),
+ * cdyn_mbs_partition(), cdyn_mbs_partition_gather()). Every call, an
+ * integrator's trial stages included, feeds the history the quality is
+ * measured against. No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z,
                                             double *zdot);
@@ -222,12 +227,16 @@ CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
  * The event's values at the last partition_rhs: current (may be NULL) the
  * quality measure of the current partition, the larger of the condition
  * estimate of its dependent block and its largest sensitivity
- * |d q_dep / d q_ind|, both unit-free: rows and columns of Phi_q measured
- * against the largest sizes they have had since cdyn_mbs_set_model() (each
- * coordinate in units of its own range of motion, so that a coordinate
- * that stops being one, like the pendulum's y at the horizontal, shows);
- * >= 1. best (may be NULL): that of the partition a pivoted QR would
- * choose there (equal to current while current is within the limit).
+ * |d q_dep / d q_ind|, both measured on Phi_q's history since
+ * cdyn_mbs_set_model() (the largest magnitude each entry has had), so that
+ * a coordinate that stops being one, like the pendulum's y at the
+ * horizontal, shows: the sensitivity has each coordinate in units of its
+ * column's largest size in that history (unit-free to rounding for one
+ * constraint; for several, the power-of-two row scaling can move it by a
+ * factor of up to about 4, the condition estimate likewise); >= 1. best
+ * (may be NULL): the smaller of current and that of the partition a
+ * pivoted QR would choose there (equal to current while current is within
+ * the limit).
  * CDYN_ERR_ARG before the first cdyn_mbs_partition().
  */
 CDYN_API cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, double *best);

@@ -8,9 +8,10 @@
  * k equations in p unknowns, 1 <= k <= p. Square systems (k = p) step by a
  * pivoted QR of the equilibrated Jacobian (rows and columns scaled by
  * powers of two, so that the step and every decision are the same in any
- * units); wide systems (k < p) take the minimum-norm step (in the caller's
- * coordinates) from a pivoted QR of J^T with equilibrated rows. When the
- * QR finds J rank deficient (|R_jj| <= tol |R_00| of the equilibrated
+ * units); wide systems (k < p) have their rank decided the same way and
+ * take the minimum-norm step (in the caller's coordinates: the one choice
+ * that depends on them) from a pivoted QR of J^T with equilibrated rows.
+ * When J is rank deficient (|R_jj| <= tol |R_00| of the equilibrated
  * matrix: the one rank policy of cdyn), that step uses the SVD of the
  * equilibrated J and its outer inverse J# (T2.3); the SVD is used only on
  * those steps.
@@ -212,7 +213,9 @@ CDYN_API cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report 
  * Why J was singular at the last rank-deficient step: rows (may be NULL)
  * receives the k - rank equations (0-based) that depend on the others, as
  * ranked by a pivoted QR of J^T; returns their count (0 if the last step had
- * full rank, -1 for NULL nt). Rows needs room for k entries.
+ * full rank, -1 for NULL nt). Rows needs room for k entries. For the solver
+ * of a cdyn_dae or cdyn_mbs, the owner's own factorizations of the same
+ * Jacobian after a solve (the rates) count as steps.
  */
 CDYN_API int cdyn_newton_dependent_rows(const cdyn_newton *nt, int *rows);
 

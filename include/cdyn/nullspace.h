@@ -21,6 +21,14 @@
  * matters. The split ("partition") is chosen by cdyn_nullspace_factor()
  * and kept by cdyn_nullspace_update() while W2 stays well conditioned.
  *
+ * History: from cdyn_nullspace_factor() on, W is equilibrated as for the
+ * largest magnitude each of its entries has had (every successful factor
+ * and update feeds it; a failed call leaves it as it was), not as for the
+ * present W, so that a row or column that shrinks along a motion shows as
+ * a loss of rank or conditioning instead of being scaled back to unit
+ * size; the history changes with the units exactly as W does. For a W that
+ * does not change (most hydraulic networks) this is the present W.
+ *
  * Lifecycle: cdyn_nullspace_create() (allocates everything), then
  * cdyn_nullspace_factor() once per constraint pattern, then per step
  * cdyn_nullspace_update() if W changes and cdyn_nullspace_reduce() /
@@ -144,18 +152,22 @@ CDYN_API cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independe
 
 /**
  * 1-norm condition estimate (dgecon) of the equilibrated W2 of the current
- * factorization (unit-free), 1 when m = 0, or -1 when nothing has been
- * factored or ns is NULL.
+ * factorization (unit-free up to the power-of-two scaling: a factor of up
+ * to about 16 between unit systems), 1 when m = 0, or -1 when nothing has
+ * been factored or ns is NULL.
  */
 CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
 
 /**
- * Largest |entry| of W2^{-1} W1 for the current factorization, in the
- * equilibrated frame (unit-free): how fast a dependent state moves per
- * change of an independent one (the sensitivities that grow without bound
- * when the partition becomes a poor choice, even where W2 alone stays well
- * conditioned, e.g. m = 1). 0 when m = 0, -1 when nothing has been
- * factored or ns is NULL.
+ * Largest |entry| of W2^{-1} W1 for the current factorization with every
+ * state in units of its column's size in the history (the column's largest
+ * entry, each row divided by its own largest): how fast a dependent state
+ * moves per change of an independent one (the sensitivities that grow
+ * without bound when the partition becomes a poor choice, even where W2
+ * alone stays well conditioned, e.g. m = 1). Unit-free to rounding for
+ * m = 1; for m > 1 a change of the states' units can move it by a factor
+ * of up to about 4. 0 when m = 0, -1 when nothing has been factored or ns
+ * is NULL.
  */
 CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);
 
