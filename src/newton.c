@@ -797,6 +797,19 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         nt->report.step_norm = step;
         pending = st == CDYN_OK && step > 0.0;
         previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
+        if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
+            /* x (restored) meets the residual test and no step along the
+             * correction lowers the residual: G is at its rounding level and
+             * the correction is rounding too. x is as accurate as G can be
+             * evaluated; the report's error ratio (> 1) says how far that is
+             * from the requested tolerance. */
+            nt->report.converged = 1;
+            nt->report.residual_norm = norm_inf(k, b->g);
+            nt->report.residual_ratio = res;
+            nt->report.error_ratio = err;
+            learn_magnitudes(nt, x);
+            return CDYN_OK;
+        }
         if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
                             "%s: no descent along the Newton direction%s (the residual stays "

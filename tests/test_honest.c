@@ -1079,11 +1079,11 @@ END_TEST
 /*   M = diag(m, m, Ic), Q = (0, -m g, 0).                                   */
 /* Lagrange in th: (Ic + m L^2) th'' = -m g L sin th.                        */
 /* The partitions and their quality (mbs.h: the larger of cond_1 of W2 and  */
-/* the largest sensitivity, with the rows and columns of Phi_q measured      */
-/* against the largest sizes they have had), |th| <= 0.35, c = cos th,       */
-/* s = sin th, s0 = sin 0.35: row 0 has the size L c (L once the bob passes  */
-/* the bottom), row 1 L s0; after them the columns have the sizes 1/L,       */
-/* 1/(L s0) and max(c, |s|/s0) <= 1, so in reference units (exact sizes)     */
+/* the largest sensitivity, measured on Phi_q's history, the largest         */
+/* magnitude each entry has had), |th| <= 0.35, c = cos th, s = sin th,      */
+/* s0 = sin 0.35: the history's row 0 has the size L c0 (L once the bob      */
+/* passes the bottom), row 1 L s0; after them its columns have the sizes     */
+/* 1/L, 1/(L s0) and 1, so in the history's units (exact scaling)            */
 /*   W~ = [1 0 -c; 0 1 -s/s0]    (c / c0 in place of c before the bottom).   */
 /*   x independent (the pivoted QR's choice at the start): W2~ = [0 -c;     */
 /*     1 -s/s0], sensitivities (s/s0)/c and 1/c <= 1.07, cond_1 = (c +       */
@@ -2977,14 +2977,16 @@ END_TEST
 /* ======================================================================== */
 /* 14. Histories: decisions measured against the largest sizes so far        */
 /*                                                                           */
-/* constraint.h: the rank of Phi_q is decided with "each row and column      */
-/* scaled by the largest size it has had since create (or                    */
-/* cdyn_constraint_reset_scales())"; nullspace.c / nullspace_internal.h: W   */
-/* is measured against the largest sizes its rows and columns have had since */
-/* the last factor, and cdyn_nullspace_dependence() in exact reference       */
-/* units; mbs.h: the partition monitor in the same frame, since              */
-/* cdyn_mbs_set_model(), with an event when the current partition is more   */
-/* than `limit` times worse than the one a pivoted QR would choose.          */
+/* constraint.h: the rank of Phi_q is decided "with rows and columns scaled */
+/* as for the largest magnitude each entry of Phi_q has had since create (or */
+/* cdyn_constraint_reset_scales())"; nullspace.h: from a factor on, W is     */
+/* equilibrated as for the largest magnitude each of its entries has had,    */
+/* and cdyn_nullspace_dependence() has "every state in units of its          */
+/* column's size in the history (the column's largest entry, each row        */
+/* divided by its own largest)", unit-free to rounding for m = 1; mbs.h: the */
+/* partition quality on Phi_q's history since cdyn_mbs_set_model(), and an   */
+/* event when the current partition is more than `limit` times worse than    */
+/* the one a pivoted QR would choose.                                        */
 
 /* A 2-coordinate instant: M (SPD), Q, Phi_q rows P0 = (1, 0.5) and         */
 /* (-0.25, 0.75), xi0 = (0.3, -0.7). Multiplying row 0 of Phi_q and xi0 by s */
@@ -3049,24 +3051,24 @@ static cdyn_status hs_lagrange(cdyn_constraint *c, int load, double s, const dou
  *  (4) cdyn_constraint_reset_scales() and lagrange again on the loaded
  *      s = 1e-12 instant: OK with the reference answer, margin in [0.1, 1];
  *  (5) a fresh object loaded only with s = 1e-12: the same.
- * Derivation of the margins (the pivot ratio of the pivoted QR of the
- * reference-scaled Phi_q^T, constraint.h). Shrinking row 0 raises no
- * reference (a row's reference is its largest size so far, a column's the
- * largest of its row-scaled entries), so the reference-scaled matrix at s
- * is diag(s, 1) B0, B0 that of s = 1. For s << 1 the QR takes row 1 first
- * (|R_00| = |b1|) and |R_00 R_11| = |det| gives the ratio s |det B0| /
- * |b1|^2. With power-of-two references (rank.h) B0 = [1/2 1/4; -1/4 3/4]
- * in the first units (row 0 by 1/2, row 1 and the columns by 1): det 7/16,
- * |b1|^2 = 5/8, |b0|^2 = 5/16, so the ratio is 0.7 at s = 1 (row 1 first
- * there too) and 0.7 s when shrunk; with exact reference sizes it would be
- * 0.93 and 1.05 s. In the second units row 0 is scaled by 2^-53, the first
- * column by 2^52: B0 = [1/2 0.555; -0.113 3/4], det 0.4375, |b1|^2 =
- * 0.575: 0.76 and 0.76 s. At s = 1e-12 the ratio ~ 7e-13 is below the
- * rank tolerance 1e-10: rank loss, row 0 the dependent one. After a reset
- * (or on a fresh object) the references are those of the shrunk instant
- * itself, which is the s = 1 instant with row 0 in other units: a ratio of
- * order one (0.77 and 0.71 by the same computation). */
-START_TEST(constraint_rank_is_judged_against_the_largest_sizes_since_create)
+ * Derivation of the margins (the pivot ratio of the pivoted QR of Phi_q^T
+ * equilibrated as for its history, constraint.h). Shrinking row 0 changes
+ * no entry's largest magnitude, so the history stays |P0| and its scaling
+ * D_r, D_c stays that of s = 1: the scaled matrix at s is diag(s, 1) B0,
+ * B0 = D_r P0 D_c. For s << 1 the QR takes row 1 first (|R_00| = |b1|) and
+ * |R_00 R_11| = |det| gives the ratio s |det B0| / |b1|^2. With the
+ * power-of-two scaling (rank.h) B0 = [1/2 1/4; -1/4 3/4] in the first
+ * units (row 0 by 1/2, row 1 and the columns by 1): det 7/16, |b1|^2 =
+ * 5/8, |b0|^2 = 5/16, so the ratio is 0.7 at s = 1 (row 1 first there too)
+ * and 0.7 s when shrunk; with exact scaling it would be 0.93 and 1.05 s.
+ * In the second units row 0 is scaled by 2^-53, the first column by 2^52:
+ * B0 = [1/2 0.555; -0.113 3/4], det 0.4375, |b1|^2 = 0.575: 0.76 and
+ * 0.76 s. At s = 1e-12 the ratio ~ 7e-13 is below the rank tolerance
+ * 1e-10: rank loss, row 0 the dependent one. After a reset (or on a fresh
+ * object) the history is the shrunk instant itself, which is the s = 1
+ * instant with row 0 in other units: a ratio of order one (0.77 and 0.71
+ * by the same computation). */
+START_TEST(constraint_rank_is_judged_against_the_history_since_create)
 {
     double K[16], x[4];
     int ipiv[4];
@@ -3164,15 +3166,14 @@ static cdyn_nullspace *hs_factored(double th, double cx, double cy)
 
 /* Factor at th = 0.3 (y dependent, preferred), then cdyn_nullspace_update
  * at th = 0.3, 0.8, 1.2, 1.25 and back at 1.0; then cdyn_nullspace_factor
- * at 1.5 (a new history) and an update at 1.2. By hand: W is measured
- * against references, the largest size its row has had since the factor
- * and the largest size of each column (its largest |entry| over the row's
- * reference); the dependence is |W2^-1 W1| in that frame, i.e.
- * |beta| size_dep / size_ind. Along 0.3 .. 1.25 the larger entry of the
- * row, max(|sin|, |cos|), never exceeds its value cos 0.3 at the factor
- * (sin 1.25 = 0.949 < 0.955), so the row's reference is constant and
- * cancels from the ratio: size_y = cos 0.3 (cos falls), size_x = the
- * largest sin so far. Hence:
+ * at 1.5 (a new history) and an update at 1.2. By hand (nullspace.h): the
+ * history holds the largest |sin th| and |cos th| since the factor; a
+ * column's size is its largest entry over the row's largest, and the
+ * dependence is |beta| size_dep / size_ind with beta = dq_dep / dq_ind.
+ * The row's largest is common to both sizes and cancels from the ratio
+ * (along 0.3 .. 1.25 it is even constant, cos 0.3: sin 1.25 = 0.949 <
+ * 0.955), so size_y = cos 0.3 (cos falls) and size_x = the largest sin so
+ * far. Hence:
  *  - at the factor, fresh: |x/y| |y|/|x| = 1;
  *  - W2 is 1 x 1 (condition 1): every update keeps the partition;
  *  - rising: tan th cos 0.3 / sin th = cos 0.3 / cos th (1, 1.371, 2.636,
@@ -3180,9 +3181,9 @@ static cdyn_nullspace *hs_factored(double th, double cx, double cy)
  *  - back at 1.0: tan 1.0 cos 0.3 / sin 1.25 = 1.568, not the 1.768 of a
  *    first visit: the reference of x is sin 1.25;
  *  - cdyn_nullspace_factor at 1.5 starts a new history: the fresh value 1
- *    again; then at 1.2 the row's reference stays sin 1.5 and the sizes
- *    are sin 1.5 and cos 1.2: tan 1.2 cos 1.2 / sin 1.5 = sin 1.2 / sin 1.5
- *    = 0.934 (against 2.636 had the history gone on).
+ *    again; then at 1.2 the sizes are (over the row's largest, sin 1.5)
+ *    sin 1.5 and cos 1.2: tan 1.2 cos 1.2 / sin 1.5 = sin 1.2 / sin 1.5 =
+ *    0.934 (against 2.636 had the history gone on).
  * Asserts: OK, partition unchanged on every update, each dependence
  * within 1e-12 relative of the hand value. */
 START_TEST(nullspace_dependence_grows_against_the_largest_sizes_since_factor)
@@ -3223,16 +3224,19 @@ END_TEST
  * (W~ = W diag(1e-3, 1e-3)), and x in km with y in m (W~ = W diag(1e3,
  * 1)), along th = 0.3, 0.8, 1.2, 1.5, 1.2 (from 1.2 to 1.5 the row's
  * largest entry, sin th, passes its value cos 0.3 at the factor, so the
- * row's reference grows during the motion). nullspace.h calls the
- * dependence "unit-free"; nullspace.c measures it in exact reference units
- * so that "a monitor with a limit such as 1.2 must not move by factors of
- * 2"; mbs.h: "The measure is unit-free, so the limit does not depend on
- * the units of the coordinates". Identity: under q = C q~ every column of
- * W and its reference size scale by C_j, and beta = dq_dep/dq_ind by
- * C_ind / C_dep, so |beta| size_dep / size_ind is the same number in any
- * units (the row's factor is common to both columns). Asserts: with y
- * dependent (preferred) in every unit system, each dependence of the
- * sequence equals that of the same sequence in metres to 1e-12 relative. */
+ * row's largest entry grows during the motion). nullspace.h: the
+ * dependence is "unit-free to rounding for m = 1"; mbs.h: the limit on the
+ * quality "does not depend on the units of the coordinates". Identity:
+ * under q = C q~ every column of W, its history and its size (over the
+ * row's largest, common to both columns) scale by C_j / (the row's
+ * factor), and beta = dq_dep / dq_ind by C_ind / C_dep, so
+ * |beta| size_dep / size_ind is the same number in any units. Asserts:
+ * with y dependent (preferred) in every unit system, each dependence of
+ * the sequence equals that of the same sequence in metres to 1e-12
+ * relative. (Commit 54f95e1 failed this: it kept column sizes measured
+ * with the row's power-of-two factor of the moment, so when the row's
+ * largest entry crossed a power of two older and newer sizes were mixed:
+ * 7% off in mm at th = 1.5, a factor 2 with x in km.) */
 START_TEST(nullspace_dependence_along_a_motion_is_the_same_in_any_units)
 {
     const double units[2][2] = {{1e-3, 1e-3}, {1e3, 1.0}};
@@ -3340,11 +3344,12 @@ static int cp_xi(double t, const double *q, const double *qd, double *xi, void *
  * pivoted QR must make y dependent, x independent), then partition_rhs at
  * consistent states of rising angles (z = (x, x') from the geometry, rate
  * 0.5 rad/s), for limits 1.2 and 1.25, a fresh object each (references
- * start at cdyn_mbs_set_model()). By hand (mbs.h: rows and columns
- * measured against the largest sizes they have had):
- *  - the row [2x 2y] has its largest size 2l at the bottom and never more
- *    (|2x|, |2y| <= 2l), so its reference is constant and cancels from
- *    the ratio of the column sizes, which are 2l (y, at the bottom) and
+ * start at cdyn_mbs_set_model()). By hand (mbs.h: measured on Phi_q's
+ * history, the largest magnitude each entry has had; the sensitivity with
+ * each coordinate in units of its column's largest size in it):
+ *  - the row [2x 2y] has its largest entry 2l at the bottom and never more
+ *    (|2x|, |2y| <= 2l), so its scaling is constant and cancels from the
+ *    ratio of the column sizes, which are 2l (y, at the bottom) and
  *    2l sin th (x, the largest so far as th rises);
  *  - current: W2 = [2y] has condition 1, and the sensitivity |dy/dx| =
  *    |x/y| = tan th in reference units is tan th (2l) / (2l sin th) =
@@ -3354,9 +3359,9 @@ static int cp_xi(double t, const double *q, const double *qd, double *xi, void *
  *    pivoted QR of Phi_q in the references' frame chooses it once the
  *    scaled x entry is the larger: exactly, |x| / (l sin th) = 1 against
  *    |y| / l = cos th, so for every th > 0; with the library's power-of-two
- *    factors (rank.h: 1/4 for the row, 1 for y's column, 2 for x's while
- *    l sin th / 2 is in [1/4, 1/2)) sin th against cos th / 2, from
- *    th = atan(1/2) = 26.6 deg on;
+ *    factors of the history (rank.h: 1/4 for the row, 1 for y's column, 2
+ *    for x's while l sin th / 2 is in [1/4, 1/2)) sin th against
+ *    cos th / 2, from th = atan(1/2) = 26.6 deg on;
  *  - best = current while current <= limit (mbs.h), else the QR choice's
  *    (1 here); the event once current > limit x best, staying 1.
  * So the event comes where the reference-unit sensitivity 1/cos th first
@@ -3531,7 +3536,7 @@ static Suite *honest_suite(void)
 
     TCase *history = tcase_create("history");
     tcase_set_timeout(history, 60);
-    tcase_add_test(history, constraint_rank_is_judged_against_the_largest_sizes_since_create);
+    tcase_add_test(history, constraint_rank_is_judged_against_the_history_since_create);
     tcase_add_test(history, nullspace_dependence_grows_against_the_largest_sizes_since_factor);
     tcase_add_test(history, nullspace_dependence_along_a_motion_is_the_same_in_any_units);
     tcase_add_test(history, partition_event_follows_limit_times_best_quality);

@@ -25,7 +25,13 @@
  *     max_j |dx_j| / tol_j <= 1     (the predicted error of x is within tolerance)
  *     max_i |G_i| / gtol_i <= 1     (the residual test)
  * hold at the returned x, so "converged" always means the residual test
- * holds there; a warm start is accepted only if it passes both. Defaults:
+ * holds there; a warm start is accepted only if it passes both. One
+ * exception: when x meets the residual test and no step along the
+ * correction lowers the residual any further, G is at its rounding level
+ * and so is the correction (an ill-conditioned J amplifies that rounding
+ * beyond tol): x is then as accurate as G can be evaluated, the solve ends
+ * converged, and the report's error_ratio (> 1) tells how far that is from
+ * the requested tolerance. Defaults:
  * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
  * solution of this object so far (a value counts only when it exceeds its
  * tolerance: a flow converged to 1e-25 at a closed valve is zero). For an
