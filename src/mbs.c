@@ -421,12 +421,35 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (cdyn__first_nonfinite(n, 1, speeds, n) >= 0)
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the projected speeds overflowed (inputs too large)", fn);
+    /* the velocity constraints met, to the rounding of their terms |Phi_q|
+     * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
+     * rank-deficient Phi_q whose rows ask for inconsistent speeds cannot
+     * meet them: refused, y untouched) */
+    int unmet = -1;
+    double worst = 0.0;
+    double slack = 64.0 * (n + 1) * DBL_EPSILON + 4.0 * cdyn__newton_dropped(mbs->projector);
+    for (int i = 0; i < m; ++i) {
+        double terms = fabs(mbs->Phi_dot[i]), r = mbs->Phi_dot[i];
+        for (int j = 0; j < n; ++j) {
+            double a = mbs->Phi_q[i + (size_t)j * mbs->m1];
+            r += a * mbs->qdot_work[j];
+            terms += fabs(a) * (fabs(qdot[j]) + fabs(speeds[j]));
+        }
+        mbs->vec_m[i] = r;
+        double ratio = fabs(r) / (slack * terms);
+        if (r != 0.0 && !(ratio <= 1.0) && !(ratio <= worst)) worst = ratio, unmet = i;
+    }
+    if (unmet >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
+                          "%s: the velocity constraints cannot be met: row %d keeps %.3e (%.3g "
+                          "times what rounding and the rank decision allow); Phi_q is rank "
+                          "deficient and its rows ask for inconsistent speeds",
+                          fn, unmet, mbs->vec_m[unmet], worst);
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
     memcpy(qdot, speeds, sizeof(double) * (size_t)n);
     mbs->residual_position = position_report.residual_norm;
-    cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->qdot_work, 1.0, mbs->Phi_dot);
-    mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
+    mbs->residual_velocity = norm_inf(m, mbs->vec_m);
     mbs->has_residuals = 1;
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,

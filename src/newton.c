@@ -415,8 +415,7 @@ void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs
     }
 }
 
-int cdyn__newton_rank(const cdyn_newton *nt) { return nt->rank; }
-double cdyn__newton_margin(const cdyn_newton *nt) { return nt->smallest_kept; }
+double cdyn__newton_dropped(const cdyn_newton *nt) { return nt->largest_dropped; }
 
 /* dx = -J# G (T2.2; T2.3 when rank deficient) and the rank facts in the
  * report. Inputs validated. */

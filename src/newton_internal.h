@@ -22,10 +22,10 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x);
 void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
                              int ldx);
 
-/* Rank of the last factorization and its smallest kept pivot or singular
- * value relative to the largest (unit-free). */
-int cdyn__newton_rank(const cdyn_newton *nt);
-double cdyn__newton_margin(const cdyn_newton *nt);
+/* The largest singular value the last factorization dropped, relative to
+ * the largest (equilibrated J; 0 at full rank): how much of a right-hand
+ * side the minimum-norm solve may leave unmet, relatively. */
+double cdyn__newton_dropped(const cdyn_newton *nt);
 
 /* Change the problem size to k x p (1 <= k <= p), growing the workspace if
  * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).

@@ -349,10 +349,21 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
     double *rf = ns->residual_top, *rg = ns->residual_bottom;
     for (int i = 0; i < m; ++i) ns->neg_c[i] = c ? -c[i] : 0.0;
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
-    /* the unknowns' units: W's frame, or without constraints (vbar = v)
-     * that of the equilibrated M */
-    const double *ux = m > 0 ? ns->current.col_scale : ns->mass_scale;
+    /* the unknowns' units: W's frame; a state W does not touch (all of
+     * them when m = 0; always an independent one) takes that of the
+     * equilibrated Mbar instead of W's factor 1 */
+    double *ux = ns->vec_n3;
     const double *uy = ns->current.row_scale;
+    for (int k = 0; k < d; ++k) {
+        int j = ns->current.order[k];
+        int touched = 0;
+        for (int i = 0; i < m && !touched; ++i) touched = W[i + (size_t)j * m] != 0.0;
+        ux[j] = touched ? ns->current.col_scale[j] : ns->mass_scale[k];
+    }
+    for (int i = 0; i < m; ++i) {
+        int j = ns->current.order[d + i];
+        ux[j] = ns->current.col_scale[j];
+    }
     double omega = cdyn__kkt_backward_error(n, m, M, ldm, W, m, -1.0, W, m, v, lam, F, ns->neg_c,
                                             ux, uy, NULL, rf, rg, ns->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {

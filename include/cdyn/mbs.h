@@ -146,7 +146,9 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
  * Phi(q, t) = 0 by Newton with minimum-norm (or mass-weighted) corrections,
  * then q' onto Phi_q q' + Phi_t = 0 in one linear step. y is updated in
  * place on success and on CDYN_ERR_NOCONV (best iterate; the Newton report
- * tells). No allocation.
+ * tells). CDYN_ERR_SINGULAR, y untouched, when the velocity constraints
+ * are left unmet beyond the rounding of their terms (Phi_q rank deficient
+ * and its rows asking for inconsistent speeds). No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
 
