@@ -159,10 +159,11 @@ static void watch_partition(cdyn_mbs *mbs)
 {
     mbs->quality = quality_of(mbs->partition);
     mbs->best_quality = mbs->quality;
+    mbs->event = 0;
     if (!(mbs->quality > mbs->partition_limit)) return;
     if (cdyn_nullspace_factor(mbs->probe, mbs->Phi_q, mbs->m1) != CDYN_OK) return;
     mbs->best_quality = fmin(mbs->quality, quality_of(mbs->probe));
-    if (mbs->quality > mbs->partition_limit * mbs->best_quality) mbs->event = 1;
+    mbs->event = mbs->quality > mbs->partition_limit * mbs->best_quality;
 }
 
 cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, double *zdot)

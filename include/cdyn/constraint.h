@@ -229,15 +229,17 @@ CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generaliz
  * loss, or a pseudo-inverse that dropped rows), -1 if none: the count of
  * pivots above tol times the largest, a fact of the constraints alone (M
  * plays no part). Kept with cdyn_constraint_last_error() until the next
- * report or a failure of another kind; a success changes neither. -1 for
- * NULL.
+ * report or a failure of a formulation for another reason (which clears
+ * it); a success changes neither, and an argument error (CDYN_ERR_ARG,
+ * CDYN_ERR_BUSY) leaves it while replacing the message. -1 for NULL.
  */
 CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
 
 /**
  * Smallest singular value of Phi_q in the caller's units (0 when m > n)
- * recorded with the last rank-loss report; -1 when there was none, after
- * a failure of another kind, or for NULL.
+ * recorded with the last rank-loss report, kept as cdyn_constraint_rank()
+ * is; -1 when there was none, after a failure of a formulation for another
+ * reason, or for NULL.
  */
 CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
 
@@ -254,7 +256,8 @@ CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
  * formulation: the smallest kept pivot of the rank decision over the
  * largest, an estimate of sigma_min / sigma_max of Phi_q equilibrated as
  * for its history (unit-free; a pivoted QR's pivot ratio tracks the
- * singular value ratio within a modest factor in practice, 2^m at worst). -1 before any success or for NULL. Of order 1 far from any
+ * singular value ratio within a modest factor in practice, 2^m at worst).
+ * -1 before any success or for NULL. Of order 1 far from any
  * singularity, it falls towards 0 as one approaches (in proportion to the
  * distance in time when a constraint gradient vanishes at a fold passed
  * at constant speed), and the decision declares rank loss when it reaches

@@ -214,14 +214,17 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
                                               double *y);
 
 /**
- * 1 after a partition_rhs found the quality measure of the current
- * partition more than `limit` (cdyn_mbs_set_partition_limit()) times that
- * of the partition a pivoted QR would choose at the same configuration
- * (the caller should repartition: cdyn_mbs_partition_state(),
- * cdyn_mbs_partition(), cdyn_mbs_partition_gather()); it stays 1 until the
- * next cdyn_mbs_partition(). 0 otherwise (also for NULL). When no
- * partition beats the current one by that factor there is no event,
- * however large the measure: repartitioning could not help.
+ * 1 when the last successful partition_rhs found the quality measure of
+ * the current partition more than `limit` (cdyn_mbs_set_partition_limit())
+ * times that of the partition a pivoted QR would choose at the same
+ * configuration, or a partition_rhs failed because the dependent block
+ * became singular (that 1 stays until the next cdyn_mbs_partition()). The
+ * caller should then repartition: cdyn_mbs_partition_state(),
+ * cdyn_mbs_partition(), cdyn_mbs_partition_gather(). Evaluate
+ * partition_rhs at the integrator's accepted (t, z) before asking: a value
+ * from a trial stage says nothing of the accepted state. 0 otherwise (also
+ * for NULL). When no partition beats the current one by that factor there
+ * is no event, however large the measure: repartitioning could not help.
  */
 CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
 
