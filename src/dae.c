@@ -53,7 +53,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->aug = doubles(nn);
     dae->aug_rhs = doubles(nn);
     dae->origin = doubles(nn);
-    dae->svd_copy = doubles(nn);
+    dae->scratch = doubles(nn);
     dae->u = doubles(nn);
     dae->prod = doubles(nn);
     dae->tau = doubles((size_t)n);
@@ -62,11 +62,12 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->bound = doubles((size_t)n);
     dae->row_max = doubles((size_t)n);
     dae->rate_unit = doubles((size_t)n);
-    if (!dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
+    int ws_ok = cdyn__rank_ws_init(&dae->rank_ws, n, n, 1);
+    if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
-        !dae->aug || !dae->aug_rhs || !dae->origin || !dae->svd_copy || !dae->u ||
+        !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
         !dae->row_max || !dae->rate_unit)
         goto fail;
@@ -144,11 +145,12 @@ void cdyn_dae_free(cdyn_dae *dae)
     if (!dae) return;
     part_free(&dae->part);
     cdyn_newton_free(dae->newton);
+    cdyn__rank_ws_free(&dae->rank_ws);
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
-                        dae->svd_copy,  dae->u,         dae->prod,
+                        dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
                         dae->row_max,   dae->rate_unit};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
@@ -241,34 +243,28 @@ int cdyn__dae_row_rank(cdyn_dae *dae, const double *A)
      * selection-structured M, beta^T F picks the algebraic equations
      * without any rounding from the others, whatever their scales. */
     int n = dae->n, top = 0, *row_of = dae->jpvt + n; /* jpvt has room for 2 n */
-    for (int i = 0; i < n; ++i) {
-        int zero = 1;
-        for (int j = 0; j < n && zero; ++j) zero = A[i + (size_t)j * n] == 0.0;
-        if (!zero) row_of[top++] = i;
-    }
-    for (int i = 0, k = top; i < n; ++i) {
-        int zero = 1;
-        for (int j = 0; j < n && zero; ++j) zero = A[i + (size_t)j * n] == 0.0;
-        if (zero) row_of[k++] = i;
-    }
-    double *r = dae->row_scale, *c = dae->col_scale, *qr = dae->svd_copy, *full = dae->prod;
-    cdyn__equilibrate(n, n, A, n, r, c);
+    for (int pass = 0; pass < 2; ++pass)
+        for (int i = 0; i < n; ++i) {
+            int zero = 1;
+            for (int j = 0; j < n && zero; ++j) zero = A[i + (size_t)j * n] == 0.0;
+            if (zero == pass) row_of[top++] = i;
+        }
+    double *ordered = dae->scratch, *full = dae->prod;
     for (int j = 0; j < n; ++j)
-        for (int k = 0; k < n; ++k)
-            qr[k + (size_t)j * n] = r[row_of[k]] * A[row_of[k] + (size_t)j * n] * c[j];
-    memset(dae->jpvt, 0, sizeof(int) * (size_t)n);
-    cdyn__geqp3(n, n, qr, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
-    double largest = 0.0;
-    for (int k = 0; k < n; ++k) largest = fmax(largest, fabs(qr[k + (size_t)k * n]));
-    int rank = 0;
-    while (rank < top && largest > 0.0 && fabs(qr[rank + (size_t)rank * n]) > dae->rank_tol * largest)
-        ++rank;
-    /* U = the rows of Q put back in the caller's order */
+        for (int k = 0; k < n; ++k) ordered[k + (size_t)j * n] = A[row_of[k] + (size_t)j * n];
+    const cdyn__rank_ws *w = &dae->rank_ws;
+    int rank = cdyn__rank_decide(&dae->rank_ws, CDYN__RANK_COLUMNS, n, n, ordered, n,
+                                 dae->rank_tol, NULL, NULL, NULL);
+    if (rank < 0) return -1;
+    /* U = the rows of Q put back in the caller's order, and the factors */
     memset(full, 0, sizeof(double) * (size_t)n * n);
     for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
-    cdyn__ormqr('L', 'N', n, n, n, qr, n, dae->tau, full, n, dae->work, dae->lwork);
-    for (int j = 0; j < n; ++j)
-        for (int k = 0; k < n; ++k) dae->u[row_of[k] + (size_t)j * n] = full[k + (size_t)j * n];
+    cdyn__ormqr('L', 'N', n, n, n, w->qr, n, w->tau, full, n, dae->work, dae->lwork);
+    for (int k = 0; k < n; ++k) {
+        dae->row_scale[row_of[k]] = w->row_scale[k];
+        for (int j = 0; j < n; ++j) dae->u[row_of[k] + (size_t)j * n] = full[k + (size_t)j * n];
+    }
+    memcpy(dae->col_scale, w->col_scale, sizeof(double) * (size_t)n);
     return rank;
 }
 
@@ -279,7 +275,7 @@ void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
      * A QR of it gives an orthonormal basis (its first q columns of Q) and
      * the orthogonal complement, the range of M (the other r). */
     int n = dae->n, q = n - r;
-    double *a = dae->svd_copy, *full = dae->prod;
+    double *a = dae->scratch, *full = dae->prod;
     if (q > 0) {
         for (int k = 0; k < q; ++k)
             for (int i = 0; i < n; ++i)
@@ -302,6 +298,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     for (int j = 0; j < n; ++j)
         memcpy(dae->aug + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
     int r = cdyn__dae_row_rank(dae, dae->aug), q = n - r;
+    if (r < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on M", fn);
     cdyn__dae_part fresh;
     if (!part_alloc(&fresh, n, r))
         return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)", fn);
@@ -614,6 +611,9 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
             return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
                               "%s: the augmented matrix overflowed at level %d", fn, level);
         int rank = cdyn__dae_row_rank(dae, dae->aug);
+        if (rank < 0)
+            return cdyn__fail(dae->msg, CDYN_ERR_LAPACK,
+                              "%s: dgeqp3 failed on the augmented matrix", fn);
         if (rank == n) {
             dae->levels = level;
             dae->analyzed = 1;

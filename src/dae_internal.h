@@ -7,6 +7,7 @@
 #include "cdyn/dae.h"
 #include "cdyn/nullspace.h"
 #include "internal.h"
+#include "rank.h"
 
 /* Everything sized by the rank r of M (q = n - r algebraic states), made
  * by set_mass as one unit: a set_mass that fails leaves the previous unit,
@@ -83,7 +84,8 @@ struct cdyn_dae {
     double *force_shift;    /* n */
     double *force_dt;       /* n */
     double *force_jac;      /* n x n */
-    double *aug, *aug_rhs, *origin, *svd_copy, *u, *prod;
+    double *aug, *aug_rhs, *origin, *scratch, *u, *prod;
+    cdyn__rank_ws rank_ws;  /* the rank decision on M and the augmented matrices */
     double *tau;            /* n */
     int *jpvt;              /* 2 n */
     double *residual;       /* n, the certificate of the rates */
@@ -116,15 +118,16 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
  * finiteness checks. */
 cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double *out);
 
-/* Rank of the n x n A by the rank policy (pivoted QR of the equilibrated
- * D_r A D_c, rows that are exactly zero kept last) and the orthogonal U
- * (n x n, into dae->u) whose columns rank..n-1 satisfy u^T D_r A = 0;
- * factors in dae->row_scale, col_scale. Uses svd_copy, prod, tau, jpvt. */
+/* Rank of the n x n A by the rank policy (cdyn__rank_decide on A with the
+ * rows that are exactly zero put last) and the orthogonal U (n x n, into
+ * dae->u) whose columns rank..n-1 satisfy u^T D_r A = 0; factors in
+ * dae->row_scale, col_scale. -1 if LAPACK fails. Uses scratch, prod,
+ * jpvt. */
 int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
 
 /* From that U: an orthonormal basis of the left null space of M (n x q)
  * into null_basis and one of its range (n x r, the orthogonal complement)
- * into range (THEORY T3.1). Uses dae->svd_copy and dae->prod. */
+ * into range (THEORY T3.1). Uses dae->scratch and dae->prod. */
 void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range);
 
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),

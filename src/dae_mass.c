@@ -27,13 +27,14 @@ cdyn_status cdyn_dae_set_mass_fn(cdyn_dae *dae, cdyn_dae_mass_fn mass, void *use
     return st;
 }
 
-/* M(t) into part.mass and the SVD of its equilibrated copy; the rank must
+/* M(t) into part.mass and its rank decision (U in dae->u); the rank must
  * be the set-up rank. */
 static cdyn_status factor_mass_at(cdyn_dae *dae, const char *fn, double t)
 {
     cdyn_status st = cdyn__dae_call_mass(dae, fn, t, dae->part.mass);
     if (st != CDYN_OK) return st;
     int rank = cdyn__dae_row_rank(dae, dae->part.mass);
+    if (rank < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on M(t)", fn);
     if (rank != dae->r)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: M(t) has rank %d at t = %g but %d at set-up; the split into "

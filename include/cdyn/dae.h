@@ -91,8 +91,8 @@ CDYN_API void cdyn_dae_free(cdyn_dae *dae);
 
 /**
  * Relative rank tolerance for M and for the augmented matrices of the
- * index analysis (singular values of the equilibrated matrix <= tol *
- * largest count as zero). Default 1e-10 (the one default of every module);
+ * index analysis (pivots of the pivoted QR of the equilibrated matrix
+ * <= tol * largest count as zero: the rank policy, docs/theory.md). Default 1e-10 (the one default of every module);
  * tol in (0, 1). Applies from the next set_mass / analyze.
  */
 CDYN_API cdyn_status cdyn_dae_set_rank_tolerance(cdyn_dae *dae, double tol);
@@ -105,8 +105,9 @@ CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
 
 /**
  * Set the constant mass matrix M (n x n, ldm >= n, any structure) and factor
- * it: rank r by the SVD of the equilibrated M, orthonormal beta and P
- * (THEORY T3.1). Allocates what depends on the rank (the Newton solver of
+ * it: rank r by a pivoted QR of the equilibrated M (the rows that are
+ * exactly zero kept last, so that beta picks their equations exactly),
+ * orthonormal beta and P (THEORY T3.1). Allocates what depends on the rank (the Newton solver of
  * the n - r algebraic states is created by the first singular M and kept,
  * with its settings, for the life of dae: cdyn_dae_newton()). Clears any
  * previous split. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
@@ -119,7 +120,7 @@ CDYN_API cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm);
  * Set a time-varying mass matrix M(t) by callback (THEORY T3.1-T3.3 with
  * M(t)): M(t0) is factored as by cdyn_dae_set_mass() and fixes the rank r,
  * which must stay the same. At every later evaluation M(t) is factored
- * again (SVD, no allocation) and the left null space is taken as the basis
+ * again (pivoted QR, no allocation) and the left null space is taken as the basis
  * beta(t) closest to the previous one (orthogonal Procrustes alignment), so
  * that it varies smoothly; its derivative, needed in dG0/dt = beta'^T F +
  * beta^T dF/dt, comes from central differences in t (two extra mass
@@ -192,7 +193,7 @@ CDYN_API cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const 
 /**
  * DAE index at (t, v) by repeated augmentation (T3.2): start from M with
  * the Jacobian dF/dv; at each level the rows of the augmented matrix that
- * the SVD finds null are replaced by the Jacobians of the constraints they
+ * the rank decision finds dependent are replaced by the Jacobians of the constraints they
  * carry, until the matrix has full rank n. Each level's rank decision uses
  * the rank tolerance. This is the index of the DAE linearised at the point.
  *
