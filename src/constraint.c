@@ -324,7 +324,7 @@ int cdyn__constraint_decide_rank(cdyn_constraint *c)
     int m = c->m;
     if (c->decided) return c->decision.rank;
     if (m == 0) {
-        c->decision = (cdyn__rank){0, 1.0, 0.0, 1.0};
+        c->decision = (cdyn__rank){0, 1.0, 0.0};
         c->decided = 1;
         return 0;
     }

@@ -394,8 +394,7 @@ cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, i
 {
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_bases";
-    int n = dae->n;
-    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    int n = dae->n; /* a read-only accessor: allowed from inside a callback */
     if (dae->r < 0)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_mass first", fn);
     if ((beta && ldbeta < n) || (P && ldp < n))

@@ -94,30 +94,18 @@ static const double *scaled_source(int rows, int cols, const double *A, int lda,
     return ref->amax;
 }
 
-/* Largest over smallest of the factors in x (count entries; 1 if none). */
-static double spread_of(int count, const double *x, double spread)
+void cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
 {
-    double lo = INFINITY, hi = 0.0;
-    for (int i = 0; i < count; ++i) {
-        lo = fmin(lo, x[i]);
-        hi = fmax(hi, x[i]);
-    }
-    return count > 0 ? fmax(spread, hi / lo) : spread;
+    cdyn__equilibrate_ref(rows, cols, A, lda, NULL, r, c);
 }
 
-double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
-{
-    return cdyn__equilibrate_ref(rows, cols, A, lda, NULL, r, c);
-}
-
-double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
-                             double *r, double *c)
+void cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
+                           double *r, double *c)
 {
     int ld;
     const double *S = scaled_source(rows, cols, A, lda, ref, &ld);
     row_factors(rows, cols, S, ld, r);
     col_factors(rows, cols, S, ld, r, c);
-    return spread_of(cols, c, spread_of(rows, r, 1.0));
 }
 
 int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
@@ -132,7 +120,6 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
         for (int j = 0; j < cols; ++j) c[j] = 1.0;
     else
         col_factors(rows, cols, S, ld, r, c);
-    double spread = spread_of(cols, c, spread_of(rows, r, 1.0));
     int by_columns = mode == CDYN__RANK_COLUMNS;
     int m = by_columns ? rows : cols, n = by_columns ? cols : rows; /* the factored m x n */
     for (int j = 0; j < cols; ++j)
@@ -158,7 +145,6 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
         out->rank = rank;
         out->ratio = rank > 0 ? fabs(w->qr[(rank - 1) + (size_t)(rank - 1) * m]) / r00 : 0.0;
         out->dropped = rank < count && r00 > 0.0 ? fabs(w->qr[rank + (size_t)rank * m]) / r00 : 0.0;
-        out->spread = spread;
     }
     return rank;
 }
@@ -187,7 +173,8 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
         for (int i = j; i < n; ++i)
             L[i + (size_t)j * ldl] = s[i] * A[i + (size_t)j * lda] * s[j];
     }
-    /* the scaled diagonal, kept for the pivot test (A may be L itself) */
+    /* the smallest scaled diagonal entry, for the pivot test, taken before
+     * the factorization overwrites it (A may be L itself) */
     int info = 0;
     for (int j = 0; j < n && info == 0; ++j)
         if (!(L[j + (size_t)j * ldl] > 0.0)) info = j + 1;

@@ -17,8 +17,9 @@
  *
  * Definiteness: Cholesky of the symmetrically equilibrated matrix S A S
  * (S_jj a power of two near 1/sqrt(a_jj)); positive definite when it
- * exists and every pivot keeps L_jj^2 > CDYN__DEFINITE_TOL of its diagonal
- * entry (a pivot below that is rounding of a semidefinite matrix). How
+ * exists and every pivot keeps L_jj^2 > CDYN__DEFINITE_TOL times the
+ * smallest diagonal entry of S A S, all of which lie in [1/2, 2) (a pivot
+ * below that is rounding of a semidefinite matrix). How
  * accurate a solve with the factor is, is then certified by the backward
  * error of the result (kkt.h), not guessed from a condition number.
  */
@@ -37,8 +38,6 @@ typedef struct cdyn__rank {
     double ratio;   /* |R_kk| / |R_00| of the smallest kept pivot: how far from rank
                        loss (1 for one pivot, 0 when rank = 0) */
     double dropped; /* |R_rr| / |R_00| of the first dropped pivot, 0 at full rank */
-    double spread;  /* largest / smallest equilibration factor: how badly scaled
-                       the input was (1 for a well scaled one) */
 } cdyn__rank;
 
 /* Workspace for decisions on a rows x cols matrix or its transpose, all
@@ -79,13 +78,13 @@ double cdyn__inverse_power_of_two(double x);
 
 /* Row factors r (rows) and column factors c (cols), powers of two, that
  * equilibrate the rows x cols A as described above; 1 for a zero row or
- * column. Returns the spread max/min over all factors. */
-double cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
+ * column. */
+void cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c);
 
 /* The same against a history (ref may be NULL): ref->amax is updated
  * with A and equilibrated in its place. */
-double cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
-                             double *r, double *c);
+void cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__rank_ref *ref,
+                           double *r, double *c);
 
 /* What a decision ranks. ROWS_METRIC equilibrates the rows only: for
  * minimum-norm problems, whose column metric is the caller's choice (the

@@ -40,7 +40,7 @@
  * call the read-only accessors of this object and of its Newton solver
  * (cdyn_dae_rank(), cdyn_dae_last_error(), cdyn_newton_get_report(), ...);
  * every other call on them from inside a callback returns CDYN_ERR_BUSY and
- * changes nothing.
+ * changes nothing but the message.
  *
  * Aliasing: outputs are written after every input has been read, so an
  * output may alias an input (ydot may be y); two outputs of one call must

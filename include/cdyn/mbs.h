@@ -18,7 +18,7 @@
  * callback may call the read-only accessors of this object and of the
  * objects it owns (cdyn_mbs_last_error(), cdyn_constraint_margin(),
  * cdyn_newton_get_report(), ...); every other call on them from inside a
- * callback returns CDYN_ERR_BUSY and changes nothing. The handles
+ * callback returns CDYN_ERR_BUSY and changes nothing but the message. The handles
  * cdyn_mbs_constraint() and cdyn_mbs_newton() stay valid, with the
  * settings made on them, for the life of mbs.
  *

@@ -66,7 +66,8 @@
  * Callbacks may call the read-only accessors of this object
  * (cdyn_newton_get_report(), cdyn_newton_last_error(), ...); any other call
  * on it (or, for the solver of a cdyn_dae or cdyn_mbs, on its owner) from
- * inside a callback returns CDYN_ERR_BUSY and changes nothing.
+ * inside a callback returns CDYN_ERR_BUSY and changes nothing but the
+ * message (cdyn_newton_last_error()).
  *
  * Aliasing: outputs are written after every input has been read, so any
  * input may alias an output.

@@ -23,6 +23,11 @@
  * cdyn_rigid_rhs() for an integrator. No call after
  * create allocates. One object must not be used from two threads at once.
  * On any error the outputs are untouched and the object stays usable.
+ *
+ * Callbacks may call the read-only accessors of this object
+ * (cdyn_rigid_last_error(), cdyn_rigid_callback_code(), ...); any other
+ * call on it from inside a callback returns CDYN_ERR_BUSY and changes
+ * nothing but the message.
  */
 #ifndef CDYN_RIGID_H
 #define CDYN_RIGID_H
