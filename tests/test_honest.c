@@ -3454,6 +3454,360 @@ START_TEST(partition_event_follows_limit_times_best_quality)
 END_TEST
 
 /* ======================================================================== */
+/* Review: redundant projections, failed calls that keep their object, and   */
+/* the certificate of a state W does not touch.                              */
+
+/* Three coordinates, three constraints of which two are one motion written  */
+/* twice (the second in units twice as large):                               */
+/*   Phi_0 = q0 + q1 - v t,  Phi_1 = 2 (q0 + q1) - 2 w t,  Phi_2 = q2 - 0.9,   */
+/* Phi_q = [1 1 0; 2 2 0; 0 0 1] (rank 2 for every q), Phi_t = (-v, -2w, 0). */
+/* For w = v the rows are consistent; for w != v the velocity rows ask for   */
+/* q0' + q1' = v and = w at once. M = I, Q = 0 (project does not use them).  */
+typedef struct {
+    double v, w;
+} rv_twice;
+
+static int rv_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t;
+    (void)q;
+    (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) M[i + j * ld] = i == j ? 1.0 : 0.0;
+    return 0;
+}
+
+static int rv_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t;
+    (void)q;
+    (void)qd;
+    (void)user;
+    Q[0] = Q[1] = Q[2] = 0.0;
+    return 0;
+}
+
+static int rv_phi(double t, const double *q, double *Phi, void *user)
+{
+    const rv_twice *p = user;
+    Phi[0] = q[0] + q[1] - p->v * t;
+    Phi[1] = 2.0 * (q[0] + q[1]) - 2.0 * p->w * t;
+    Phi[2] = q[2] - 0.9;
+    return 0;
+}
+
+static int rv_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)q;
+    (void)user;
+    const double rows[3][3] = {{1.0, 1.0, 0.0}, {2.0, 2.0, 0.0}, {0.0, 0.0, 1.0}};
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + j * ld] = rows[i][j];
+    return 0;
+}
+
+static int rv_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    const rv_twice *p = user;
+    (void)t;
+    (void)q;
+    Phi_t[0] = -p->v;
+    Phi_t[1] = -2.0 * p->w;
+    Phi_t[2] = 0.0;
+    return 0;
+}
+
+static cdyn_mbs *rv_twice_model(const rv_twice *p)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(3, 3, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, rv_mass, rv_force, rv_phi, rv_jacobian, (void *)p), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, rv_phi_t, NULL), CDYN_OK);
+    return mbs;
+}
+
+/* mbs.h, cdyn_mbs_project: positions by Newton with minimum-norm
+ * corrections, speeds onto Phi_q q' + Phi_t = 0 in one linear step; y
+ * updated on success; CDYN_ERR_SINGULAR with y untouched when Phi_q is rank
+ * deficient and its rows ask for inconsistent speeds.
+ * By hand (consistent case, v = w = 1, t = 0.5, q = (0.3, 0.4, 1.0),
+ * q' = (0.3, 0.5, 0.7)): every correction lies in the row space of Phi_q,
+ * spanned by (1, 1, 0) and (0, 0, 1), and the minimum-norm one is that
+ * combination which meets the constraints (the rows weighted any way give
+ * the same answer for a consistent set; coordinates 0 and 1 enter every row
+ * alike, so an equilibration that scales columns scales them alike too).
+ * Positions: Phi = (0.2, 0.4, 0.1) is linear in q, so the projection is
+ * exact in one step: dq = -(0.2 / 2) (1, 1, 0) - 0.1 (0, 0, 1), q = (0.2,
+ * 0.3, 0.9). Speeds: Phi_q q' + Phi_t = (0.8 - 1, 1.6 - 2, 0.7) = (-0.2,
+ * -0.4, 0.7), dq' = (0.1, 0.1, -0.7), q' = (0.4, 0.6, 0).
+ * Inconsistent case (v = 1, w = 2, t = 0, same q, q'): positions are met at
+ * (-0.05, 0.05, 0.9), but rows 0 and 1 ask for q0' + q1' = 1 and = 2; the
+ * best any q' can do leaves |row 0| + |row 1| / 2 >= 1, far above rounding.
+ * Asserts: consistent: OK, q and q' within 4e-16 of the hand values (a few
+ * roundings of numbers <= 1), Phi_q q' + Phi_t of the result within 1e-15,
+ * and cdyn_mbs_residuals' velocity residual <= 1e-15; inconsistent:
+ * CDYN_ERR_SINGULAR, y bit for bit as given (positions included, though
+ * they could be projected), the message names row 0 or row 1 (the rows
+ * that disagree) and not row 2, and no residuals are reported (no
+ * projection has succeeded on that object). (Regression: before ba382fc the
+ * inconsistent case returned CDYN_OK with y moved and row 0 left at 0.5.) */
+START_TEST(mbs_project_meets_redundant_constraints_or_refuses_inconsistent_speeds)
+{
+    const rv_twice consistent = {1.0, 1.0}, clash = {1.0, 2.0};
+    const double y0[6] = {0.3, 0.4, 1.0, 0.3, 0.5, 0.7};
+
+    cdyn_mbs *mbs = rv_twice_model(&consistent);
+    double y[6];
+    memcpy(y, y0, sizeof y);
+    cdyn_status st = cdyn_mbs_project(mbs, 0.5, y);
+    ck_assert_msg(st == CDYN_OK, "consistent: status %d (%s)", st, cdyn_mbs_last_error(mbs));
+    const double hand[6] = {0.2, 0.3, 0.9, 0.4, 0.6, 0.0};
+    for (int i = 0; i < 6; ++i)
+        ck_assert_msg(fabs(y[i] - hand[i]) <= 4e-16, "consistent: y[%d] = %.17g, hand %.17g", i,
+                      y[i], hand[i]);
+    double row0 = y[3] + y[4] - consistent.v, row1 = 2.0 * (y[3] + y[4]) - 2.0 * consistent.w;
+    ck_assert_msg(fabs(row0) <= 1e-15 && fabs(row1) <= 1e-15 && fabs(y[5]) <= 1e-15,
+                  "consistent: Phi_q q' + Phi_t = (%.3e, %.3e, %.3e)", row0, row1, y[5]);
+    double position = -1.0, velocity = -1.0;
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &position, &velocity), CDYN_OK);
+    ck_assert_msg(velocity >= 0.0 && velocity <= 1e-15, "velocity residual %.3e", velocity);
+    cdyn_mbs_free(mbs);
+
+    mbs = rv_twice_model(&clash);
+    memcpy(y, y0, sizeof y);
+    st = cdyn_mbs_project(mbs, 0.0, y);
+    const char *msg = cdyn_mbs_last_error(mbs);
+    ck_assert_msg(st == CDYN_ERR_SINGULAR, "inconsistent: status %d (%s), q' = (%g, %g, %g)", st,
+                  msg, y[3], y[4], y[5]);
+    ck_assert_msg(memcmp(y, y0, sizeof y) == 0, "inconsistent: y changed");
+    ck_assert_msg((strstr(msg, "row 0") || strstr(msg, "row 1")) && !strstr(msg, "row 2"),
+                  "inconsistent: message does not name row 0 or 1: \"%s\"", msg);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, NULL, NULL), CDYN_ERR_ARG);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* constraint.h, failure semantics: on any error the object keeps its loaded
+ * instant and settings. The good instant, with Baumgarte a = 1, b = 10
+ * (K_D = 2, K_P = 100): M = diag(2, 4), Q = (1, -2), Phi_q = [1 1],
+ * Phi = 0.01, Phi' = 0.02, xi = 0.5, so s = 0.5 - 2 (0.02) - 100 (0.01) =
+ * -0.54. By hand, M q'' + Phi_q^T lambda = Q and Phi_q q'' = s give
+ * (1 - lambda) / 2 + (-2 - lambda) / 4 = s, lambda = -s / 0.75 = 0.72,
+ * q'' = ((1 - 0.72) / 2, (-2 - 0.72) / 4) = (0.14, -0.68). The bad load
+ * has another M, Q and Phi_q and Phi = 1e308 (finite), so K_P Phi = 1e310
+ * overflows. Asserts: the good load OK; the bad load
+ * CDYN_ERR_NONFINITE; then export (A and B of size 5) and lagrange are bit
+ * for bit those of a fresh object with the same settings loaded only with
+ * the good instant; lagrange's q'' and lambda within 1e-15 relative of the
+ * hand values, and B's last entry is s = -0.54 (to rounding).
+ * (Regression: before d31dc6a the failed load had already copied M, Q and
+ * Phi_q and overwritten s with -Inf.) */
+START_TEST(failed_constraint_load_keeps_the_previous_instant)
+{
+    const double M[4] = {2.0, 0.0, 0.0, 4.0}, Q[2] = {1.0, -2.0}, J[2] = {1.0, 1.0};
+    const double phi = 0.01, phid = 0.02, xi = 0.5;
+    const double Mbad[4] = {5.0, 0.0, 0.0, 7.0}, Qbad[2] = {3.0, 3.0}, Jbad[2] = {1.0, -2.0};
+    const double phibad = 1e308, zero = 0.0, h[2] = {0.3, -0.1};
+    cdyn_constraint *c = cdyn_constraint_create(2, 1, NULL);
+    cdyn_constraint *fresh = cdyn_constraint_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(fresh);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(c, 1.0, 10.0), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(fresh, 1.0, 10.0), CDYN_OK);
+
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, J, 1, &phi, &phid, &xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_load(c, Mbad, 2, Qbad, Jbad, 1, &phibad, &zero, &zero),
+                     CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_constraint_load(fresh, M, 2, Q, J, 1, &phi, &phid, &xi), CDYN_OK);
+
+    double A[2][25], B[2][5], qdd[2][2], lam[2][1];
+    cdyn_constraint *objs[2] = {c, fresh};
+    for (int k = 0; k < 2; ++k) {
+        cdyn_status st = cdyn_constraint_export(objs[k], CDYN_EXPORT_MULTIPLIERS, NULL, 1, h,
+                                                A[k], 5, B[k]);
+        ck_assert_msg(st == CDYN_OK, "%s: export status %d (%s)", k ? "fresh" : "after failure",
+                      st, cdyn_constraint_last_error(objs[k]));
+        st = cdyn_constraint_lagrange(objs[k], qdd[k], lam[k]);
+        ck_assert_msg(st == CDYN_OK, "%s: lagrange status %d (%s)",
+                      k ? "fresh" : "after failure", st, cdyn_constraint_last_error(objs[k]));
+    }
+    ck_assert_msg(memcmp(A[0], A[1], sizeof A[0]) == 0 && memcmp(B[0], B[1], sizeof B[0]) == 0,
+                  "export after the failed load differs from the good instant's");
+    ck_assert_msg(memcmp(qdd[0], qdd[1], sizeof qdd[0]) == 0 &&
+                      memcmp(lam[0], lam[1], sizeof lam[0]) == 0,
+                  "lagrange after the failed load: q'' (%.17g, %.17g), lambda %.17g; fresh "
+                  "(%.17g, %.17g), %.17g",
+                  qdd[0][0], qdd[0][1], lam[0][0], qdd[1][0], qdd[1][1], lam[1][0]);
+    const double qdd_hand[2] = {0.14, -0.68}, lam_hand = 0.72;
+    ck_assert_double_le(rel_err(2, qdd[0], qdd_hand), 1e-15);
+    ck_assert_double_le(fabs(lam[0][0] - lam_hand), 1e-15 * lam_hand);
+    ck_assert_double_le(fabs(B[0][4] - (-0.54)), 1e-15);
+    cdyn_constraint_free(c);
+    cdyn_constraint_free(fresh);
+}
+END_TEST
+
+/* nullspace.h, "History": every successful factor and update feeds the
+ * history W is equilibrated against; a failed call leaves it as it was.
+ * W0 = [1 0 1; 0 1 2]; WBAD = [1e3 1e3 1e3; 2e3 2e3 2e3] (rank 1: row 1 is
+ * twice row 0), whose entries, were they in the history, would dominate
+ * every row and column of it, and so change the equilibrated W2 and the
+ * column sizes the dependence is measured in.
+ * Asserts: (1) factor W0 OK; factor WBAD CDYN_ERR_SINGULAR with rank 1 and
+ * one redundant row; update W0 OK, with the partition, condition and
+ * dependence equal (==) to those of a twin that only factored W0 and
+ * updated W0. (2) Along W_k = [1 0 a_k; 0 1 b_k], (a, b) = (1, 2), (3, 1),
+ * (0.5, 5), (2, 0.25) (each update grows some entry of the history), an
+ * update with WBAD (CDYN_ERR_SINGULAR: the kept W2 of a rank-1 W is
+ * singular, and so is every other choice) and then an update with
+ * (a, b) = (1.5, 0.5): OK, and condition and dependence equal (==) to
+ * those of a twin that ran the same sequence without WBAD. (Regression:
+ * before d31dc6a a failed factor had reset the history and fed it WBAD,
+ * and a failed update fed it WBAD.) */
+START_TEST(failed_nullspace_calls_keep_the_history)
+{
+    const double W0[6] = {1.0, 0.0, 0.0, 1.0, 1.0, 2.0};
+    const double WBAD[6] = {1e3, 2e3, 1e3, 2e3, 1e3, 2e3};
+    cdyn_nullspace *ns = cdyn_nullspace_create(3, 2, NULL);
+    cdyn_nullspace *twin = cdyn_nullspace_create(3, 2, NULL);
+    ck_assert_ptr_nonnull(ns);
+    ck_assert_ptr_nonnull(twin);
+
+    /* (1) */
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, W0, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, WBAD, 2), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_nullspace_rank(ns), 1);
+    ck_assert_int_eq(cdyn_nullspace_redundant_rows(ns, NULL), 1);
+    ck_assert_int_eq(cdyn_nullspace_update(ns, W0, 2, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_nullspace_factor(twin, W0, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_nullspace_update(twin, W0, 2, NULL), CDYN_OK);
+    int dep[2][2];
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, dep[0]), CDYN_OK);
+    ck_assert_int_eq(cdyn_nullspace_partition(twin, NULL, dep[1]), CDYN_OK);
+    ck_assert(dep[0][0] == dep[1][0] && dep[0][1] == dep[1][1]);
+    ck_assert_msg(cdyn_nullspace_condition(ns) == cdyn_nullspace_condition(twin) &&
+                      cdyn_nullspace_dependence(ns) == cdyn_nullspace_dependence(twin),
+                  "after a failed factor: condition %.17g, dependence %.17g; twin %.17g, %.17g",
+                  cdyn_nullspace_condition(ns), cdyn_nullspace_dependence(ns),
+                  cdyn_nullspace_condition(twin), cdyn_nullspace_dependence(twin));
+
+    /* (2) */
+    const double ab[5][2] = {{1.0, 2.0}, {3.0, 1.0}, {0.5, 5.0}, {2.0, 0.25}, {1.5, 0.5}};
+    cdyn_nullspace *objs[2] = {ns, twin};
+    for (int o = 0; o < 2; ++o) {
+        ck_assert_int_eq(cdyn_nullspace_factor(objs[o], W0, 2), CDYN_OK);
+        for (int k = 0; k < 5; ++k) {
+            if (k == 4 && o == 0) {
+                ck_assert_int_eq(cdyn_nullspace_update(ns, WBAD, 2, NULL), CDYN_ERR_SINGULAR);
+                ck_assert_int_eq(cdyn_nullspace_rank(ns), 1);
+            }
+            const double W[6] = {1.0, 0.0, 0.0, 1.0, ab[k][0], ab[k][1]};
+            ck_assert_int_eq(cdyn_nullspace_update(objs[o], W, 2, NULL), CDYN_OK);
+        }
+    }
+    ck_assert_msg(cdyn_nullspace_condition(ns) == cdyn_nullspace_condition(twin) &&
+                      cdyn_nullspace_dependence(ns) == cdyn_nullspace_dependence(twin),
+                  "after a failed update: condition %.17g, dependence %.17g; twin %.17g, %.17g",
+                  cdyn_nullspace_condition(ns), cdyn_nullspace_dependence(ns),
+                  cdyn_nullspace_condition(twin), cdyn_nullspace_dependence(twin));
+    cdyn_nullspace_free(ns);
+    cdyn_nullspace_free(twin);
+}
+END_TEST
+
+/* nullspace.h, cdyn_nullspace_solve: the result is certified (backward
+ * error of a few roundings on M v' - W^T lambda = F, W v' = -c) and its
+ * error is about cond times eps, in any units. W = [1 1 0]: state 2 is
+ * touched by no constraint, and its mass mu is 1e-10 or 1e10 while the
+ * others are 1 and 2: M = diag(1, 2, mu), F = (2, -1, 3 mu), c = 0.
+ * By hand: v2' = 3 mu / mu = 3 (decoupled); v0' - lambda = 2,
+ * 2 v1' - lambda = -1, v0' + v1' = 0 give 2 + lambda + (lambda - 1) / 2 = 0,
+ * lambda = -1, v' = (1, -1, 3). State 2 in other units, v2 = s v2~ with
+ * s = 1e8 or 1e-8: M~22 = s^2 mu, F~2 = 3 s mu, v2~' = 3 / s, the rest
+ * unchanged (W's column 2 is zero in any units). Without constraints
+ * (cdyn_nullspace_create(2, 0), factor with W = NULL): M = diag(1e-10,
+ * 1e10), F = (2e-10, -3e10), v' = (2, -3).
+ * Asserts: for mu = 1e-10 and 1e10, each with s = 1, 1e8, 1e-8: factor and
+ * solve OK, v' (in the unscaled units) and lambda within 1e-14 relative of
+ * the hand values; m = 0: factor and solve OK, v' within 1e-14 relative.
+ * These cases pass with or without ba382fc: with M diagonal the first
+ * solve is already exact, whatever units the certificate measures in.
+ * The fix shows when the untouched state is coupled to the others through
+ * M: M0 = [2 1/2 1; 1/2 1 1/2; 1 1/2 1] (leading minors 2, 7/4, 3/4: SPD),
+ * W = [1 0.001 0], hand solution v' = (1, 1, 1), lambda = 1, so
+ * F = M0 v' - W^T lambda = (2.5, 1.999, 2.5) and c = -W v' = -1.001; then
+ * state 2 in units S = 1e-16 and 1e-20 times the original (v2 = S v2~:
+ * M~ = C M0 C, F~ = C F, C = diag(1, 1, S), v2~' = 1 / S). Skeel's
+ * componentwise condition of the bordered matrix, || |K^-1| |K| |x| ||
+ * per component over |x|, is unchanged by diagonal scaling and is
+ * (1.005, 4.34, 5.67, 8.005) for this K (exact rational inverse); the data
+ * carry a few roundings and the certificate allows a backward error of
+ * 8 (n + m + 2) eps = 48 eps, so the error is below 8.005 (48 + 5) eps =
+ * 9.4e-14. Asserts: OK and
+ * v' (unscaled), lambda within 1e-13 relative, for both S. (Regression:
+ * before ba382fc the certificate measured the untouched state in W's unit
+ * factor 1, in which its value is 1e16 or more: the bounds swelled and the
+ * unrefined first solve passed, with lambda off by 7e-12 (S = 1e-16) and
+ * 9e-11 (S = 1e-20).) */
+START_TEST(nullspace_solve_is_exact_for_a_state_the_constraints_do_not_touch)
+{
+    const double W[3] = {1.0, 1.0, 0.0}, mus[2] = {1e-10, 1e10}, scales[3] = {1.0, 1e8, 1e-8};
+    const double vd_hand[3] = {1.0, -1.0, 3.0}, lam_hand = -1.0;
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 3; ++b) {
+            double mu = mus[a], s = scales[b];
+            double M[9] = {1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, s * s * mu};
+            double F[3] = {2.0, -1.0, 3.0 * s * mu}, vd[3], lam = UNTOUCHED;
+            cdyn_nullspace *ns = cdyn_nullspace_create(3, 1, NULL);
+            ck_assert_ptr_nonnull(ns);
+            ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
+            cdyn_status st = cdyn_nullspace_solve(ns, M, 3, F, NULL, vd, &lam);
+            ck_assert_msg(st == CDYN_OK, "mu = %g, s = %g: status %d (%s)", mu, s, st,
+                          cdyn_nullspace_last_error(ns));
+            vd[2] *= s;
+            ck_assert_msg(rel_err(3, vd, vd_hand) <= 1e-14 &&
+                              fabs(lam - lam_hand) <= 1e-14,
+                          "mu = %g, s = %g: v' = (%.17g, %.17g, %.17g), lambda %.17g", mu, s,
+                          vd[0], vd[1], vd[2], lam);
+            cdyn_nullspace_free(ns);
+        }
+    cdyn_nullspace *ns = cdyn_nullspace_create(2, 0, NULL);
+    ck_assert_ptr_nonnull(ns);
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, NULL, 1), CDYN_OK);
+    const double M[4] = {1e-10, 0.0, 0.0, 1e10}, F[2] = {2e-10, -3e10}, hand[2] = {2.0, -3.0};
+    double vd[2];
+    cdyn_status st = cdyn_nullspace_solve(ns, M, 2, F, NULL, vd, NULL);
+    ck_assert_msg(st == CDYN_OK, "m = 0: status %d (%s)", st, cdyn_nullspace_last_error(ns));
+    ck_assert_msg(rel_err(2, vd, hand) <= 1e-14, "m = 0: v' = (%.17g, %.17g)", vd[0], vd[1]);
+    cdyn_nullspace_free(ns);
+
+    const double M0[9] = {2.0, 0.5, 1.0, 0.5, 1.0, 0.5, 1.0, 0.5, 1.0};
+    const double F0[3] = {2.5, 2.0 - 0.001, 2.5}, Wc[3] = {1.0, 0.001, 0.0}, c = -1.001;
+    const double coupled[3] = {1.0, 1.0, 1.0}, units[2] = {1e-16, 1e-20};
+    for (int k = 0; k < 2; ++k) {
+        double S = units[k], C[3] = {1.0, 1.0, S}, Ms[9], Fs[3], v3[3], l3 = UNTOUCHED;
+        for (int j = 0; j < 3; ++j) {
+            for (int i = 0; i < 3; ++i) Ms[i + 3 * j] = C[i] * M0[i + 3 * j] * C[j];
+            Fs[j] = C[j] * F0[j];
+        }
+        ns = cdyn_nullspace_create(3, 1, NULL);
+        ck_assert_ptr_nonnull(ns);
+        ck_assert_int_eq(cdyn_nullspace_factor(ns, Wc, 1), CDYN_OK);
+        st = cdyn_nullspace_solve(ns, Ms, 3, Fs, &c, v3, &l3);
+        ck_assert_msg(st == CDYN_OK, "coupled, S = %g: status %d (%s)", S, st,
+                      cdyn_nullspace_last_error(ns));
+        v3[2] *= S;
+        ck_assert_msg(rel_err(3, v3, coupled) <= 1e-13 && fabs(l3 - 1.0) <= 1e-13,
+                      "coupled, S = %g: v' = (%.17g, %.17g, %.17g), lambda %.17g", S, v3[0],
+                      v3[1], v3[2], l3);
+        cdyn_nullspace_free(ns);
+    }
+}
+END_TEST
+
+/* ======================================================================== */
 
 static Suite *honest_suite(void)
 {
@@ -3541,6 +3895,14 @@ static Suite *honest_suite(void)
     tcase_add_test(history, nullspace_dependence_along_a_motion_is_the_same_in_any_units);
     tcase_add_test(history, partition_event_follows_limit_times_best_quality);
     suite_add_tcase(s, history);
+
+    TCase *review = tcase_create("review");
+    tcase_set_timeout(review, 60);
+    tcase_add_test(review, mbs_project_meets_redundant_constraints_or_refuses_inconsistent_speeds);
+    tcase_add_test(review, failed_constraint_load_keeps_the_previous_instant);
+    tcase_add_test(review, failed_nullspace_calls_keep_the_history);
+    tcase_add_test(review, nullspace_solve_is_exact_for_a_state_the_constraints_do_not_touch);
+    suite_add_tcase(s, review);
     return s;
 }
 

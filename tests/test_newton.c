@@ -2020,6 +2020,255 @@ START_TEST(solve_and_step_do_not_allocate)
 END_TEST
 
 /* ======================================================================== */
+/* Review: the rounding level of G, wide rank in any units, diagnosis after  */
+/* a full-rank step.                                                         */
+
+/* A = [1 1; 1 1 + d], d = 2^-23, b = (3, 3 + 2^-22): every number is exact
+ * in binary and A (1, 2) = (3, 1 + 2 + 2d) = b exactly, so x* = (1, 2).
+ * A^{-1} = [1 + d  -1; -1  1] / d, ||A^{-1}||_inf = (2 + d) / d = 2^24 + 1,
+ * ||A||_inf = 2 + d, cond_inf(A) = (2 + d)^2 / d = 3.4e7 (all entries are
+ * near 1, so the power-of-two equilibration leaves it so). G's evaluation,
+ * (x0 + x1) - b0 and (x0 + (1 + d) x1) - b1, rounds at most three times
+ * quantities <= |A||x| = 3 (near x*): an error <= 9u, u = 2^-53. With
+ * quantized = 1, G_1 is evaluated only to the resolution q = 2^-43: the
+ * midpoint of the cell of width q holding the computed value,
+ * (floor(r / q) + 1/2) q (exact: q is a power of two), so |G_1| >= q/2
+ * everywhere and |G_1 - r| <= q/2. */
+typedef struct {
+    int quantized;
+} rl_system;
+
+static const double RL_D = 0x1p-23, RL_Q = 0x1p-43;
+
+static int rl_residual(const double *x, double *G, void *user)
+{
+    const rl_system *s = user;
+    G[0] = (x[0] + x[1]) - 3.0;
+    double r = (x[0] + (1.0 + RL_D) * x[1]) - (3.0 + 0x1p-22);
+    G[1] = s->quantized ? (floor(r / RL_Q) + 0.5) * RL_Q : r;
+    return 0;
+}
+
+static int rl_jacobian(const double *x, double *J, int ldj, void *user)
+{
+    (void)x;
+    (void)user;
+    J[0] = 1.0;
+    J[1] = 1.0;
+    J[ldj] = 1.0;
+    J[1 + ldj] = 1.0 + RL_D;
+    return 0;
+}
+
+/* newton.h, "One exception": when x meets the residual test and no step
+ * along the correction lowers the residual, G is at its rounding level; x
+ * is then as accurate as G can be evaluated, the solve ends converged and
+ * error_ratio (> 1) tells how far that is from the tolerance. With
+ * rtol = 1e-13 the tolerances are about tol_x = 2e-13 (rtol times the other
+ * unknown's |x| in each equation, newton.h's floor) and tol_g = 4e-13.
+ * (a) Plain G from (1.1, 1.9): the accuracy asked for is below what
+ * rounding allows (||A^{-1}|| 9u = 1.7e-8 >> 2e-13), but this G evaluates
+ * to exactly 0 at the first iterate (its rows meet b to the last bit about
+ * 1e-9 from x*), so the correction there is 0 and the ordinary test passes:
+ * the exception path is not reached. Whatever the path, x - x* = A^{-1} r
+ * with r the exact residual, |r| <= |G| + 9u, and at the return |A^{-1} G|
+ * is the correction (within tol_x on the ordinary path, at its rounding on
+ * the exception's), so |x - x*|_inf <= 1.5 cond_inf(A) eps |x*|_inf
+ * (= 2.2e-8 > ||A^{-1}|| 9u + tol_x). Asserts: OK, converged, that bound.
+ * (b) G_1 quantized: no x has |G_1| < q/2 = 5.7e-14 (residual ratio 0.14:
+ * the residual test holds there), so once Newton is within rounding of x*
+ * (G_0 ~ 1e-16, G_1 = +-q/2) no step can lower the merit, and the
+ * correction A^{-1} (0, +-q/2), of size q / (2d) = 2^-21 = 4.8e-7, is
+ * 2.4e6 times tol_x. Asserts: OK, converged = 1, residual_ratio <= 1,
+ * error_ratio > 1, ||G||_inf = q/2 (G_1 at its floor, G_0 below it), and
+ * |x - x*|_inf <= ||A^{-1}||_inf (q + 9u) = 1.9e-6: |r_1| <= |G_1| + q/2 +
+ * 9u = q + 9u and |r_0| <= ||G||_inf + 9u.
+ * (c) The exception is not claimed when the residual is not at its
+ * rounding level: plain G, rtol = 1e-6 (tol_x ~ 2e-6, tol_g ~ 4e-6), from
+ * x0 = x* + 2^-10 (1, -1), where G = A (x0 - x*) = (0, -2^-33) exactly:
+ * the residual test already holds (ratio ~ 3e-5) but the correction
+ * 2^-10 (-1, 1) is ~500 times tol_x, and the full step lowers the residual
+ * to rounding. Asserts: OK, converged, at least one iteration,
+ * error_ratio <= 1, |x - x*|_inf <= 2.2e-8 (as in (a)). (Regression test for
+ * b9eb999, which added the exception; without it (b) ends
+ * CDYN_ERR_NOCONV.) */
+START_TEST(residual_at_its_rounding_level_ends_converged_with_the_error_ratio)
+{
+    const double xstar[2] = {1.0, 2.0};
+    const double inv_norm = 0x1p24 + 1.0, u = 0x1p-53;
+    const double cond = (2.0 + RL_D) * (2.0 + RL_D) / RL_D;
+    const double bound_plain = 1.5 * cond * DBL_EPSILON * 2.0;
+
+    /* (a) */
+    rl_system s = {0};
+    cdyn_newton *nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-13, NULL), CDYN_OK);
+    double x[2] = {1.1, 1.9};
+    cdyn_status st = cdyn_newton_solve(nt, rl_residual, rl_jacobian, &s, x);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_msg(st == CDYN_OK && r.converged == 1, "(a): status %d, converged %d (%s)", st,
+                  r.converged, cdyn_newton_last_error(nt));
+    ck_assert_msg(dist_inf(2, x, xstar) <= bound_plain, "(a): |x - x*| = %.3e > %.3e",
+                  dist_inf(2, x, xstar), bound_plain);
+    cdyn_newton_free(nt);
+
+    /* (b) */
+    s.quantized = 1;
+    nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-13, NULL), CDYN_OK);
+    x[0] = 1.1;
+    x[1] = 1.9;
+    st = cdyn_newton_solve(nt, rl_residual, rl_jacobian, &s, x);
+    r = get_report(nt);
+    ck_assert_msg(st == CDYN_OK && r.converged == 1, "(b): status %d, converged %d (%s)", st,
+                  r.converged, cdyn_newton_last_error(nt));
+    ck_assert_msg(r.residual_ratio <= 1.0 && r.error_ratio > 1.0,
+                  "(b): residual ratio %.3g, error ratio %.3g", r.residual_ratio,
+                  r.error_ratio);
+    ck_assert_msg(r.residual_norm == 0.5 * RL_Q, "(b): ||G|| = %.17g, q/2 = %.17g",
+                  r.residual_norm, 0.5 * RL_Q);
+    double bound = inv_norm * (RL_Q + 9.0 * u);
+    ck_assert_msg(dist_inf(2, x, xstar) <= bound, "(b): |x - x*| = %.3e > %.3e",
+                  dist_inf(2, x, xstar), bound);
+    cdyn_newton_free(nt);
+
+    /* (c) */
+    s.quantized = 0;
+    nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-6, NULL), CDYN_OK);
+    x[0] = 1.0 + 0x1p-10;
+    x[1] = 2.0 - 0x1p-10;
+    double g0[2];
+    rl_residual(x, g0, &s);
+    ck_assert(g0[0] == 0.0 && g0[1] == -0x1p-33); /* the premise */
+    st = cdyn_newton_solve(nt, rl_residual, rl_jacobian, &s, x);
+    r = get_report(nt);
+    ck_assert_msg(st == CDYN_OK && r.converged == 1 && r.iterations >= 1 &&
+                      r.error_ratio <= 1.0,
+                  "(c): status %d, converged %d, %d iterations, error ratio %.3g", st,
+                  r.converged, r.iterations, r.error_ratio);
+    ck_assert_msg(dist_inf(2, x, xstar) <= bound_plain, "(c): |x - x*| = %.3e > %.3e",
+                  dist_inf(2, x, xstar), bound_plain);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* newton.h: "wide systems (k < p) have their rank decided the same way"
+ * (equilibrated rows and columns, so in any units). J = [1 1 e; 1 1 2e],
+ * e = 1e-12, and the same J with unknown 2 in units 1e8 times smaller
+ * (x2~ = 1e-8 x2, so column 2 times 1e8). The rows differ by (0, 0, e):
+ * rank 2 for any e != 0. With rows scaled by 1/2 and column 2 by the power
+ * of two f / e that puts its largest entry f in [1/2, 1), the equilibrated
+ * J is [1/2 1/2 f/2; 1/2 1/2 f] in both unit systems; the pivoted QR of its
+ * transpose takes b = (1/2, 1/2, f) first, then the rest of
+ * a = (1/2, 1/2, f/2): |R22| / |R11| = |a x b| / |b|^2 =
+ * (f / (2 sqrt 2)) / (1/2 + f^2), in [0.2357, 0.25] for f in [1/2, 1).
+ * J' = [1 1 e; 2 2 2e] (row 1 twice row 0) has rank 1 in any units.
+ * Asserts, with G = (1, 2), in both unit systems: J: rank 2, smallest_kept
+ * in [0.235, 0.25], no dependent rows or dropped columns, J dx = -G to
+ * 1e-12 of its terms; J': rank 1, one dependent row, the same one in both
+ * units, and 2 dropped columns. (Regression: before d31dc6a the rank of a
+ * wide J was decided with its rows equilibrated only: J had rank 1 in the
+ * first units (pivot ratio ~1e-12) and 2 in the second.) */
+START_TEST(wide_rank_is_the_same_in_any_units_of_the_unknowns)
+{
+    const double e = 1e-12, units[2] = {1.0, 1e8}, G[2] = {1.0, 2.0};
+    int dep_row[2] = {-1, -1};
+    for (int k = 0; k < 2; ++k) {
+        double c = units[k], dx[3];
+        cdyn_newton *nt = create_ok(2, 3);
+        const double J[6] = {1.0, 1.0, 1.0, 1.0, e * c, 2.0 * e * c};
+        ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_msg(r.rank == 2 && r.smallest_kept >= 0.235 && r.smallest_kept <= 0.25,
+                      "units %g: rank %d, smallest kept %.3g", c, r.rank, r.smallest_kept);
+        ck_assert_int_eq(cdyn_newton_dependent_rows(nt, NULL), 0);
+        ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 0);
+        for (int i = 0; i < 2; ++i) {
+            double sum = G[i], terms = fabs(G[i]);
+            for (int j = 0; j < 3; ++j) {
+                sum += J[i + 2 * j] * dx[j];
+                terms += fabs(J[i + 2 * j] * dx[j]);
+            }
+            ck_assert_msg(fabs(sum) <= 1e-12 * terms, "units %g: row %d of J dx + G = %.3e", c,
+                          i, sum);
+        }
+        const double Jd[6] = {1.0, 2.0, 1.0, 2.0, e * c, 2.0 * e * c};
+        ck_assert_int_eq(cdyn_newton_step(nt, Jd, 2, G, dx), CDYN_OK);
+        r = get_report(nt);
+        ck_assert_msg(r.rank == 1, "units %g: rank %d of a rank-1 J", c, r.rank);
+        ck_assert_int_eq(cdyn_newton_dependent_rows(nt, &dep_row[k]), 1);
+        ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 2);
+        cdyn_newton_free(nt);
+    }
+    ck_assert_msg(dep_row[0] == dep_row[1], "dependent row %d in the first units, %d in the "
+                  "second", dep_row[0], dep_row[1]);
+}
+END_TEST
+
+/* G = (x0^2 - 1, x0 + x1 - 3), root (1, 2). */
+static int res_fold_start(const double *x, double *G, void *user)
+{
+    (void)user;
+    G[0] = x[0] * x[0] - 1.0;
+    G[1] = x[0] + x[1] - 3.0;
+    return 0;
+}
+
+static int jac_fold_start(const double *x, double *J, int ldj, void *user)
+{
+    (void)user;
+    J[0] = 2.0 * x[0];
+    J[1] = 1.0;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 1.0;
+    return 0;
+}
+
+/* newton.h: cdyn_newton_dependent_rows / _dropped_columns describe "the
+ * last rank-deficient step" and return "0 if the last step had full rank".
+ * (1) Steps: J = [1 2; 2 4] (rank 1) and then J = [2 1; 1 3] (det 5).
+ * (2) A solve whose first Jacobian is singular: from x = (0, 0),
+ * J = [2 x0 0; 1 1] = [0 0; 1 1] has rank 1 (row 0 is zero), the step is
+ * the SVD one; at the root (1, 2) J = [2 0; 1 1] (det 2) has full rank, so
+ * the last step of the solve has full rank. Asserts: (1) after the
+ * singular step 1 dependent row and 1 dropped column, after the regular
+ * one 0 and 0; (2) OK, converged, at least one SVD step (the premise), the
+ * report's rank 2, 0 dependent rows and 0 dropped columns, x within 1e-9
+ * of (1, 2) (rtol 1e-10). (Regression: before d31dc6a a solve kept the
+ * diagnosis of its singular first step after later full-rank steps.) */
+START_TEST(diagnosis_is_cleared_by_a_full_rank_step)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    const double Js[4] = {1.0, 2.0, 2.0, 4.0}, Jr[4] = {2.0, 1.0, 1.0, 3.0}, G[2] = {1.0, 0.0};
+    double dx[2];
+    ck_assert_int_eq(cdyn_newton_step(nt, Js, 2, G, dx), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, NULL), 1);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 1);
+    ck_assert_int_eq(cdyn_newton_step(nt, Jr, 2, G, dx), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_dependent_rows(nt, NULL), 0);
+    ck_assert_int_eq(cdyn_newton_dropped_columns(nt, NULL), 0);
+    cdyn_newton_free(nt);
+
+    nt = create_ok(2, 2);
+    double x[2] = {0.0, 0.0};
+    const double root[2] = {1.0, 2.0};
+    cdyn_status st = cdyn_newton_solve(nt, res_fold_start, jac_fold_start, NULL, x);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_msg(st == CDYN_OK && r.converged == 1, "status %d (%s)", st,
+                  cdyn_newton_last_error(nt));
+    ck_assert_msg(r.svd_steps >= 1, "premise: no SVD step (%d)", r.svd_steps);
+    ck_assert_int_eq(r.rank, 2);
+    ck_assert_msg(cdyn_newton_dependent_rows(nt, NULL) == 0 &&
+                      cdyn_newton_dropped_columns(nt, NULL) == 0,
+                  "after a solve ending at full rank: %d dependent rows, %d dropped columns",
+                  cdyn_newton_dependent_rows(nt, NULL), cdyn_newton_dropped_columns(nt, NULL));
+    ck_assert_double_le(dist_inf(2, x, root), 1e-9);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
+/* ======================================================================== */
 
 static Suite *newton_suite(void)
 {
@@ -2092,6 +2341,13 @@ static Suite *newton_suite(void)
     tcase_set_timeout(alloc, 60);
     tcase_add_test(alloc, solve_and_step_do_not_allocate);
     suite_add_tcase(s, alloc);
+
+    TCase *review = tcase_create("review");
+    tcase_set_timeout(review, 60);
+    tcase_add_test(review, residual_at_its_rounding_level_ends_converged_with_the_error_ratio);
+    tcase_add_test(review, wide_rank_is_the_same_in_any_units_of_the_unknowns);
+    tcase_add_test(review, diagnosis_is_cleared_by_a_full_rank_step);
+    suite_add_tcase(s, review);
     return s;
 }
 

@@ -31,7 +31,10 @@
  * and so is the correction (an ill-conditioned J amplifies that rounding
  * beyond tol): x is then as accurate as G can be evaluated, the solve ends
  * converged, and the report's error_ratio (> 1) tells how far that is from
- * the requested tolerance. Defaults:
+ * the requested tolerance. All of this judges x by G as the callback
+ * evaluates it: where the caller's own rounding hides the residual (a G
+ * computed with cancellation that returns exactly 0 near the root), the
+ * tests pass wherever G does, and x is as accurate as that evaluation. Defaults:
  * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
  * solution of this object so far (a value counts only when it exceeds its
  * tolerance: a flow converged to 1e-25 at a closed valve is zero). For an
