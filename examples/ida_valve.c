@@ -49,10 +49,10 @@
  * samples are its own steps: with the algebraic states out of the error
  * test (IDASetSuppressAlg) their interpolated values between steps are not
  * error-controlled, and the interpolant does not satisfy the nonlinear
- * orifice rows (measured at rtol 1e-8, interpolating between steps instead:
- * Qa and Qb off by 9.0e-7 L/s in opposite directions, an orifice-row
- * residual of 8.5e-6 bar, while the linear continuity row holds to 1e-13
- * L/s).
+ * orifice rows (a copy without the stop times, rtol 1e-8, interpolating
+ * between steps: Qa and Qb off by up to 1.5e-6 L/s in opposite directions,
+ * an orifice-row residual of 4.4e-5 bar, while the linear continuity row
+ * holds to 1.2e-13 L/s; docs/integrators.md).
  *
  * Consistent values at rest (t = 0, v = 0) are a special case: the orifice
  * laws have zero slope at zero flow, so dG0/dv_a is singular there and the
