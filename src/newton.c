@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "linalg.h"
 #include "newton_internal.h"
+#include "jacobian_check.h"
 #include "rank.h"
 
 #include <float.h>
@@ -544,6 +545,78 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
     return CDYN_OK;
 }
 
+/* ---- checking the caller's Jacobian --------------------------------------- */
+
+typedef struct residual_call {
+    cdyn_newton *nt;
+    cdyn_residual_fn residual;
+    void *user;
+} residual_call;
+
+/* G for the check: the callback under the guard, the report untouched. */
+static cdyn_status check_residual(void *ctx, const double *x, double *g)
+{
+    residual_call *call = ctx;
+    cdyn_newton *nt = call->nt;
+    nt->guard.in_callback++;
+    int code = call->residual(x, g, call->user);
+    nt->guard.in_callback--;
+    const char *fn = "cdyn_newton_check_jacobian";
+    if (code != 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK, "%s: residual callback returned %d", fn,
+                          code);
+    long bad = cdyn__first_nonfinite(nt->k, 1, g, nt->k);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: residual G[%ld] is not finite", fn,
+                          bad);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
+                                       cdyn_jacobian_fn jacobian, void *user, const double *x,
+                                       cdyn_jacobian_check *report)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_newton_check_jacobian";
+    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
+    if (!residual || !jacobian || !x || !report)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                          !residual ? "residual" : !jacobian ? "jacobian" : !x ? "x" : "report");
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    long bad = cdyn__first_nonfinite(p, 1, x, p);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: x[%ld] is not finite", fn, bad);
+    double *point = b->x_prev, *scale = b->rhs;
+    memcpy(point, x, sizeof(double) * (size_t)p);
+    nt->guard.in_callback++;
+    int code = jacobian(point, b->jac, k, user);
+    nt->guard.in_callback--;
+    if (code != 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK, "%s: Jacobian callback returned %d", fn,
+                          code);
+    bad = cdyn__first_nonfinite(k, p, b->jac, k);
+    if (bad >= 0)
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: J(%ld, %ld) is not finite", fn,
+                          bad % k, bad / k);
+    double fallback = 0.0; /* the difference steps of cdyn_newton_solve */
+    for (int j = 0; j < p; ++j) fallback = fmax(fallback, magnitude(nt, point, j));
+    if (fallback == 0.0) fallback = 1.0;
+    for (int j = 0; j < p; ++j) {
+        double s = magnitude(nt, point, j);
+        scale[j] = s > 0.0 ? s : fallback;
+    }
+    residual_call call = {nt, residual, user};
+    cdyn__check_work w = {b->g_trial, b->g_best, b->g_keep, b->scratch, b->tol_g};
+    cdyn_jacobian_check found;
+    cdyn__check_start(&found);
+    cdyn_status st = cdyn__check_jacobian(k, p, b->jac, k, point, scale, NULL, check_residual,
+                                          &call, &w, 0, &found);
+    if (st) return st;
+    *report = found;
+    return CDYN_OK;
+}
+
 /* ---- convergence (weighted norms) ---------------------------------------- */
 
 /* Tolerances at x with J = b->jac (see newton.h): tol_x_j = rtol |x_j| +
@@ -707,6 +780,21 @@ static void learn_magnitudes(cdyn_newton *nt, const double *x)
         if (fabs(x[j]) > nt->b.tol_x[j]) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
 }
 
+/* The end of a solve whose x meets the residual test while G is at its
+ * rounding level: the correction is rounding too, amplified by J's
+ * conditioning, and no iteration can improve x; the report's error ratio
+ * (> 1) says how far that is from the requested tolerance. b->g = G(x). */
+static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, double res,
+                                         double err)
+{
+    nt->report.converged = 1;
+    nt->report.residual_norm = norm_inf(nt->k, nt->b.g);
+    nt->report.residual_ratio = res;
+    nt->report.error_ratio = err;
+    learn_magnitudes(nt, x);
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
                               cdyn_jacobian_fn jacobian, void *user, double *x)
 {
@@ -725,6 +813,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;
     int pending = 0; /* x is an accepted iterate not yet compared with the best */
+    int previous_met = 0; /* the previous iterate met the residual test */
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
     for (int fresh = 1; st == CDYN_OK; fresh = 0) {
@@ -753,6 +842,11 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
             learn_magnitudes(nt, x);
             return CDYN_OK;
         }
+        /* the residual test met here and at the previous iterate while the
+         * correction no longer shrinks: rounding, not progress (newton.h) */
+        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x))
+            return converged_at_rounding(nt, x, res, err);
+        previous_met = res <= 1.0;
         if (nt->report.iterations >= nt->max_iterations) {
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
                             "%s: no convergence in %d iterations (at the best iterate the "
@@ -798,16 +892,8 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
         previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
-             * correction lowers the residual: G is at its rounding level and
-             * the correction is rounding too. x is as accurate as G can be
-             * evaluated; the report's error ratio (> 1) says how far that is
-             * from the requested tolerance. */
-            nt->report.converged = 1;
-            nt->report.residual_norm = norm_inf(k, b->g);
-            nt->report.residual_ratio = res;
-            nt->report.error_ratio = err;
-            learn_magnitudes(nt, x);
-            return CDYN_OK;
+             * correction lowers the residual: G is at its rounding level */
+            return converged_at_rounding(nt, x, res, err);
         }
         if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,

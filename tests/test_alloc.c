@@ -7,6 +7,9 @@
  * null-space objects). Everything else used per step must not. No header
  * documents lazy setup, so no call is warmed up: the first per-step call
  * after create and setup is counted like every later one.
+ * The Jacobian checks (cdyn_newton_check_jacobian, cdyn_dae_check_jacobian,
+ * cdyn_mbs_check_jacobian) are documented "No allocation" too: counted
+ * beside the calls of their modules, on success and on failure.
  *
  * The counted calls are recorded one by one (EXPECT / NOTE below): the
  * counter is read and restarted after each call, so a failure names the
@@ -333,10 +336,16 @@ START_TEST(dae_rhs_and_consistent_do_not_allocate)
         const int rr = p.r;
         int integ[30], alg[30], idx = -1;
         cdyn_newton_report rep;
+        cdyn_jacobian_check chk[2];
+        memset(chk, 0, sizeof chk);
         long svd = -1;
 
         rec_t rec;
         rec_begin(&rec);
+        /* the model check needs only set_functions; with neither dF/dv nor
+         * dF/dt given (variant 1) there is nothing to check */
+        EXPECT(&rec, variant == 1 ? CDYN_ERR_ARG : CDYN_OK,
+               cdyn_dae_check_jacobian(dae, 0.0, v, &chk[0]));
         OK(&rec, cdyn_dae_consistent(dae, 0.0, v));
         OK(&rec, cdyn_dae_states(dae, integ, alg));
         for (int i = 0; i < rr; ++i) y[i] = v[i], y2[i] = v[i] + 0.05;
@@ -348,7 +357,12 @@ START_TEST(dae_rhs_and_consistent_do_not_allocate)
         OK(&rec, cdyn_dae_analyze(dae, 0.2, vs, &idx));
         OK(&rec, cdyn_newton_get_report(cdyn_dae_newton(dae), &rep));
         NOTE(&rec, svd = cdyn_dae_svd_rate_solves(dae));
+        EXPECT(&rec, variant == 1 ? CDYN_ERR_ARG : CDYN_OK,
+               cdyn_dae_check_jacobian(dae, 0.2, vs, &chk[1]));
         rec_end(&rec, n > CDYN__SMALL ? "dae (n = 30)" : "dae (n = 3)");
+
+        if (variant != 1) /* exact dF/dv and dF/dt */
+            for (int k = 0; k < 2; ++k) ck_assert_int_eq(chk[k].suspect, 0);
 
         ck_assert_int_eq(idx, 1);
         ck_assert_int_eq(svd, 0);
@@ -416,6 +430,19 @@ static int nt_jacobian(const double *x, double *J, int ld, void *user)
     return 0;
 }
 
+/* callbacks that fail: the error path of the Jacobian check */
+static int failing_residual(const double *x, double *G, void *user)
+{
+    (void)x, (void)G, (void)user;
+    return 3;
+}
+
+static int failing_jacobian(const double *x, double *J, int ld, void *user)
+{
+    (void)x, (void)J, (void)ld, (void)user;
+    return 4;
+}
+
 START_TEST(newton_solve_and_step_do_not_allocate)
 {
     static const int shapes[][2] = {{2, 2}, {3, 3}, {1, 3}, {2, 3}, {30, 30}, {20, 20}, {10, 30}};
@@ -429,6 +456,8 @@ START_TEST(newton_solve_and_step_do_not_allocate)
         double x[5][30], J[30 * 30], G[30], dx[30];
         int rows[30], cols[30];
         cdyn_newton_report rep[5];
+        cdyn_jacobian_check chk[3];
+        memset(chk, 0, sizeof chk);
         for (int c = 0; c < 5; ++c)
             for (int i = 0; i < p; ++i) x[c][i] = 0.8 + 0.01 * i;
         for (int i = 0; i < p; ++i) dx[i] = 0.0;
@@ -442,6 +471,8 @@ START_TEST(newton_solve_and_step_do_not_allocate)
         OK(&rec, cdyn_newton_solve(nt, nt_residual, NULL, &full, x[1]));
         OK(&rec, cdyn_newton_get_report(nt, &rep[1]));
         OK(&rec, cdyn_newton_solve(bt, nt_residual, nt_jacobian, &full, x[2]));
+        OK(&rec, cdyn_newton_check_jacobian(nt, nt_residual, nt_jacobian, &full, x[0], &chk[0]));
+        OK(&rec, cdyn_newton_check_jacobian(bt, nt_residual, nt_jacobian, &full, x[2], &chk[1]));
         if (k > 1) { /* rank-deficient Jacobian: SVD fallback on every step */
             OK(&rec, cdyn_newton_solve(nt, nt_residual, nt_jacobian, &rankdef, x[3]));
             OK(&rec, cdyn_newton_get_report(nt, &rep[3]));
@@ -450,6 +481,8 @@ START_TEST(newton_solve_and_step_do_not_allocate)
             OK(&rec, cdyn_newton_solve(nt, nt_residual, NULL, &rankdef, x[4]));
             OK(&rec, cdyn_newton_get_report(nt, &rep[4]));
             OK(&rec, cdyn_newton_step(nt, J, k, G, dx));
+            OK(&rec,
+               cdyn_newton_check_jacobian(nt, nt_residual, nt_jacobian, &rankdef, x[3], &chk[2]));
         }
         nt_jacobian(x[0], J, k, &full);
         OK(&rec, cdyn_newton_step(nt, J, k, G, dx));
@@ -457,6 +490,7 @@ START_TEST(newton_solve_and_step_do_not_allocate)
 
         ck_assert_int_eq(rep[0].converged, 1);
         ck_assert_int_eq(rep[1].converged, 1);
+        for (int c = 0; c < (k > 1 ? 3 : 2); ++c) ck_assert_int_eq(chk[c].suspect, 0);
         if (k > 1) {
             ck_assert_int_ge(rep[3].svd_steps, 1);
             ck_assert_int_eq(rep[3].rank, k - 1);
@@ -937,6 +971,8 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
         double y[60], yp[60], ydot[60], z[40], zdot[40], ys[60], gf[30], lam[10], rp = -1, rv = -1;
         int ind[30], dep[10], event = -1;
         double qcur = -1.0, qbest = -1.0;
+        cdyn_jacobian_check chk[2];
+        memset(chk, 0, sizeof chk);
         double *KD = dalloc((size_t)m * m), *KP = dalloc((size_t)m * m);
         for (int i = 0; i < m; ++i) KD[i + i * m] = 4.0, KP[i + i * m] = 9.0;
         mb_state(&md, y);
@@ -945,6 +981,8 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
 
         rec_t rec;
         rec_begin(&rec);
+        /* Phi_q (and, for the chain, Phi_t) against differences of Phi */
+        OK(&rec, cdyn_mbs_check_jacobian(mbs, 0.0, y, &chk[0]));
         for (int stab = 0; stab < 3; ++stab) {
             if (stab == 1) OK(&rec, cdyn_constraint_set_baumgarte(c, 2.0, 3.0));
             if (stab == 2) OK(&rec, cdyn_constraint_set_gains(c, KD, m, KP, m));
@@ -977,7 +1015,10 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
         NOTE(&rec, event = cdyn_mbs_partition_event(mbs));
         OK(&rec, cdyn_mbs_partition_quality(mbs, &qcur, &qbest));
         OK(&rec, cdyn_mbs_reactions(mbs, gf, lam));
+        OK(&rec, cdyn_mbs_check_jacobian(mbs, 0.01, ys, &chk[1]));
         rec_end(&rec, chain ? "mbs (n = 30)" : "mbs (n = 3)");
+
+        for (int k = 0; k < 2; ++k) ck_assert_int_eq(chk[k].suspect, 0); /* exact callbacks */
 
         ck_assert_double_le(rp, 1e-10);
         ck_assert(event == 0 || event == 1);
@@ -1121,6 +1162,7 @@ START_TEST(failing_calls_do_not_allocate)
                          CDYN_OK);
         nt_model ntm = {m, m, 0};
         double x[10], xnan[10], J[100], G[10], dx[10];
+        cdyn_jacobian_check chk;
         for (int i = 0; i < m; ++i) x[i] = 0.8, xnan[i] = i == 0 ? NAN : 0.8, G[i] = 1.0;
         nt_jacobian(x, J, m, &ntm);
         J[0] = NAN;
@@ -1171,6 +1213,14 @@ START_TEST(failing_calls_do_not_allocate)
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_newton_solve(nt, nt_residual, nt_jacobian, &ntm, NULL));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_newton_step(nt, J, m, G, dx));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_newton_step(nt, J, m - 1 > 0 ? m - 1 : 0, G, dx));
+        EXPECT(&rec, CDYN_ERR_NONFINITE,
+               cdyn_newton_check_jacobian(nt, nt_residual, nt_jacobian, &ntm, xnan, &chk));
+        EXPECT(&rec, CDYN_ERR_ARG,
+               cdyn_newton_check_jacobian(nt, nt_residual, NULL, &ntm, x, &chk));
+        EXPECT(&rec, CDYN_ERR_CALLBACK,
+               cdyn_newton_check_jacobian(nt, failing_residual, nt_jacobian, &ntm, x, &chk));
+        EXPECT(&rec, CDYN_ERR_CALLBACK,
+               cdyn_newton_check_jacobian(nt, nt_residual, failing_jacobian, &ntm, x, &chk));
         rec_end(&rec, large ? "failing calls (n = 30)" : "failing calls (n = 3)");
 
         cdyn_constraint_free(c);
@@ -1197,6 +1247,7 @@ START_TEST(failing_calls_do_not_allocate)
         mbs_model md;
         cdyn_mbs *mbs = mb_new(&md, large), *mfresh = mb_new(&md, large);
         double ym[60], ymnan[60], ymd[60], z[40], gf[30];
+        cdyn_jacobian_check chk;
         mb_state(&md, ym);
         memcpy(ymnan, ym, sizeof ym);
         ymnan[2] = NAN;
@@ -1211,11 +1262,18 @@ START_TEST(failing_calls_do_not_allocate)
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_dae_hidden_constraints(dae, 0.0, NULL, G0));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_dae_rhs(unsplit, 0.0, y, ydot));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_dae_consistent(unsplit, 0.0, v0));
+        EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_dae_check_jacobian(dae, 0.0, vnan, &chk));
+        EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_dae_check_jacobian(dae, INFINITY, v0, &chk));
+        EXPECT(&rec, CDYN_ERR_ARG, cdyn_dae_check_jacobian(unsplit, 0.0, v0, &chk));
+        EXPECT(&rec, CDYN_ERR_ARG, cdyn_dae_check_jacobian(dae, 0.0, v0, NULL));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_rhs(mbs, 0.0, ymnan, ymd));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_rhs(mbs, 0.0, ym, NULL));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_project(mbs, 0.0, ymnan));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_reactions(mfresh, gf, NULL));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_partition_rhs(mfresh, 0.0, z, ymd));
+        EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_check_jacobian(mbs, 0.0, ymnan, &chk));
+        EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_check_jacobian(mbs, NAN, ym, &chk));
+        EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_check_jacobian(mbs, 0.0, ym, NULL));
         md.poison = 1;
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_rhs(mbs, 0.0, ym, ymd));
         md.poison = 0;

@@ -24,7 +24,9 @@
  *   - for every callback the call actually invokes (counted on a fresh
  *     object): failure on its k-th call, k = 1, 2, 3 (CDYN_ERR_CALLBACK, the
  *     code kept by cdyn_dae_callback_code / cdyn_mbs_callback_code / the
- *     Newton report) and a NaN written on its k-th call
+ *     Newton report; for a function documented to leave that report alone,
+ *     cdyn_newton_check_jacobian, the report's code stays what it was and
+ *     last_error() names the code) and a NaN written on its k-th call
  *     (CDYN_ERR_NONFINITE).
  * Hand-written rows (at the end of each module) add what a generator cannot
  * know: rank-deficient, singular and non-SPD matrices, calls out of order,
@@ -73,6 +75,7 @@ _Static_assert(sizeof(cdyn_status) == sizeof(int), "create status is kept in an 
 
 enum { MAXARG = 8, MAXSC = 3, MAXBAD = 8, PROBE_LEN = 96, MAXCB = 6, MAXK = 3 };
 enum { RPT_LEN = (int)((sizeof(cdyn_newton_report) + sizeof(double) - 1) / sizeof(double)) };
+enum { JCK_LEN = (int)((sizeof(cdyn_jacobian_check) + sizeof(double) - 1) / sizeof(double)) };
 
 static void must(int ok, const char *what)
 {
@@ -124,7 +127,7 @@ static int fault_hit(int cb, int *poison)
 /* ======================================================================== */
 /* The generic machinery.                                                    */
 
-typedef enum { K_IN, K_INOUT, K_OUT, K_IIN, K_IOUT, K_FN, K_STATUS, K_REPORT } arg_kind;
+typedef enum { K_IN, K_INOUT, K_OUT, K_IIN, K_IOUT, K_FN, K_STATUS, K_REPORT, K_JCHECK } arg_kind;
 typedef enum { NUL_ERR, NUL_SAME, NUL_OK } null_rule;
 typedef enum { R_STATUS, R_INT, R_DOUBLE, R_PTR, R_STR, R_VOID } ret_kind;
 typedef enum { EX_STATUS, EX_VALUE, EX_NULL, EX_NONNULL, EX_NONE, EX_SAME } ex_kind;
@@ -173,7 +176,10 @@ typedef void (*call_fn)(void *obj, void *const *p, const double *sc, outcome *o)
 enum {
     F_CONSUMES = 1, /* the call frees the object (cdyn_*_free) */
     F_BEST = 2,     /* an in/out array holds the best iterate after a callback failure */
-    F_CB_ONLY = 4   /* a variant descriptor: only callback rows and hand rows */
+    F_CB_ONLY = 4,  /* a variant descriptor: only callback rows and hand rows */
+    F_KEEPS_CODE = 8 /* documented to leave the module's report alone: a failing callback's
+                      * code is not kept there (the kept code must stay what it was) but
+                      * named by last_error() */
 };
 
 typedef struct {
@@ -276,6 +282,8 @@ typedef struct {
 #define A_FN_OPT(nm) {.name = nm, .kind = K_FN, .onnull = NUL_OK}
 #define A_STATUS {.name = "status", .kind = K_STATUS, .len = 1, .onnull = NUL_SAME}
 #define A_REPORT(nm) {.name = nm, .kind = K_REPORT, .len = RPT_LEN}
+/* a cdyn_jacobian_check (status.h) written only on success */
+#define A_JCHECK(nm) {.name = nm, .kind = K_JCHECK, .len = JCK_LEN}
 
 /* scalars */
 #define BV(x, e) {.v = (x), .ex = e}
@@ -577,6 +585,10 @@ static int nt_residual(const double *x, double *G, void *user)
     return 0;
 }
 
+/* g_nt_wrong_jacobian: dG0/dx1 5 % off (a model error the check reports
+ * with CDYN_OK) */
+static int g_nt_wrong_jacobian;
+
 static int nt_jacobian(const double *x, double *J, int ldj, void *user)
 {
     int poison, rc = fault_hit(NCB_JACOBIAN, &poison);
@@ -584,7 +596,7 @@ static int nt_jacobian(const double *x, double *J, int ldj, void *user)
     if (rc) return rc;
     J[0] = 2.0 * x[0];
     J[1] = 1.0;
-    J[ldj] = 2.0 * x[1];
+    J[ldj] = 2.0 * x[1] * (g_nt_wrong_jacobian ? 1.05 : 1.0);
     J[1 + ldj] = -1.0;
     if (poison) J[ldj] = NAN;
     return 0;
@@ -595,6 +607,7 @@ static const double NT_J[4] = {2, 1, 1, -1};
 static const double NT_G[2] = {-2.75, 0.5};
 static const double NT_J_RANKDEF[4] = {1, 2, 2, 4};
 static const double NT_J_ZERO[4] = {0};
+static const double NT_ZERO2[2] = {0.0, 0.0};
 static const double NT_ATOL[2] = {1e-12, 2e-12};
 static const double NT_ATOL_ZERO[2] = {0.0, 0.0}; /* valid: rtol alone */
 static const double NT_GTOL[2] = {1e-11, 1e-12};
@@ -617,6 +630,14 @@ static int nt_code(void *obj)
     if (cdyn_newton_get_report(obj, &r) != CDYN_OK) return INT_MIN;
     return r.callback_code;
 }
+static void *nt_make_unsolved(void)
+{
+    cdyn_newton *nt = cdyn_newton_create(2, 2, NULL);
+    must(nt != NULL, "cdyn_newton_create");
+    return nt;
+}
+static void nt_prep_wrong_jacobian(void *obj) { (void)obj; g_nt_wrong_jacobian = 1; }
+static void nt_recover_jacobian(void *obj) { (void)obj; g_nt_wrong_jacobian = 0; }
 static void nt_step_rankdef(void *obj)
 {
     double dx[2];
@@ -687,6 +708,12 @@ WRAP(w_nt_solve)
                               p[2]);
 }
 WRAP(w_nt_step) { USE_ALL; o->st = cdyn_newton_step(obj, p[0], SCI(0), p[1], p[2]); }
+WRAP(w_nt_check_jacobian)
+{
+    USE_ALL;
+    o->st = cdyn_newton_check_jacobian(obj, p[0] ? nt_residual : NULL, p[1] ? nt_jacobian : NULL,
+                                       NULL, p[2], p[3]);
+}
 WRAP(w_nt_get_report) { USE_ALL; o->st = cdyn_newton_get_report(obj, p[0]); }
 WRAP(w_nt_dependent_rows) { USE_ALL; o->val = cdyn_newton_dependent_rows(obj, p[0]); }
 WRAP(w_nt_dropped_columns) { USE_ALL; o->val = cdyn_newton_dropped_columns(obj, p[0]); }
@@ -720,6 +747,9 @@ static const fn_desc NT_FNS[] = {
     {.fn = "cdyn_newton_step", OBJ,
      .arg = {A_IN("J", 4, 2, NT_J), A_IN("G", 2, 0, NT_G), A_OUT("dx", 2)},
      .sc = {SC_LD("ldj", 2)}, .call = w_nt_step},
+    {.fn = "cdyn_newton_check_jacobian", OBJ, .flags = F_KEEPS_CODE,
+     .arg = {A_FN("residual"), A_FN("jacobian"), A_IN("x", 2, 0, NT_X0), A_JCHECK("report")},
+     .call = w_nt_check_jacobian},
     {.fn = "cdyn_newton_get_report", OBJ, .arg = {A_REPORT("report")}, .call = w_nt_get_report},
     {.fn = "cdyn_newton_dependent_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("rows", 2)}, .call = w_nt_dependent_rows},
@@ -743,6 +773,12 @@ static const hand_row NT_HAND[] = {
      .data = NT_J_ZERO},
     {.fn = "cdyn_newton_dependent_rows", .name = "after a rank-deficient step", .ex = XV(1),
      .writes = 1, .prep = nt_step_rankdef},
+    {.fn = "cdyn_newton_check_jacobian", .name = "before any solve (OK: needs none)", .ex = XOK,
+     .make = nt_make_unsolved},
+    {.fn = "cdyn_newton_check_jacobian", .name = "J 5 % off in one entry (OK: the check ran)",
+     .ex = XOK, .prep = nt_prep_wrong_jacobian, .recover = nt_recover_jacobian},
+    {.fn = "cdyn_newton_check_jacobian", .name = "x at the pivot (0, 0) (OK)", .ex = XOK, .arg = 3,
+     .data = NT_ZERO2},
     {.fn = "cdyn_newton_dropped_columns", .name = "after a rank-deficient step", .ex = XV(1),
      .writes = 1, .prep = nt_step_rankdef},
 };
@@ -896,6 +932,37 @@ static void *dae_make_regular(void)
     return dae;
 }
 
+/* set_functions only (no mass): all the Jacobian check needs */
+static void *dae_make_functions_only(void)
+{
+    cdyn_dae *dae = dae_new();
+    must(cdyn_dae_set_functions(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_functions");
+    return dae;
+}
+/* F without derivative callbacks (differences): nothing to check */
+static void *dae_make_force_only(void)
+{
+    cdyn_dae *dae = dae_new();
+    dae_to_ready(dae, 0, 1);
+    must(cdyn_dae_set_functions(dae, dae_force, NULL, NULL, NULL) == CDYN_OK,
+         "cdyn_dae_set_functions(F only)");
+    return dae;
+}
+/* dF/dt given, dF/dv by differences: the check compares dF/dt alone */
+static void *dae_make_time_only(void)
+{
+    cdyn_dae *dae = dae_new();
+    dae_to_ready(dae, 0, 1);
+    must(cdyn_dae_set_functions(dae, dae_force, NULL, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_functions(F, dF/dt)");
+    return dae;
+}
+static void dae_recover_functions(void *obj)
+{
+    (void)cdyn_dae_set_functions(obj, dae_force, dae_jac, dae_time, NULL);
+}
+
 static void dae_destroy(void *obj) { cdyn_dae_free(obj); }
 static const char *dae_err(const void *obj) { return cdyn_dae_last_error(obj); }
 static int dae_code(void *obj) { return cdyn_dae_callback_code(obj); }
@@ -966,6 +1033,7 @@ WRAP(w_dae_set_functions)
     o->st = cdyn_dae_set_functions(obj, p[0] ? dae_force : NULL, p[1] ? dae_jac : NULL,
                                    p[2] ? dae_time : NULL, NULL);
 }
+WRAP(w_dae_check_jacobian) { USE_ALL; o->st = cdyn_dae_check_jacobian(obj, sc[0], p[0], p[1]); }
 WRAP(w_dae_set_fd_step) { USE_ALL; o->st = cdyn_dae_set_fd_step(obj, sc[0]); }
 WRAP(w_dae_set_tolerances) { USE_ALL; o->st = cdyn_dae_set_tolerances(obj, sc[0], p[0]); }
 WRAP(w_dae_rank) { USE_ALL; o->val = cdyn_dae_rank(obj); }
@@ -1001,6 +1069,11 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_set_functions", OBJ,
      .arg = {A_FN("force"), A_FN_OPT("jacobian"), A_FN_OPT("time_derivative")},
      .call = w_dae_set_functions},
+    {.fn = "cdyn_dae_check_jacobian", OBJ, .arg = {A_IN("v", 2, 0, DAE_V1), A_JCHECK("report")},
+     .sc = {SC_T("t", 0.3)}, .call = w_dae_check_jacobian},
+    {.fn = "cdyn_dae_check_jacobian", .variant = "dF/dt only", OBJ, .flags = F_CB_ONLY,
+     .make = dae_make_time_only, .arg = {A_IN("v", 2, 0, DAE_V1), A_JCHECK("report")},
+     .sc = {SC_T("t", 0.3)}, .call = w_dae_check_jacobian},
     {.fn = "cdyn_dae_set_fd_step", OBJ, .sc = {SC_OPEN01("h", 1e-7)}, .call = w_dae_set_fd_step},
     {.fn = "cdyn_dae_set_tolerances", OBJ, .arg = {A_IN_NONNEG_OPT("atol", 2, DAE_ATOL)},
      .sc = {SC_RTOL("rtol", 1e-9)}, .call = w_dae_set_tolerances},
@@ -1065,6 +1138,15 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_consistent", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_rhs", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_state", dae_make_norhs, XARG, "before any rhs"),
+    DAE_EARLY("cdyn_dae_check_jacobian", dae_make_created, XARG, "before set_functions"),
+    {.fn = "cdyn_dae_check_jacobian", .name = "after set_functions only, no mass (OK)", .ex = XOK,
+     .make = dae_make_functions_only},
+    {.fn = "cdyn_dae_check_jacobian", .name = "neither dF/dv nor dF/dt given", .ex = XARG,
+     .make = dae_make_force_only, .recover = dae_recover_functions},
+    {.fn = "cdyn_dae_check_jacobian", .name = "before analyze (OK: needs no split)", .ex = XOK,
+     .make = dae_make_unanalyzed},
+    {.fn = "cdyn_dae_check_jacobian", .variant = "dF/dt only", .name = "dF/dt alone (OK)",
+     .ex = XOK},
 };
 
 static const module MOD_DAE = {
@@ -1571,6 +1653,7 @@ WRAP(w_mb_set_time_terms)
     USE_ALL;
     o->st = cdyn_mbs_set_time_terms(obj, p[0] ? mb_phi_t : NULL, p[1] ? mb_xi : NULL);
 }
+WRAP(w_mb_check_jacobian) { USE_ALL; o->st = cdyn_mbs_check_jacobian(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_set_formulation)
 {
     USE_ALL;
@@ -1608,6 +1691,8 @@ static const fn_desc MB_FNS[] = {
      .arg = {A_FN("mass"), A_FN("force"), A_FN("phi"), A_FN("jacobian")}, .call = w_mb_set_model},
     {.fn = "cdyn_mbs_set_time_terms", OBJ, .arg = {A_FN_OPT("phi_t"), A_FN_OPT("xi")},
      .call = w_mb_set_time_terms},
+    {.fn = "cdyn_mbs_check_jacobian", OBJ, .arg = {A_IN("q", 2, 0, MB_Y1), A_JCHECK("report")},
+     .sc = {SC_T("t", 0.0)}, .call = w_mb_check_jacobian},
     {.fn = "cdyn_mbs_set_formulation", OBJ,
      .sc = {SC("formulation", CDYN_MBS_LAGRANGE, 3, BV(3, XARG), BV(-1, XARG), BV(INT_MAX, XARG))},
      .call = w_mb_set_formulation},
@@ -1693,6 +1778,14 @@ static const hand_row MB_HAND[] = {
      .ex = XOK, .make = mb_make_partitioned},
     {.fn = "cdyn_mbs_partition_quality", .name = "after partition, before any partition_rhs (OK)",
      .ex = XOK, .make = mb_make_partitioned},
+    MB_EARLY("cdyn_mbs_check_jacobian", mb_make_created, "before set_model"),
+    {.fn = "cdyn_mbs_check_jacobian", .name = "after set_model only (OK)", .ex = XOK,
+     .make = mb_make_modelled},
+    {.fn = "cdyn_mbs_check_jacobian", .name = "m = 0 (OK, empty report)", .ex = XOK,
+     .make = mb_make_m0},
+    {.fn = "cdyn_mbs_check_jacobian", .name = "m = n = 2 (OK)", .ex = XOK, .make = mb_make_m2},
+    {.fn = "cdyn_mbs_check_jacobian", .name = "at the pivot q = 0 (OK: Phi_q = 0)", .ex = XOK,
+     .arg = 1, .data = MB_PIVOT},
 };
 
 static const module MOD_MB = {
@@ -2239,6 +2332,7 @@ static void check_untouched(const fn_desc *d, const argset *s, int inout_free, c
         switch (a->kind) {
         case K_OUT:
         case K_REPORT:
+        case K_JCHECK:
             if (!dbuf_untouched(s->buf[i], len)) addwhy(why, wn, "output %s written", a->name);
             break;
         case K_IOUT:
@@ -2297,6 +2391,14 @@ static int report_equal(const cdyn_newton_report *a, const cdyn_newton_report *b
            memcmp(&a->error_ratio, &b->error_ratio, sizeof(double)) == 0;
 }
 
+static int jcheck_equal(const cdyn_jacobian_check *a, const cdyn_jacobian_check *b)
+{
+    return a->row == b->row && a->col == b->col && a->suspect == b->suspect &&
+           memcmp(&a->worst, &b->worst, sizeof(double)) == 0 &&
+           memcmp(&a->given, &b->given, sizeof(double)) == 0 &&
+           memcmp(&a->estimate, &b->estimate, sizeof(double)) == 0;
+}
+
 /* Outputs (written arrays, guards included) bit for bit; arguments passed
  * as NULL in either call are skipped. */
 static void compare_outputs(const fn_desc *d, const argset *x, const argset *y, const char *what,
@@ -2321,6 +2423,9 @@ static void compare_outputs(const fn_desc *d, const argset *x, const argset *y, 
             break;
         case K_REPORT:
             same = report_equal(x->buf[i], y->buf[i]);
+            break;
+        case K_JCHECK:
+            same = jcheck_equal(x->buf[i], y->buf[i]);
             break;
         default:
             break;
@@ -2558,6 +2663,8 @@ static int run_row(const module *m, const row *r, char *why, size_t wn)
         if (!msg || msg[0]) addwhy(why, wn, "fresh object's last_error is not \"\"");
     }
     if (O && r->prep) r->prep(O);
+    int keeps_code = (d->flags & F_KEEPS_CODE) != 0;
+    int code_before = keeps_code && O && m->callback_code ? m->callback_code(O) : 0;
     args_build(&srow, d, r);
     if (r->cb >= 0) fault_arm(r->cb, r->cb_at, r->cb_nan);
     do_call(d, r->null_obj ? NULL : O, &srow, &o);
@@ -2578,11 +2685,26 @@ static int run_row(const module *m, const row *r, char *why, size_t wn)
             if (!msg || !msg[0]) addwhy(why, wn, "last_error is empty after the failure");
         }
         check_untouched(d, &srow, (d->flags & F_BEST) && r->cb >= 0, why, wn);
-        if (r->cb >= 0 && !r->cb_nan && O && m->callback_code) {
+        if (r->cb >= 0 && !r->cb_nan && O && m->callback_code && !keeps_code) {
             int code = m->callback_code(O);
             if (code != fault_code(r->cb, r->cb_at))
                 addwhy(why, wn, "callback code %d kept, expected %d", code,
                        fault_code(r->cb, r->cb_at));
+        }
+        if (keeps_code && O && !r->null_obj) {
+            /* the report (and its kept code) as before the call, whatever failed */
+            int code = m->callback_code ? m->callback_code(O) : 0;
+            if (code != code_before)
+                addwhy(why, wn, "kept callback code changed from %d to %d (documented to be "
+                       "left alone)", code_before, code);
+            if (r->cb >= 0 && !r->cb_nan && m->last_error) {
+                char num[16];
+                const char *msg = m->last_error(O);
+                snprintf(num, sizeof num, "%d", fault_code(r->cb, r->cb_at));
+                if (!msg || !strstr(msg, num))
+                    addwhy(why, wn, "last_error \"%s\" does not name the callback's code %s",
+                           msg ? msg : "(null)", num);
+            }
         }
     } else if (!consumes || r->null_obj) {
         check_guards(d, &srow, why, wn);

@@ -109,6 +109,22 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
 CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn phi_t,
                                              cdyn_mbs_xi_fn xi);
 
+/**
+ * Check the model's Jacobian callback, and the phi_t callback when one was
+ * given, at (t, q): Phi_q (m x n) and Phi_t against central differences
+ * of Phi (each coordinate moved by eps^(1/3) |q_j|, or the largest |q| for
+ * a zero coordinate; t by eps^(1/3) max(|t|, 1)). The worst disagreement
+ * goes to report (status.h, cdyn_jacobian_check; col = n for Phi_t;
+ * suspect = 1 above 1e-6 relative): a 5 % error in one entry is named.
+ * For use when writing a model: Phi is called 4(n + 1) times; needs
+ * cdyn_mbs_set_model(). CDYN_OK when the check ran (whatever it found; an
+ * empty report for m = 0); CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
+ * CDYN_ERR_CALLBACK, CDYN_ERR_BUSY; report is written only on CDYN_OK.
+ * No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_check_jacobian(cdyn_mbs *mbs, double t, const double *q,
+                                             cdyn_jacobian_check *report);
+
 /** Formulation of cdyn_mbs_rhs() (default CDYN_MBS_LAGRANGE). */
 CDYN_API cdyn_status cdyn_mbs_set_formulation(cdyn_mbs *mbs, cdyn_mbs_formulation formulation);
 

@@ -26,12 +26,13 @@
  *     max_i |G_i| / gtol_i <= 1     (the residual test)
  * hold at the returned x, so "converged" always means the residual test
  * holds there; a warm start is accepted only if it passes both. One
- * exception: when x meets the residual test and no step along the
- * correction lowers the residual any further, G is at its rounding level
- * and so is the correction (an ill-conditioned J amplifies that rounding
- * beyond tol): x is then as accurate as G can be evaluated, the solve ends
- * converged, and the report's error_ratio (> 1) tells how far that is from
- * the requested tolerance. All of this judges x by G as the callback
+ * exception: when x meets the residual test and either no step along the
+ * correction lowers the residual any further, or the previous iterate met
+ * it too and the correction shrank by less than 30 % since, G is at its
+ * rounding level and so is the correction (an ill-conditioned J amplifies
+ * that rounding beyond tol): x is then as accurate as G can be evaluated,
+ * the solve ends converged, and the report's error_ratio (> 1) tells how
+ * far that is from the requested tolerance. All of this judges x by G as the callback
  * evaluates it: where the caller's own rounding hides the residual (a G
  * computed with cancellation that returns exactly 0 near the root), the
  * tests pass wherever G does, and x is as accurate as that evaluation. Defaults:
@@ -215,6 +216,21 @@ CDYN_API cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residua
  */
 CDYN_API cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj,
                                       const double *G, double *dx);
+
+/**
+ * Check a Jacobian callback: J(x) (k x p) against central differences of
+ * G around x, each unknown moved by eps^(1/3) times its magnitude (as the
+ * solver's own difference steps), and the worst disagreement into report
+ * (status.h, cdyn_jacobian_check: row, column, both values; suspect = 1
+ * when it exceeds 1e-6 relative). For use when writing a model: it calls
+ * G 4p times. CDYN_OK when the check ran (whatever it found);
+ * CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE (x, G or J), CDYN_ERR_CALLBACK,
+ * CDYN_ERR_BUSY; report is written only on CDYN_OK. The report of the last
+ * solve and every setting are left as they were. No allocation.
+ */
+CDYN_API cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
+                                                cdyn_jacobian_fn jacobian, void *user,
+                                                const double *x, cdyn_jacobian_check *report);
 
 /** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL nt or report. */
 CDYN_API cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report);

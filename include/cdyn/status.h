@@ -38,6 +38,27 @@ typedef enum cdyn_status {
     CDYN_ERR_BUSY = 8         /**< the object is inside one of its own calls: a callback tried to re-enter it */
 } cdyn_status;
 
+/**
+ * What a Jacobian check found (cdyn_newton_check_jacobian(),
+ * cdyn_dae_check_jacobian(), cdyn_mbs_check_jacobian()): the caller's
+ * derivative callback against central differences of the function it
+ * differentiates, two steps extrapolated (their difference estimates the
+ * estimate's own error). Each entry's error is relative to the larger of
+ * the two values and of 1e-8 times its row's largest |entry| x the
+ * unknown's magnitude (unit-free); an entry counts only where the
+ * discrepancy exceeds 10 times the estimate's own error (the two steps'
+ * disagreement plus the rounding of the function, 4 eps |f| / h), so an
+ * entry below what the function's rounding can resolve is never flagged.
+ */
+typedef struct cdyn_jacobian_check {
+    double worst;    /**< largest such relative error (0 when every entry agrees) */
+    int row;         /**< its equation (0-based), -1 when none counts */
+    int col;         /**< its unknown (0-based); the number of unknowns for a time derivative */
+    double given;    /**< the callback's value there */
+    double estimate; /**< the difference estimate there */
+    int suspect;     /**< 1 when worst exceeds 1e-6: the callback is most likely wrong there */
+} cdyn_jacobian_check;
+
 /** Static, never-NULL description of a status code (also for unknown codes). */
 CDYN_API const char *cdyn_status_string(cdyn_status status);
 

@@ -1,0 +1,75 @@
+/* Checking the caller's dF/dv and dF/dt callbacks of a cdyn_dae against
+ * differences of F (status.h, cdyn_jacobian_check). */
+#include "dae_internal.h"
+#include "jacobian_check.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const FN = "cdyn_dae_check_jacobian";
+
+typedef struct force_call {
+    cdyn_dae *dae;
+    double t;
+} force_call;
+
+/* F at (t, v) for v moving. */
+static cdyn_status force_of_v(void *ctx, const double *v, double *out)
+{
+    force_call *call = ctx;
+    return cdyn__dae_force(call->dae, FN, call->t, v, out);
+}
+
+/* F at (t, v_trial) for t moving (t is a 1-vector). */
+static cdyn_status force_of_t(void *ctx, const double *t, double *out)
+{
+    force_call *call = ctx;
+    return cdyn__dae_force(call->dae, FN, *t, call->dae->v_trial, out);
+}
+
+cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const double *v,
+                                    cdyn_jacobian_check *report)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    if (cdyn__dae_check_idle(dae, FN)) return CDYN_ERR_BUSY;
+    int n = dae->n;
+    if (!dae->force)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_functions first", FN);
+    if (!dae->jacobian && !dae->time_derivative)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
+                          "%s: neither dF/dv nor dF/dt was given: nothing to check", FN);
+    if (!v || !report)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: %s is NULL", FN, !v ? "v" : "report");
+    if (!isfinite(t)) return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", FN);
+    long bad = cdyn__first_nonfinite(n, 1, v, n);
+    if (bad >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v[%ld] is not finite", FN, bad);
+    memcpy(dae->v_trial, v, sizeof(double) * (size_t)n);
+    cdyn__check_work w = {dae->force_val, dae->force_shift, dae->residual, dae->bound,
+                          dae->row_max};
+    force_call call = {dae, t};
+    cdyn_jacobian_check found;
+    cdyn__check_start(&found);
+    cdyn_status st = CDYN_OK;
+    if (dae->jacobian) {
+        st = cdyn__dae_force_jacobian(dae, FN, t, dae->v_trial); /* the callback's dF/dv */
+        double *scale = dae->rate_unit; /* the difference steps' magnitudes */
+        for (int j = 0; !st && j < n; ++j) scale[j] = cdyn__dae_step_scale(dae, dae->v_trial, j);
+        if (!st)
+            st = cdyn__check_jacobian(n, n, dae->force_jac, n, dae->v_trial, scale, NULL,
+                                      force_of_v, &call, &w, 0, &found);
+    }
+    /* the states' terms of F, for the rounding of the time differences */
+    double *terms = dae->prod;
+    for (int i = 0; i < n; ++i) terms[i] = dae->jacobian && !st ? w.row_size[i] : 0.0;
+    if (!st && dae->time_derivative) {
+        st = cdyn__dae_force_time(dae, FN, t, dae->v_trial); /* the callback's dF/dt */
+        double time = t, scale = fmax(fabs(t), 1.0); /* a 1 s time scale, as dF/dt's step */
+        if (!st)
+            st = cdyn__check_jacobian(n, 1, dae->force_dt, n, &time, &scale, terms, force_of_t,
+                                      &call, &w, n, &found);
+    }
+    if (st) return st;
+    *report = found;
+    return CDYN_OK;
+}
