@@ -2153,6 +2153,52 @@ START_TEST(residual_at_its_rounding_level_ends_converged_with_the_error_ratio)
 }
 END_TEST
 
+/* newton.h, "One exception", second clause: the residual test met at two
+ * successive iterates while the correction shrinks by less than 30 %. The
+ * system of the test above with G_1 carrying noise of amplitude q/2 that
+ * changes with every bit of x (a hash of x's bits, in [-1/2, 1/2) q), and
+ * plain Newton steps (no line search: every full step is taken, so the
+ * first clause, no descent, cannot end the solve): the corrections
+ * A^{-1} (0, noise), of size up to q/(2d) = 2^-21, never shrink. Without
+ * the clause the solve runs to its cap of 20 iterations and ends
+ * CDYN_ERR_NOCONV. Asserts: OK, converged, residual
+ * ratio <= 1, error ratio > 1, fewer than 20 iterations, and
+ * |x - x*|_inf <= ||A^{-1}||_inf (|G_1| + q/2 + 9u) <= ||A^{-1}|| (2q + 9u)
+ * (at the return |G| meets its tolerance, tol_g ~ 4e-13 < q). */
+static int noisy_residual(const double *x, double *G, void *user)
+{
+    (void)user;
+    unsigned long long bits[2];
+    memcpy(bits, x, sizeof bits);
+    unsigned long long h = bits[0] * 0x9E3779B97F4A7C15ull ^ bits[1] * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    double noise = (double)(h >> 11) * 0x1p-53 - 0.5; /* in [-1/2, 1/2) */
+    G[0] = (x[0] + x[1]) - 3.0;
+    G[1] = (x[0] + (1.0 + RL_D) * x[1]) - (3.0 + 0x1p-22) + noise * RL_Q;
+    return 0;
+}
+
+START_TEST(correction_that_stops_shrinking_at_the_rounding_level_ends_converged)
+{
+    const double xstar[2] = {1.0, 2.0}, inv_norm = 0x1p24 + 1.0, u = 0x1p-53;
+    cdyn_newton *nt = create_ok(2, 2);
+    ck_assert_int_eq(cdyn_newton_set_tolerances(nt, 1e-13, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_set_max_backtracks(nt, 0), CDYN_OK);
+    double x[2] = {1.1, 1.9};
+    cdyn_status st = cdyn_newton_solve(nt, noisy_residual, rl_jacobian, NULL, x);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_msg(st == CDYN_OK && r.converged == 1, "status %d, converged %d (%s)", st,
+                  r.converged, cdyn_newton_last_error(nt));
+    ck_assert_msg(r.residual_ratio <= 1.0 && r.error_ratio > 1.0 && r.iterations < 20,
+                  "residual ratio %.3g, error ratio %.3g, %d iterations", r.residual_ratio,
+                  r.error_ratio, r.iterations);
+    double bound = inv_norm * (2.0 * RL_Q + 9.0 * u);
+    ck_assert_msg(dist_inf(2, x, xstar) <= bound, "|x - x*| = %.3e > %.3e",
+                  dist_inf(2, x, xstar), bound);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 /* newton.h: "wide systems (k < p) have their rank decided the same way"
  * (equilibrated rows and columns, so in any units). J = [1 1 e; 1 1 2e],
  * e = 1e-12, and the same J with unknown 2 in units 1e8 times smaller
@@ -2345,6 +2391,7 @@ static Suite *newton_suite(void)
     TCase *review = tcase_create("review");
     tcase_set_timeout(review, 60);
     tcase_add_test(review, residual_at_its_rounding_level_ends_converged_with_the_error_ratio);
+    tcase_add_test(review, correction_that_stops_shrinking_at_the_rounding_level_ends_converged);
     tcase_add_test(review, wide_rank_is_the_same_in_any_units_of_the_unknowns);
     tcase_add_test(review, diagnosis_is_cleared_by_a_full_rank_step);
     suite_add_tcase(s, review);
