@@ -360,71 +360,48 @@ static int projection_jacobian(const double *x, double *J, int ldj, void *user)
     return 0;
 }
 
-cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
+/* The mass metric of T4.9 at q: M = L L^T into mbs->chol (the
+ * definiteness policy: S M S = L~ L~^T, so L = S^{-1} L~). */
+static cdyn_status mass_metric(cdyn_mbs *mbs, const char *fn, double t, const double *q)
 {
-    if (!mbs) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_mbs_project";
-    int n = mbs->n, m = mbs->m;
-    cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
+    int n = mbs->n;
+    cdyn_status st = cdyn__mbs_mass(mbs, fn, t, q);
     if (st) return st;
-    if (m == 0) return CDYN_OK;
-    if (m > n)
-        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
-                          "%s: %d constraints on %d coordinates; projection needs m <= n", fn, m,
-                          n);
-    double *q = y, *qdot = y + n;
-    mbs->t_eval = t;
-    /* unknowns: q itself, or x = L^T q */
-    double *x = mbs->vec_n;
-    if (mbs->metric == CDYN_PROJECT_MASS) {
-        st = cdyn__mbs_mass(mbs, fn, t, q);
-        if (st) return st;
-        /* the definiteness policy: S M S = L~ L~^T, so M = L L^T with
-         * L = S^{-1} L~ */
-        if (cdyn__spd_factor(n, mbs->M, n, mbs->chol, n, mbs->mass_scale) != 0)
-            return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
-                              "%s: M is not positive definite; use the minimum-norm metric", fn);
-        for (int j = 0; j < n; ++j)
-            for (int i = j; i < n; ++i) mbs->chol[i + (size_t)j * n] /= mbs->mass_scale[i];
-        for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
-            double sum = 0.0;
-            for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
-            x[i] = sum;
-        }
-    } else {
-        memcpy(x, q, sizeof(double) * (size_t)n);
-    }
-    /* T4.9 positions: Newton with minimum-norm steps dq = -Phi_q^+ Phi */
-    cdyn_status newton = cdyn_newton_solve(mbs->projector, projection_residual,
-                                           projection_jacobian, mbs, x);
-    if (newton != CDYN_OK && newton != CDYN_ERR_NOCONV)
-        return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
-    unknowns_to_coordinates(mbs, x);
-    /* T4.9 speeds: dq' = -J^+ (Phi_q q' + Phi_t), one linear step */
-    st = cdyn__mbs_velocity_constraint(mbs, fn, t, mbs->q_work, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (cdyn__spd_factor(n, mbs->M, n, mbs->chol, n, mbs->mass_scale) != 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_SINGULAR,
+                          "%s: M is not positive definite; use the minimum-norm metric", fn);
+    for (int j = 0; j < n; ++j)
+        for (int i = j; i < n; ++i) mbs->chol[i + (size_t)j * n] /= mbs->mass_scale[i];
+    return CDYN_OK;
+}
+
+/* T4.9 speeds at the positions in mbs->q_work: q' + dq', dq' = -J^+ (Phi_q
+ * q' + Phi_t) in the metric (one linear step, the rank-revealing solve of
+ * the projector, whose report is left alone), into mbs->vec_n, and the
+ * velocity residual into mbs->vec_m. CDYN_ERR_SINGULAR when the velocity
+ * constraints are left unmet beyond the rounding of their terms |Phi_q|
+ * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
+ * rank-deficient Phi_q whose rows ask for inconsistent speeds). */
+static cdyn_status project_speeds(cdyn_mbs *mbs, const char *fn, double t, const double *qdot)
+{
+    int n = mbs->n, m = mbs->m;
+    cdyn_status st =
+        cdyn__mbs_velocity_constraint(mbs, fn, t, mbs->q_work, qdot, mbs->Phi_q, mbs->Phi_dot);
     if (st) return st;
     memcpy(mbs->jac_work, mbs->Phi_q, sizeof(double) * (size_t)mbs->m1 * n);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, mbs->chol, n, mbs->jac_work, mbs->m1);
-    /* the same rank-revealing solve as a Newton step, leaving the position
-     * solve's report in place */
     if (cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0)
         return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->Phi_dot[i];
     cdyn__newton_apply(mbs->projector, mbs->vec_m, mbs->qdot_work);
-    cdyn_newton_report position_report;
-    cdyn_newton_get_report(mbs->projector, &position_report);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->qdot_work, n);
-    double *speeds = mbs->vec_n; /* the unknowns x are no longer needed */
+    double *speeds = mbs->vec_n;
     for (int j = 0; j < n; ++j) speeds[j] = qdot[j] + mbs->qdot_work[j];
     if (cdyn__first_nonfinite(n, 1, speeds, n) >= 0)
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the projected speeds overflowed (inputs too large)", fn);
-    /* the velocity constraints met, to the rounding of their terms |Phi_q|
-     * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
-     * rank-deficient Phi_q whose rows ask for inconsistent speeds cannot
-     * meet them: refused, y untouched) */
     int unmet = -1;
     double worst = 0.0;
     double slack = 64.0 * (n + 1) * DBL_EPSILON + 4.0 * cdyn__newton_dropped(mbs->projector);
@@ -445,14 +422,84 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
                           "times what rounding and the rank decision allow); Phi_q is rank "
                           "deficient and its rows ask for inconsistent speeds",
                           fn, unmet, mbs->vec_m[unmet], worst);
+    return CDYN_OK;
+}
+
+/* The checks both projections share; *done when there is nothing to do. */
+static cdyn_status check_projection(cdyn_mbs *mbs, const char *fn, double t, const double *y,
+                                    int *done)
+{
+    cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
+    *done = !st && mbs->m == 0;
+    if (!st && mbs->m > mbs->n)
+        st = cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                        "%s: %d constraints on %d coordinates; projection needs m <= n", fn,
+                        mbs->m, mbs->n);
+    return st;
+}
+
+cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_project";
+    int n = mbs->n, m = mbs->m, done = 0;
+    cdyn_status st = check_projection(mbs, fn, t, y, &done);
+    if (st || done) return st;
+    double *q = y, *qdot = y + n;
+    mbs->t_eval = t;
+    /* unknowns: q itself, or x = L^T q */
+    double *x = mbs->vec_n;
+    if (mbs->metric == CDYN_PROJECT_MASS) {
+        st = mass_metric(mbs, fn, t, q);
+        if (st) return st;
+        for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
+            double sum = 0.0;
+            for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
+            x[i] = sum;
+        }
+    } else {
+        memcpy(x, q, sizeof(double) * (size_t)n);
+    }
+    /* T4.9 positions: Newton with minimum-norm steps dq = -Phi_q^+ Phi */
+    cdyn_status newton = cdyn_newton_solve(mbs->projector, projection_residual,
+                                           projection_jacobian, mbs, x);
+    if (newton != CDYN_OK && newton != CDYN_ERR_NOCONV)
+        return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
+    unknowns_to_coordinates(mbs, x);
+    cdyn_newton_report position_report;
+    cdyn_newton_get_report(mbs->projector, &position_report);
+    st = project_speeds(mbs, fn, t, qdot);
+    if (st) return st;
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
-    memcpy(qdot, speeds, sizeof(double) * (size_t)n);
+    memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
     mbs->residual_position = position_report.residual_norm;
     mbs->residual_velocity = norm_inf(m, mbs->vec_m);
     mbs->has_residuals = 1;
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
                           cdyn_newton_last_error(mbs->projector));
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_project_velocities";
+    int n = mbs->n, m = mbs->m, done = 0;
+    cdyn_status st = check_projection(mbs, fn, t, y, &done);
+    if (st || done) return st;
+    const double *q = y;
+    double *qdot = y + n;
+    memcpy(mbs->q_work, q, sizeof(double) * (size_t)n);
+    if (mbs->metric == CDYN_PROJECT_MASS) st = mass_metric(mbs, fn, t, q);
+    if (!st) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi); /* for the position residual */
+    if (!st) st = project_speeds(mbs, fn, t, qdot);
+    if (st) return st;
+    /* commit: q' only */
+    memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
+    mbs->residual_position = norm_inf(m, mbs->Phi);
+    mbs->residual_velocity = norm_inf(m, mbs->vec_m);
+    mbs->has_residuals = 1;
     return CDYN_OK;
 }

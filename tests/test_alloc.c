@@ -1002,6 +1002,8 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
             OK(&rec, cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric));
             OK(&rec, cdyn_mbs_project(mbs, 0.0, yp));
             OK(&rec, cdyn_mbs_residuals(mbs, &rp, NULL));
+            yp[n] += 1e-3;
+            OK(&rec, cdyn_mbs_project_velocities(mbs, 0.0, yp));
         }
         /* partitioned form: cdyn_mbs_partition is the between-steps
          * repartition of the integration loop (mbs.h, partition_rhs) */

@@ -1668,6 +1668,7 @@ WRAP(w_mb_set_metric)
 }
 WRAP(w_mb_rhs) { USE_ALL; o->st = cdyn_mbs_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_project) { USE_ALL; o->st = cdyn_mbs_project(obj, sc[0], p[0]); }
+WRAP(w_mb_project_velocities) { USE_ALL; o->st = cdyn_mbs_project_velocities(obj, sc[0], p[0]); }
 WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_reactions(obj, p[0], p[1]); }
 WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_residuals(obj, p[0], p[1]); }
 WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
@@ -1708,6 +1709,11 @@ static const fn_desc MB_FNS[] = {
     {.fn = "cdyn_mbs_project", .variant = "mass metric", OBJ, .flags = F_CB_ONLY,
      .make = mb_make_mass_metric, .arg = {A_INOUT("y", 4, MB_YP)}, .sc = {SC_T("t", 0.0)},
      .call = w_mb_project},
+    {.fn = "cdyn_mbs_project_velocities", OBJ, .arg = {A_INOUT("y", 4, MB_YP)},
+     .sc = {SC_T("t", 0.0)}, .call = w_mb_project_velocities},
+    {.fn = "cdyn_mbs_project_velocities", .variant = "mass metric", OBJ, .flags = F_CB_ONLY,
+     .make = mb_make_mass_metric, .arg = {A_INOUT("y", 4, MB_YP)}, .sc = {SC_T("t", 0.0)},
+     .call = w_mb_project_velocities},
     {.fn = "cdyn_mbs_reactions", OBJ,
      .arg = {A_OUT_OPT("generalized_force", 2), A_OUT_OPT("multipliers", 1)},
      .call = w_mb_reactions},
@@ -1766,6 +1772,7 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project", mb_make_created, "before set_model"),
+    MB_EARLY("cdyn_mbs_project_velocities", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_reactions", mb_make_modelled, "before any rhs"),
     MB_EARLY("cdyn_mbs_residuals", mb_make_modelled, "before any rhs or projection"),

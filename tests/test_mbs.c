@@ -1098,6 +1098,49 @@ START_TEST(projection_meets_a_moving_constraint_at_the_velocity_level)
 }
 END_TEST
 
+/* cdyn_mbs_project_velocities (mbs.h): at a q off the line (Phi = e_th . q
+ * != 0) only q' moves: the velocity constraint at that q is
+ * e_th . q' = w e_r . q (Phi_t = -w e_r . q), Phi_q = e_th^T of unit norm,
+ * so the minimum-norm correction is q'_new = q' + (w e_r . q - e_th . q')
+ * e_th; with M = m I the mass metric gives the same. Asserts, with Phi_t by
+ * callback and by differences, in both metrics: OK, q bit for bit, q'_new
+ * within 1e-14 (1e-9 with the differences of Phi_t, as above), the
+ * residuals |Phi(q)| (exactly the offset put in) and |Phi'| <= 1e-13
+ * (1e-9). */
+START_TEST(velocity_projection_moves_only_the_speeds)
+{
+    for (int with_phi_t = 1; with_phi_t >= 0; --with_phi_t)
+        for (int metric = 0; metric < 2; ++metric) {
+            rod r;
+            rod_init(&r);
+            cdyn_mbs *mbs = rod_new(&r, with_phi_t, 0);
+            ck_assert_int_eq(cdyn_mbs_set_projection_metric(
+                                 mbs, metric ? CDYN_PROJECT_MASS : CDYN_PROJECT_MIN_NORM),
+                             CDYN_OK);
+            double t = 0.4, y[4], y0c[4];
+            rod_state(&r, t, 0.8, 0.5, y);
+            double wt = r.omega * t, er[2] = {cos(wt), sin(wt)}, eth[2] = {-sin(wt), cos(wt)};
+            y[0] += 1e-3 * eth[0]; /* off the line by 1e-3 along e_th */
+            y[1] += 1e-3 * eth[1];
+            y[2] += 3e-3;
+            y[3] -= 1e-3;
+            memcpy(y0c, y, sizeof y);
+            ck_assert_int_eq(cdyn_mbs_project_velocities(mbs, t, y), CDYN_OK);
+            ck_assert(memcmp(y, y0c, 2 * sizeof(double)) == 0);
+            double target = r.omega * (er[0] * y0c[0] + er[1] * y0c[1]);
+            double vn = eth[0] * y0c[2] + eth[1] * y0c[3];
+            double vp[2] = {y0c[2] + (target - vn) * eth[0], y0c[3] + (target - vn) * eth[1]};
+            double tol = with_phi_t ? 1e-14 : 1e-9;
+            expect_vec(2, y + 2, vp, tol, 0.0, "projected speed");
+            double position = -1.0, velocity = -1.0;
+            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &position, &velocity), CDYN_OK);
+            ck_assert_double_le(fabs(position - fabs(eth[0] * y0c[0] + eth[1] * y0c[1])), 1e-16);
+            ck_assert_double_le(velocity, with_phi_t ? 1e-13 : 1e-9);
+            cdyn_mbs_free(mbs);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 4. Coordinate partitioning (T4.10)                                        */
 
@@ -2115,6 +2158,7 @@ int main(void)
     tcase_add_test(tc_proj,
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
+    tcase_add_test(tc_proj, velocity_projection_moves_only_the_speeds);
     suite_add_tcase(s, tc_proj);
 
     TCase *tc_part = tcase_create("partitioning");

@@ -169,6 +169,18 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
 CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
 
 /**
+ * Project the speeds only (T4.9): q' onto Phi_q q' + Phi_t = 0 at the
+ * given q, in one linear step in the projection metric, q untouched (for
+ * positions that are right as they are, e.g. published initial positions
+ * that a position projection would move by their own rounding). q' in y
+ * (2n) is updated on success; CDYN_ERR_SINGULAR, y untouched, when the
+ * velocity constraints cannot be met (as for cdyn_mbs_project()), and the
+ * errors of cdyn_mbs_project(). cdyn_mbs_residuals() then reports ||Phi(q)||
+ * and the velocity residual. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y);
+
+/**
  * Constraint force of the last successful rhs or partition_rhs (a failed
  * one leaves it unchanged): generalized force (n) and
  * multipliers (m); either may be NULL. With the pseudo-inverse form the
