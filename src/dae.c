@@ -409,6 +409,23 @@ cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, i
     return CDYN_OK;
 }
 
+cdyn_status cdyn_dae_get_counters(cdyn_dae *dae, cdyn_dae_counters *counters)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    if (!counters)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_get_counters: counters is NULL");
+    *counters = dae->counters;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_reset_counters(cdyn_dae *dae)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    if (cdyn__dae_check_idle(dae, "cdyn_dae_reset_counters")) return CDYN_ERR_BUSY;
+    memset(&dae->counters, 0, sizeof dae->counters);
+    return CDYN_OK;
+}
+
 /* ---- callbacks ------------------------------------------------------- */
 
 static cdyn_status callback_failed(cdyn_dae *dae, const char *fn, const char *which, int code)
@@ -431,6 +448,7 @@ cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const doubl
                             double *out)
 {
     dae->guard.in_callback++;
+    dae->counters.force_evaluations++;
     int code = dae->force(t, v, out, dae->user);
     dae->guard.in_callback--;
     if (code != 0) return callback_failed(dae, fn, "force", code);
@@ -441,6 +459,7 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
 {
     int n = dae->n;
     dae->guard.in_callback++;
+    dae->counters.mass_evaluations++;
     int code = dae->mass_fn(t, out, n, dae->mass_user);
     dae->guard.in_callback--;
     if (code != 0) return callback_failed(dae, fn, "mass", code);
@@ -471,6 +490,7 @@ cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, do
     int n = dae->n;
     if (dae->jacobian) {
         dae->guard.in_callback++;
+        dae->counters.jacobian_evaluations++;
         int code = dae->jacobian(t, v, dae->force_jac, n, dae->user);
         dae->guard.in_callback--;
         if (code != 0) return callback_failed(dae, fn, "Jacobian", code);
@@ -495,6 +515,7 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
     int n = dae->n;
     if (dae->time_derivative) {
         dae->guard.in_callback++;
+        dae->counters.time_evaluations++;
         int code = dae->time_derivative(t, v, dae->force_dt, dae->user);
         dae->guard.in_callback--;
         if (code != 0) return callback_failed(dae, fn, "time-derivative", code);

@@ -74,6 +74,7 @@ struct cdyn_dae {
     double *v_last;         /* n, last consistent state (warm start) */
     double *vdot_last;      /* n */
     double *magnitude;      /* n: largest |v_j| of any consistent state (difference steps) */
+    cdyn_dae_counters counters; /* since create or the last reset */
     int state_valid;
     long svd_rate_solves;
     double t_eval;          /* time of the Newton residual evaluations */

@@ -16,6 +16,7 @@ static int algebraic_residual(const double *x, double *G, void *user)
     cdyn_dae *dae = user;
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
     dae->guard.in_callback++;
+    dae->counters.force_evaluations++;
     int code = dae->force(dae->t_eval, dae->v_trial, dae->force_shift, dae->user);
     dae->guard.in_callback--;
     if (code != 0) {
@@ -34,6 +35,7 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     int n = dae->n, q = dae->q;
     for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
     dae->guard.in_callback++;
+    dae->counters.jacobian_evaluations++;
     int code = dae->jacobian(dae->t_eval, dae->v_trial, dae->force_jac, n, dae->user);
     dae->guard.in_callback--;
     if (code != 0) {
@@ -58,6 +60,7 @@ static int algebraic_differences(const double *x, double *J, int ldj, void *user
     double *v = dae->v_trial;
     for (int k = 0; k < q; ++k) v[dae->algebraic[k]] = x[k];
     dae->guard.in_callback++;
+    dae->counters.force_evaluations++;
     int code = dae->force(dae->t_eval, v, dae->force_val, dae->user);
     for (int k = 0; code == 0 && k < q; ++k) {
         int a = dae->algebraic[k];
@@ -65,6 +68,7 @@ static int algebraic_differences(const double *x, double *J, int ldj, void *user
         double h = dae->fd_step * cdyn__dae_step_scale(dae, v, a);
         v[a] = saved + h;
         h = v[a] - saved; /* the step actually representable */
+        dae->counters.force_evaluations++;
         code = dae->force(dae->t_eval, v, dae->force_shift, dae->user);
         v[a] = saved;
         for (int i = 0; code == 0 && i < n; ++i)
@@ -363,6 +367,7 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     if (bad >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: y[%ld] is not finite", fn, bad);
     cdyn__dae_part *p = &dae->part;
+    dae->counters.rhs++;
 
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
@@ -376,7 +381,10 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     if (st == CDYN_OK && q > 0) st = algebraic_rates(dae, fn, t);
     double *vdot = dae->prod; /* n, committed below */
     if (st == CDYN_OK) st = rates(dae, fn, t, vdot);
-    if (st != CDYN_OK) return st;
+    if (st != CDYN_OK) {
+        dae->counters.rhs_failures++;
+        return st;
+    }
 
     /* commit (ydot written last: it may alias y) */
     memcpy(dae->vdot_last, vdot, sizeof(double) * (size_t)n);

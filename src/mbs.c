@@ -198,6 +198,7 @@ cdyn_status cdyn__mbs_callback_result(cdyn_mbs *mbs, const char *fn, const char 
 cdyn_status cdyn__mbs_mass(cdyn_mbs *mbs, const char *fn, double t, const double *q)
 {
     mbs->guard.in_callback++;
+    mbs->counters.mass_evaluations++;
     int code = mbs->mass(t, q, mbs->M, mbs->n, mbs->user);
     mbs->guard.in_callback--;
     return cdyn__mbs_callback_result(mbs, fn, "mass", code, mbs->n, mbs->n, mbs->M, mbs->n);
@@ -207,6 +208,7 @@ cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const doubl
                             const double *qdot)
 {
     mbs->guard.in_callback++;
+    mbs->counters.force_evaluations++;
     int code = mbs->force(t, q, qdot, mbs->Q, mbs->user);
     mbs->guard.in_callback--;
     return cdyn__mbs_callback_result(mbs, fn, "force", code, mbs->n, 1, mbs->Q, mbs->n);
@@ -215,6 +217,7 @@ cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const doubl
 cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out)
 {
     mbs->guard.in_callback++;
+    mbs->counters.phi_evaluations++;
     int code = mbs->phi(t, q, out, mbs->user);
     mbs->guard.in_callback--;
     return cdyn__mbs_callback_result(mbs, fn, "phi", code, mbs->m, 1, out, mbs->m1);
@@ -224,6 +227,7 @@ cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const do
                                double *out)
 {
     mbs->guard.in_callback++;
+    mbs->counters.jacobian_evaluations++;
     int code = mbs->jacobian(t, q, out, mbs->m1, mbs->user);
     mbs->guard.in_callback--;
     return cdyn__mbs_callback_result(mbs, fn, "jacobian", code, mbs->m, mbs->n, out, mbs->m1);
@@ -261,6 +265,7 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
     if (!st && !ydot) st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: ydot is NULL", fn);
     if (st) return st;
+    mbs->counters.rhs++;
     const double *q = y, *qdot = y + n;
     /* T4.1: Phi, Phi' = Phi_q q' + Phi_t, xi; then the formulation */
     st = cdyn__mbs_mass(mbs, fn, t, q);
@@ -268,7 +273,10 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     if (!st && m > 0) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
     if (!st && m > 0) st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
     if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
-    if (st) return st;
+    if (st) {
+        mbs->counters.rhs_failures++;
+        return st;
+    }
     cdyn_constraint *k = mbs->kernel;
     st = cdyn_constraint_load(k, mbs->M, n, mbs->Q, mbs->Phi_q, mbs->m1, mbs->Phi, mbs->Phi_dot,
                               mbs->xi_val);
@@ -281,8 +289,10 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
         case CDYN_MBS_PENALTY: st = cdyn_constraint_penalty(k, mbs->vec_n, mbs->vec_m); break;
         }
     }
-    if (st)
+    if (st) {
+        mbs->counters.rhs_failures++;
         return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_constraint_last_error(k));
+    }
     memcpy(ydot, qdot, sizeof(double) * (size_t)n);
     memcpy(ydot + n, mbs->vec_n, sizeof(double) * (size_t)n);
     cdyn_constraint_force(k, mbs->reaction_force, mbs->reaction_mult);
@@ -290,6 +300,23 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     mbs->has_residuals = 1;
     mbs->residual_position = norm_inf(m, mbs->Phi);
     mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_get_counters(cdyn_mbs *mbs, cdyn_mbs_counters *counters)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (!counters)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_get_counters: counters is NULL");
+    *counters = mbs->counters;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_reset_counters(cdyn_mbs *mbs)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    if (cdyn__mbs_check_idle(mbs, "cdyn_mbs_reset_counters")) return CDYN_ERR_BUSY;
+    memset(&mbs->counters, 0, sizeof mbs->counters);
     return CDYN_OK;
 }
 
@@ -336,6 +363,7 @@ static int projection_residual(const double *x, double *G, void *user)
     cdyn_mbs *mbs = user;
     unknowns_to_coordinates(mbs, x);
     mbs->guard.in_callback++;
+    mbs->counters.phi_evaluations++;
     int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
     mbs->guard.in_callback--;
     if (code != 0) mbs->callback_code = code;
@@ -349,6 +377,7 @@ static int projection_jacobian(const double *x, double *J, int ldj, void *user)
     int n = mbs->n;
     unknowns_to_coordinates(mbs, x);
     mbs->guard.in_callback++;
+    mbs->counters.jacobian_evaluations++;
     int code = mbs->jacobian(mbs->t_eval, mbs->q_work, J, ldj, mbs->user);
     mbs->guard.in_callback--;
     if (code != 0) {
@@ -445,6 +474,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     int n = mbs->n, m = mbs->m, done = 0;
     cdyn_status st = check_projection(mbs, fn, t, y, &done);
     if (st || done) return st;
+    mbs->counters.projections++;
     double *q = y, *qdot = y + n;
     mbs->t_eval = t;
     /* unknowns: q itself, or x = L^T q */
@@ -489,6 +519,7 @@ cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y)
     int n = mbs->n, m = mbs->m, done = 0;
     cdyn_status st = check_projection(mbs, fn, t, y, &done);
     if (st || done) return st;
+    mbs->counters.velocity_projections++;
     const double *q = y;
     double *qdot = y + n;
     memcpy(mbs->q_work, q, sizeof(double) * (size_t)n);

@@ -34,6 +34,7 @@ struct cdyn_mbs {
     /* T4.10 */
     cdyn_nullspace *partition;    /* n states, m constraints */
     cdyn_nullspace *probe;        /* the best partition at the current Phi_q (events) */
+    cdyn_mbs_counters counters;   /* since create or the last reset */
     cdyn__rank_ref partition_ref; /* m1 x n: the history both judge Phi_q by (rank.h) */
     cdyn_newton *dependent;       /* m x m */
     int partitioned, event;

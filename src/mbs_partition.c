@@ -50,6 +50,7 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
                           cdyn_nullspace_last_error(mbs->partition));
     memcpy(mbs->y_part, y, sizeof(double) * 2 * (size_t)mbs->n);
     mbs->partitioned = 1;
+    mbs->counters.partitions++;
     mbs->event = 0;
     mbs->quality = mbs->best_quality = quality_of(mbs->partition);
     return CDYN_OK;
@@ -89,6 +90,7 @@ static int dependent_residual(const double *x, double *G, void *user)
     cdyn_mbs *mbs = user;
     for (int i = 0; i < mbs->m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
     mbs->guard.in_callback++;
+    mbs->counters.phi_evaluations++;
     int code = mbs->phi(mbs->t_eval, mbs->q_work, G, mbs->user);
     mbs->guard.in_callback--;
     if (code != 0) mbs->callback_code = code;
@@ -102,6 +104,7 @@ static int dependent_jacobian(const double *x, double *J, int ldj, void *user)
     int m = mbs->m;
     for (int i = 0; i < m; ++i) mbs->q_work[mbs->dep_index[i]] = x[i];
     mbs->guard.in_callback++;
+    mbs->counters.jacobian_evaluations++;
     int code = mbs->jacobian(mbs->t_eval, mbs->q_work, mbs->jac_work, mbs->m1, mbs->user);
     mbs->guard.in_callback--;
     if (code != 0) {
@@ -177,6 +180,7 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
         st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
+    if (!st) mbs->counters.partition_rhs++;
     if (!st) st = consistent_state(mbs, fn, t, z);
     if (st) return st;
     cdyn_nullspace *ns = mbs->partition;

@@ -98,6 +98,7 @@ cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const doubl
     int m = mbs->m;
     if (mbs->phi_t) {
         mbs->guard.in_callback++;
+        mbs->counters.phi_t_evaluations++;
         int code = mbs->phi_t(t, q, out, mbs->user);
         mbs->guard.in_callback--;
         return cdyn__mbs_callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
@@ -126,6 +127,7 @@ cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *
     double *xi = mbs->xi_val;
     if (mbs->xi) {
         mbs->guard.in_callback++;
+        mbs->counters.xi_evaluations++;
         int code = mbs->xi(t, q, qdot, xi, mbs->user);
         mbs->guard.in_callback--;
         return cdyn__mbs_callback_result(mbs, fn, "xi", code, m, 1, xi, mbs->m1);

@@ -52,6 +52,8 @@ struct cdyn_newton {
     double rtol, rank_tol, fd_step;
     int has_atol, has_gtol;
     cdyn_newton_report report;
+    cdyn_newton_counters counters; /* since create or the last reset */
+    int solving;                /* a solve past its argument checks (counted) */
     int n_dependent_rows, n_dropped_cols;
     cdyn__guard guard;
     char msg[CDYN__MSG_LEN];
@@ -464,6 +466,7 @@ cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const do
     cdyn_status st = newton_direction(nt, J, ldj, G, nt->b.dx);
     if (st) return st;
     nt->report.iterations = 1;
+    nt->counters.steps++;
     nt->report.step_norm = norm_inf(nt->p, nt->b.dx);
     nt->report.residual_norm = norm_inf(nt->k, G);
     nt->report.residual_ratio = nt->report.error_ratio = -1.0;
@@ -478,6 +481,7 @@ static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, voi
                                  const double *x, double *g)
 {
     nt->report.residual_evaluations++;
+    nt->counters.residual_evaluations++;
     nt->guard.in_callback++;
     int code = residual(x, g, user);
     nt->guard.in_callback--;
@@ -509,6 +513,7 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
+    nt->counters.jacobian_evaluations++;
     if (jacobian) {
         nt->guard.in_callback++;
         int code = jacobian(x, b->jac, k, user);
@@ -795,12 +800,33 @@ static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, doubl
     return CDYN_OK;
 }
 
+static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobian_fn jacobian,
+                         void *user, double *x);
+
 cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
                               cdyn_jacobian_fn jacobian, void *user, double *x)
 {
     if (!nt) return CDYN_ERR_ARG;
+    if (check_idle(nt, "cdyn_newton_solve")) return CDYN_ERR_BUSY;
+    nt->solving = 0;
+    cdyn_status st = solve(nt, residual, jacobian, user, x);
+    if (nt->solving) { /* the counters take the solve's report */
+        cdyn_newton_counters *c = &nt->counters;
+        c->solves++;
+        c->failures += st != CDYN_OK;
+        c->iterations += nt->report.iterations;
+        c->svd_steps += nt->report.svd_steps;
+        c->backtracks += nt->report.backtracks;
+        nt->solving = 0;
+    }
+    return st;
+}
+
+/* The solve itself, after the object checks. */
+static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobian_fn jacobian,
+                         void *user, double *x)
+{
     const char *fn = "cdyn_newton_solve";
-    if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
     if (!residual) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: residual callback is NULL", fn);
     if (!x) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: x is NULL", fn);
     buffers *b = &nt->b;
@@ -809,6 +835,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     if (bad >= 0)
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: x[%ld] is not finite", fn, bad);
     report_reset(nt);
+    nt->solving = 1;
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;
@@ -941,6 +968,23 @@ int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols)
     if (!nt) return -1;
     if (cols) memcpy(cols, nt->b.dropped_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
     return nt->n_dropped_cols;
+}
+
+cdyn_status cdyn_newton_get_counters(cdyn_newton *nt, cdyn_newton_counters *counters)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (!counters)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "cdyn_newton_get_counters: counters is NULL");
+    *counters = nt->counters;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_newton_reset_counters(cdyn_newton *nt)
+{
+    if (!nt) return CDYN_ERR_ARG;
+    if (check_idle(nt, "cdyn_newton_reset_counters")) return CDYN_ERR_BUSY;
+    memset(&nt->counters, 0, sizeof nt->counters);
+    return CDYN_OK;
 }
 
 const char *cdyn_newton_last_error(const cdyn_newton *nt)

@@ -76,6 +76,13 @@ _Static_assert(sizeof(cdyn_status) == sizeof(int), "create status is kept in an 
 enum { MAXARG = 8, MAXSC = 3, MAXBAD = 8, PROBE_LEN = 96, MAXCB = 6, MAXK = 3 };
 enum { RPT_LEN = (int)((sizeof(cdyn_newton_report) + sizeof(double) - 1) / sizeof(double)) };
 enum { JCK_LEN = (int)((sizeof(cdyn_jacobian_check) + sizeof(double) - 1) / sizeof(double)) };
+/* the counter structs are all longs: compared as raw words */
+_Static_assert(sizeof(long) == sizeof(double), "counters are read as double-sized words");
+enum {
+    NTC_LEN = (int)(sizeof(cdyn_newton_counters) / sizeof(double)),
+    DAC_LEN = (int)(sizeof(cdyn_dae_counters) / sizeof(double)),
+    MBC_LEN = (int)(sizeof(cdyn_mbs_counters) / sizeof(double))
+};
 
 static void must(int ok, const char *what)
 {
@@ -718,6 +725,8 @@ WRAP(w_nt_get_report) { USE_ALL; o->st = cdyn_newton_get_report(obj, p[0]); }
 WRAP(w_nt_dependent_rows) { USE_ALL; o->val = cdyn_newton_dependent_rows(obj, p[0]); }
 WRAP(w_nt_dropped_columns) { USE_ALL; o->val = cdyn_newton_dropped_columns(obj, p[0]); }
 WRAP(w_nt_last_error) { USE_ALL; o->val = cdyn_newton_last_error(obj) != NULL; }
+WRAP(w_nt_get_counters) { USE_ALL; o->st = cdyn_newton_get_counters(obj, p[0]); }
+WRAP(w_nt_reset_counters) { USE_ALL; o->st = cdyn_newton_reset_counters(obj); }
 
 static const fn_desc NT_FNS[] = {
     {.fn = "cdyn_newton_create",
@@ -751,6 +760,9 @@ static const fn_desc NT_FNS[] = {
      .arg = {A_FN("residual"), A_FN("jacobian"), A_IN("x", 2, 0, NT_X0), A_JCHECK("report")},
      .call = w_nt_check_jacobian},
     {.fn = "cdyn_newton_get_report", OBJ, .arg = {A_REPORT("report")}, .call = w_nt_get_report},
+    {.fn = "cdyn_newton_get_counters", OBJ, .arg = {A_OUT("counters", NTC_LEN)},
+     .call = w_nt_get_counters},
+    {.fn = "cdyn_newton_reset_counters", OBJ, .call = w_nt_reset_counters},
     {.fn = "cdyn_newton_dependent_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("rows", 2)}, .call = w_nt_dependent_rows},
     {.fn = "cdyn_newton_dropped_columns", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
@@ -1049,6 +1061,8 @@ WRAP(w_dae_rhs) { USE_ALL; o->st = cdyn_dae_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_state(obj, p[0], p[1]); }
 WRAP(w_dae_newton) { USE_ALL; o->val = cdyn_dae_newton(obj) != NULL; }
 WRAP(w_dae_svd_rate_solves) { USE_ALL; o->val = (double)cdyn_dae_svd_rate_solves(obj); }
+WRAP(w_dae_get_counters) { USE_ALL; o->st = cdyn_dae_get_counters(obj, p[0]); }
+WRAP(w_dae_reset_counters) { USE_ALL; o->st = cdyn_dae_reset_counters(obj); }
 WRAP(w_dae_callback_code) { USE_ALL; o->val = cdyn_dae_callback_code(obj); }
 WRAP(w_dae_last_error) { USE_ALL; o->val = cdyn_dae_last_error(obj) != NULL; }
 
@@ -1104,6 +1118,9 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
     {.fn = "cdyn_dae_svd_rate_solves", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
      .call = w_dae_svd_rate_solves},
+    {.fn = "cdyn_dae_get_counters", OBJ, .arg = {A_OUT("counters", DAC_LEN)},
+     .call = w_dae_get_counters},
+    {.fn = "cdyn_dae_reset_counters", OBJ, .call = w_dae_reset_counters},
     {.fn = "cdyn_dae_callback_code", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
      .call = w_dae_callback_code},
     {.fn = "cdyn_dae_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULLU,
@@ -1670,6 +1687,8 @@ WRAP(w_mb_rhs) { USE_ALL; o->st = cdyn_mbs_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_project) { USE_ALL; o->st = cdyn_mbs_project(obj, sc[0], p[0]); }
 WRAP(w_mb_project_velocities) { USE_ALL; o->st = cdyn_mbs_project_velocities(obj, sc[0], p[0]); }
 WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_reactions(obj, p[0], p[1]); }
+WRAP(w_mb_get_counters) { USE_ALL; o->st = cdyn_mbs_get_counters(obj, p[0]); }
+WRAP(w_mb_reset_counters) { USE_ALL; o->st = cdyn_mbs_reset_counters(obj); }
 WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_residuals(obj, p[0], p[1]); }
 WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
 WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
@@ -1719,6 +1738,9 @@ static const fn_desc MB_FNS[] = {
      .call = w_mb_reactions},
     {.fn = "cdyn_mbs_residuals", OBJ, .arg = {A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
      .call = w_mb_residuals},
+    {.fn = "cdyn_mbs_get_counters", OBJ, .arg = {A_OUT("counters", MBC_LEN)},
+     .call = w_mb_get_counters},
+    {.fn = "cdyn_mbs_reset_counters", OBJ, .call = w_mb_reset_counters},
     {.fn = "cdyn_mbs_partition", OBJ, .arg = {A_IN("y", 4, 0, MB_Y1)}, .sc = {SC_T("t", 0.0)},
      .call = w_mb_partition},
     {.fn = "cdyn_mbs_partition_coordinates", OBJ,

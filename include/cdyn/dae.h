@@ -299,6 +299,29 @@ CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
 CDYN_API cdyn_newton *cdyn_dae_newton(cdyn_dae *dae);
 
 /**
+ * Work done since cdyn_dae_create() or cdyn_dae_reset_counters() (in the
+ * manner of CVODE's CVodeGetNum*): right-hand sides that ran (past their
+ * argument checks) and how many failed, and the model's callbacks by kind,
+ * differences and Jacobian checks included. The algebraic solves' Newton
+ * iterations, SVD steps and line-search halvings are counted by the
+ * solver: cdyn_newton_get_counters(cdyn_dae_newton(dae), ...).
+ */
+typedef struct cdyn_dae_counters {
+    long rhs;                  /**< cdyn_dae_rhs() calls that ran */
+    long rhs_failures;         /**< of those, the ones that did not return CDYN_OK */
+    long force_evaluations;    /**< F callbacks */
+    long jacobian_evaluations; /**< dF/dv callbacks */
+    long time_evaluations;     /**< dF/dt callbacks */
+    long mass_evaluations;     /**< M(t) callbacks */
+} cdyn_dae_counters;
+
+/** Copy the counters. CDYN_ERR_ARG for NULL. Allowed from inside a callback. */
+CDYN_API cdyn_status cdyn_dae_get_counters(cdyn_dae *dae, cdyn_dae_counters *counters);
+
+/** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
+CDYN_API cdyn_status cdyn_dae_reset_counters(cdyn_dae *dae);
+
+/**
  * How many rate solves (G_a^# of cdyn_dae_rhs) took the SVD path since the
  * last split (0 for NULL); Newton iterations report their own count.
  */

@@ -283,6 +283,35 @@ CDYN_API cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, 
  */
 CDYN_API cdyn_status cdyn_mbs_set_partition_limit(cdyn_mbs *mbs, double limit);
 
+/**
+ * Work done since cdyn_mbs_create() or cdyn_mbs_reset_counters() (in the
+ * manner of CVODE's CVodeGetNum*): calls that ran (past their argument
+ * checks) and the model's callbacks by kind, differences and Jacobian
+ * checks included. The projection's and the dependent coordinates' Newton
+ * iterations are counted by their solvers (cdyn_newton_get_counters() of
+ * cdyn_mbs_newton(); the partition's solver is internal).
+ */
+typedef struct cdyn_mbs_counters {
+    long rhs;                  /**< cdyn_mbs_rhs() calls that ran */
+    long rhs_failures;         /**< of those, the ones that did not return CDYN_OK */
+    long projections;          /**< cdyn_mbs_project() calls that ran */
+    long velocity_projections; /**< cdyn_mbs_project_velocities() calls that ran */
+    long partition_rhs;        /**< cdyn_mbs_partition_rhs() calls that ran */
+    long partitions;           /**< successful cdyn_mbs_partition() calls (repartitions) */
+    long mass_evaluations;     /**< M callbacks */
+    long force_evaluations;    /**< Q callbacks */
+    long phi_evaluations;      /**< Phi callbacks */
+    long jacobian_evaluations; /**< Phi_q callbacks */
+    long phi_t_evaluations;    /**< Phi_t callbacks */
+    long xi_evaluations;       /**< xi callbacks */
+} cdyn_mbs_counters;
+
+/** Copy the counters. CDYN_ERR_ARG for NULL. Allowed from inside a callback. */
+CDYN_API cdyn_status cdyn_mbs_get_counters(cdyn_mbs *mbs, cdyn_mbs_counters *counters);
+
+/** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
+CDYN_API cdyn_status cdyn_mbs_reset_counters(cdyn_mbs *mbs);
+
 /** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_mbs_callback_code(const cdyn_mbs *mbs);
 

@@ -232,6 +232,36 @@ CDYN_API cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_f
                                                 cdyn_jacobian_fn jacobian, void *user,
                                                 const double *x, cdyn_jacobian_check *report);
 
+/**
+ * Work done since cdyn_newton_create() or cdyn_newton_reset_counters(), in
+ * the manner of CVODE's CVodeGetNum* counters: solves (that got past their
+ * argument checks) and how many of them failed, Newton iterations, steps
+ * by cdyn_newton_step(), residual evaluations (line search and difference
+ * Jacobians included), Jacobian evaluations (callback or differences), SVD
+ * steps and line-search halvings. For the solver of a cdyn_dae or cdyn_mbs
+ * (cdyn_dae_newton(), cdyn_mbs_newton()) these are the owner's algebraic
+ * solves or projections.
+ */
+typedef struct cdyn_newton_counters {
+    long solves;                /**< cdyn_newton_solve() calls that ran */
+    long failures;              /**< of those, the ones that did not return CDYN_OK */
+    long iterations;            /**< Newton iterations of all solves */
+    long steps;                 /**< cdyn_newton_step() calls */
+    long residual_evaluations;  /**< residual callbacks */
+    long jacobian_evaluations;  /**< Jacobian callbacks or difference Jacobians */
+    long svd_steps;             /**< iterations that took the SVD outer-inverse path */
+    long backtracks;            /**< line-search halvings */
+} cdyn_newton_counters;
+
+/**
+ * Copy the counters (cdyn_newton_counters). CDYN_ERR_ARG for NULL. A
+ * read-only accessor: allowed from inside a callback.
+ */
+CDYN_API cdyn_status cdyn_newton_get_counters(cdyn_newton *nt, cdyn_newton_counters *counters);
+
+/** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
+CDYN_API cdyn_status cdyn_newton_reset_counters(cdyn_newton *nt);
+
 /** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL nt or report. */
 CDYN_API cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report);
 
