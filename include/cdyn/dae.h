@@ -146,12 +146,12 @@ CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn for
  * state moved by eps^(1/3) times its magnitude as cdyn_dae_set_fd_step()
  * describes; t by eps^(1/3) max(|t|, 1)). The worst disagreement goes to
  * report (status.h, cdyn_jacobian_check; col = n for dF/dt; suspect = 1
- * above 1e-6 relative). For use when writing a model: F is called 4(n + 1)
- * times; needs cdyn_dae_set_functions() only. CDYN_OK when the check ran
- * (whatever it found); CDYN_ERR_ARG (NULL, no derivative callback given),
- * CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK, CDYN_ERR_BUSY; report is written
- * only on CDYN_OK. Leaves the split and the last state as they were. No
- * allocation.
+ * above 1e-6 relative). For use when writing a model: F is called 4n
+ * times for dF/dv and 4 for dF/dt; needs cdyn_dae_set_functions() only.
+ * CDYN_OK when the check ran (whatever it found); CDYN_ERR_ARG (NULL, no
+ * derivative callback given), CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK,
+ * CDYN_ERR_BUSY; report is written only on CDYN_OK. Leaves the split and
+ * the last state as they were. No allocation.
  */
 CDYN_API cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const double *v,
                                              cdyn_jacobian_check *report);

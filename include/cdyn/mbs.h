@@ -116,7 +116,8 @@ CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn ph
  * a zero coordinate; t by eps^(1/3) max(|t|, 1)). The worst disagreement
  * goes to report (status.h, cdyn_jacobian_check; col = n for Phi_t;
  * suspect = 1 above 1e-6 relative): a 5 % error in one entry is named.
- * For use when writing a model: Phi is called 4(n + 1) times; needs
+ * For use when writing a model: Phi is called 4n times (4(n + 1) with
+ * phi_t); needs
  * cdyn_mbs_set_model(). CDYN_OK when the check ran (whatever it found; an
  * empty report for m = 0); CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
  * CDYN_ERR_CALLBACK, CDYN_ERR_BUSY; report is written only on CDYN_OK.
