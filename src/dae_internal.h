@@ -156,6 +156,23 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
 /* Argument checks shared by the per-point calls (busy, order, v finite). */
 cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const double *v);
 
+/* The minimum-order right-hand side at (t, y) without writing ydot (THEORY
+ * T3.3): argument checks (except ydot), the algebraic solve, the rates
+ * (certified) and, on success, the commit (v_last, vdot_last, magnitudes).
+ * Afterwards the factorizations of this evaluation stay in place until the
+ * next call on dae: the Newton factor of G_a, part.coef (A), the LU of the
+ * reduced matrix, force_val = F and force_jac = dF/dv (when q > 0) at
+ * v_last. Counts the call. */
+cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const double *y);
+
+/* With those factorizations: the rates for given right-hand sides of the
+ * two blocks of the linear system of T3.3,
+ *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
+ * into out (n): v_a' = A v_i' + G_a^# bottom and
+ * [P^T M Pi [I; A]] v_i' = top - P^T M Pi [0; G_a^# bottom]. Uses
+ * part.vec_q and part.reduced_rhs. */
+void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out);
+
 /* CDYN_ERR_BUSY when called from inside a callback of dae. */
 cdyn_status cdyn__dae_check_idle(cdyn_dae *dae, const char *fn);
 

@@ -225,13 +225,8 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
-/* The rates for given right-hand sides of the two blocks of the linear
- * system of T3.3,
- *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
- * into out (n): v_a' = coef v_i' + G_a^# bottom and
- * [P^T M Pi [I; coef]] v_i' = top - P^T M Pi [0; G_a^# bottom], with the
- * factorizations of this evaluation (reduced matrix LU in part.reduced). */
-static void solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out)
+/* cdyn__dae_solve_rates: dae_internal.h. */
+void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out)
 {
     int q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
@@ -332,12 +327,12 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
                           fn, t);
     double *top = dae->force_shift; /* free after the Newton solve */
     cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, top);
-    solve_rates(dae, top, p->vec_q2, vdot);
+    cdyn__dae_solve_rates(dae, top, p->vec_q2, vdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = rates_backward_error(dae, vdot);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         /* one step of refinement with the same factorizations */
         memcpy(top, dae->residual, sizeof(double) * (size_t)r);
-        solve_rates(dae, top, dae->residual + r, dae->force_dt);
+        cdyn__dae_solve_rates(dae, top, dae->residual + r, dae->force_dt);
         for (int j = 0; j < n; ++j) vdot[j] += dae->force_dt[j];
         omega = rates_backward_error(dae, vdot);
     }
@@ -352,16 +347,13 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
+cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const double *y)
 {
-    if (!dae) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_dae_rhs";
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
     int n = dae->n, q = dae->q, r = dae->r;
-    if ((!y || !ydot) && r > 0)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !y ? "y" : "ydot");
+    if (!y && r > 0) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: y is NULL", fn);
     if (!isfinite(t)) return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     long bad = r > 0 ? cdyn__first_nonfinite(r, 1, y, r) : -1;
     if (bad >= 0)
@@ -386,13 +378,26 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
         return st;
     }
 
-    /* commit (ydot written last: it may alias y) */
+    /* commit */
     memcpy(dae->vdot_last, vdot, sizeof(double) * (size_t)n);
     memcpy(dae->v_last, dae->v_trial, sizeof(double) * (size_t)n);
     learn_magnitudes(dae, dae->v_last);
     if (dae->mass_fn) memcpy(p->beta_ref, p->beta, sizeof(double) * (size_t)n * q);
-    for (int j = 0; j < r; ++j) ydot[j] = vdot[dae->integrated[j]];
     dae->state_valid = 1;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_rhs";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!ydot && dae->split_done && dae->r > 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ydot is NULL", fn);
+    cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
+    if (st != CDYN_OK) return st;
+    /* ydot written last: it may alias y */
+    for (int j = 0; j < dae->r; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
     return CDYN_OK;
 }
 

@@ -1058,6 +1058,11 @@ WRAP(w_dae_split) { USE_ALL; o->st = cdyn_dae_split(obj, sc[0], p[0]); }
 WRAP(w_dae_states) { USE_ALL; o->st = cdyn_dae_states(obj, p[0], p[1]); }
 WRAP(w_dae_consistent) { USE_ALL; o->st = cdyn_dae_consistent(obj, sc[0], p[0]); }
 WRAP(w_dae_rhs) { USE_ALL; o->st = cdyn_dae_rhs(obj, sc[0], p[0], p[1]); }
+WRAP(w_dae_rhs_jacobian)
+{
+    USE_ALL;
+    o->st = cdyn_dae_rhs_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
+}
 WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_state(obj, p[0], p[1]); }
 WRAP(w_dae_newton) { USE_ALL; o->val = cdyn_dae_newton(obj) != NULL; }
 WRAP(w_dae_svd_rate_solves) { USE_ALL; o->val = (double)cdyn_dae_svd_rate_solves(obj); }
@@ -1113,6 +1118,9 @@ static const fn_desc DAE_FNS[] = {
      .sc = {SC_T("t", 0.3)}, .call = w_dae_rhs},
     {.fn = "cdyn_dae_rhs", .variant = "M(t)", OBJ, .flags = F_CB_ONLY, .make = dae_make_massfn,
      .arg = {A_IN("y", 1, 0, DAE_Y1), A_OUT("ydot", 1)}, .sc = {SC_T("t", 0.3)}, .call = w_dae_rhs},
+    {.fn = "cdyn_dae_rhs_jacobian", OBJ,
+     .arg = {A_IN("y", 1, 0, DAE_Y1), A_OUT_OPT("ydot", 1), A_OUT("J", 1)},
+     .sc = {SC_T("t", 0.3), SC_LD("ldj", 1)}, .call = w_dae_rhs_jacobian},
     {.fn = "cdyn_dae_state", OBJ, .arg = {A_OUT_OPT("v", 2), A_OUT_OPT("vdot", 2)},
      .call = w_dae_state},
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
@@ -1145,6 +1153,7 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_newton", dae_make_created, XNULL, "before set_mass"),
     DAE_EARLY("cdyn_dae_bases", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_hidden_constraints", dae_make_created, XARG, "before set_mass"),
+    DAE_EARLY("cdyn_dae_rhs_jacobian", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_analyze", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_split", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_hidden_constraints", dae_make_massed, XARG, "before set_functions"),

@@ -273,13 +273,50 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
  * backward error on the linear system P^T M v' = P^T F, dG0/dv v' = -G_t
  * must reach a few rounding errors (after up to two steps of refinement),
  * so their error is at most about the condition of that system times
- * machine epsilon. Returns CDYN_OK; CDYN_ERR_NOCONV (Newton cap reached or
+ * machine epsilon and the error of its data. Without a Jacobian callback
+ * dG0/dv in that system is a forward difference (relative error about
+ * 1e-8), which reaches v_i' when the algebraic states carry mass
+ * (P^T M_a != 0; not for massless ones, as in hydraulics): give dF/dv for
+ * tighter rates there. Returns CDYN_OK; CDYN_ERR_NOCONV (Newton cap reached or
  * no solution of G0 = 0 near the warm start: ydot untouched, state not
  * updated); CDYN_ERR_SINGULAR (the r x r matrix is singular, or the rates
  * are not determined to working accuracy); CDYN_ERR_ARG;
  * CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK; CDYN_ERR_BUSY. No allocation.
  */
 CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot);
+
+/**
+ * The right-hand side and its Jacobian J = d ydot / d y (r x r, leading
+ * dimension ldj >= max(r, 1)) at (t, y), for implicit integrators (the
+ * iteration matrix I - gamma J of a BDF method; CVODE's CVLsJacFn is
+ * cdyn_cvode_dae_jacobian() in sundials.h). THEORY T3.3 differentiated:
+ * the algebraic states follow y by the implicit function theorem,
+ * dv_a/dy = A = -G_a^# G_i with the factorization of G_a that this
+ * evaluation's Newton solve left, and the rates' linear system is
+ * differentiated with dF/dv (the Jacobian callback, or differences as
+ * cdyn_dae_set_fd_step() describes). When the algebraic states have mass
+ * coupling into the range of M (P^T M_a != 0, e.g. M = [m m; 0 0]), J also
+ * needs the second derivatives of G0 along the motion: central differences
+ * of the Jacobian callback along (v', 1) (2 more calls), or without one a
+ * mixed second difference of F (4 r more F calls). For a massless
+ * algebraic state (the hydraulic case) they are not needed.
+ *
+ * Accuracy (test_dae_jacobian, against analytic Jacobians): with the
+ * Jacobian callback, J is exact to rounding when no second derivatives
+ * are needed and within about 1e-9 relative when they are; without it,
+ * within about 1e-7 (forward differences of F) and 1e-6 respectively.
+ *
+ * The evaluation is that of cdyn_dae_rhs() and is committed like one (warm
+ * start, cdyn_dae_state()); ydot (r, may be NULL) receives its result.
+ * Cost: one right-hand side plus r solves with its factorizations (no new
+ * factorization) and the dF/dv for q = 0. Outputs are written last and may
+ * alias y; ydot and J must not overlap. Returns the statuses of
+ * cdyn_dae_rhs() and CDYN_ERR_ARG for a NULL J (when r > 0) or a bad ldj;
+ * on error J and ydot are untouched (the state is committed if the
+ * evaluation itself succeeded). No allocation.
+ */
+CDYN_API cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y,
+                                           double *ydot, double *J, int ldj);
 
 /**
  * Full state v and rate v' (length n each; either may be NULL) of the last
@@ -313,6 +350,7 @@ typedef struct cdyn_dae_counters {
     long jacobian_evaluations; /**< dF/dv callbacks */
     long time_evaluations;     /**< dF/dt callbacks */
     long mass_evaluations;     /**< M(t) callbacks */
+    long rhs_jacobians;        /**< cdyn_dae_rhs_jacobian() calls that got past their evaluation */
 } cdyn_dae_counters;
 
 /** Copy the counters. CDYN_ERR_ARG for NULL. Allowed from inside a callback. */

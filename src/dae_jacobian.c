@@ -1,0 +1,188 @@
+/* The Jacobian of the minimum-order right-hand side of an index-1 DAE
+ * (THEORY T3.3, differentiated; docs/theory.md "Jacobian of the
+ * minimum-order system").
+ *
+ * With y = v_i, the algebraic states follow y through G0(v, t) = 0, so
+ * dv = D dy with D = Pi [I; A], A = -G_a^# G_i (the implicit function
+ * theorem, with the factorization of G_a that the evaluation's Newton solve
+ * left). The rates solve S v' = [P^T F; -G_t], S = [P^T M; G_v]. M and P
+ * do not depend on v, so differentiating at fixed t gives
+ *     S dv' = [P^T F_v; -K] dv,   K = d/dv (G_v(v) w + G_t(v)) at w = v',
+ * the derivative of the constraint's rate along the motion: with
+ * G0 = beta(t)^T F, K = beta^T d/de F_v(v + e w, t + e) + beta'^T F_v.
+ * Hence dy'/dy = the integrated rows of S^-1 [P^T F_v D; -K D], solved with
+ * the evaluation's factorizations (cdyn__dae_solve_rates).
+ *
+ * K needs second derivatives of F. It matters only through P^T M_a, the
+ * mass coupling of the algebraic states into the range of M; when those
+ * columns are zero (a massless state, as in hydraulics) it is skipped.
+ * Otherwise it is a central difference of the Jacobian callback along
+ * (w, 1), or without one a four-point mixed difference of F.
+ */
+#include "dae_internal.h"
+#include "linalg.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* Steps of the differences in K: eps^(1/3) for central differences of
+ * dF/dv, eps^(1/4) for the mixed second difference of F (the truncation
+ * and rounding errors then balance at about eps^(2/3) and eps^(1/2)). */
+#define JAC_STEP_CENTRAL 6.0e-6
+#define JAC_STEP_MIXED 1.2e-4
+
+/* out (n x r) = X D = X(:, integrated) + X(:, algebraic) A for X (n x n). */
+static void times_d(const cdyn_dae *dae, const double *X, double *out)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    const double *coef = dae->part.coef;
+    for (int j = 0; j < r; ++j) {
+        double *col = out + (size_t)j * n;
+        memcpy(col, X + (size_t)dae->integrated[j] * n, sizeof(double) * (size_t)n);
+        for (int k = 0; k < q; ++k) {
+            double c = coef[k + (size_t)j * q];
+            if (c == 0.0) continue;
+            const double *xa = X + (size_t)dae->algebraic[k] * n;
+            for (int i = 0; i < n; ++i) col[i] += xa[i] * c;
+        }
+    }
+}
+
+/* The step along the direction d (n) that moves no state by more than
+ * `relative` times its magnitude (the difference steps' scales, dae.h),
+ * and time (when `with_time`) by no more than `relative` max(|t|, 1). */
+static double step_along(const cdyn_dae *dae, const double *d, int with_time, double t,
+                         double relative)
+{
+    double rate = with_time ? 1.0 / fmax(fabs(t), 1.0) : 0.0;
+    for (int i = 0; i < dae->n; ++i)
+        rate = fmax(rate, fabs(d[i]) / cdyn__dae_step_scale(dae, dae->v_last, i));
+    return rate > 0.0 ? relative / rate : relative;
+}
+
+/* Does v_i' depend on the bottom block, i.e. is P^T M_a not zero? */
+static int mass_couples_algebraic(const cdyn_dae *dae)
+{
+    int r = dae->r;
+    for (int k = 0; k < dae->q; ++k) {
+        const double *col = dae->part.range_t_mass + (size_t)dae->algebraic[k] * r;
+        for (int i = 0; i < r; ++i)
+            if (col[i] != 0.0) return 1;
+    }
+    return 0;
+}
+
+/* v_last + a w + b d into shifted (n). */
+static void shifted_state(const cdyn_dae *dae, double a, const double *d, double b,
+                          double *shifted)
+{
+    for (int i = 0; i < dae->n; ++i)
+        shifted[i] = dae->v_last[i] + a * dae->vdot_last[i] + (d ? b * d[i] : 0.0);
+}
+
+/* bottom (q x r) = beta^T (d/de F_v(v + e w, t + e)) D by central
+ * differences of the Jacobian callback (2 calls). Uses prod, scratch is
+ * F_v D and must survive; force_jac is overwritten. */
+static cdyn_status k_from_jacobian(cdyn_dae *dae, const char *fn, double t, double *bottom)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    double *shifted = dae->tau, *diff = dae->prod, *diff_d = dae->aug;
+    double h = step_along(dae, dae->vdot_last, 1, t, JAC_STEP_CENTRAL);
+    shifted_state(dae, h, NULL, 0.0, shifted);
+    cdyn_status st = cdyn__dae_force_jacobian(dae, fn, t + h, shifted);
+    if (st != CDYN_OK) return st;
+    memcpy(diff, dae->force_jac, sizeof(double) * (size_t)n * n);
+    shifted_state(dae, -h, NULL, 0.0, shifted);
+    st = cdyn__dae_force_jacobian(dae, fn, t - h, shifted);
+    if (st != CDYN_OK) return st;
+    for (size_t i = 0; i < (size_t)n * n; ++i) diff[i] -= dae->force_jac[i];
+    times_d(dae, diff, diff_d);
+    cdyn__dae_beta_t(dae, r, diff_d, n, 1.0 / (2.0 * h), bottom, q);
+    return CDYN_OK;
+}
+
+/* The same without a Jacobian callback: column j of bottom is the mixed
+ * second difference of beta^T F along (w, 1) and d_j = D e_j (4 r force
+ * evaluations). */
+static cdyn_status k_from_forces(cdyn_dae *dae, const char *fn, double t, double *bottom)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    double *shifted = dae->tau, *d = dae->aug, *g = dae->part.vec_q2;
+    double h = step_along(dae, dae->vdot_last, 1, t, JAC_STEP_MIXED);
+    for (int j = 0; j < r; ++j) {
+        memset(d, 0, sizeof(double) * (size_t)n);
+        d[dae->integrated[j]] = 1.0;
+        for (int k = 0; k < q; ++k) d[dae->algebraic[k]] = dae->part.coef[k + (size_t)j * q];
+        double delta = step_along(dae, d, 0, t, JAC_STEP_MIXED);
+        double *col = bottom + (size_t)j * q;
+        memset(col, 0, sizeof(double) * (size_t)q);
+        for (int corner = 0; corner < 4; ++corner) {
+            double sw = corner & 1 ? -1.0 : 1.0, sd = corner & 2 ? -1.0 : 1.0;
+            shifted_state(dae, sw * h, d, sd * delta, shifted);
+            cdyn_status st = cdyn__dae_force(dae, fn, t + sw * h, shifted, dae->force_shift);
+            if (st != CDYN_OK) return st;
+            cdyn__dae_beta_t(dae, 1, dae->force_shift, n, sw * sd / (4.0 * h * delta), g, q);
+            for (int k = 0; k < q; ++k) col[k] += g[k];
+        }
+    }
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, double *ydot,
+                                  double *J, int ldj)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_rhs_jacobian";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!dae->split_done)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
+    int n = dae->n, q = dae->q, r = dae->r;
+    if (r > 0 && !J) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: J is NULL", fn);
+    if (ldj < (r > 1 ? r : 1))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ldj = %d < r = %d", fn, ldj, r);
+    if (r > 0 && ydot &&
+        cdyn__overlap(ydot, sizeof(double) * (size_t)r, J,
+                      sizeof(double) * ((size_t)ldj * (r - 1) + r)))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ydot and J overlap", fn);
+    cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
+    if (st != CDYN_OK) return st;
+    dae->counters.rhs_jacobians++;
+    if (r == 0) return CDYN_OK;
+
+    /* dF/dv at the state (left by the evaluation when q > 0) */
+    if (q == 0) {
+        st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_last);
+        if (st != CDYN_OK) return st;
+    }
+    cdyn__dae_part *p = &dae->part;
+    double *fd = dae->scratch, *top = dae->aug_rhs, *bottom = dae->origin, *dvdy = dae->u;
+    times_d(dae, dae->force_jac, fd);                                        /* F_v D */
+    cdyn__gemm('T', 'N', r, r, n, 1.0, p->range, n, fd, n, 0.0, top, r);     /* P^T F_v D */
+    if (q > 0) {
+        if (mass_couples_algebraic(dae)) {
+            st = dae->jacobian ? k_from_jacobian(dae, fn, t, bottom)
+                               : k_from_forces(dae, fn, t, bottom);
+            if (st != CDYN_OK) return st;
+            if (dae->mass_fn) /* + beta'^T F_v D */
+                cdyn__gemm('T', 'N', q, r, n, 1.0, p->beta_dot, n, fd, n, 1.0, bottom, q);
+            for (size_t i = 0; i < (size_t)q * r; ++i) bottom[i] = -bottom[i];
+        } else {
+            memset(bottom, 0, sizeof(double) * (size_t)q * r); /* v_i' does not see it */
+        }
+    }
+    for (int j = 0; j < r; ++j)
+        cdyn__dae_solve_rates(dae, top + (size_t)j * r, bottom + (size_t)j * q,
+                              dvdy + (size_t)j * n);
+    if (cdyn__first_nonfinite(n, r, dvdy, n) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: the Jacobian overflowed at t = %g",
+                          fn, t);
+
+    /* outputs last (either may alias y) */
+    for (int j = 0; j < r; ++j)
+        for (int i = 0; i < r; ++i)
+            J[i + (size_t)j * ldj] = dvdy[dae->integrated[i] + (size_t)j * n];
+    if (ydot)
+        for (int j = 0; j < r; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
+    return CDYN_OK;
+}
