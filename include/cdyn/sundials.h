@@ -17,7 +17,8 @@
  *   both user data and projection in one call.
  * - CVODE, quasi-linear DAE (THEORY T3): cdyn_cvode_dae_rhs() is a CVRhsFn
  *   for the minimum-order ODE of an index-1 DAE, y = v_i, through
- *   cdyn_dae_rhs().
+ *   cdyn_dae_rhs(), and cdyn_cvode_dae_jacobian() its CVLsJacFn through
+ *   cdyn_dae_rhs_jacobian(); cdyn_cvode_attach_dae() installs the latter.
  * - IDA, quasi-linear DAE: a cdyn_ida_dae adapter object gives the residual
  *   M v' - F(v, t) (IDAResFn), its Jacobian c_j M - dF/dv (IDALsJacFn, dense
  *   matrix), the differential/algebraic id vector (IDASetId) from cdyn's
@@ -152,6 +153,33 @@ CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
  * allocation.
  */
 CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
+
+/**
+ * CVLsJacFn (CVodeSetJacFn) for the minimum-order ODE of
+ * cdyn_cvode_dae_rhs(), user_data the cdyn_dae: J = d ydot / d y (r x r)
+ * by cdyn_dae_rhs_jacobian() at (t, y), into a dense SUNMatrix
+ * (SUNDenseMatrix(r, r)). Without it CVODE builds the Jacobian from r + 1
+ * right-hand sides, each a Newton solve of the algebraic states; with it,
+ * from one evaluation and r solves with that evaluation's factorizations
+ * (accuracy: dae.h). fy is not used (the evaluation is repeated, which
+ * also makes the warm start that of (t, y)); tmp1..tmp3 are not used.
+ * Returns as described at the top: -CDYN_ERR_ARG for NULL user data, a
+ * wrong vector length or a matrix that is not dense r x r. No allocation.
+ */
+CDYN_API int cdyn_cvode_dae_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J,
+                                     void *user_data, N_Vector tmp1, N_Vector tmp2,
+                                     N_Vector tmp3);
+
+/**
+ * One call for the DAE in CVODE: CVodeSetUserData(cvode_mem, dae) and
+ * CVodeSetJacFn(cvode_mem, cdyn_cvode_dae_jacobian). Call after
+ * CVodeInit() (with cdyn_cvode_dae_rhs) and CVodeSetLinearSolver() with a
+ * dense matrix and linear solver (SUNDenseMatrix, SUNLinSol_Dense), since
+ * CVodeSetJacFn needs the linear solver. Returns CV_SUCCESS or the flag of
+ * the CVODE call that failed (CV_MEM_NULL; CVLS_LMEM_NULL when no linear
+ * solver is attached); CV_ILL_INPUT for a NULL dae.
+ */
+CDYN_API int cdyn_cvode_attach_dae(void *cvode_mem, cdyn_dae *dae);
 
 /* ---- IDA: quasi-linear DAE ------------------------------------------------ */
 

@@ -8,7 +8,9 @@
 #include "adapter_internal.h"
 
 #include <cvode/cvode.h>
+#include <cvode/cvode_ls.h>
 #include <cvode/cvode_proj.h>
+#include <sunmatrix/sunmatrix_dense.h>
 
 #include <math.h>
 #include <string.h>
@@ -122,4 +124,30 @@ int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data
     if (!yd || !fd) return -(int)CDYN_ERR_ARG;
     cdyn_status st = cdyn_dae_rhs(dae, t, yd, fd);
     return cdyn__sundials_flag(st, cdyn_dae_callback_code(dae));
+}
+
+int cdyn_cvode_dae_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J, void *user_data,
+                            N_Vector tmp1, N_Vector tmp2, N_Vector tmp3)
+{
+    (void)fy, (void)tmp1, (void)tmp2, (void)tmp3;
+    cdyn_dae *dae = user_data;
+    if (!dae) return -(int)CDYN_ERR_ARG;
+    int r = cdyn_dae_rank(dae);
+    if (r < 1) return -(int)CDYN_ERR_ARG;
+    const double *yd = vector_data(y, r);
+    if (!yd || !J || SUNMatGetID(J) != SUNMATRIX_DENSE || SUNDenseMatrix_Rows(J) != r ||
+        SUNDenseMatrix_Columns(J) != r)
+        return -(int)CDYN_ERR_ARG;
+    /* column-major with leading dimension r */
+    cdyn_status st = cdyn_dae_rhs_jacobian(dae, t, yd, NULL, SUNDenseMatrix_Data(J), r);
+    return cdyn__sundials_flag(st, cdyn_dae_callback_code(dae));
+}
+
+int cdyn_cvode_attach_dae(void *cvode_mem, cdyn_dae *dae)
+{
+    if (!cvode_mem) return CV_MEM_NULL;
+    if (!dae) return CV_ILL_INPUT;
+    int flag = CVodeSetUserData(cvode_mem, dae);
+    if (flag != CV_SUCCESS) return flag;
+    return CVodeSetJacFn(cvode_mem, cdyn_cvode_dae_jacobian);
 }
