@@ -1,0 +1,459 @@
+/* Stiff index-1 DAEs through cdyn + CVODE BDF against SUNDIALS IDA on the
+ * hand-written residual (issue 14's stiff benchmarks). Built only with the
+ * SUNDIALS adapters (cdyn_sundials).
+ *
+ * Models (SI units, cdyn with its default settings):
+ *  (a) a hydraulic line of P = 25 pipes in series (n = 49 states: the 25
+ *      flows are integrated, the 24 junction pressures are algebraic; the
+ *      junctions have no storage, each drains to a tank through an orifice
+ *      with a laminar-turbulent characteristic). Pipe k:
+ *        L_k Q_k' = p_{k-1} - p_k - (a_k + b_k |Q_k|) Q_k,
+ *      p_0 = ps(t) = 3e5 (1 + 0.2 sin 2 pi t) Pa, p_P = 1e5 Pa; junction k:
+ *        0 = Q_k - Q_{k+1} - Q_or(p_k - p_tank),
+ *        Q_or(d) = d / sqrt(k_or (|d| + d_lam)).
+ *      Every fifth pipe is short (L = 2e5 kg/m^4 beside 1e9): eigenvalues
+ *      from about -1 to -1e5 /s.
+ *  (b) a diode-RC ladder of 12 nodes (node voltages; conductances 1e-3 S
+ *      between neighbours, capacitors of 1 uF to ground at nodes 1, 4, 7,
+ *      10 and of 1 nF across the pairs (2,3), (5,6), (8,9), (11,12), diodes
+ *      Is = 1e-14 A to ground at nodes 3, 6, 9, 12, a 1 kHz current source
+ *      of 2 mA into node 1): M is the capacitance Laplacian, constant,
+ *      non-diagonal and singular (rank 8: each pair's charge is fixed by
+ *      the sum of its currents), the algebraic states carry capacitance
+ *      (P^T M_a != 0), so cdyn's Jacobian needs the second derivatives.
+ *
+ * Paths, each a whole integration from the same consistent initial values
+ * (found once by cdyn_dae_consistent; IDA gets v and v' from it):
+ *   IDA   : IDA on r = M v' - F(v, t) with the hand-written dense Jacobian
+ *           c_j M - dF/dv (the baseline);
+ *   cdyn+J: cdyn_dae + CVODE BDF, dense, cdyn_cvode_attach_dae (cdyn's
+ *           Jacobian);
+ *   cdyn  : cdyn_dae + CVODE BDF with CVODE's difference-quotient Jacobian.
+ * Accuracy: the error of the integrated states at the end against IDA at
+ * rtol 1e-12 (absolute tolerances 1e-2 rtol of the state's size), in units
+ * of the largest state. Time per integration: median [min, max] over the
+ * samples, the paths taken in turn; ratio = path / IDA. Not a pass/fail
+ * test. */
+#include "bench_util.h"
+
+#include <cdyn.h>
+#include <cdyn/sundials.h>
+
+#include <cvode/cvode.h>
+#include <cvode/cvode_ls.h>
+#include <ida/ida.h>
+#include <ida/ida_ls.h>
+#include <nvector/nvector_serial.h>
+#include <sundials/sundials_context.h>
+#include <sunlinsol/sunlinsol_dense.h>
+#include <sunmatrix/sunmatrix_dense.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if SUNDIALS_VERSION_MAJOR >= 7
+#define SUN_NO_COMM SUN_COMM_NULL
+#else
+#define SUN_NO_COMM NULL
+#endif
+
+#define PI 3.14159265358979323846
+
+enum { NMAX = 64 };
+
+/* A model: M (n x n), F and dF/dv, the consistent initial state, the end
+ * time, the scale of its integrated states. */
+typedef struct {
+    const char *name;
+    int n;
+    double M[NMAX * NMAX];
+    cdyn_dae_force_fn force;
+    cdyn_dae_jacobian_fn jacobian;
+    double v0[NMAX], vdot0[NMAX];
+    double t_end, state_scale;
+} model;
+
+/* ---- (a) hydraulic line --------------------------------------------------- */
+
+enum { PIPES = 25, LINE_N = 2 * PIPES - 1 };
+static const double P_TANK = 1e5, P_OUT = 1e5, K_OR = 2e12, D_LAM = 1e3;
+
+static double line_inertance(int k) { return k % 5 == 2 ? 2e5 : 1e9; }
+static double line_laminar(int k) { return 1e8 * (1.0 + 0.1 * k); }
+static double line_turbulent(int k) { return 4e11 * (1.0 + 0.05 * k); }
+static double line_source(double t) { return 3e5 * (1.0 + 0.2 * sin(2.0 * PI * t)); }
+
+/* pressure at node k (0: source, PIPES: outlet, else algebraic state) */
+static double line_pressure(const double *v, double t, int k)
+{
+    return k == 0 ? line_source(t) : k == PIPES ? P_OUT : v[PIPES + k - 1];
+}
+
+static double orifice(double d) { return d / sqrt(K_OR * (fabs(d) + D_LAM)); }
+static double orifice_slope(double d)
+{
+    double s = fabs(d) + D_LAM;
+    return (s - 0.5 * fabs(d)) / (sqrt(K_OR * s) * s);
+}
+
+static int line_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    for (int k = 0; k < PIPES; ++k) {
+        double Q = v[k];
+        F[k] = line_pressure(v, t, k) - line_pressure(v, t, k + 1) -
+               (line_laminar(k) + line_turbulent(k) * fabs(Q)) * Q;
+    }
+    for (int j = 1; j < PIPES; ++j)
+        F[PIPES + j - 1] = v[j - 1] - v[j] - orifice(v[PIPES + j - 1] - P_TANK);
+    return 0;
+}
+
+static int line_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    for (int c = 0; c < LINE_N; ++c) memset(J + (size_t)c * ld, 0, sizeof(double) * LINE_N);
+    for (int k = 0; k < PIPES; ++k) {
+        J[k + (size_t)k * ld] = -(line_laminar(k) + 2.0 * line_turbulent(k) * fabs(v[k]));
+        if (k > 0) J[k + (size_t)(PIPES + k - 1) * ld] = 1.0;
+        if (k < PIPES - 1) J[k + (size_t)(PIPES + k) * ld] = -1.0;
+    }
+    for (int j = 1; j < PIPES; ++j) {
+        int row = PIPES + j - 1;
+        J[row + (size_t)(j - 1) * ld] = 1.0;
+        J[row + (size_t)j * ld] = -1.0;
+        J[row + (size_t)row * ld] = -orifice_slope(v[row] - P_TANK);
+    }
+    return 0;
+}
+
+static void line_model(model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->name = "hydraulic line, 25 pipes";
+    m->n = LINE_N;
+    for (int k = 0; k < PIPES; ++k) m->M[k + (size_t)k * LINE_N] = line_inertance(k);
+    m->force = line_force;
+    m->jacobian = line_jacobian;
+    for (int k = 0; k < PIPES; ++k) m->v0[k] = 2e-4 - 5e-6 * k;
+    for (int j = 1; j < PIPES; ++j) m->v0[PIPES + j - 1] = 3e5 - 8e3 * j;
+    m->t_end = 2.0;
+    m->state_scale = 2e-4;
+}
+
+/* ---- (b) diode-RC ladder ---------------------------------------------------- */
+
+enum { NODES = 12 };
+static const double G_LINK = 1e-3, C_GROUND = 1e-6, C_PAIR = 1e-9, I_S = 1e-14,
+                    V_T = 0.02585, I_SRC = 2e-3, F_SRC = 1e3;
+
+static int is_diode_node(int i) { return i % 3 == 2; } /* nodes 3, 6, 9, 12 (0-based 2, 5, ...) */
+
+static int ladder_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    for (int i = 0; i < NODES; ++i) {
+        double f = 0.0;
+        if (i > 0) f -= G_LINK * (v[i] - v[i - 1]);
+        if (i < NODES - 1) f -= G_LINK * (v[i] - v[i + 1]);
+        if (is_diode_node(i)) f -= I_S * expm1(v[i] / V_T);
+        F[i] = f;
+    }
+    F[0] += I_SRC * sin(2.0 * PI * F_SRC * t);
+    return 0;
+}
+
+static int ladder_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    for (int c = 0; c < NODES; ++c) memset(J + (size_t)c * ld, 0, sizeof(double) * NODES);
+    for (int i = 0; i < NODES; ++i) {
+        if (i > 0) {
+            J[i + (size_t)i * ld] -= G_LINK;
+            J[i + (size_t)(i - 1) * ld] += G_LINK;
+        }
+        if (i < NODES - 1) {
+            J[i + (size_t)i * ld] -= G_LINK;
+            J[i + (size_t)(i + 1) * ld] += G_LINK;
+        }
+        if (is_diode_node(i)) J[i + (size_t)i * ld] -= I_S / V_T * exp(v[i] / V_T);
+    }
+    return 0;
+}
+
+static void ladder_model(model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->name = "diode-RC ladder, 12 nodes";
+    m->n = NODES;
+    for (int i = 0; i < NODES; i += 3) m->M[i + (size_t)i * NODES] = C_GROUND;
+    for (int i = 1; i < NODES; i += 3) { /* the pair (i, i + 1) */
+        int a = i, b = i + 1;
+        m->M[a + (size_t)a * NODES] += C_PAIR;
+        m->M[b + (size_t)b * NODES] += C_PAIR;
+        m->M[a + (size_t)b * NODES] -= C_PAIR;
+        m->M[b + (size_t)a * NODES] -= C_PAIR;
+    }
+    m->force = ladder_force;
+    m->jacobian = ladder_jacobian;
+    m->t_end = 2e-3; /* two periods */
+    m->state_scale = 1.0;
+}
+
+/* ---- set-up: cdyn object and consistent initial values ----------------------- */
+
+static cdyn_dae *make_dae(const model *m)
+{
+    cdyn_dae *dae = cdyn_dae_create(m->n, NULL);
+    if (!dae || cdyn_dae_set_mass(dae, m->M, m->n) != CDYN_OK ||
+        cdyn_dae_set_functions(dae, m->force, m->jacobian, NULL, NULL) != CDYN_OK ||
+        cdyn_dae_split(dae, 0.0, m->v0) != CDYN_OK) {
+        fprintf(stderr, "bench_stiff: %s: set-up failed: %s\n", m->name,
+                dae ? cdyn_dae_last_error(dae) : "no memory");
+        exit(EXIT_FAILURE);
+    }
+    return dae;
+}
+
+/* Consistent v0 and v'0 (cdyn), written into the model. */
+static void make_consistent(model *m)
+{
+    cdyn_dae *dae = make_dae(m);
+    int r = cdyn_dae_rank(dae), integrated[NMAX];
+    double y[NMAX], ydot[NMAX];
+    cdyn_dae_states(dae, integrated, NULL);
+    if (cdyn_dae_consistent(dae, 0.0, m->v0) != CDYN_OK) {
+        fprintf(stderr, "bench_stiff: %s: %s\n", m->name, cdyn_dae_last_error(dae));
+        exit(EXIT_FAILURE);
+    }
+    for (int j = 0; j < r; ++j) y[j] = m->v0[integrated[j]];
+    if (cdyn_dae_rhs(dae, 0.0, y, ydot) != CDYN_OK ||
+        cdyn_dae_state(dae, m->v0, m->vdot0) != CDYN_OK) {
+        fprintf(stderr, "bench_stiff: %s: %s\n", m->name, cdyn_dae_last_error(dae));
+        exit(EXIT_FAILURE);
+    }
+    cdyn_dae_free(dae);
+}
+
+/* ---- the three paths --------------------------------------------------------- */
+
+typedef struct {
+    model *m;
+    SUNContext ctx;
+    double rtol;
+    int kind;            /* 0 IDA, 1 cdyn + J, 2 cdyn with CVODE's DQ Jacobian */
+    cdyn_dae *dae;       /* kinds 1, 2 */
+    int integrated[NMAX];
+    double v_end[NMAX];  /* full state at t_end of the last run */
+    long steps, rhs;     /* of the last run: steps, residuals or cdyn rhs (incl. Jacobians) */
+    char failure[400];   /* why the last failed run failed ("" if none) */
+} run;
+
+static const char *KIND_NAME[] = {"IDA (hand residual + J)", "cdyn + CVODE, cdyn J",
+                                  "cdyn + CVODE, DQ J"};
+
+typedef struct {
+    const double *M;
+    cdyn_dae_force_fn force;
+    cdyn_dae_jacobian_fn jacobian;
+    int n;
+    double F[NMAX];
+} ida_data;
+
+static int ida_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r, void *user)
+{
+    ida_data *d = user;
+    const double *pv = N_VGetArrayPointer(v), *pd = N_VGetArrayPointer(vdot);
+    double *pr = N_VGetArrayPointer(r);
+    d->force(t, pv, d->F, NULL);
+    for (int i = 0; i < d->n; ++i) {
+        double s = -d->F[i];
+        for (int j = 0; j < d->n; ++j) s += d->M[i + (size_t)j * d->n] * pd[j];
+        pr[i] = s;
+    }
+    return 0;
+}
+
+static int ida_jacobian(sunrealtype t, sunrealtype cj, N_Vector v, N_Vector vdot, N_Vector r,
+                        SUNMatrix J, void *user, N_Vector t1, N_Vector t2, N_Vector t3)
+{
+    (void)vdot, (void)r, (void)t1, (void)t2, (void)t3;
+    ida_data *d = user;
+    double *Jd = SUNDenseMatrix_Data(J);
+    int n = d->n;
+    d->jacobian(t, N_VGetArrayPointer(v), Jd, n, NULL);
+    for (size_t i = 0; i < (size_t)n * n; ++i) Jd[i] = cj * d->M[i] - Jd[i];
+    return 0;
+}
+
+/* atol: 1e-2 rtol times each state's size (flows, pressures, voltages) */
+static void set_atol(N_Vector atol, const model *m, double rtol, const int *pick, int count)
+{
+    double *a = N_VGetArrayPointer(atol);
+    for (int i = 0; i < count; ++i) {
+        int s = pick ? pick[i] : i;
+        double size = fmax(fabs(m->v0[s]), m->state_scale);
+        if (m->n == LINE_N && s >= PIPES) size = 1e5; /* pressures */
+        a[i] = 1e-2 * rtol * size;
+    }
+}
+
+static int run_ida(run *R)
+{
+    const model *m = R->m;
+    int n = m->n;
+    ida_data d = {m->M, m->force, m->jacobian, n, {0}};
+    N_Vector v = N_VNew_Serial(n, R->ctx), vd = N_VNew_Serial(n, R->ctx),
+             atol = N_VNew_Serial(n, R->ctx), id = N_VNew_Serial(n, R->ctx);
+    memcpy(N_VGetArrayPointer(v), m->v0, sizeof(double) * (size_t)n);
+    memcpy(N_VGetArrayPointer(vd), m->vdot0, sizeof(double) * (size_t)n);
+    set_atol(atol, m, R->rtol, NULL, n);
+    void *mem = IDACreate(R->ctx);
+    SUNMatrix A = SUNDenseMatrix(n, n, R->ctx);
+    SUNLinearSolver LS = SUNLinSol_Dense(v, A, R->ctx);
+    int flag = IDAInit(mem, ida_residual, 0.0, v, vd);
+    flag |= IDASVtolerances(mem, R->rtol, atol);
+    flag |= IDASetUserData(mem, &d);
+    flag |= IDASetLinearSolver(mem, LS, A);
+    flag |= IDASetJacFn(mem, ida_jacobian);
+    flag |= IDASetMaxNumSteps(mem, 1000000);
+    sunrealtype t = 0.0;
+    if (flag == 0) flag = IDASolve(mem, m->t_end, &t, v, vd, IDA_NORMAL);
+    if (flag < 0) snprintf(R->failure, sizeof R->failure, "IDA flag %d at t = %.3g s", flag, (double)t);
+    memcpy(R->v_end, N_VGetArrayPointer(v), sizeof(double) * (size_t)n);
+    IDAGetNumSteps(mem, &R->steps);
+    IDAGetNumResEvals(mem, &R->rhs);
+    IDAFree(&mem);
+    SUNLinSolFree(LS);
+    SUNMatDestroy(A);
+    N_VDestroy(v);
+    N_VDestroy(vd);
+    N_VDestroy(atol);
+    N_VDestroy(id);
+    return flag < 0;
+}
+
+static int run_cvode(run *R)
+{
+    const model *m = R->m;
+    int r = cdyn_dae_rank(R->dae);
+    double v[NMAX];
+    memcpy(v, m->v0, sizeof v);
+    if (cdyn_dae_consistent(R->dae, 0.0, v) != CDYN_OK) return 1; /* warm start reset */
+    N_Vector y = N_VNew_Serial(r, R->ctx), atol = N_VNew_Serial(r, R->ctx);
+    for (int j = 0; j < r; ++j) N_VGetArrayPointer(y)[j] = m->v0[R->integrated[j]];
+    set_atol(atol, m, R->rtol, R->integrated, r);
+    void *mem = CVodeCreate(CV_BDF, R->ctx);
+    SUNMatrix A = SUNDenseMatrix(r, r, R->ctx);
+    SUNLinearSolver LS = SUNLinSol_Dense(y, A, R->ctx);
+    cdyn_dae_counters before, after;
+    cdyn_dae_get_counters(R->dae, &before);
+    int flag = CVodeInit(mem, cdyn_cvode_dae_rhs, 0.0, y);
+    flag |= CVodeSVtolerances(mem, R->rtol, atol);
+    flag |= CVodeSetLinearSolver(mem, LS, A);
+    flag |= R->kind == 1 ? cdyn_cvode_attach_dae(mem, R->dae) : CVodeSetUserData(mem, R->dae);
+    flag |= CVodeSetMaxNumSteps(mem, 1000000);
+    sunrealtype t = 0.0;
+    if (flag == 0) flag = CVode(mem, m->t_end, y, &t, CV_NORMAL);
+    /* the full state at the end: one more evaluation there */
+    double ydot[NMAX];
+    if (flag >= 0 && (cdyn_dae_rhs(R->dae, t, N_VGetArrayPointer(y), ydot) != CDYN_OK ||
+                      cdyn_dae_state(R->dae, R->v_end, NULL) != CDYN_OK))
+        flag = -1;
+    cdyn_dae_get_counters(R->dae, &after);
+    if (flag < 0)
+        snprintf(R->failure, sizeof R->failure, "CVODE flag %d at t = %.3g s: %s", flag,
+                 (double)t, cdyn_dae_last_error(R->dae));
+    CVodeGetNumSteps(mem, &R->steps);
+    R->rhs = after.rhs - before.rhs;
+    CVodeFree(&mem);
+    SUNLinSolFree(LS);
+    SUNMatDestroy(A);
+    N_VDestroy(y);
+    N_VDestroy(atol);
+    return flag < 0;
+}
+
+static int run_path(void *ctx)
+{
+    run *R = ctx;
+    return R->kind == 0 ? run_ida(R) : run_cvode(R);
+}
+
+/* Error of the integrated states at the end against the reference, in
+ * units of the largest integrated state of the reference. */
+static double end_error(const run *R, const double *reference)
+{
+    double err = 0.0, size = 0.0;
+    for (int j = 0; j < cdyn_dae_rank(R->dae); ++j) {
+        int s = R->integrated[j];
+        err = fmax(err, fabs(R->v_end[s] - reference[s]));
+        size = fmax(size, fabs(reference[s]));
+    }
+    return err / size;
+}
+
+static void bench_model(model *m, SUNContext ctx, int quick)
+{
+    make_consistent(m);
+    cdyn_dae *dae_j = make_dae(m), *dae_dq = make_dae(m);
+    int integrated[NMAX];
+    cdyn_dae_states(dae_j, integrated, NULL);
+    printf("\n%s: n = %d, r = %d integrated, %d algebraic, t in [0, %g] s\n", m->name, m->n,
+           cdyn_dae_rank(dae_j), m->n - cdyn_dae_rank(dae_j), m->t_end);
+
+    run ref = {.m = m, .ctx = ctx, .rtol = 1e-12, .kind = 0};
+    if (run_ida(&ref)) {
+        fprintf(stderr, "bench_stiff: %s: the reference run failed\n", m->name);
+        exit(EXIT_FAILURE);
+    }
+    printf("  %-8s %-26s %12s %22s %7s %8s %8s %10s\n", "rtol", "path", "median [s]",
+           "[min, max]", "ratio", "steps", "evals", "error");
+    static const double rtols[] = {1e-6, 1e-8, 1e-10};
+    for (int k = 0; k < 3; ++k) {
+        run R[3];
+        bu_path p[3];
+        for (int kind = 0; kind < 3; ++kind) {
+            R[kind] = (run){.m = m, .ctx = ctx, .rtol = rtols[k], .kind = kind,
+                            .dae = kind == 2 ? dae_dq : dae_j};
+            memcpy(R[kind].integrated, integrated, sizeof integrated);
+            p[kind] = (bu_path){.fn = run_path, .ctx = &R[kind]};
+        }
+        bu_measure(p, 3, quick ? 3 : 11, quick ? 1e-3 : 0.2);
+        for (int kind = 0; kind < 3; ++kind) {
+            /* the counts and the end state of one more run, outside the timing */
+            int failed = run_path(&R[kind]);
+            printf("  %-8.0e %-26s %12.4e [%9.3e, %9.3e] %7.2f %8ld %8ld %10.2e%s\n", rtols[k],
+                   KIND_NAME[kind], p[kind].t.median, p[kind].t.min, p[kind].t.max,
+                   p[kind].t.median / p[0].t.median, R[kind].steps, R[kind].rhs,
+                   end_error(&R[kind], ref.v_end),
+                   failed || p[kind].failures ? "  FAILED" : "");
+            if (R[kind].failure[0]) printf("           (%s)\n", R[kind].failure);
+        }
+    }
+    cdyn_dae_free(dae_j);
+    cdyn_dae_free(dae_dq);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    const char *csv_path = NULL;
+    if (bu_parse_args(argc, argv, "bench_stiff", &quick, &csv_path) != 0) return EXIT_FAILURE;
+    printf("cdyn %s stiff DAE benchmark (%s mode): time per integration, median [min, max]; "
+           "ratio = path / IDA of the same run; evals = residuals (IDA) or cdyn right-hand "
+           "sides incl. Jacobian evaluations; error = end state against IDA at rtol 1e-12, "
+           "relative to the largest integrated state\n",
+           cdyn_version(), quick ? "quick" : "full");
+    bu_print_machine(stdout, "  ");
+    SUNContext ctx = NULL;
+    if (SUNContext_Create(SUN_NO_COMM, &ctx) != 0) return EXIT_FAILURE;
+    static model line, ladder;
+    line_model(&line);
+    ladder_model(&ladder);
+    bench_model(&line, ctx, quick);
+    bench_model(&ladder, ctx, quick);
+    SUNContext_Free(&ctx);
+    return EXIT_SUCCESS;
+}
