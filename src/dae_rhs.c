@@ -197,7 +197,10 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
-    cdyn_status st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
+    /* the Newton solve's last Jacobian callback was at this state and its
+     * factorization of G_a is at hand: dF/dv is in force_jac already */
+    int reuse = dae->jacobian && cdyn__newton_solution_factored(dae->newton);
+    cdyn_status st = reuse ? CDYN_OK : cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
     if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
     cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
@@ -206,9 +209,11 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     for (int k = 0; k < q; ++k)
         memcpy(p->ga + (size_t)k * q, p->constraint_jac + (size_t)dae->algebraic[k] * q,
                sizeof(double) * (size_t)q);
-    int svd = cdyn__newton_factor(dae->newton, p->ga, q);
-    if (svd < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on G_a", fn);
-    dae->svd_rate_solves += svd;
+    if (!reuse) {
+        int svd = cdyn__newton_factor(dae->newton, p->ga, q);
+        if (svd < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on G_a", fn);
+        dae->svd_rate_solves += svd;
+    }
     for (int j = 0; j < r; ++j) {
         const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
         for (int k = 0; k < q; ++k) p->coef[k + (size_t)j * q] = -gi[k];
@@ -247,57 +252,76 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
     }
 }
 
-/* Entry (i, j) of the rates' matrix [P^T M; G_v] (n x n, never formed). */
-static double rates_entry(const cdyn_dae *dae, int i, int j)
+/* The larger of a and b for finite values (fmax's NaN rules cost a call). */
+static inline double larger(double a, double b) { return a > b ? a : b; }
+
+/* Column j of the rates' matrix [P^T M; G_v] (n x n, never formed) is
+ * column j of P^T M (r entries) over column j of G_v (q entries). */
+static inline const double *top_column(const cdyn_dae *dae, int j)
 {
-    int r = dae->r, q = dae->q;
-    return i < r ? dae->part.range_t_mass[i + (size_t)j * r]
-                 : dae->part.constraint_jac[(i - r) + (size_t)j * q];
+    return dae->part.range_t_mass + (size_t)j * dae->r;
+}
+static inline const double *bottom_column(const cdyn_dae *dae, int j)
+{
+    return dae->part.constraint_jac + (size_t)j * dae->q;
 }
 
 /* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
- * into dae->residual and their backward error with kkt.h's measure: the
+ * into dae->residual (ptf = P^T F) and their backward error with kkt.h's measure: the
  * unknowns' units are those of the equilibrated matrix (row maxima, then
  * column maxima of the row-scaled matrix), so that a rate that is zero up
  * to rounding (a closed valve's flow rate) is judged against the rounding
- * of the others, in any units. */
-static double rates_backward_error(cdyn_dae *dae, const double *vdot)
+ * of the others, in any units. The matrix is walked by columns of its two
+ * blocks. */
+static double rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max, *unit = dae->rate_unit;
-    for (int i = 0; i < n; ++i) {
-        row_max[i] = 0.0;
-        for (int j = 0; j < n; ++j) row_max[i] = fmax(row_max[i], fabs(rates_entry(dae, i, j)));
+    double *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
+    memset(row_max, 0, sizeof(double) * (size_t)n);
+    for (int j = 0; j < n; ++j) {
+        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
+        for (int i = 0; i < r; ++i) row_max[i] = larger(row_max[i], fabs(a[i]));
+        for (int i = 0; i < q; ++i) row_max_b[i] = larger(row_max_b[i], fabs(g[i]));
     }
+    double *inverse = dae->bound; /* 1 / row maxima, 0 for a zero row (bound is set below) */
+    for (int i = 0; i < n; ++i) inverse[i] = row_max[i] > 0.0 ? 1.0 / row_max[i] : 0.0;
     double eta = 0.0;
     for (int j = 0; j < n; ++j) {
+        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
         double largest = 0.0;
-        for (int i = 0; i < n; ++i)
-            if (row_max[i] > 0.0) largest = fmax(largest, fabs(rates_entry(dae, i, j)) / row_max[i]);
+        for (int i = 0; i < r; ++i) largest = larger(largest, fabs(a[i]) * inverse[i]);
+        for (int i = 0; i < q; ++i) largest = larger(largest, fabs(g[i]) * inverse[r + i]);
         unit[j] = largest > 0.0 ? 1.0 / largest : 1.0;
-        eta = fmax(eta, fabs(vdot[j]) / unit[j]);
+        eta = larger(eta, fabs(vdot[j]) / unit[j]);
     }
     eta *= DBL_EPSILON; /* the rounding of the largest rate (kkt.h's floor) */
-    /* top: P^T F (the reduced right-hand side before the solve) */
-    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, res);
-    for (int i = 0; i < r; ++i) bound[i] = fabs(res[i]);
+    /* top: P^T F (ptf, the reduced right-hand side before the solve) */
+    for (int i = 0; i < r; ++i) {
+        res[i] = ptf[i];
+        bound[i] = fabs(ptf[i]);
+    }
     for (int k = 0; k < q; ++k) {
         res[r + k] = p->vec_q2[k]; /* -G_t */
         bound[r + k] = fabs(p->vec_q2[k]);
     }
     for (int j = 0; j < n; ++j) {
-        double floor = fabs(vdot[j]) + unit[j] * eta;
-        for (int i = 0; i < n; ++i) {
-            double a = rates_entry(dae, i, j);
-            res[i] -= a * vdot[j];
-            bound[i] += fabs(a) * floor;
+        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
+        double x = vdot[j], floor = fabs(x) + unit[j] * eta;
+        for (int i = 0; i < r; ++i) {
+            res[i] -= a[i] * x;
+            bound[i] += fabs(a[i]) * floor;
+        }
+        for (int i = 0; i < q; ++i) {
+            res[r + i] -= g[i] * x;
+            bound[r + i] += fabs(g[i]) * floor;
         }
     }
     double worst = 0.0;
     for (int i = 0; i < n; ++i) {
         double w = bound[i] > 0.0 ? fabs(res[i]) / bound[i] : (res[i] == 0.0 ? 0.0 : INFINITY);
-        worst = fmax(worst, w);
+        worst = w > worst || isnan(w) ? w : worst;
     }
     return worst;
 }
@@ -325,16 +349,16 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
                           "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular at "
                           "t = %g",
                           fn, t);
-    double *top = dae->force_shift; /* free after the Newton solve */
-    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, top);
-    cdyn__dae_solve_rates(dae, top, p->vec_q2, vdot);
-    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = rates_backward_error(dae, vdot);
+    double *ptf = dae->force_shift; /* P^T F; free after the Newton solve */
+    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, ptf);
+    cdyn__dae_solve_rates(dae, ptf, p->vec_q2, vdot);
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = rates_backward_error(dae, vdot, ptf);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
-        /* one step of refinement with the same factorizations */
-        memcpy(top, dae->residual, sizeof(double) * (size_t)r);
-        cdyn__dae_solve_rates(dae, top, dae->residual + r, dae->force_dt);
+        /* one step of refinement with the same factorizations: the residual's
+         * two blocks are the right-hand sides of the correction */
+        cdyn__dae_solve_rates(dae, dae->residual, dae->residual + r, dae->force_dt);
         for (int j = 0; j < n; ++j) vdot[j] += dae->force_dt[j];
-        omega = rates_backward_error(dae, vdot);
+        omega = rates_backward_error(dae, vdot, ptf);
     }
     if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);

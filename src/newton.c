@@ -55,6 +55,7 @@ struct cdyn_newton {
     cdyn_newton_counters counters; /* since create or the last reset */
     int solving;                /* a solve past its argument checks (counted) */
     int n_dependent_rows, n_dropped_cols;
+    int solution_factored;      /* the last factorization is that of J at the solution */
     cdyn__guard guard;
     char msg[CDYN__MSG_LEN];
 };
@@ -329,6 +330,7 @@ static int factor_svd(cdyn_newton *nt, const double *J, int ldj)
 int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
 {
     int k = nt->k, p = nt->p;
+    nt->solution_factored = 0;
     cdyn__rank decision;
     /* the rank of a wide J is decided with its columns equilibrated too (a
      * fact of J, whatever the units of the unknowns); its minimum-norm step
@@ -440,6 +442,7 @@ static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, c
 static void report_reset(cdyn_newton *nt)
 {
     memset(&nt->report, 0, sizeof nt->report);
+    nt->solution_factored = 0;
     nt->n_dependent_rows = 0;
     nt->n_dropped_cols = 0;
 }
@@ -867,12 +870,15 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
             learn_magnitudes(nt, x);
+            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
             return CDYN_OK;
         }
         /* the residual test met here and at the previous iterate while the
          * correction no longer shrinks: rounding, not progress (newton.h) */
-        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x))
+        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x)) {
+            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
             return converged_at_rounding(nt, x, res, err);
+        }
         previous_met = res <= 1.0;
         if (nt->report.iterations >= nt->max_iterations) {
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
@@ -920,6 +926,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */
+            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
             return converged_at_rounding(nt, x, res, err);
         }
         if (st == CDYN_OK && step == 0.0)
@@ -990,4 +997,9 @@ cdyn_status cdyn_newton_reset_counters(cdyn_newton *nt)
 const char *cdyn_newton_last_error(const cdyn_newton *nt)
 {
     return nt ? nt->msg : "cdyn_newton: NULL object";
+}
+
+int cdyn__newton_solution_factored(const cdyn_newton *nt)
+{
+    return nt->solution_factored;
 }

@@ -27,6 +27,14 @@ void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs
  * side the minimum-norm solve may leave unmet, relatively. */
 double cdyn__newton_dropped(const cdyn_newton *nt);
 
+/* 1 when the last factorization is that of the Jacobian callback's J at
+ * the x the last cdyn_newton_solve() returned with CDYN_OK, at full rank
+ * (square pivoted QR path): cdyn__newton_apply() then applies J(x)^-1, and
+ * an owner may use it instead of factoring J(x) again. 0 otherwise (a
+ * difference Jacobian, the SVD path, a failed solve, any later
+ * cdyn__newton_factor()). */
+int cdyn__newton_solution_factored(const cdyn_newton *nt);
+
 /* Change the problem size to k x p (1 <= k <= p), growing the workspace if
  * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).
  * The object and its scalar settings survive; the per-unknown and
