@@ -72,6 +72,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);
     mbs->q_base = malloc(sizeof(double) * (size_t)n);
+    mbs->lin_work = malloc(sizeof(double) * (4 * nn + 15 * (size_t)n + (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->ind_index = malloc(sizeof(int) * (size_t)n);
     mbs->dep_index = malloc(sizeof(int) * (size_t)m1);
@@ -84,7 +85,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->y_part ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->lin_work || !mbs->y_part ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -107,7 +108,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
-                        mbs->mass_scale, mbs->partition_ref.amax};
+                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);

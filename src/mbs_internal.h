@@ -53,6 +53,7 @@ struct cdyn_mbs {
     double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */
     double *q_base;               /* n, projection origin */
+    double *lin_work;             /* (2n)^2 + 6 (2n) + 3n + m1: mbs_linearize.c */
     char msg[CDYN__MSG_LEN];
 };
 

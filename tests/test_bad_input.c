@@ -1524,6 +1524,7 @@ static int mb_xi(double t, const double *q, const double *qdot, double *xi, void
 /* states y = [q; q'] at angle th from the downward vertical, rate thd */
 static double MB_Y0[4], MB_Y1[4], MB_YP[4], MB_Z0[2], MB_Z1[2];
 static const double MB_PIVOT[4] = {0.0, 0.0, 1.0, 0.0};
+static const double MB_SCALE4[4] = {1.0, 1.0, 2.0, 2.0}, MB_SCALE2[2] = {1.0, 2.0};
 
 static void mb_state(double th, double thd, double *y)
 {
@@ -1703,6 +1704,16 @@ WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
 WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
 WRAP(w_mb_partition_gather) { USE_ALL; o->st = cdyn_mbs_partition_gather(obj, p[0], p[1]); }
 WRAP(w_mb_partition_rhs) { USE_ALL; o->st = cdyn_mbs_partition_rhs(obj, sc[0], p[0], p[1]); }
+WRAP(w_mb_partition_jacobian)
+{
+    USE_ALL;
+    o->st = cdyn_mbs_partition_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
+}
+WRAP(w_mb_rhs_jacobian)
+{
+    USE_ALL;
+    o->st = cdyn_mbs_rhs_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
+}
 WRAP(w_mb_partition_state) { USE_ALL; o->st = cdyn_mbs_partition_state(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_partition_quality) { USE_ALL; o->st = cdyn_mbs_partition_quality(obj, p[0], p[1]); }
 WRAP(w_mb_partition_event) { USE_ALL; o->val = cdyn_mbs_partition_event(obj); }
@@ -1759,6 +1770,12 @@ static const fn_desc MB_FNS[] = {
      .call = w_mb_partition_gather},
     {.fn = "cdyn_mbs_partition_rhs", OBJ, .arg = {A_IN("z", 2, 0, MB_Z1), A_OUT("zdot", 2)},
      .sc = {SC_T("t", 0.0)}, .call = w_mb_partition_rhs},
+    {.fn = "cdyn_mbs_partition_jacobian", OBJ,
+     .arg = {A_IN("z", 2, 0, MB_Z1), A_IN_POS_OPT("scale", 2, MB_SCALE2), A_OUT("A", 4)},
+     .sc = {SC_T("t", 0.0), SC_LD("lda", 2)}, .call = w_mb_partition_jacobian},
+    {.fn = "cdyn_mbs_rhs_jacobian", OBJ,
+     .arg = {A_IN("y", 4, 0, MB_Y1), A_IN_POS_OPT("scale", 4, MB_SCALE4), A_OUT("J", 16)},
+     .sc = {SC_T("t", 0.0), SC_LD("ldj", 4)}, .call = w_mb_rhs_jacobian},
     {.fn = "cdyn_mbs_partition_state", OBJ, .arg = {A_IN("z", 2, 0, MB_Z1), A_OUT("y", 4)},
      .sc = {SC_T("t", 0.0)}, .call = w_mb_partition_state},
     {.fn = "cdyn_mbs_partition_quality", OBJ,
@@ -1799,6 +1816,7 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_coordinates", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_gather", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_rhs", mb_make_m2, "m = n = 2"),
+    MB_SIZE("cdyn_mbs_partition_jacobian", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_state", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
@@ -1810,6 +1828,8 @@ static const hand_row MB_HAND[] = {
     MB_EARLY("cdyn_mbs_partition_coordinates", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_rhs", mb_make_modelled, "before partition"),
+    MB_EARLY("cdyn_mbs_partition_jacobian", mb_make_modelled, "before partition"),
+    MB_EARLY("cdyn_mbs_rhs_jacobian", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition_state", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_quality", mb_make_modelled, "before partition"),
     {.fn = "cdyn_mbs_partition_state", .name = "after partition, before any partition_rhs (OK)",

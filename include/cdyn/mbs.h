@@ -243,6 +243,52 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
                                               double *y);
 
 /**
+ * Linearization in minimal coordinates (THEORY T4.10): the state matrix
+ * A = df/dz (2d x 2d, lda >= 2d) of the partitioned ODE z' = f(t, z) of
+ * cdyn_mbs_partition_rhs() at (t, z), z = [q_ind; q'_ind] of the current
+ * partition. At an equilibrium its eigenvalues are the linear modes of the
+ * mechanism: for an undamped one, +-i omega with the natural frequencies
+ * omega (examples/linearize.c).
+ *
+ * Extrapolated central differences of the partitioned right-hand side
+ * (8 d + 2 evaluations, each a Newton solve of the dependent coordinates
+ * and a null-space solve): step 1e-3 of each entry's magnitude, from scale
+ * (2d values > 0, may be NULL): NULL takes |z_j|, else the largest |z| of
+ * the same half (coordinates, speeds), and a speed half that is all zero
+ * takes the coordinates' magnitude per second. Accuracy (test_linearize,
+ * against hand derivations): about 1e-7 relative with Phi_t and xi given
+ * (cdyn_mbs_set_time_terms()), also for pendulums of 1.3e-6 m and 1.3e6 m;
+ * with them left to differences their error adds: 4e-8 for a 1.3 m
+ * pendulum and the double pendulum's frequencies, but 4e-3 for the
+ * 1.3e6 m one, whose 38-minute motion the differences' time steps (scaled
+ * by seconds, cdyn_mbs_set_time_terms()) do not suit. The last evaluation
+ * is at z, so warm start, reactions and the partition event are those of
+ * (t, z); a failed call gives back those of before the call (the rank
+ * histories keep what the evaluations added).
+ *
+ * A is written last (it may alias z) and only on success. Returns the
+ * statuses of cdyn_mbs_partition_rhs(); CDYN_ERR_ARG for NULL, a bad lda,
+ * a scale not finite and > 0, or no partition yet. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z,
+                                                 const double *scale, double *A, int lda);
+
+/**
+ * The Jacobian J = d ydot / d y (2n x 2n, ldj >= 2n) of cdyn_mbs_rhs() at
+ * (t, y), y = [q; q'], in the formulation and stabilizer set on mbs
+ * (THEORY T4.3-T4.8): [0 I; dq''/dq dq''/dq'] up to the differences. The
+ * same extrapolated central differences as cdyn_mbs_partition_jacobian()
+ * (8 n + 2 evaluations of cdyn_mbs_rhs; scale as there, 2n values); for
+ * an implicit integrator's iteration matrix the integrator's own forward
+ * differences are cheaper, this is for linearization and checks. The last
+ * evaluation is at y. J is written last (may alias y) and only on success.
+ * Returns the statuses of cdyn_mbs_rhs(); CDYN_ERR_ARG for NULL, a bad
+ * ldj or a bad scale. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y,
+                                           const double *scale, double *J, int ldj);
+
+/**
  * 1 when the last successful partition_rhs found the quality measure of
  * the current partition more than `limit` (cdyn_mbs_set_partition_limit())
  * times that of the partition a pivoted QR would choose at the same

@@ -1,0 +1,300 @@
+/* Check suite for the linearization of mechanisms: cdyn_mbs_partition_jacobian
+ * (state matrix in minimal coordinates) and cdyn_mbs_rhs_jacobian.
+ *
+ * Expected values come from hand derivations:
+ *  - the planar double pendulum in Cartesian coordinates (two equal masses
+ *    m on massless rods of length L, gravity g) hanging at rest: in the
+ *    independent coordinates (x1, x2) the linear modes have
+ *    omega^2 = (g / L)(2 -+ sqrt 2) (the classical result for equal masses
+ *    and lengths), and the state matrix is [0 I; K 0] with no dependence on
+ *    the speeds (the speed terms are quadratic);
+ *  - the single pendulum away from equilibrium, x independent:
+ *        x'' = f(x, v) = -g x c / L^2 - x v^2 / (L^2 - x^2),  c = sqrt(L^2 - x^2)
+ *    (from theta'' = -(g/L) sin theta, x = L sin theta), or y independent:
+ *        y'' = -y w^2 / (L^2 - y^2) - g (1 - y^2 / L^2),
+ *    differentiated by hand;
+ *  - for the full right-hand side of the Lagrange form: the identities that
+ *    follow from differentiating Phi_q q'' = xi along any state (for the
+ *    pendulum Phi = x^2 + y^2 - L^2, xi = -2 |q'|^2):
+ *        Phi_q d q''/dq = -2 q''^T,   Phi_q d q''/dq' = -4 q'^T,
+ *    and the top half [0 I].
+ * Magnitudes: the single pendulum is also run at lengths 1.3e-6 and
+ * 1.3e6 m, so the differences' steps must follow the state's own scale. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_count.h"
+#include "cdyn.h"
+
+static const double G = 9.81;
+
+/* ---- double pendulum: q = (x1, y1, x2, y2) --------------------------------- */
+
+typedef struct {
+    double m, L;
+} chain;
+
+static int dp_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const chain *c = user;
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) M[i + j * ld] = i == j ? c->m : 0.0;
+    return 0;
+}
+
+static int dp_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot;
+    const chain *c = user;
+    Q[0] = 0.0;
+    Q[1] = -c->m * G;
+    Q[2] = 0.0;
+    Q[3] = -c->m * G;
+    return 0;
+}
+
+static int dp_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t;
+    const chain *c = user;
+    double dx = q[2] - q[0], dy = q[3] - q[1];
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - c->L * c->L;
+    Phi[1] = dx * dx + dy * dy - c->L * c->L;
+    return 0;
+}
+
+static int dp_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    double dx = q[2] - q[0], dy = q[3] - q[1];
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    J[2 * ld] = 0.0;
+    J[3 * ld] = 0.0;
+    J[1] = -2.0 * dx;
+    J[1 + ld] = -2.0 * dy;
+    J[1 + 2 * ld] = 2.0 * dx;
+    J[1 + 3 * ld] = 2.0 * dy;
+    return 0;
+}
+
+START_TEST(double_pendulum_frequencies_by_hand)
+{
+    chain c = {1.5, 0.8};
+    cdyn_mbs *mbs = cdyn_mbs_create(4, 2, NULL);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, dp_mass, dp_force, dp_phi, dp_jacobian, &c), CDYN_OK);
+    double y[8] = {0.0, -c.L, 0.0, -2.0 * c.L, 0.0, 0.0, 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    int independent[2];
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, independent, NULL), CDYN_OK);
+    ck_assert(independent[0] == 0 && independent[1] == 2); /* x1, x2: y's are pinned */
+    double z[4], A[16];
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 4), CDYN_OK);
+    /* [0 I; K D]: top half exact to the differences, D = 0 at rest */
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 2; ++i)
+            ck_assert_double_le(fabs(A[i + 4 * j] - (j == i + 2 ? 1.0 : 0.0)), 1e-9);
+    double scale = G / c.L;
+    for (int j = 2; j < 4; ++j)
+        for (int i = 2; i < 4; ++i) ck_assert_double_le(fabs(A[i + 4 * j]), 1e-7 * scale);
+    /* omega^2 = eigenvalues of -K (2 x 2) */
+    double k11 = -A[2], k21 = -A[3], k12 = -A[2 + 4], k22 = -A[3 + 4];
+    double tr = k11 + k22, det = k11 * k22 - k12 * k21, disc = sqrt(tr * tr / 4.0 - det);
+    double w_low = tr / 2.0 - disc, w_high = tr / 2.0 + disc;
+    double e_low = scale * (2.0 - sqrt(2.0)), e_high = scale * (2.0 + sqrt(2.0));
+    ck_assert_msg(fabs(w_low - e_low) <= 1e-7 * e_high && fabs(w_high - e_high) <= 1e-7 * e_high,
+                  "omega^2 = %.12g, %.12g; by hand %.12g, %.12g", w_low, w_high, e_low, e_high);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ---- single pendulum: q = (x, y) ------------------------------------------------ */
+
+typedef struct {
+    double m, L;
+} bob;
+
+static int sp_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const bob *b = user;
+    M[0] = b->m;
+    M[1] = 0.0;
+    M[ld] = 0.0;
+    M[1 + ld] = b->m;
+    return 0;
+}
+
+static int sp_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot;
+    const bob *b = user;
+    Q[0] = 0.0;
+    Q[1] = -b->m * G;
+    return 0;
+}
+
+static int sp_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t;
+    const bob *b = user;
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - b->L * b->L;
+    return 0;
+}
+
+static int sp_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    return 0;
+}
+
+static int sp_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    Phi_t[0] = 0.0;
+    return 0;
+}
+
+/* xi = -(Phi_q q')_q q' = -2 |q'|^2 */
+static int sp_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    (void)t, (void)q, (void)user;
+    xi[0] = -2.0 * (qdot[0] * qdot[0] + qdot[1] * qdot[1]);
+    return 0;
+}
+
+static cdyn_mbs *sp_make(bob *b)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, sp_mass, sp_force, sp_phi, sp_jacobian, b), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, sp_phi_t, sp_xi), CDYN_OK);
+    return mbs;
+}
+
+/* the pendulum at angle theta from the vertical, angular speed omega */
+static void sp_state(const bob *b, double theta, double omega, double *y)
+{
+    y[0] = b->L * sin(theta);
+    y[1] = -b->L * cos(theta);
+    y[2] = b->L * cos(theta) * omega;
+    y[3] = b->L * sin(theta) * omega;
+}
+
+START_TEST(single_pendulum_state_matrix_by_hand)
+{
+    const double lengths[] = {1.3, 1.3e-6, 1.3e6}; /* m: d f / d x spans 12 orders */
+    for (size_t u = 0; u < sizeof lengths / sizeof lengths[0]; ++u) {
+        bob b = {2.0, lengths[u]};
+        double L = b.L;
+        cdyn_mbs *mbs = sp_make(&b);
+        double y[4];
+        sp_state(&b, 0.4, 0.7 * sqrt(G / L), y);
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        int independent = -1;
+        cdyn_mbs_partition_coordinates(mbs, &independent, NULL);
+        double z[2], A[4];
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_OK);
+        double dfdx, dfdv;
+        if (independent == 0) {
+            double x = z[0], v = z[1], s = L * L - x * x, c = sqrt(s);
+            dfdx = -(G / (L * L)) * (c - x * x / c) - v * v / s - 2.0 * x * x * v * v / (s * s);
+            dfdv = -2.0 * x * v / s;
+        } else {
+            /* y independent (either is a valid choice: after equilibration
+             * Phi_q = 2 (x, y) has equal entries): y = -L cos theta,
+             * y'' = -y w^2 / (L^2 - y^2) - g (1 - y^2 / L^2), w = y' */
+            ck_assert_int_eq(independent, 1);
+            double yy = z[0], w = z[1], s = L * L - yy * yy;
+            dfdx = -w * w / s - 2.0 * yy * yy * w * w / (s * s) + 2.0 * G * yy / (L * L);
+            dfdv = -2.0 * yy * w / s;
+        }
+        ck_assert_double_le(fabs(A[0]), 1e-9);
+        ck_assert_double_le(fabs(A[2] - 1.0), 1e-9);
+        ck_assert_msg(fabs(A[1] - dfdx) <= 1e-7 * fabs(dfdx), "units %zu: df/dx %.15g vs %.15g", u,
+                      A[1], dfdx);
+        ck_assert_msg(fabs(A[3] - dfdv) <= 1e-7 * fabs(dfdv), "units %zu: df/dv %.15g vs %.15g", u,
+                      A[3], dfdv);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+START_TEST(lagrange_rhs_jacobian_meets_the_differentiated_constraint)
+{
+    bob b = {2.0, 1.3};
+    cdyn_mbs *mbs = sp_make(&b);
+    double y[4], ydot[4], J[16];
+    sp_state(&b, 0.4, 1.1, y);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    for (int j = 0; j < 4; ++j) /* top half: d q' / d y = [0 I] */
+        for (int i = 0; i < 2; ++i)
+            ck_assert_double_le(fabs(J[i + 4 * j] - (j == i + 2 ? 1.0 : 0.0)), 1e-9);
+    /* Phi_q dq''/dq = -2 q''^T and Phi_q dq''/dq' = -4 q'^T */
+    double size = G; /* accelerations ~ g; their derivatives ~ g / L and sqrt(g / L) */
+    for (int j = 0; j < 4; ++j) {
+        double lhs = 2.0 * y[0] * J[2 + 4 * j] + 2.0 * y[1] * J[3 + 4 * j];
+        double rhs = j < 2 ? -2.0 * ydot[2 + j] : -4.0 * y[j];
+        ck_assert_msg(fabs(lhs - rhs) <= 1e-7 * size * b.L, "column %d: %.15g vs %.15g", j, lhs,
+                      rhs);
+    }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+START_TEST(no_allocation_and_state_of_the_operating_point)
+{
+    bob b = {2.0, 1.3};
+    cdyn_mbs *mbs = sp_make(&b);
+    double y[4], z[2], A[4], J[16], zdot[2], zdot2[2];
+    sp_state(&b, 0.4, 1.1, y);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    cdyn_status st[3];
+    alloc_count_start(); /* no assertion inside: Check's own bookkeeping allocates */
+    st[0] = cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2);
+    st[1] = cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4);
+    st[2] = cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 1);
+    long allocations = alloc_count_stop();
+    ck_assert_int_eq(allocations, 0);
+    ck_assert(st[0] == CDYN_OK && st[1] == CDYN_OK && st[2] == CDYN_ERR_ARG);
+    /* the last evaluation was at z: the reactions are those of (t, z) */
+    double r1[2], r2[2];
+    ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, r1, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reactions(mbs, r2, NULL), CDYN_OK);
+    ck_assert(fabs(r1[0] - r2[0]) <= 1e-12 * fabs(r2[0]) && fabs(r1[1] - r2[1]) <= 1e-12 * fabs(r2[1]));
+    /* A may alias z */
+    double both[4] = {z[0], z[1], 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, both, NULL, both, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot2), CDYN_OK);
+    for (int i = 0; i < 4; ++i) ck_assert_double_le(fabs(both[i] - A[i]), 1e-9 * (1.0 + fabs(A[i])));
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("linearize");
+    TCase *tc = tcase_create("mechanisms");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, double_pendulum_frequencies_by_hand);
+    tcase_add_test(tc, single_pendulum_state_matrix_by_hand);
+    tcase_add_test(tc, lagrange_rhs_jacobian_meets_the_differentiated_constraint);
+    tcase_add_test(tc, no_allocation_and_state_of_the_operating_point);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
