@@ -394,6 +394,8 @@ static double end_error(const run *R, const double *reference)
     return err / size;
 }
 
+static FILE *csv_out; /* NULL without --csv */
+
 static void bench_model(model *m, SUNContext ctx, int quick)
 {
     make_consistent(m);
@@ -430,6 +432,12 @@ static void bench_model(model *m, SUNContext ctx, int quick)
                    end_error(&R[kind], ref.v_end),
                    failed || p[kind].failures ? "  FAILED" : "");
             if (R[kind].failure[0]) printf("           (%s)\n", R[kind].failure);
+            if (csv_out)
+                fprintf(csv_out, "\"%s\",%g,\"%s\",%.6e,%.6e,%.6e,%.4f,%ld,%ld,%.3e,%d\n",
+                        m->name, rtols[k], KIND_NAME[kind], p[kind].t.median, p[kind].t.min,
+                        p[kind].t.max, p[kind].t.median / p[0].t.median, R[kind].steps,
+                        R[kind].rhs, end_error(&R[kind], ref.v_end),
+                        failed || p[kind].failures ? 1 : 0);
         }
     }
     cdyn_dae_free(dae_j);
@@ -441,6 +449,8 @@ int main(int argc, char **argv)
     int quick = 0;
     const char *csv_path = NULL;
     if (bu_parse_args(argc, argv, "bench_stiff", &quick, &csv_path) != 0) return EXIT_FAILURE;
+    csv_out = bu_open_csv(csv_path, "bench_stiff", quick,
+                          "model,rtol,path,median_s,min_s,max_s,ratio,steps,evals,error,failed");
     printf("cdyn %s stiff DAE benchmark (%s mode): time per integration, median [min, max]; "
            "ratio = path / IDA of the same run; evals = residuals (IDA) or cdyn right-hand "
            "sides incl. Jacobian evaluations; error = end state against IDA at rtol 1e-12, "
@@ -455,5 +465,6 @@ int main(int argc, char **argv)
     bench_model(&line, ctx, quick);
     bench_model(&ladder, ctx, quick);
     SUNContext_Free(&ctx);
+    if (csv_out) fclose(csv_out);
     return EXIT_SUCCESS;
 }
