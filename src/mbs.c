@@ -117,7 +117,9 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
 
 cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn)
 {
-    return cdyn__guard_busy(&mbs->guard) ? cdyn__busy(mbs->msg, fn) : CDYN_OK;
+    if (cdyn__guard_busy(&mbs->guard)) return cdyn__busy(mbs->msg, fn);
+    mbs->tangent_valid = 0; /* any call that may change the object ends it */
+    return CDYN_OK;
 }
 
 cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_force_fn force,
@@ -407,12 +409,14 @@ static cdyn_status mass_metric(cdyn_mbs *mbs, const char *fn, double t, const do
 
 /* T4.9 speeds at the positions in mbs->q_work: q' + dq', dq' = -J^+ (Phi_q
  * q' + Phi_t) in the metric (one linear step, the rank-revealing solve of
- * the projector, whose report is left alone), into mbs->vec_n, and the
+ * the projector, whose report is left alone; with `reuse` its factorization
+ * of J at q_work, left by the position solve, is applied as it is), into mbs->vec_n, and the
  * velocity residual into mbs->vec_m. CDYN_ERR_SINGULAR when the velocity
  * constraints are left unmet beyond the rounding of their terms |Phi_q|
  * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
  * rank-deficient Phi_q whose rows ask for inconsistent speeds). */
-static cdyn_status project_speeds(cdyn_mbs *mbs, const char *fn, double t, const double *qdot)
+static cdyn_status project_speeds(cdyn_mbs *mbs, const char *fn, double t, const double *qdot,
+                                  int reuse)
 {
     int n = mbs->n, m = mbs->m;
     cdyn_status st =
@@ -421,7 +425,7 @@ static cdyn_status project_speeds(cdyn_mbs *mbs, const char *fn, double t, const
     memcpy(mbs->jac_work, mbs->Phi_q, sizeof(double) * (size_t)mbs->m1 * n);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, mbs->chol, n, mbs->jac_work, mbs->m1);
-    if (cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0)
+    if (!reuse && cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0)
         return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->Phi_dot[i];
     cdyn__newton_apply(mbs->projector, mbs->vec_m, mbs->qdot_work);
@@ -499,7 +503,10 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     unknowns_to_coordinates(mbs, x);
     cdyn_newton_report position_report;
     cdyn_newton_get_report(mbs->projector, &position_report);
-    st = project_speeds(mbs, fn, t, qdot);
+    /* the position solve's last factorization is J at the projected q when
+     * it converged at full rank: the speed step applies it */
+    int reuse = newton == CDYN_OK && cdyn__newton_solution_factored(mbs->projector);
+    st = project_speeds(mbs, fn, t, qdot, reuse);
     if (st) return st;
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
@@ -510,6 +517,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
                           cdyn_newton_last_error(mbs->projector));
+    mbs->tangent_valid = 1;
     return CDYN_OK;
 }
 
@@ -526,12 +534,43 @@ cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y)
     memcpy(mbs->q_work, q, sizeof(double) * (size_t)n);
     if (mbs->metric == CDYN_PROJECT_MASS) st = mass_metric(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi); /* for the position residual */
-    if (!st) st = project_speeds(mbs, fn, t, qdot);
+    if (!st) st = project_speeds(mbs, fn, t, qdot, 0);
     if (st) return st;
     /* commit: q' only */
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
     mbs->residual_position = norm_inf(m, mbs->Phi);
     mbs->residual_velocity = norm_inf(m, mbs->vec_m);
     mbs->has_residuals = 1;
+    mbs->tangent_valid = 1;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_project_tangent";
+    if (cdyn__guard_busy(&mbs->guard)) return cdyn__busy(mbs->msg, fn);
+    int n = mbs->n, m = mbs->m;
+    if (!w) return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: w is NULL", fn);
+    long bad = cdyn__first_nonfinite(2 * n, 1, w, 2 * n);
+    if (bad >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: w[%ld] is not finite", fn, bad);
+    if (m == 0) return CDYN_OK; /* no constraint: every direction is tangent */
+    if (!mbs->tangent_valid)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "%s: needs a successful cdyn_mbs_project or "
+                          "cdyn_mbs_project_velocities as the last call on the object",
+                          fn);
+    /* each half h <- h - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q h = h - L^-T J^# (Phi_q h)
+     * (W = I, or M^-1 = L^-T L^-1 with J = Phi_q L^-T): the projection's
+     * speed step without Phi_t, with its factorization */
+    for (int half = 0; half < 2; ++half) {
+        double *h = w + (size_t)half * n, *dq = mbs->qdot_work;
+        cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, h, 0.0, mbs->vec_m2);
+        cdyn__newton_apply(mbs->projector, mbs->vec_m2, dq);
+        if (mbs->metric == CDYN_PROJECT_MASS)
+            cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, dq, n);
+        for (int j = 0; j < n; ++j) h[j] -= dq[j];
+    }
     return CDYN_OK;
 }

@@ -53,6 +53,7 @@ struct cdyn_mbs {
     double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */
     double *q_base;               /* n, projection origin */
+    int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     double *lin_work;             /* (2n)^2 + 6 (2n) + 3n + m1: mbs_linearize.c */
     char msg[CDYN__MSG_LEN];
 };

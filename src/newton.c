@@ -870,13 +870,13 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
             learn_magnitudes(nt, x);
-            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
+            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
             return CDYN_OK;
         }
         /* the residual test met here and at the previous iterate while the
          * correction no longer shrinks: rounding, not progress (newton.h) */
         if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x)) {
-            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
+            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }
         previous_met = res <= 1.0;
@@ -926,7 +926,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */
-            nt->solution_factored = jacobian && nt->mode == MODE_QR_SQUARE;
+            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }
         if (st == CDYN_OK && step == 0.0)

@@ -29,8 +29,9 @@ double cdyn__newton_dropped(const cdyn_newton *nt);
 
 /* 1 when the last factorization is that of the Jacobian callback's J at
  * the x the last cdyn_newton_solve() returned with CDYN_OK, at full rank
- * (square pivoted QR path): cdyn__newton_apply() then applies J(x)^-1, and
- * an owner may use it instead of factoring J(x) again. 0 otherwise (a
+ * (pivoted QR path, square or wide): cdyn__newton_apply() then applies
+ * J(x)'s inverse (minimum-norm for a wide J), and an owner may use it
+ * instead of factoring J(x) again. 0 otherwise (a
  * difference Jacobian, the SVD path, a failed solve, any later
  * cdyn__newton_factor()). */
 int cdyn__newton_solution_factored(const cdyn_newton *nt);

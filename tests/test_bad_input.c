@@ -1611,6 +1611,17 @@ static void *mb_make_mass_metric(void)
     return mbs;
 }
 
+/* The standard object right after a successful projection (what
+ * cdyn_mbs_project_tangent needs). */
+static void *mb_make_projected(void)
+{
+    cdyn_mbs *mbs = mb_make();
+    double y[4];
+    memcpy(y, MB_YP, sizeof y);
+    must(cdyn_mbs_project(mbs, 0.0, y) == CDYN_OK, "cdyn_mbs_project");
+    return mbs;
+}
+
 static void mb_destroy(void *obj) { cdyn_mbs_free(obj); }
 static const char *mb_err(const void *obj) { return cdyn_mbs_last_error(obj); }
 static int mb_code(void *obj) { return cdyn_mbs_callback_code(obj); }
@@ -1696,6 +1707,7 @@ WRAP(w_mb_set_metric)
 WRAP(w_mb_rhs) { USE_ALL; o->st = cdyn_mbs_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_project) { USE_ALL; o->st = cdyn_mbs_project(obj, sc[0], p[0]); }
 WRAP(w_mb_project_velocities) { USE_ALL; o->st = cdyn_mbs_project_velocities(obj, sc[0], p[0]); }
+WRAP(w_mb_project_tangent) { USE_ALL; o->st = cdyn_mbs_project_tangent(obj, p[0]); }
 WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_reactions(obj, p[0], p[1]); }
 WRAP(w_mb_get_counters) { USE_ALL; o->st = cdyn_mbs_get_counters(obj, p[0]); }
 WRAP(w_mb_reset_counters) { USE_ALL; o->st = cdyn_mbs_reset_counters(obj); }
@@ -1753,6 +1765,8 @@ static const fn_desc MB_FNS[] = {
     {.fn = "cdyn_mbs_project_velocities", .variant = "mass metric", OBJ, .flags = F_CB_ONLY,
      .make = mb_make_mass_metric, .arg = {A_INOUT("y", 4, MB_YP)}, .sc = {SC_T("t", 0.0)},
      .call = w_mb_project_velocities},
+    {.fn = "cdyn_mbs_project_tangent", OBJ, .make = mb_make_projected,
+     .arg = {A_INOUT("w", 4, MB_Y1)}, .call = w_mb_project_tangent},
     {.fn = "cdyn_mbs_reactions", OBJ,
      .arg = {A_OUT_OPT("generalized_force", 2), A_OUT_OPT("multipliers", 1)},
      .call = w_mb_reactions},
@@ -1824,6 +1838,7 @@ static const hand_row MB_HAND[] = {
     MB_EARLY("cdyn_mbs_project_velocities", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_reactions", mb_make_modelled, "before any rhs"),
+    MB_EARLY("cdyn_mbs_project_tangent", mb_make_modelled, "before any projection"),
     MB_EARLY("cdyn_mbs_residuals", mb_make_modelled, "before any rhs or projection"),
     MB_EARLY("cdyn_mbs_partition_coordinates", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),

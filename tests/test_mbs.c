@@ -2129,6 +2129,71 @@ START_TEST(per_step_calls_allocate_nothing)
 }
 END_TEST
 
+
+/* cdyn_mbs_project_tangent on the slider crank (n = 3, m = 2, M not
+ * diagonal): the result P h of each half is tangent (Phi_q P h = 0 at the
+ * projected q) and what it removes, h - P h, lies in W range(Phi_q^T):
+ * with the null vector z of Phi_q (the cross product of its rows),
+ * z . (W^-1 (h - P h)) = 0 (W^-1 = I or M at the unprojected q). These two
+ * facts fix P h. Also: P is idempotent, and the call needs a projection
+ * just before. */
+START_TEST(project_tangent_is_the_metric_projection)
+{
+    slider sc;
+    slider_init(&sc, 0.375, 1.0);
+    for (int metric = 0; metric < 2; ++metric) {
+        cdyn_mbs *mbs = slider_new(&sc, 1);
+        ck_assert_int_eq(cdyn_mbs_set_projection_metric(
+                             mbs, metric ? CDYN_PROJECT_MASS : CDYN_PROJECT_MIN_NORM),
+                         CDYN_OK);
+        double y[6], w[6] = {0.3, -1.2, 0.7, 2.0, 0.1, -0.4}, before[6];
+        slider_state(&sc, 0.6, 2.0, y);
+        double M[9];
+        slider_M(y, M, 3); /* the metric's M: at the unprojected q */
+        y[0] += 1e-4;
+        y[4] += 1e-3;
+        double w_saved[6];
+        memcpy(w_saved, w, sizeof w);
+        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, w), CDYN_ERR_ARG); /* no projection yet */
+        ck_assert(memcmp(w, w_saved, sizeof w) == 0);
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+        memcpy(before, w, sizeof w);
+        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, w), CDYN_OK);
+        double J[6];
+        slider_J(&sc, y, J, 2);
+        double z[3] = {J[2] * J[5] - J[4] * J[3], J[4] * J[1] - J[0] * J[5],
+                       J[0] * J[3] - J[2] * J[1]}; /* rows (J0 J2 J4), (J1 J3 J5) */
+        for (int half = 0; half < 2; ++half) {
+            const double *h = before + 3 * half, *ph = w + 3 * half;
+            double size = vmax_abs(3, h);
+            for (int i = 0; i < 2; ++i) {
+                double r = J[i] * ph[0] + J[i + 2] * ph[1] + J[i + 4] * ph[2];
+                ck_assert_msg(fabs(r) <= 1e-13 * size, "metric %d half %d row %d: %g", metric,
+                              half, i, r);
+            }
+            double removed[3], weighted[3];
+            for (int j = 0; j < 3; ++j) removed[j] = h[j] - ph[j];
+            for (int i = 0; i < 3; ++i)
+                weighted[i] = metric ? M[i] * removed[0] + M[i + 3] * removed[1] +
+                                           M[i + 6] * removed[2]
+                                     : removed[i];
+            double dot = z[0] * weighted[0] + z[1] * weighted[1] + z[2] * weighted[2];
+            ck_assert_msg(fabs(dot) <= 1e-13 * size * vmax_abs(3, z) * (metric ? 3.0 : 1.0),
+                          "metric %d half %d: z . W^-1 (h - P h) = %g", metric, half, dot);
+        }
+        /* idempotent, again right after the projection only */
+        double again[6];
+        memcpy(again, w, sizeof w);
+        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, again), CDYN_OK);
+        for (int j = 0; j < 6; ++j) ck_assert_double_le(fabs(again[j] - w[j]), 1e-14 * 3.0);
+        double yd[6];
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, yd), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, again), CDYN_ERR_ARG);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mbs");
@@ -2200,6 +2265,7 @@ int main(void)
 
     TCase *tc_alloc = tcase_create("allocation");
     tcase_add_test(tc_alloc, per_step_calls_allocate_nothing);
+    tcase_add_test(tc_alloc, project_tangent_is_the_metric_projection);
     suite_add_tcase(s, tc_alloc);
 
     SRunner *sr = srunner_create(s);

@@ -182,6 +182,22 @@ CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
 CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y);
 
 /**
+ * Tangent projection for an integrator's error estimate (CVODE's err in
+ * its CVProjFn): right after a successful cdyn_mbs_project() or
+ * cdyn_mbs_project_velocities() (no other call on mbs in between), replace
+ * each half of w (2n: a position half and a speed half) by its projection
+ * onto the tangent space of the constraints at the projected q, in the
+ * projection metric: h <- h - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q h, W = I
+ * (minimum norm) or M^-1 (mass metric, M at the unprojected q). Uses that
+ * projection's factorization: two matrix-vector products and two solves,
+ * no model callback (THEORY T4.9). w may be any vector; on error it is
+ * untouched. Returns CDYN_OK (also for m = 0: w unchanged); CDYN_ERR_ARG
+ * (NULL, no such projection just before); CDYN_ERR_NONFINITE (NaN/Inf in
+ * w); CDYN_ERR_BUSY. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w);
+
+/**
  * Constraint force of the last successful rhs or partition_rhs (a failed
  * one leaves it unchanged): generalized force (n) and
  * multipliers (m); either may be NULL. With the pseudo-inverse form the

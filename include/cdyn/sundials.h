@@ -102,20 +102,16 @@ CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
  * err (length 2n; NULL when CVODE's error projection is off,
  * CVodeSetProjErrEst): CVODE's local error estimate on input, replaced by
  * its projection onto the tangent space of the manifold at the projected
- * point, err <- P err with P = I - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q
- * applied to the position half and the velocity half of err separately
- * (W = I for the minimum-norm metric, M^{-1} for the mass metric): the
- * component of the error that the projection removes is taken out of the
- * estimate. The coupling of the velocity constraint to positions
- * ((Phi_q q')_q) is left out of P, as in SUNDIALS' own pendulum example.
- * P is applied through the velocity step of cdyn_mbs_project(), which is
- * affine in q': 3 more calls with q at the projected point (Newton there
- * takes no iteration), then the projection of ycur is repeated, because
- * corr serves as workspace (this routine allocates nothing). So with err
- * the cost is about two projections and three Jacobian factorizations.
- * Turning error projection off saves it, but keep it on with the mass
- * metric (docs/integrators.md: without it CVODE's step collapsed on the
- * slider crank at rtol 1e-10).
+ * point by cdyn_mbs_project_tangent(): err <- P err with
+ * P = I - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q applied to the position half
+ * and the velocity half of err separately (W = I for the minimum-norm
+ * metric, M^{-1} for the mass metric): the component of the error that the
+ * projection removes is taken out of the estimate. The coupling of the
+ * velocity constraint to positions ((Phi_q q')_q) is left out of P, as in
+ * SUNDIALS' own pendulum example. P reuses the projection's factorization
+ * (two matrix-vector products and two solves), so error projection costs
+ * little; keep it on with the mass metric (docs/integrators.md: without it
+ * CVODE's step collapsed on the slider crank at rtol 1e-10).
  *
  * Returns as described at the top: CDYN_ERR_NOCONV (Newton cap reached)
  * is recoverable (CVODE retries with a smaller step), CDYN_ERR_SINGULAR

@@ -22,13 +22,6 @@ static double *vector_data(N_Vector v, sunindextype length)
     return N_VGetArrayPointer(v);
 }
 
-static double norm_inf(const double *x, sunindextype n)
-{
-    double v = 0.0;
-    for (sunindextype i = 0; i < n; ++i) v = fmax(v, fabs(x[i]));
-    return v;
-}
-
 int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data)
 {
     cdyn_mbs *mbs = user_data;
@@ -42,63 +35,24 @@ int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data
     return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
 }
 
-/*
- * P e for one half e (length n) of CVODE's error estimate, through the
- * velocity step of cdyn_mbs_project(): with q fixed at the projected point,
- * that step maps w to A(w) = P w + d (d from Phi_t). The half is scaled to
- * unit size first (A is affine, so this only guards the rounding against
- * d) and the result A(kappa e) is left in e; the caller subtracts d.
- * c = [q_projected; workspace] (2n).
- */
-static cdyn_status project_half(cdyn_mbs *mbs, double t, double *c, double *e, sunindextype n,
-                                double kappa)
-{
-    for (sunindextype j = 0; j < n; ++j) c[n + j] = kappa * e[j];
-    cdyn_status st = cdyn_mbs_project(mbs, t, c);
-    if (st == CDYN_OK) memcpy(e, c + n, sizeof(double) * (size_t)n);
-    return st;
-}
-
 int cdyn_cvode_mbs_project(sunrealtype t, N_Vector ycur, N_Vector corr, sunrealtype epsProj,
                            N_Vector err, void *user_data)
 {
     (void)epsProj; /* the projection's own Newton tolerances apply (sundials.h) */
     cdyn_mbs *mbs = user_data;
     if (!mbs || !ycur) return -(int)CDYN_ERR_ARG;
-    sunindextype length = N_VGetLength(ycur), n = length / 2;
+    sunindextype length = N_VGetLength(ycur);
     if (length < 2 || length % 2 != 0) return -(int)CDYN_ERR_ARG;
     const double *y = N_VGetArrayPointer(ycur);
     double *c = vector_data(corr, length);
     double *e = err ? vector_data(err, length) : NULL;
     if (!y || !c || (err && !e)) return -(int)CDYN_ERR_ARG;
 
-    /* the projection of ycur, in corr */
+    /* the projection of ycur, in corr; then err <- P err with the
+     * projection's factorization (its tangent space at the projected q) */
     memcpy(c, y, sizeof(double) * (size_t)length);
     cdyn_status st = cdyn_mbs_project(mbs, t, c);
-
-    if (st == CDYN_OK && e) {
-        /* err <- P err, each half by the (affine) velocity step at the
-         * projected q: A(kappa e) - A(0) = kappa P e */
-        double *eq = e, *ev = e + n;
-        double nq = norm_inf(eq, n), nv = norm_inf(ev, n);
-        double kq = nq > 0.0 ? 1.0 / nq : 0.0, kv = nv > 0.0 ? 1.0 / nv : 0.0;
-        if (!isfinite(kq) || !isfinite(kv)) return (int)CDYN_ERR_NONFINITE;
-        if (kv > 0.0) st = project_half(mbs, t, c, ev, n, kv);
-        if (st == CDYN_OK && kq > 0.0) st = project_half(mbs, t, c, eq, n, kq);
-        if (st == CDYN_OK && (kq > 0.0 || kv > 0.0)) {
-            memset(c + n, 0, sizeof(double) * (size_t)n);
-            st = cdyn_mbs_project(mbs, t, c); /* d = A(0) */
-            for (sunindextype j = 0; st == CDYN_OK && j < n; ++j) {
-                if (kq > 0.0) eq[j] = (eq[j] - c[n + j]) / kq;
-                if (kv > 0.0) ev[j] = (ev[j] - c[n + j]) / kv;
-            }
-            /* corr was the workspace: project ycur again (deterministic) */
-            if (st == CDYN_OK) {
-                memcpy(c, y, sizeof(double) * (size_t)length);
-                st = cdyn_mbs_project(mbs, t, c);
-            }
-        }
-    }
+    if (st == CDYN_OK && e) st = cdyn_mbs_project_tangent(mbs, e);
     if (st != CDYN_OK) return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
     for (sunindextype i = 0; i < length; ++i) c[i] -= y[i];
     return 0;
