@@ -267,8 +267,8 @@ static inline const double *bottom_column(const cdyn_dae *dae, int j)
 }
 
 /* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
- * into dae->residual (ptf = P^T F) and their backward error with kkt.h's measure: the
- * unknowns' units are those of the equilibrated matrix (row maxima, then
+ * into dae->residual (ptf = P^T F) and their backward error with kkt.h's
+ * measure: the unknowns' units are those of the equilibrated matrix (row maxima, then
  * column maxima of the row-scaled matrix), so that a rate that is zero up
  * to rounding (a closed valve's flow rate) is judged against the rounding
  * of the others, in any units. The matrix is walked by columns of its two
@@ -277,8 +277,8 @@ static double rates_backward_error(cdyn_dae *dae, const double *vdot, const doub
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
-    double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max, *unit = dae->rate_unit;
-    double *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
+    double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max;
+    double *unit = dae->rate_unit, *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
     memset(row_max, 0, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) {
         const double *a = top_column(dae, j), *g = bottom_column(dae, j);
@@ -352,7 +352,8 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
     double *ptf = dae->force_shift; /* P^T F; free after the Newton solve */
     cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, ptf);
     cdyn__dae_solve_rates(dae, ptf, p->vec_q2, vdot);
-    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = rates_backward_error(dae, vdot, ptf);
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0);
+    double omega = rates_backward_error(dae, vdot, ptf);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         /* one step of refinement with the same factorizations: the residual's
          * two blocks are the right-hand sides of the correction */

@@ -410,8 +410,8 @@ static cdyn_status mass_metric(cdyn_mbs *mbs, const char *fn, double t, const do
 /* T4.9 speeds at the positions in mbs->q_work: q' + dq', dq' = -J^+ (Phi_q
  * q' + Phi_t) in the metric (one linear step, the rank-revealing solve of
  * the projector, whose report is left alone; with `reuse` its factorization
- * of J at q_work, left by the position solve, is applied as it is), into mbs->vec_n, and the
- * velocity residual into mbs->vec_m. CDYN_ERR_SINGULAR when the velocity
+ * of J at q_work, left by the position solve, is applied as it is), into
+ * mbs->vec_n, and the velocity residual into mbs->vec_m. CDYN_ERR_SINGULAR when the velocity
  * constraints are left unmet beyond the rounding of their terms |Phi_q|
  * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
  * rank-deficient Phi_q whose rows ask for inconsistent speeds). */

@@ -142,11 +142,13 @@ START_TEST(coupled_mass_matches_the_analytic_derivative)
                 ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot_rhs), CDYN_OK);
                 ck_assert(ydot == ydot_rhs);
                 double N = -(x1 + x1 * x1 * x1 + a.c * t) + sin(t), D = 1.0 + 3.0 * x1 * x1;
-                double f = (N / a.m - a.c) / D, rate = integrated == 0 ? f : 3.0 * x1 * x1 * f + a.c;
+                double f = (N / a.m - a.c) / D;
+                double rate = integrated == 0 ? f : 3.0 * x1 * x1 * f + a.c;
                 /* without dF/dv the rates use a forward-difference G_v (dae.h) */
                 double rate_tol = with_jacobian ? 1e-12 : 1e-7;
                 ck_assert_msg(fabs(ydot / a.s - rate) <= rate_tol * (fabs(rate) + fabs(f)),
-                              "jac %d units %zu point %d int %d: ydot %.17g vs %.17g", with_jacobian, u, p, integrated, ydot / a.s, rate);
+                              "jac %d units %zu point %d int %d: ydot %.17g vs %.17g",
+                              with_jacobian, u, p, integrated, ydot / a.s, rate);
                 cdyn_dae_free(dae);
             }
 }

@@ -254,7 +254,7 @@ START_TEST(no_allocation_and_state_of_the_operating_point)
 {
     bob b = {2.0, 1.3};
     cdyn_mbs *mbs = sp_make(&b);
-    double y[4], z[2], A[4], J[16], zdot[2], zdot2[2];
+    double y[4], z[2], A[4], J[16], zdot[2];
     sp_state(&b, 0.4, 1.1, y);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
@@ -272,12 +272,12 @@ START_TEST(no_allocation_and_state_of_the_operating_point)
     ck_assert_int_eq(cdyn_mbs_reactions(mbs, r1, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_reactions(mbs, r2, NULL), CDYN_OK);
-    ck_assert(fabs(r1[0] - r2[0]) <= 1e-12 * fabs(r2[0]) && fabs(r1[1] - r2[1]) <= 1e-12 * fabs(r2[1]));
+    for (int i = 0; i < 2; ++i) ck_assert(fabs(r1[i] - r2[i]) <= 1e-12 * fabs(r2[i]));
     /* A may alias z */
     double both[4] = {z[0], z[1], 0.0, 0.0};
     ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, both, NULL, both, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot2), CDYN_OK);
-    for (int i = 0; i < 4; ++i) ck_assert_double_le(fabs(both[i] - A[i]), 1e-9 * (1.0 + fabs(A[i])));
+    for (int i = 0; i < 4; ++i)
+        ck_assert_double_le(fabs(both[i] - A[i]), 1e-9 * (1.0 + fabs(A[i])));
     cdyn_mbs_free(mbs);
 }
 END_TEST

@@ -2220,6 +2220,7 @@ int main(void)
 
     TCase *tc_proj = tcase_create("projection");
     tcase_add_test(tc_proj, projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circle);
+    tcase_add_test(tc_proj, project_tangent_is_the_metric_projection);
     tcase_add_test(tc_proj,
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
@@ -2265,7 +2266,6 @@ int main(void)
 
     TCase *tc_alloc = tcase_create("allocation");
     tcase_add_test(tc_alloc, per_step_calls_allocate_nothing);
-    tcase_add_test(tc_alloc, project_tangent_is_the_metric_projection);
     suite_add_tcase(s, tc_alloc);
 
     SRunner *sr = srunner_create(s);

@@ -320,7 +320,8 @@ static int run_ida(run *R)
     flag |= IDASetMaxNumSteps(mem, 1000000);
     sunrealtype t = 0.0;
     if (flag == 0) flag = IDASolve(mem, m->t_end, &t, v, vd, IDA_NORMAL);
-    if (flag < 0) snprintf(R->failure, sizeof R->failure, "IDA flag %d at t = %.3g s", flag, (double)t);
+    if (flag < 0)
+        snprintf(R->failure, sizeof R->failure, "IDA flag %d at t = %.3g s", flag, (double)t);
     memcpy(R->v_end, N_VGetArrayPointer(v), sizeof(double) * (size_t)n);
     IDAGetNumSteps(mem, &R->steps);
     IDAGetNumResEvals(mem, &R->rhs);
