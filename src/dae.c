@@ -85,7 +85,7 @@ static void part_free(cdyn__dae_part *p)
                         p->beta_ref,  p->beta_plus,    p->beta_minus, p->beta_dot,
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
-                        p->coef,      p->offset,       p->vec_q,      p->vec_q2,
+                        p->coef,      p->vec_q,      p->vec_q2,
                         p->reduced,   p->reduced_rhs};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
@@ -123,7 +123,6 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->constraint_jac = doubles(q1 * (size_t)n);
     p->ga = doubles(q1 * q1);
     p->coef = doubles(q1 * r1);
-    p->offset = doubles(q1);
     p->vec_q = doubles(q1);
     p->vec_q2 = doubles(q1);
     p->reduced = doubles(r1 * r1);
@@ -135,7 +134,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
-             p->offset && p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv;
+             p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv;
     if (!ok) part_free(p);
     return ok;
 }

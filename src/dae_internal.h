@@ -28,8 +28,7 @@ typedef struct cdyn__dae_part {
     int *massless;          /* n flags: column j of M is exactly zero */
     double *constraint_jac; /* q x n, dG0/dv */
     double *ga;             /* q x q */
-    double *coef;           /* q x r, A = -G_a^# G_i */
-    double *offset;         /* q, b = -G_a^# G_t */
+    double *coef;           /* q x r, A = -G_a^# G_i (when coupling_valid) */
     double *vec_q, *vec_q2; /* q */
     double *reduced;        /* r x r */
     double *reduced_rhs;    /* r */
@@ -76,6 +75,8 @@ struct cdyn_dae {
     double *magnitude;      /* n: largest |v_j| of any consistent state (difference steps) */
     cdyn_dae_counters counters; /* since create or the last reset */
     int state_valid;
+    int decoupled;          /* this evaluation: P^T M_a = 0, the rates need no A */
+    int coupling_valid;     /* this evaluation: part.coef holds A */
     long svd_rate_solves;
     double t_eval;          /* time of the Newton residual evaluations */
     double *v_trial;        /* n, state assembled for the Newton callbacks */
@@ -160,17 +161,24 @@ cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const
  * T3.3): argument checks (except ydot), the algebraic solve, the rates
  * (certified) and, on success, the commit (v_last, vdot_last, magnitudes).
  * Afterwards the factorizations of this evaluation stay in place until the
- * next call on dae: the Newton factor of G_a, part.coef (A), the LU of the
+ * next call on dae: the Newton factor of G_a, part.coef (A, when
+ * coupling_valid; cdyn__dae_coupling() makes it), the LU of the
  * reduced matrix, force_val = F and force_jac = dF/dv (when q > 0) at
  * v_last. Counts the call. */
 cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const double *y);
+
+/* A = -G_a^# G_i into part.coef with this evaluation's factorization of
+ * G_a (nothing to do when it is there already). */
+void cdyn__dae_coupling(cdyn_dae *dae);
 
 /* With those factorizations: the rates for given right-hand sides of the
  * two blocks of the linear system of T3.3,
  *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
  * into out (n): v_a' = A v_i' + G_a^# bottom and
- * [P^T M Pi [I; A]] v_i' = top - P^T M Pi [0; G_a^# bottom]. Uses
- * part.vec_q and part.reduced_rhs. */
+ * [P^T M Pi [I; A]] v_i' = top - P^T M Pi [0; G_a^# bottom]; when the
+ * evaluation is decoupled (P^T M_a = 0), v_i' from P^T M_i v_i' = top and
+ * v_a' = G_a^# (bottom - G_i v_i'), without A. Uses part.vec_q and
+ * part.reduced_rhs. */
 void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out);
 
 /* CDYN_ERR_BUSY when called from inside a callback of dae. */

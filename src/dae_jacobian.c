@@ -61,18 +61,6 @@ static double step_along(const cdyn_dae *dae, const double *d, int with_time, do
     return rate > 0.0 ? relative / rate : relative;
 }
 
-/* Does v_i' depend on the bottom block, i.e. is P^T M_a not zero? */
-static int mass_couples_algebraic(const cdyn_dae *dae)
-{
-    int r = dae->r;
-    for (int k = 0; k < dae->q; ++k) {
-        const double *col = dae->part.range_t_mass + (size_t)dae->algebraic[k] * r;
-        for (int i = 0; i < r; ++i)
-            if (col[i] != 0.0) return 1;
-    }
-    return 0;
-}
-
 /* v_last + a w + b d into shifted (n). */
 static void shifted_state(const cdyn_dae *dae, double a, const double *d, double b,
                           double *shifted)
@@ -157,10 +145,11 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
     }
     cdyn__dae_part *p = &dae->part;
     double *fd = dae->scratch, *top = dae->aug_rhs, *bottom = dae->origin, *dvdy = dae->u;
+    if (q > 0) cdyn__dae_coupling(dae); /* A, for D = Pi [I; A] */
     times_d(dae, dae->force_jac, fd);                                        /* F_v D */
     cdyn__gemm('T', 'N', r, r, n, 1.0, p->range, n, fd, n, 0.0, top, r);     /* P^T F_v D */
     if (q > 0) {
-        if (mass_couples_algebraic(dae)) {
+        if (!dae->decoupled) {
             st = dae->jacobian ? k_from_jacobian(dae, fn, t, bottom)
                                : k_from_forces(dae, fn, t, bottom);
             if (st != CDYN_OK) return st;

@@ -190,9 +190,38 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
     return st;
 }
 
-/* At the consistent state v_trial: coef = -G_a^# G_i and offset =
- * -G_a^# G_t (T3.3), with the rank-revealing solve of cdyn_newton. G_t is
- * left in part.vec_q2 (as -G_t). */
+/* Do the algebraic states carry mass into the range of M (P^T M_a != 0)?
+ * If not (massless algebraic states: hydraulic junctions, orifices), v_i'
+ * does not depend on v_a' and the coupling A = -G_a^# G_i is not needed for
+ * the rates. */
+static int mass_couples_algebraic(const cdyn_dae *dae)
+{
+    int r = dae->r;
+    for (int k = 0; k < dae->q; ++k) {
+        const double *col = dae->part.range_t_mass + (size_t)dae->algebraic[k] * r;
+        for (int i = 0; i < r; ++i)
+            if (col[i] != 0.0) return 1;
+    }
+    return 0;
+}
+
+void cdyn__dae_coupling(cdyn_dae *dae)
+{
+    int q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    if (dae->coupling_valid) return;
+    for (int j = 0; j < r; ++j) {
+        const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
+        for (int k = 0; k < q; ++k) p->coef[k + (size_t)j * q] = -gi[k];
+    }
+    cdyn__newton_apply_many(dae->newton, p->coef, q, r, p->coef, q);
+    dae->coupling_valid = 1;
+}
+
+/* At the consistent state v_trial: G_v = dG0/dv, the factorization of G_a
+ * (that of the Newton solve when it was taken here), -G_t into
+ * part.vec_q2, and the coupling A = -G_a^# G_i when the algebraic states
+ * carry mass (T3.3), with the rank-revealing solve of cdyn_newton. */
 static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n, q = dae->q, r = dae->r;
@@ -214,11 +243,8 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
         if (svd < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on G_a", fn);
         dae->svd_rate_solves += svd;
     }
-    for (int j = 0; j < r; ++j) {
-        const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
-        for (int k = 0; k < q; ++k) p->coef[k + (size_t)j * q] = -gi[k];
-    }
-    cdyn__newton_apply_many(dae->newton, p->coef, q, r, p->coef, q);
+    dae->decoupled = !mass_couples_algebraic(dae);
+    if (!dae->decoupled) cdyn__dae_coupling(dae);
     /* G_t = beta^T dF/dt (+ beta'^T F for a time-varying M) */
     cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, p->vec_q2, q);
     if (dae->mass_fn) {
@@ -226,7 +252,7 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
         if (st != CDYN_OK) return st;
         cdyn__gemv('T', n, q, -1.0, p->beta_dot, n, dae->force_val, 1.0, p->vec_q2);
     }
-    cdyn__newton_apply(dae->newton, p->vec_q2, p->offset);
+    (void)r;
     return CDYN_OK;
 }
 
@@ -237,6 +263,21 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
     cdyn__dae_part *p = &dae->part;
     const double *ptm = p->range_t_mass; /* r x n */
     double *va_part = p->vec_q, *vi = p->reduced_rhs;
+    if (q > 0 && dae->decoupled) {
+        /* P^T M_a = 0: v_i' from the top block alone, then
+         * v_a' = G_a^# (bottom - G_i v_i') */
+        memcpy(vi, top, sizeof(double) * (size_t)r);
+        cdyn__getrs('N', r, 1, p->reduced, r, p->ipiv, vi, r);
+        memcpy(va_part, bottom, sizeof(double) * (size_t)q);
+        for (int j = 0; j < r; ++j) {
+            const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
+            for (int k = 0; k < q; ++k) va_part[k] -= gi[k] * vi[j];
+            out[dae->integrated[j]] = vi[j];
+        }
+        cdyn__newton_apply(dae->newton, va_part, va_part);
+        for (int k = 0; k < q; ++k) out[dae->algebraic[k]] = va_part[k];
+        return;
+    }
     if (q > 0) cdyn__newton_apply(dae->newton, bottom, va_part);
     memcpy(vi, top, sizeof(double) * (size_t)r);
     for (int k = 0; k < q; ++k) {
@@ -335,10 +376,10 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     const double *ptm = p->range_t_mass; /* r x n */
-    for (int j = 0; j < r; ++j) { /* P^T M Pi [I; coef] */
+    for (int j = 0; j < r; ++j) { /* P^T M Pi [I; coef] (P^T M_i when decoupled) */
         double *col = p->reduced + (size_t)j * r;
         memcpy(col, ptm + (size_t)dae->integrated[j] * r, sizeof(double) * (size_t)r);
-        for (int k = 0; k < q; ++k) {
+        for (int k = 0; q > 0 && !dae->decoupled && k < q; ++k) {
             double c = p->coef[k + (size_t)j * q];
             const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
             for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
@@ -385,6 +426,8 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: y[%ld] is not finite", fn, bad);
     cdyn__dae_part *p = &dae->part;
     dae->counters.rhs++;
+    dae->coupling_valid = 0;
+    dae->decoupled = 0;
 
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
