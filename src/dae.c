@@ -85,7 +85,7 @@ static void part_free(cdyn__dae_part *p)
                         p->beta_ref,  p->beta_plus,    p->beta_minus, p->beta_dot,
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
-                        p->coef,      p->vec_q,      p->vec_q2,
+                        p->coef,      p->vec_q,        p->vec_q2,
                         p->reduced,   p->reduced_rhs};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);

@@ -224,7 +224,7 @@ void cdyn__dae_coupling(cdyn_dae *dae)
  * carry mass (T3.3), with the rank-revealing solve of cdyn_newton. */
 static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
+    int n = dae->n, q = dae->q;
     cdyn__dae_part *p = &dae->part;
     /* the Newton solve's last Jacobian callback was at this state and its
      * factorization of G_a is at hand: dF/dv is in force_jac already */
@@ -252,7 +252,6 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
         if (st != CDYN_OK) return st;
         cdyn__gemv('T', n, q, -1.0, p->beta_dot, n, dae->force_val, 1.0, p->vec_q2);
     }
-    (void)r;
     return CDYN_OK;
 }
 
