@@ -44,8 +44,12 @@ static double largest_difference(int m, const double *a, const double *b)
  * smallest estimate wins, and the levels stop once the new diagonal entry
  * is twice as far off as the best (rounding has taken over). So the step
  * adapts to the time scale of the motion and to the rounding of the
- * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2) on a
- * 1 s time scale; the levels reach down to c / |q'|_inf for fast motions. */
+ * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2) times
+ * a time scale: along the motion, the larger of 1 s and the motion's own
+ * T = |q|_inf / |q'|_inf (the time it takes to move by its own size; so
+ * the first step neither drowns a slow, large motion in rounding nor
+ * depends on the units of length or time), and the levels reach down to
+ * c min(1 s, T) / 64; for Phi_t alone, 1 s and four levels. */
 static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
                                    int order, double t, const double *q, const double *qdot,
                                    double *out)
@@ -53,10 +57,17 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
     int m = mbs->m, m1 = mbs->m1;
     double *plus = mbs->fd_work, *minus = plus + m1, *center = minus + m1;
     double *row = center + m1, *previous = row + (size_t)CDYN__FD_LEVELS * m1; /* tableau rows */
-    double c = order == 1 ? 7.4e-4 : 2.4e-3, speed = 0.0;
-    for (int j = 0; kind != PHI_IN_TIME && j < mbs->n; ++j) speed = fmax(speed, fabs(qdot[j]));
+    double c = order == 1 ? 7.4e-4 : 2.4e-3, size = 0.0, speed = 0.0;
+    for (int j = 0; kind != PHI_IN_TIME && j < mbs->n; ++j) {
+        size = fmax(size, fabs(q[j]));
+        speed = fmax(speed, fabs(qdot[j]));
+    }
+    double scale = speed > 0.0 && size > 0.0 ? size / speed : 1.0; /* T [s] */
+    double longest = fmax(scale, 1.0), shortest = fmin(scale, 1.0);
     int levels = 4;
-    for (double reach = 1.0; reach < speed && levels < CDYN__FD_LEVELS; reach *= 4.0) ++levels;
+    for (double reach = longest / shortest; reach > 1.0 && levels < CDYN__FD_LEVELS; reach *= 0.25)
+        ++levels;
+    c *= longest;
     cdyn_status st = order == 2 ? evaluate(mbs, fn, kind, t, q, qdot, 0.0, center) : CDYN_OK;
     double best = INFINITY, step = c;
     for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {

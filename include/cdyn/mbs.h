@@ -91,12 +91,14 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
 
 /**
  * Optional time terms (THEORY T4.1); either may be NULL, and then comes
- * from central differences along the motion, with steps h_k = c 4^-k s
+ * from central differences along the motion, with steps h_k = c T 4^-k
  * extrapolated to h -> 0 (Richardson) until rounding takes over: c =
- * 7.4e-4 s for first derivatives, 2.4e-3 s for second ones, and at least 4
- * levels, more (up to the deepest) when |q'|_inf exceeds 1 per second, so
- * the step follows the motion's time scale. Each level costs two Phi (or
- * Phi_q) evaluations:
+ * 7.4e-4 for first derivatives, 2.4e-3 for second ones; along the motion
+ * T is the larger of 1 s and the motion's own time scale |q|_inf /
+ * |q'|_inf, with 4 levels and more (up to 12) to reach down to
+ * c min(1 s, |q|_inf / |q'|_inf) / 64, so the steps follow the motion
+ * whatever the units of length and time; for Phi_t alone T = 1 s and 4
+ * levels. Each level costs two Phi (or Phi_q) evaluations:
  * - phi_t NULL: Phi_t by differences of Phi in t (exact, 0, for
  *   scleronomic constraints);
  * - xi NULL with phi_t given: xi = -d/dtau (Phi_q q' + Phi_t) along the
@@ -275,9 +277,10 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * against hand derivations): about 1e-7 relative with Phi_t and xi given
  * (cdyn_mbs_set_time_terms()), also for pendulums of 1.3e-6 m and 1.3e6 m;
  * with them left to differences their error adds: 4e-8 for a 1.3 m
- * pendulum and the double pendulum's frequencies, but 4e-3 for the
- * 1.3e6 m one, whose 38-minute motion the differences' time steps (scaled
- * by seconds, cdyn_mbs_set_time_terms()) do not suit. The last evaluation
+ * pendulum and the double pendulum's frequencies, 7e-8 for the 1.3e6 m
+ * one (whose 38-minute motion needs the steps that follow the motion's
+ * time scale, cdyn_mbs_set_time_terms(); with steps on a 1 s scale it was
+ * 4e-3). The last evaluation
  * is at z, so warm start, reactions and the partition event are those of
  * (t, z); a failed call gives back those of before the call (the rank
  * histories keep what the evaluations added).
