@@ -48,8 +48,11 @@ static double largest_difference(int m, const double *a, const double *b)
  * a time scale: along the motion, the larger of 1 s and the motion's own
  * T = |q|_inf / |q'|_inf (the time it takes to move by its own size; so
  * the first step neither drowns a slow, large motion in rounding nor
- * depends on the units of length or time), and the levels reach down to
- * c min(1 s, T) / 64; for Phi_t alone, 1 s and four levels. */
+ * depends on the units of length or time; at most 1e4 s) — T only when
+ * Phi does not depend on t explicitly, whose time scale cdyn cannot know
+ * — and the
+ * levels reach down to c min(1 s, T) / 64; for Phi_t alone, 1 s and four
+ * levels. */
 static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
                                    int order, double t, const double *q, const double *qdot,
                                    double *out)
@@ -62,13 +65,29 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
         size = fmax(size, fabs(q[j]));
         speed = fmax(speed, fabs(qdot[j]));
     }
-    double scale = speed > 0.0 && size > 0.0 ? size / speed : 1.0; /* T [s] */
+    /* T [s], at most 1e4 s: the tableau's 12 levels must still reach the
+     * steps a time dependence that looks constant here (a switch) needs */
+    double scale = speed > 0.0 && size > 0.0 ? fmin(size / speed, 1e4) : 1.0;
+    cdyn_status st = CDYN_OK;
+    if (scale > 1.0) {
+        /* steps beyond 1 s only where Phi has no explicit time dependence:
+         * a scleronomic callback ignores t, so Phi(q, t), Phi(q, t + c) and
+         * Phi(q, t - c/3) agree bit for bit (three points, unequally
+         * spaced: two can agree by symmetry about an extremum); a
+         * prescribed motion keeps its 1 s scale */
+        st = cdyn__mbs_phi(mbs, fn, t, q, center);
+        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t + c, q, plus);
+        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - c / 3.0, q, minus);
+        if (st != CDYN_OK) return st;
+        size_t bytes = sizeof(double) * (size_t)m;
+        if (memcmp(plus, center, bytes) != 0 || memcmp(minus, center, bytes) != 0) scale = 1.0;
+    }
     double longest = fmax(scale, 1.0), shortest = fmin(scale, 1.0);
     int levels = 4;
     for (double reach = longest / shortest; reach > 1.0 && levels < CDYN__FD_LEVELS; reach *= 0.25)
         ++levels;
     c *= longest;
-    cdyn_status st = order == 2 ? evaluate(mbs, fn, kind, t, q, qdot, 0.0, center) : CDYN_OK;
+    if (order == 2) st = evaluate(mbs, fn, kind, t, q, qdot, 0.0, center);
     double best = INFINITY, step = c;
     for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
         volatile double ahead = t + step; /* the step actually representable */

@@ -95,10 +95,12 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
  * extrapolated to h -> 0 (Richardson) until rounding takes over: c =
  * 7.4e-4 for first derivatives, 2.4e-3 for second ones; along the motion
  * T is the larger of 1 s and the motion's own time scale |q|_inf /
- * |q'|_inf, with 4 levels and more (up to 12) to reach down to
- * c min(1 s, |q|_inf / |q'|_inf) / 64, so the steps follow the motion
- * whatever the units of length and time; for Phi_t alone T = 1 s and 4
- * levels. Each level costs two Phi (or Phi_q) evaluations:
+ * |q'|_inf (capped at 1e4 s; and 1 s whenever Phi depends on t explicitly,
+ * found by Phi(q, t) at three times: a prescribed motion's time scale is
+ * not the mechanism's), with 4 levels and more (up to 12) to reach down to
+ * c min(1 s, |q|_inf / |q'|_inf) / 64, so for scleronomic constraints the
+ * steps follow the motion whatever the units of length and time; for
+ * Phi_t alone T = 1 s and 4 levels. Each level costs two Phi (or Phi_q) evaluations:
  * - phi_t NULL: Phi_t by differences of Phi in t (exact, 0, for
  *   scleronomic constraints);
  * - xi NULL with phi_t given: xi = -d/dtau (Phi_q q' + Phi_t) along the
