@@ -36,23 +36,22 @@ static double largest_difference(int m, const double *a, const double *b)
 }
 
 /* The derivative of order 1 or 2 of f at tau = 0 (THEORY T4.1) into out,
- * by central differences D_k with steps h_k = c 4^-k seconds extrapolated
- * to the limit h -> 0 (Richardson, in a tableau: the error of a central
+ * by central differences D_k with steps h_k = c T 4^-k extrapolated to the
+ * limit h -> 0 (Richardson, in a tableau: the error of a central
  * difference is a series in h^2, so T[k][j] = T[k][j-1] + (T[k][j-1] -
  * T[k-1][j-1]) / (16^j - 1) removes its terms one by one). Each entry's
  * error is estimated by its distance to its two parents; the entry with the
  * smallest estimate wins, and the levels stop once the new diagonal entry
  * is twice as far off as the best (rounding has taken over). So the step
  * adapts to the time scale of the motion and to the rounding of the
- * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2) times
+ * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2). T is
  * a time scale: along the motion, the larger of 1 s and the motion's own
- * T = |q|_inf / |q'|_inf (the time it takes to move by its own size; so
- * the first step neither drowns a slow, large motion in rounding nor
- * depends on the units of length or time; at most 1e4 s) — T only when
- * Phi does not depend on t explicitly, whose time scale cdyn cannot know
- * — and the
- * levels reach down to c min(1 s, T) / 64; for Phi_t alone, 1 s and four
- * levels. */
+ * |q|_inf / |q'|_inf (the time it takes to move by its own size, at most
+ * 1e4 s), so that the first step neither drowns a slow, large motion in
+ * rounding nor depends on the units of length or time; but 1 s when Phi
+ * depends on t explicitly, whose time scale cdyn cannot know. The levels
+ * reach down to c min(1 s, |q|_inf / |q'|_inf) / 64. For Phi_t alone,
+ * T = 1 s and four levels. */
 static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
                                    int order, double t, const double *q, const double *qdot,
                                    double *out)
