@@ -21,6 +21,7 @@
  *    10 s against the exact solution (Jacobi elliptic functions, by the
  *    arithmetic-geometric mean).
  * Ratios, not pass/fail. */
+#include "bench_pendulum.h"
 #include "bench_util.h"
 
 #include <cdyn.h>
@@ -46,7 +47,7 @@
 #define SUN_NO_COMM NULL
 #endif
 
-static const double GRAV = 9.81;
+static const double GRAV = PEND_G;
 enum { LINKS = 6, NMAX = 2 * LINKS };
 
 /* ---- a planar chain of point masses (m, links of length l) -------------- */
@@ -206,39 +207,28 @@ static void per_call(const char *name, cdyn_mbs *mbs, int n, const double *y, in
 
 /* ---- B. CVODE on the pendulum ------------------------------------------------------ */
 
-static const double PEND_L = 1.0, PEND_M = 1.0, THETA0 = 0.5, T_END = 10.0;
+static const double T_END = 10.0;
 
-/* y = (x, y, u, w): x'' = -lambda x / m, y'' = -lambda y / m - g, with
- * lambda = m (u^2 + w^2 - g y) / l^2 from d2/dt2 (x^2 + y^2) = 0 */
+/* CVODE's right-hand side and projection around bench_pendulum.h's
+ * hand-written step: y' = f(y), and corr = projected - ycur with the error
+ * estimate's halves projected onto the tangent (radial part removed) */
 static int hand_rhs(sunrealtype t, N_Vector yv, N_Vector ydv, void *user)
 {
     (void)t, (void)user;
-    const double *y = N_VGetArrayPointer(yv);
-    double *f = N_VGetArrayPointer(ydv);
-    double r2 = y[0] * y[0] + y[1] * y[1];
-    double lambda = PEND_M * (y[2] * y[2] + y[3] * y[3] - GRAV * y[1]) / r2;
-    f[0] = y[2];
-    f[1] = y[3];
-    f[2] = -lambda * y[0] / PEND_M;
-    f[3] = -lambda * y[1] / PEND_M - GRAV;
+    pend_hand_rhs(N_VGetArrayPointer(yv), N_VGetArrayPointer(ydv));
     return 0;
 }
 
-/* radial projection of the position, tangential of the speed; the error
- * estimate's halves projected onto the tangent */
 static int hand_project(sunrealtype t, N_Vector ycur, N_Vector corr, sunrealtype eps,
                         N_Vector err, void *user)
 {
     (void)t, (void)eps, (void)user;
     const double *y = N_VGetArrayPointer(ycur);
     double *c = N_VGetArrayPointer(corr);
-    double r = sqrt(y[0] * y[0] + y[1] * y[1]);
-    double nx = y[0] / r, ny = y[1] / r, x = PEND_L * nx, z = PEND_L * ny;
-    double radial = y[2] * nx + y[3] * ny;
-    c[0] = x - y[0];
-    c[1] = z - y[1];
-    c[2] = -radial * nx;
-    c[3] = -radial * ny;
+    memcpy(c, y, 4 * sizeof(double));
+    pend_hand_project(c);
+    double r = sqrt(c[0] * c[0] + c[1] * c[1]), nx = c[0] / r, ny = c[1] / r;
+    for (int i = 0; i < 4; ++i) c[i] -= y[i];
     if (err) {
         double *e = N_VGetArrayPointer(err);
         double ep = e[0] * nx + e[1] * ny, ev = e[2] * nx + e[3] * ny;
@@ -248,74 +238,6 @@ static int hand_project(sunrealtype t, N_Vector ycur, N_Vector corr, sunrealtype
         e[3] -= ev * ny;
     }
     return 0;
-}
-
-static int pend_mass(double t, const double *q, double *M, int ld, void *user)
-{
-    (void)t, (void)q, (void)user;
-    M[0] = M[1 + ld] = PEND_M;
-    M[1] = M[ld] = 0.0;
-    return 0;
-}
-
-static int pend_force(double t, const double *q, const double *qdot, double *Q, void *user)
-{
-    (void)t, (void)q, (void)qdot, (void)user;
-    Q[0] = 0.0;
-    Q[1] = -PEND_M * GRAV;
-    return 0;
-}
-
-static int pend_phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - PEND_L * PEND_L;
-    return 0;
-}
-
-static int pend_jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0] = 2.0 * q[0];
-    J[ld] = 2.0 * q[1];
-    return 0;
-}
-
-static int pend_phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = 0.0;
-    return 0;
-}
-
-static int pend_xi(double t, const double *q, const double *qdot, double *xi, void *user)
-{
-    (void)t, (void)q, (void)user;
-    xi[0] = -2.0 * (qdot[0] * qdot[0] + qdot[1] * qdot[1]);
-    return 0;
-}
-
-/* theta(t) of the pendulum released at rest from theta0: sin(theta/2) =
- * k sn(K - omega t, k), k = sin(theta0/2), omega = sqrt(g/l); sn by the
- * descending Landen / AGM transformation. */
-static double exact_angle(double t)
-{
-    double k = sin(THETA0 / 2.0), omega = sqrt(GRAV / PEND_L);
-    double a[40], c[40], b = sqrt(1.0 - k * k);
-    int level = 0;
-    a[0] = 1.0;
-    c[0] = k;
-    double bb = b;
-    while (fabs(c[level]) > 1e-17 && level < 38) {
-        a[level + 1] = 0.5 * (a[level] + bb);
-        c[level + 1] = 0.5 * (a[level] - bb);
-        bb = sqrt(a[level] * bb);
-        ++level;
-    }
-    double K = 3.14159265358979323846 / (2.0 * a[level]);
-    double u = K - omega * t, phi = pow(2.0, level) * a[level] * u;
-    for (int i = level; i > 0; --i) phi = 0.5 * (phi + asin(c[i] / a[i] * sin(phi)));
-    return 2.0 * asin(k * sin(phi));
 }
 
 typedef struct {
@@ -331,9 +253,7 @@ static int run_pendulum(void *arg)
     pend_run *R = arg;
     N_Vector y = N_VNew_Serial(4, R->ctx);
     double *py = N_VGetArrayPointer(y);
-    py[0] = PEND_L * sin(THETA0);
-    py[1] = -PEND_L * cos(THETA0);
-    py[2] = py[3] = 0.0;
+    pend_initial(py);
     void *cv = CVodeCreate(CV_BDF, R->ctx);
     SUNMatrix A = SUNDenseMatrix(4, 4, R->ctx);
     SUNLinearSolver LS = SUNLinSol_Dense(y, A, R->ctx);
@@ -348,7 +268,7 @@ static int run_pendulum(void *arg)
     CVodeGetNumSteps(cv, &R->steps);
     R->projections = 0;
     if (R->kind != 2) CVodeGetNumProjEvals(cv, &R->projections);
-    R->angle_error = fabs(atan2(py[0], -py[1]) - exact_angle(T_END));
+    R->angle_error = fabs(atan2(py[0], -py[1]) - pend_exact_theta(T_END));
     CVodeFree(&cv);
     SUNLinSolFree(LS);
     SUNMatDestroy(A);

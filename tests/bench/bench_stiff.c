@@ -305,7 +305,7 @@ static int run_ida(run *R)
     int n = m->n;
     ida_data d = {m->M, m->force, m->jacobian, n, {0}};
     N_Vector v = N_VNew_Serial(n, R->ctx), vd = N_VNew_Serial(n, R->ctx),
-             atol = N_VNew_Serial(n, R->ctx), id = N_VNew_Serial(n, R->ctx);
+             atol = N_VNew_Serial(n, R->ctx);
     memcpy(N_VGetArrayPointer(v), m->v0, sizeof(double) * (size_t)n);
     memcpy(N_VGetArrayPointer(vd), m->vdot0, sizeof(double) * (size_t)n);
     set_atol(atol, m, R->rtol, NULL, n);
@@ -331,7 +331,6 @@ static int run_ida(run *R)
     N_VDestroy(v);
     N_VDestroy(vd);
     N_VDestroy(atol);
-    N_VDestroy(id);
     return flag < 0;
 }
 
