@@ -42,6 +42,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->equation_size = doubles((size_t)n);
     dae->integrated = malloc(sizeof(int) * (size_t)n);
     dae->algebraic = malloc(sizeof(int) * (size_t)n);
+    dae->multiplier = malloc(sizeof(int) * (size_t)n);
     dae->v_last = doubles((size_t)n);
     dae->vdot_last = doubles((size_t)n);
     dae->magnitude = calloc((size_t)n, sizeof(double));
@@ -65,6 +66,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     int ws_ok = cdyn__rank_ws_init(&dae->rank_ws, n, n, 1);
     if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
+        !dae->multiplier ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
@@ -86,7 +88,7 @@ static void part_free(cdyn__dae_part *p)
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
                         p->coef,      p->vec_q,        p->vec_q2,
-                        p->reduced,   p->reduced_rhs};
+                        p->reduced,   p->reduced_rhs, p->rate_of_multiplier};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->massless);
@@ -128,13 +130,15 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->reduced = doubles(r1 * r1);
     p->reduced_rhs = doubles(r1);
     p->ipiv = malloc(sizeof(int) * r1);
+    p->rate_of_multiplier = doubles(r1 * q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
              p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
-             p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv;
+             p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
+             p->rate_of_multiplier;
     if (!ok) part_free(p);
     return ok;
 }
@@ -144,6 +148,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     if (!dae) return;
     part_free(&dae->part);
     cdyn_newton_free(dae->newton);
+    cdyn_newton_free(dae->newton_z);
     cdyn__rank_ws_free(&dae->rank_ws);
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
@@ -156,6 +161,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     free(dae->equation_level);
     free(dae->integrated);
     free(dae->algebraic);
+    free(dae->multiplier);
     free(dae->jpvt);
     free(dae);
 }
@@ -302,13 +308,20 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     if (!part_alloc(&fresh, n, r))
         return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)", fn);
     if (q > 0) {
-        cdyn_status st = dae->newton ? cdyn__newton_set_size(dae->newton, q, q) : CDYN_OK;
-        if (st == CDYN_OK && !dae->newton) {
-            dae->newton = cdyn_newton_create(q, q, &st);
-            if (dae->newton) cdyn__newton_set_owner(dae->newton, &dae->guard.in_callback);
+        cdyn_status st = CDYN_OK;
+        cdyn_newton **solvers[2] = {&dae->newton, &dae->newton_z};
+        for (int s = 0; s < 2 && st == CDYN_OK; ++s) {
+            cdyn_newton **nt = solvers[s];
+            st = *nt ? cdyn__newton_set_size(*nt, q, q) : CDYN_OK;
+            if (st == CDYN_OK && !*nt) {
+                *nt = cdyn_newton_create(q, q, &st);
+                if (*nt) cdyn__newton_set_owner(*nt, &dae->guard.in_callback);
+            }
         }
         if (st != CDYN_OK) {
             part_free(&fresh);
+            if (dae->newton && dae->q > 0) /* back to the kept size: no allocation */
+                cdyn__newton_set_size(dae->newton, dae->q, dae->q);
             return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)",
                               fn);
         }
@@ -388,6 +401,14 @@ cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)
 }
 
 int cdyn_dae_rank(const cdyn_dae *dae) { return dae ? dae->r : -1; }
+
+int cdyn_dae_ode_size(const cdyn_dae *dae)
+{
+    if (!dae) return -1;
+    return dae->split_done ? dae->ny : dae->r;
+}
+
+int cdyn_dae_index2(const cdyn_dae *dae) { return dae && dae->split_done && dae->index2; }
 
 cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, int ldp)
 {

@@ -33,6 +33,7 @@ typedef struct cdyn__dae_part {
     double *reduced;        /* r x r */
     double *reduced_rhs;    /* r */
     int *ipiv;              /* r */
+    double *rate_of_multiplier; /* r x q, (P^T M_x)^-1 P^T dF/dz (index-2 form) */
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
 } cdyn__dae_part;
 
@@ -70,6 +71,10 @@ struct cdyn_dae {
     int split_done;
     int *integrated;        /* r */
     int *algebraic;         /* q */
+    int index2;             /* the split is the index-2 form (dae_index2.c) */
+    int ny;                 /* length of y: r (index 1) or r - q (index 2) */
+    int *multiplier;        /* q (index-2 form): the massless states absent from G0 */
+    cdyn_newton *newton_z;  /* q x q: the multipliers in the index-2 form */
     double *v_last;         /* n, last consistent state (warm start) */
     double *vdot_last;      /* n */
     double *magnitude;      /* n: largest |v_j| of any consistent state (difference steps) */
@@ -180,6 +185,29 @@ void cdyn__dae_coupling(cdyn_dae *dae);
  * v_a' = G_a^# (bottom - G_i v_i'), without A. Uses part.vec_q and
  * part.reduced_rhs. */
 void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out);
+
+/* Componentwise backward error of the rates vdot (n) on
+ * [P^T M; G_v] v' = [ptf; -G_t] (ptf = P^T F, r; -G_t in part.vec_q2, G_v
+ * in part.constraint_jac), with the residual left in dae->residual. */
+double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf);
+
+/* The index-2 form (dae_index2.c, docs/theory.md "Index-2 networks"). With
+ * F and dF/dv at v in force_val / force_jac (left by the index analysis):
+ * choose the multipliers z (massless states absent from the hidden
+ * constraints, one per constraint) and split the other states into the
+ * integrated x_i and the dependent x_d by a pivoted QR of G_x. */
+cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t);
+
+/* At the state v_trial whose x_d solves G0 = 0: the multipliers z (Newton
+ * on G_x x'(z) + G_t = 0) into v_trial and the rates into vdot (n; the
+ * multipliers' entries 0), certified as the index-1 rates are. */
+cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot);
+
+/* After a successful evaluation at (t, y) in the index-2 form: d ydot/dy
+ * (ny x ny, ld ny) into J (not aliasing y) by central differences of the
+ * right-hand side (2 ny evaluations); the object's state is left at y. */
+cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, const double *y,
+                                      double *J);
 
 /* CDYN_ERR_BUSY when called from inside a callback of dae. */
 cdyn_status cdyn__dae_check_idle(cdyn_dae *dae, const char *fn);

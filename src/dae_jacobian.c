@@ -125,18 +125,29 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
-    int n = dae->n, q = dae->q, r = dae->r;
-    if (r > 0 && !J) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: J is NULL", fn);
-    if (ldj < (r > 1 ? r : 1))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ldj = %d < r = %d", fn, ldj, r);
-    if (r > 0 && ydot &&
-        cdyn__overlap(ydot, sizeof(double) * (size_t)r, J,
-                      sizeof(double) * ((size_t)ldj * (r - 1) + r)))
+    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny;
+    if (ny > 0 && !J) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: J is NULL", fn);
+    if (ldj < (ny > 1 ? ny : 1))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ldj = %d < %d (the length of y)", fn,
+                          ldj, ny);
+    if (ny > 0 && ydot &&
+        cdyn__overlap(ydot, sizeof(double) * (size_t)ny, J,
+                      sizeof(double) * ((size_t)ldj * (ny - 1) + ny)))
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ydot and J overlap", fn);
     cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
     if (st != CDYN_OK) return st;
     dae->counters.rhs_jacobians++;
-    if (r == 0) return CDYN_OK;
+    if (ny == 0) return CDYN_OK;
+    if (dae->index2) {
+        double *columns = dae->u; /* ny x ny */
+        st = cdyn__dae_index2_jacobian(dae, fn, t, y, columns);
+        if (st != CDYN_OK) return st;
+        for (int j = 0; j < ny; ++j) /* outputs last (either may alias y) */
+            memcpy(J + (size_t)j * ldj, columns + (size_t)j * ny, sizeof(double) * (size_t)ny);
+        if (ydot)
+            for (int j = 0; j < ny; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
+        return CDYN_OK;
+    }
 
     /* dF/dv at the state (left by the evaluation when q > 0) */
     if (q == 0) {

@@ -103,6 +103,9 @@ static void install_tolerances(cdyn_dae *dae)
     double *atol = dae->part.vec_q2;
     for (int k = 0; k < dae->q; ++k) atol[k] = dae->atol[dae->algebraic[k]];
     cdyn_newton_set_tolerances(dae->newton, dae->rtol, dae->has_atol ? atol : NULL);
+    if (!dae->index2) return;
+    for (int k = 0; k < dae->q; ++k) atol[k] = dae->atol[dae->multiplier[k]];
+    cdyn_newton_set_tolerances(dae->newton_z, dae->rtol, dae->has_atol ? atol : NULL);
 }
 
 /* Remember the magnitudes of a consistent state (difference steps). */
@@ -119,17 +122,20 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     if (st != CDYN_OK) return st;
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
+    int index = 0;
     if (q > 0) {
-        int index = -1;
         st = cdyn_dae_analyze(dae, t, v, &index); /* leaves F and dF/dv at v */
         if (st != CDYN_OK) return st;
-        if (index != 1)
+        if (index != 1 && index != 2)
             return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                               "%s: the DAE has index %d at t = %g; the minimum-order system "
-                              "needs index 1",
+                              "needs index 1 or the index-2 form",
                               fn, index, t);
     }
-    if (q == 0 || q == n) { /* nothing to choose */
+    if (index == 2) { /* index 2: the multiplier form, or refused */
+        st = cdyn__dae_index2_split(dae, fn, t);
+        if (st != CDYN_OK) return st;
+    } else if (q == 0 || q == n) { /* nothing to choose */
         for (int j = 0; j < r; ++j) dae->integrated[j] = j;
         for (int k = 0; k < q; ++k) dae->algebraic[k] = k;
     } else {
@@ -141,7 +147,12 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
                               cdyn_nullspace_last_error(p->split_ns));
         cdyn_nullspace_partition(p->split_ns, dae->integrated, dae->algebraic);
     }
+    if (index != 2) {
+        dae->index2 = 0;
+        dae->ny = r;
+    }
     if (q > 0) cdyn__newton_forget_magnitudes(dae->newton);
+    if (q > 0) cdyn__newton_forget_magnitudes(dae->newton_z);
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     learn_magnitudes(dae, v);
     dae->split_done = 1;
@@ -156,13 +167,41 @@ cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic)
     if (!dae) return CDYN_ERR_ARG;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: call cdyn_dae_split first");
+    int ny = dae->ny, q = dae->q;
     if (integrated && algebraic &&
-        cdyn__overlap(integrated, sizeof(int) * (size_t)dae->r, algebraic,
-                      sizeof(int) * (size_t)dae->q))
+        cdyn__overlap(integrated, sizeof(int) * (size_t)ny, algebraic,
+                      sizeof(int) * (size_t)(dae->n - ny)))
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: the outputs overlap");
-    if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)dae->r);
-    if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)dae->q);
+    if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)ny);
+    if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)q);
+    if (algebraic && dae->index2)
+        memcpy(algebraic + q, dae->multiplier, sizeof(int) * (size_t)q);
     return CDYN_OK;
+}
+
+/* Consistent values in the index-2 form: x_d from G0 = 0 and the
+ * multipliers from the rates, by one evaluation from v (the warm start);
+ * on failure the object's last state is restored. */
+static cdyn_status consistent_index2(cdyn_dae *dae, const char *fn, double t, double *v)
+{
+    int n = dae->n;
+    double *saved = dae->aug_rhs, *saved_rate = saved + n, *y = dae->origin; /* n >= 2 */
+    int was_valid = dae->state_valid;
+    memcpy(saved, dae->v_last, sizeof(double) * (size_t)n);
+    memcpy(saved_rate, dae->vdot_last, sizeof(double) * (size_t)n);
+    memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
+    for (int j = 0; j < dae->ny; ++j) y[j] = v[dae->integrated[j]];
+    cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
+    if (st == CDYN_OK || st == CDYN_ERR_NOCONV) {
+        double *source = st == CDYN_OK ? dae->v_last : dae->v_trial;
+        memcpy(v, source, sizeof(double) * (size_t)n);
+    }
+    if (st != CDYN_OK) {
+        memcpy(dae->v_last, saved, sizeof(double) * (size_t)n);
+        memcpy(dae->vdot_last, saved_rate, sizeof(double) * (size_t)n);
+        dae->state_valid = was_valid;
+    }
+    return st;
 }
 
 cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
@@ -175,6 +214,7 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
     int n = dae->n, q = dae->q;
     if (q == 0) return CDYN_OK;
+    if (dae->index2) return consistent_index2(dae, fn, t, v);
     st = cdyn__dae_mass_at(dae, fn, t);
     if (st != CDYN_OK) return st;
     double *x = dae->part.vec_q;
@@ -313,7 +353,7 @@ static inline const double *bottom_column(const cdyn_dae *dae, int j)
  * to rounding (a closed valve's flow rate) is judged against the rounding
  * of the others, in any units. The matrix is walked by columns of its two
  * blocks. */
-static double rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
+double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
@@ -393,13 +433,13 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
     cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, ptf);
     cdyn__dae_solve_rates(dae, ptf, p->vec_q2, vdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0);
-    double omega = rates_backward_error(dae, vdot, ptf);
+    double omega = cdyn__dae_rates_backward_error(dae, vdot, ptf);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         /* one step of refinement with the same factorizations: the residual's
          * two blocks are the right-hand sides of the correction */
         cdyn__dae_solve_rates(dae, dae->residual, dae->residual + r, dae->force_dt);
         for (int j = 0; j < n; ++j) vdot[j] += dae->force_dt[j];
-        omega = rates_backward_error(dae, vdot, ptf);
+        omega = cdyn__dae_rates_backward_error(dae, vdot, ptf);
     }
     if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);
@@ -417,10 +457,10 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
-    int n = dae->n, q = dae->q, r = dae->r;
-    if (!y && r > 0) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: y is NULL", fn);
+    int n = dae->n, q = dae->q, ny = dae->ny;
+    if (!y && ny > 0) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: y is NULL", fn);
     if (!isfinite(t)) return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
-    long bad = r > 0 ? cdyn__first_nonfinite(r, 1, y, r) : -1;
+    long bad = ny > 0 ? cdyn__first_nonfinite(ny, 1, y, ny) : -1;
     if (bad >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: y[%ld] is not finite", fn, bad);
     cdyn__dae_part *p = &dae->part;
@@ -430,16 +470,20 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
 
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
-    for (int j = 0; j < r; ++j) dae->v_trial[dae->integrated[j]] = y[j];
+    for (int j = 0; j < ny; ++j) dae->v_trial[dae->integrated[j]] = y[j];
     cdyn_status st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK && q > 0) {
         for (int k = 0; k < q; ++k) p->vec_q[k] = dae->v_last[dae->algebraic[k]];
         st = solve_algebraic(dae, fn, t, p->vec_q);
     }
-    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
-    if (st == CDYN_OK && q > 0) st = algebraic_rates(dae, fn, t);
     double *vdot = dae->prod; /* n, committed below */
-    if (st == CDYN_OK) st = rates(dae, fn, t, vdot);
+    if (dae->index2) {
+        if (st == CDYN_OK) st = cdyn__dae_index2_rates(dae, fn, t, vdot);
+    } else {
+        if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+        if (st == CDYN_OK && q > 0) st = algebraic_rates(dae, fn, t);
+        if (st == CDYN_OK) st = rates(dae, fn, t, vdot);
+    }
     if (st != CDYN_OK) {
         dae->counters.rhs_failures++;
         return st;
@@ -459,12 +503,12 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_rhs";
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
-    if (!ydot && dae->split_done && dae->r > 0)
+    if (!ydot && dae->split_done && dae->ny > 0)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: ydot is NULL", fn);
     cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
     if (st != CDYN_OK) return st;
     /* ydot written last: it may alias y */
-    for (int j = 0; j < dae->r; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
+    for (int j = 0; j < dae->ny; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
     return CDYN_OK;
 }
 

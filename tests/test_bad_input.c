@@ -1049,6 +1049,8 @@ WRAP(w_dae_check_jacobian) { USE_ALL; o->st = cdyn_dae_check_jacobian(obj, sc[0]
 WRAP(w_dae_set_fd_step) { USE_ALL; o->st = cdyn_dae_set_fd_step(obj, sc[0]); }
 WRAP(w_dae_set_tolerances) { USE_ALL; o->st = cdyn_dae_set_tolerances(obj, sc[0], p[0]); }
 WRAP(w_dae_rank) { USE_ALL; o->val = cdyn_dae_rank(obj); }
+WRAP(w_dae_ode_size) { USE_ALL; o->val = cdyn_dae_ode_size(obj); }
+WRAP(w_dae_index2) { USE_ALL; o->val = cdyn_dae_index2(obj); }
 WRAP(w_dae_bases) { USE_ALL; o->st = cdyn_dae_bases(obj, p[0], SCI(0), p[1], SCI(1)); }
 WRAP(w_dae_hidden) { USE_ALL; o->st = cdyn_dae_hidden_constraints(obj, sc[0], p[0], p[1]); }
 WRAP(w_dae_analyze) { USE_ALL; o->st = cdyn_dae_analyze(obj, sc[0], p[0], p[1]); }
@@ -1097,6 +1099,9 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_set_tolerances", OBJ, .arg = {A_IN_NONNEG_OPT("atol", 2, DAE_ATOL)},
      .sc = {SC_RTOL("rtol", 1e-9)}, .call = w_dae_set_tolerances},
     {.fn = "cdyn_dae_rank", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_dae_rank},
+    {.fn = "cdyn_dae_ode_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
+     .call = w_dae_ode_size},
+    {.fn = "cdyn_dae_index2", .ret = R_INT, .has_obj = 1, .null_obj = XV(0), .call = w_dae_index2},
     {.fn = "cdyn_dae_bases", OBJ, .arg = {A_OUT_OPT("beta", 2), A_OUT_OPT("P", 2)},
      .sc = {SC_LD("ldbeta", 2), SC_LD("ldp", 2)}, .call = w_dae_bases},
     {.fn = "cdyn_dae_hidden_constraints", OBJ, .arg = {A_IN("v", 2, 0, DAE_V1), A_OUT("G0", 1)},
@@ -1110,6 +1115,8 @@ static const fn_desc DAE_FNS[] = {
      .call = w_dae_equation_levels},
     {.fn = "cdyn_dae_split", OBJ, .arg = {A_IN("v", 2, 0, DAE_V1)}, .sc = {SC_T("t", 0.3)},
      .call = w_dae_split},
+    {.fn = "cdyn_dae_split", .variant = "M(t)", OBJ, .flags = F_CB_ONLY, .make = dae_make_massfn,
+     .arg = {A_IN("v", 2, 0, DAE_V1)}, .sc = {SC_T("t", 0.3)}, .call = w_dae_split},
     {.fn = "cdyn_dae_states", OBJ, .arg = {A_IOUT_OPT("integrated", 1), A_IOUT_OPT("algebraic", 1)},
      .call = w_dae_states},
     {.fn = "cdyn_dae_consistent", OBJ, .arg = {A_INOUT("v", 2, DAE_V1)}, .sc = {SC_T("t", 0.3)},
@@ -1144,12 +1151,13 @@ static const hand_row DAE_HAND[] = {
      .prep = dae_prep_index2_cap1, .recover = dae_recover_cap},
     {.fn = "cdyn_dae_split", .name = "singular DAE (0 = cos t - 0.5)", .ex = XSING,
      .prep = dae_prep_singular, .recover = dae_recover_mode},
-    {.fn = "cdyn_dae_split", .name = "index 2 (0 = cos t - x)", .ex = XSING,
-     .prep = dae_prep_index2, .recover = dae_recover_mode},
+    {.fn = "cdyn_dae_split", .variant = "M(t)", .name = "index 2 with M(t) (0 = cos t - x)",
+     .ex = XSING, .prep = dae_prep_index2, .recover = dae_recover_mode},
     {.fn = "cdyn_dae_rhs", .variant = "M(t)", .name = "M(t) loses rank (M = 0)", .ex = XSING,
      .prep = dae_prep_mass_drop, .recover = dae_recover_mode},
     {.fn = "cdyn_dae_newton", .name = "M of full rank", .ex = XNULL, .make = dae_make_regular},
     DAE_EARLY("cdyn_dae_rank", dae_make_created, XV(-1), "before set_mass"),
+    DAE_EARLY("cdyn_dae_ode_size", dae_make_created, XV(-1), "before set_mass"),
     DAE_EARLY("cdyn_dae_newton", dae_make_created, XNULL, "before set_mass"),
     DAE_EARLY("cdyn_dae_bases", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_hidden_constraints", dae_make_created, XARG, "before set_mass"),

@@ -1050,19 +1050,47 @@ START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
 }
 END_TEST
 
-START_TEST(split_refuses_index_two_and_three_naming_the_index)
+/* Model 2 is in the index-2 form: z is absent from 0 = x1 - sin t. The
+ * split integrates x2 alone; x1 = sin t follows from the constraint and
+ * z = cos t + x1 from the rates (x1' = cos t), with and without dF/dv. */
+START_TEST(split_takes_the_index_two_form_and_refuses_index_three)
 {
-    index2 m;
-    cdyn_dae *dae = index2_dae(&m, 1);
+    for (int exact = 1; exact >= 0; --exact) {
+        index2 m;
+        cdyn_dae *dae = index2_dae(&m, exact);
+        double v[5], t = 0.5;
+        index2_point(t, v);
+        v[0] += 0.1; /* off the constraint: the split does not need it */
+        ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_index2(dae), 1);
+        ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
+        ck_assert_int_eq(cdyn_dae_rank(dae), 2);
+        int integ[1], alg[2];
+        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_eq(integ[0], 1);
+        ck_assert_int_eq(alg[0], 0); /* dependent */
+        ck_assert_int_eq(alg[1], 2); /* multiplier */
+        double y = 0.3, ydot = 0.0, vv[3], vdot[3];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
+        ck_assert_double_eq_tol(ydot, sin(t) - 0.3, 1e-14);
+        ck_assert_int_eq(cdyn_dae_state(dae, vv, vdot), CDYN_OK);
+        ck_assert_double_eq_tol(vv[0], sin(t), 1e-15);
+        /* dG0/dt = -cos t by central differences (no dF/dt callback) */
+        ck_assert_double_eq_tol(vv[2], cos(t) + sin(t), 1e-10);
+        ck_assert_double_eq_tol(vdot[0], cos(t), 1e-10);
+        ck_assert(vdot[2] == 0.0); /* the multiplier's rate is not computed */
+        ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
+        ck_assert_double_eq_tol(v[0], sin(t), 1e-15);
+        ck_assert_double_eq_tol(v[2], cos(t) + sin(t), 1e-10);
+        double J = 0.0;
+        ck_assert_int_eq(cdyn_dae_rhs_jacobian(dae, t, &y, NULL, &J, 1), CDYN_OK);
+        ck_assert_double_eq_tol(J, -1.0, 1e-9);
+        cdyn_dae_free(dae);
+    }
     double v[5];
-    index2_point(0.5, v);
-    ck_assert_int_eq(cdyn_dae_split(dae, 0.5, v), CDYN_ERR_SINGULAR);
-    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "index 2"));
-    ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_ERR_ARG); /* no split */
-    cdyn_dae_free(dae);
 
     pendulum p;
-    dae = pendulum_dae(&p, 0);
+    cdyn_dae *dae = pendulum_dae(&p, 0);
     pendulum_point(&p, v);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_SINGULAR);
     ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "index 3"));
@@ -1931,7 +1959,7 @@ int main(void)
 
     TCase *tc_split = tcase_create("split");
     tcase_add_test(tc_split, hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest);
-    tcase_add_test(tc_split, split_refuses_index_two_and_three_naming_the_index);
+    tcase_add_test(tc_split, split_takes_the_index_two_form_and_refuses_index_three);
     tcase_add_test(tc_split,
                    regular_mass_splits_into_integrated_states_only_and_rhs_is_m_inverse_f);
     suite_add_tcase(s, tc_split);

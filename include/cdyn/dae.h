@@ -192,6 +192,17 @@ CDYN_API cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const d
 CDYN_API int cdyn_dae_rank(const cdyn_dae *dae);
 
 /**
+ * Length of y, the state of the minimum-order ODE: after cdyn_dae_split()
+ * r for index 1 and r - q in the index-2 form (q = n - r constraints);
+ * before a split, r. -1 for NULL. Size the integrator's vector with this,
+ * not with cdyn_dae_rank().
+ */
+CDYN_API int cdyn_dae_ode_size(const cdyn_dae *dae);
+
+/** 1 when the current split is the index-2 form (cdyn_dae_split()), else 0 (also for NULL). */
+CDYN_API int cdyn_dae_index2(const cdyn_dae *dae);
+
+/**
  * beta (n x (n-r), ldbeta >= n), orthonormal, beta^T M = 0 and P (n x r,
  * ldp >= n), orthonormal basis of the range of M. Either output may be NULL.
  * CDYN_ERR_ARG before set_mass, for NULL dae or bad leading dimensions.
@@ -238,23 +249,44 @@ CDYN_API cdyn_status cdyn_dae_equation_levels(cdyn_dae *dae, int *level_of_equat
 /**
  * Split the states at (t, v) into r integrated and n - r algebraic ones
  * (T3.3): the algebraic states are chosen by pivoted QR of dG0/dv, taking
- * states whose column of M is zero first. Refuses a DAE whose index at
- * (t, v) is not 1 (CDYN_ERR_SINGULAR with the index in the message), and an
- * M of full rank needs no split (all states integrated, always succeeds).
- * Stores v as the warm start of the algebraic states.
+ * states whose column of M is zero first. An M of full rank needs no
+ * split (all states integrated, always succeeds).
+ *
+ * Index 2 (hydraulic networks whose junctions have no storage,
+ * docs/theory.md "Index-2 networks"): when the analysis finds index 2 and
+ * exactly q massless states are absent from the q hidden constraints (the
+ * junction pressures, absent from the junction balances), those states are
+ * the constraints' multipliers z and the split is the index-2 form: the
+ * other states x are split by a pivoted QR of dG0/dx (cdyn_nullspace, as
+ * for linear velocity constraints) into r - q integrated states y and q
+ * dependent ones, solved from G0 = 0 at every evaluation (so the balances
+ * hold to the Newton tolerance, without drift), and z comes from the rates
+ * (P^T M x' = P^T F(x, z, t), dG0/dx x' + dG0/dt = 0) by a second Newton
+ * solve. y has r - q entries (cdyn_dae_ode_size()). This form needs a
+ * constant M (cdyn_dae_set_mass()).
+ *
+ * Refuses (CDYN_ERR_SINGULAR, the index in the message) a DAE whose index
+ * at (t, v) is above 2, or 2 without that form (e.g. a junction without
+ * storage next to an orifice whose flow is massless: a mixed index 1/2
+ * network). Stores v as the warm start of the algebraic states.
  */
 CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
 
 /**
- * The current split: integrated (r entries) and algebraic (n - r entries)
- * state indices, 0-based, in the order of y and of v_a. Either may be NULL.
+ * The current split: integrated (cdyn_dae_ode_size() entries, in the order
+ * of y) and algebraic (the other n - cdyn_dae_ode_size() entries) state
+ * indices, 0-based. For index 1 the algebraic list is v_a (q entries); in
+ * the index-2 form it is the q dependent states, then the q multipliers.
+ * Either may be NULL.
  */
 CDYN_API cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic);
 
 /**
  * Consistent initialisation: keep the integrated states of v, solve
  * G0(v_i, v_a, t) = 0 for v_a (from v's algebraic entries as the guess)
- * and write the consistent v back. Returns CDYN_OK; CDYN_ERR_NOCONV when no
+ * and write the consistent v back. In the index-2 form this is one
+ * evaluation of the right-hand side from v, which also gives the
+ * multipliers (and commits like cdyn_dae_rhs()). Returns CDYN_OK; CDYN_ERR_NOCONV when no
  * consistent v_a was found — the iteration cap was reached, or the
  * equations have no solution near the guess (v then holds the best iterate,
  * and the Newton report has the residual); CDYN_ERR_ARG (no split),
@@ -263,8 +295,10 @@ CDYN_API cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebr
 CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
 
 /**
- * The right-hand side of the minimum-order ODE (T3.3): y = v_i (length r)
- * → ydot = v_i' (length r). Solves G0 = 0 for v_a (warm start from the last
+ * The right-hand side of the minimum-order ODE (T3.3): y = v_i (length
+ * cdyn_dae_ode_size(): r, or r - q in the index-2 form of cdyn_dae_split(),
+ * where the multipliers are solved after v_a and the rates are certified
+ * the same way) → ydot = v_i'. Solves G0 = 0 for v_a (warm start from the last
  * successful evaluation, the Newton cap applies), then
  *   [P^T M Pi [I; A]] v_i' = P^T (F - M Pi [0; b]),
  *   A = -G_a^# G_i,  b = -G_a^# G_t,  v_a' = A v_i' + b,
@@ -286,8 +320,9 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
 CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot);
 
 /**
- * The right-hand side and its Jacobian J = d ydot / d y (r x r, leading
- * dimension ldj >= max(r, 1)) at (t, y), for implicit integrators (the
+ * The right-hand side and its Jacobian J = d ydot / d y (ny x ny with
+ * ny = cdyn_dae_ode_size(), leading dimension ldj >= max(ny, 1)) at
+ * (t, y), for implicit integrators (the
  * iteration matrix I - gamma J of a BDF method; CVODE's CVLsJacFn is
  * cdyn_cvode_dae_jacobian() in sundials.h). THEORY T3.3 differentiated:
  * the algebraic states follow y by the implicit function theorem,
@@ -310,8 +345,16 @@ CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, doub
  * start, cdyn_dae_state()); ydot (r, may be NULL) receives its result.
  * Cost: one right-hand side plus r solves with its factorizations (no new
  * factorization) and the dF/dv for q = 0. Outputs are written last and may
- * alias y; ydot and J must not overlap. Returns the statuses of
- * cdyn_dae_rhs() and CDYN_ERR_ARG for a NULL J (when r > 0) or a bad ldj;
+ * alias y; ydot and J must not overlap.
+ *
+ * In the index-2 form (cdyn_dae_split()), J is a central difference of
+ * the right-hand side instead (2 ny more evaluations, counted as
+ * right-hand sides; steps 6e-6 of each state's magnitude): within about
+ * 1e-9 relative for smooth models (test_dae_index2); the object's state is
+ * left at y.
+ *
+ * Returns the statuses of
+ * cdyn_dae_rhs() and CDYN_ERR_ARG for a NULL J (when ny > 0) or a bad ldj;
  * on error J and ydot are untouched (the state is committed if the
  * evaluation itself succeeded). No allocation.
  */
@@ -320,7 +363,10 @@ CDYN_API cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double
 
 /**
  * Full state v and rate v' (length n each; either may be NULL) of the last
- * successful cdyn_dae_rhs(). CDYN_ERR_ARG if there was none.
+ * successful cdyn_dae_rhs(). In the index-2 form the rates of the
+ * multipliers (junction pressures) are not computed and are written as 0
+ * (their columns of M are zero, so M v' is exact). CDYN_ERR_ARG if there
+ * was none.
  */
 CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
 

@@ -138,8 +138,9 @@ CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
 /* ---- CVODE: quasi-linear DAE, minimum-order ODE -------------------------- */
 
 /**
- * CVRhsFn for the minimum-order ODE of an index-1 DAE (THEORY T3.3):
- * y = v_i (length r = cdyn_dae_rank(), in the order of cdyn_dae_states()'
+ * CVRhsFn for the minimum-order ODE of an index-1 DAE (THEORY T3.3) or
+ * of the index-2 form (cdyn_dae_split()):
+ * y = v_i (length cdyn_dae_ode_size(), in the order of cdyn_dae_states()'
  * integrated states) → ydot = v_i' by cdyn_dae_rhs(). user_data is the
  * cdyn_dae, after cdyn_dae_split() and cdyn_dae_consistent(). The
  * algebraic states are solved inside every evaluation (warm-started from
@@ -152,15 +153,16 @@ CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
 
 /**
  * CVLsJacFn (CVodeSetJacFn) for the minimum-order ODE of
- * cdyn_cvode_dae_rhs(), user_data the cdyn_dae: J = d ydot / d y (r x r)
- * by cdyn_dae_rhs_jacobian() at (t, y), into a dense SUNMatrix
- * (SUNDenseMatrix(r, r)). Without it CVODE builds the Jacobian from r + 1
- * right-hand sides, each a Newton solve of the algebraic states; with it,
- * from one evaluation and r solves with that evaluation's factorizations
- * (accuracy: dae.h). fy is not used (the evaluation is repeated, which
+ * cdyn_cvode_dae_rhs(), user_data the cdyn_dae: J = d ydot / d y
+ * (ny x ny, ny = cdyn_dae_ode_size()) by cdyn_dae_rhs_jacobian() at
+ * (t, y), into a dense SUNMatrix (SUNDenseMatrix(ny, ny)). Without it
+ * CVODE builds the Jacobian from ny + 1 right-hand sides, each a Newton
+ * solve of the algebraic states; with it (index 1), from one evaluation
+ * and ny solves with that evaluation's factorizations (in the index-2
+ * form, central differences: accuracy and cost in dae.h). fy is not used (the evaluation is repeated, which
  * also makes the warm start that of (t, y)); tmp1..tmp3 are not used.
  * Returns as described at the top: -CDYN_ERR_ARG for NULL user data, a
- * wrong vector length or a matrix that is not dense r x r. No allocation.
+ * wrong vector length or a matrix that is not dense ny x ny. No allocation.
  */
 CDYN_API int cdyn_cvode_dae_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J,
                                      void *user_data, N_Vector tmp1, N_Vector tmp2,
@@ -190,7 +192,9 @@ typedef struct cdyn_ida_dae cdyn_ida_dae;
  * (n x n, ldm >= n) is copied; dae, force, jacobian and user are kept and
  * must outlive the adapter. jacobian may be NULL: then
  * cdyn_ida_attach_dae() leaves IDA's difference-quotient Jacobian in
- * place. M(t) (cdyn_dae_set_mass_fn) is not supported.
+ * place. M(t) (cdyn_dae_set_mass_fn) is not supported, nor a split in the
+ * index-2 form (cdyn_ida_dae_id() and cdyn_ida_dae_consistent() return
+ * CDYN_ERR_ARG: use the minimum-order ODE with CVODE).
  *
  * Checks: n >= 1, the DAE's rank r is set (cdyn_dae_set_mass() done), n
  * is the DAE's number of states (its n - r null-space columns are all

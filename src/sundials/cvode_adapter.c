@@ -71,7 +71,7 @@ int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data
 {
     cdyn_dae *dae = user_data;
     if (!dae) return -(int)CDYN_ERR_ARG;
-    int r = cdyn_dae_rank(dae);
+    int r = cdyn_dae_ode_size(dae); /* the length of y */
     if (r < 1) return -(int)CDYN_ERR_ARG;
     const double *yd = vector_data(y, r);
     double *fd = vector_data(ydot, r);
@@ -86,7 +86,7 @@ int cdyn_cvode_dae_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J,
     (void)fy, (void)tmp1, (void)tmp2, (void)tmp3;
     cdyn_dae *dae = user_data;
     if (!dae) return -(int)CDYN_ERR_ARG;
-    int r = cdyn_dae_rank(dae);
+    int r = cdyn_dae_ode_size(dae); /* the length of y */
     if (r < 1) return -(int)CDYN_ERR_ARG;
     const double *yd = vector_data(y, r);
     if (!yd || !J || SUNMatGetID(J) != SUNMATRIX_DENSE || SUNDenseMatrix_Rows(J) != r ||

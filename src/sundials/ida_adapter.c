@@ -220,6 +220,12 @@ int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector v
     return 0;
 }
 
+/* The index-2 form has fewer integrated states than the rank: IDA gets the
+ * full residual of an index-1 split only. */
+#define INDEX2_REFUSAL                                                                     \
+    "the DAE's split is the index-2 form; integrate its minimum-order ODE "               \
+    "(cdyn_dae_rhs, cdyn_cvode_dae_rhs) instead"
+
 cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *a, N_Vector id)
 {
     if (!a) return CDYN_ERR_ARG;
@@ -227,6 +233,8 @@ cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *a, N_Vector id)
     if (!d)
         return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: id is NULL or not of length n = %d",
                     a->n);
+    if (cdyn_dae_index2(a->dae))
+        return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: %s", INDEX2_REFUSAL);
     cdyn_status st = cdyn_dae_states(a->dae, a->integrated, NULL);
     if (st != CDYN_OK)
         return fail(a, st, "cdyn_ida_dae_id: %s", cdyn_dae_last_error(a->dae));
@@ -243,6 +251,7 @@ cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v,
     double *vd = vector_data(v, n), *pd = vector_data(vdot, n);
     if (!vd || !pd)
         return fail(a, CDYN_ERR_ARG, "%s: v or vdot is NULL or not of length n = %d", fn, n);
+    if (cdyn_dae_index2(a->dae)) return fail(a, CDYN_ERR_ARG, "%s: %s", fn, INDEX2_REFUSAL);
     memcpy(a->v, vd, sizeof(double) * (size_t)n);
     cdyn_status st = cdyn_dae_consistent(a->dae, t0, a->v);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV) memcpy(vd, a->v, sizeof(double) * (size_t)n);

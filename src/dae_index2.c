@@ -1,0 +1,339 @@
+/* The index-2 form of a quasi-linear DAE (docs/theory.md "Index-2
+ * networks"; THEORY T1.7 with T3.1-T3.3): hydraulic networks whose
+ * junctions have no storage.
+ *
+ * The states split into x, the states with mass (or that appear in the
+ * hidden constraints), and z, massless states absent from the hidden
+ * constraints G0 = beta^T F (the junction pressures), one per constraint.
+ * G0(x, t) = 0 is then a constraint on x alone (the junction balances,
+ * T1.7), and z is its multiplier: it is fixed only by the rates. With
+ * B = P^T M_x (r x r, r = rank M = the number of x):
+ *
+ *     B x' = P^T F(x, z, t),      G_x x' + G_t = 0.
+ *
+ * The x are split as a null-space reduction (T1.2) by a pivoted QR of G_x:
+ * x_d (one per constraint) follow the integrated x_i through G0 = 0 (the
+ * Newton solve of index 1, unchanged), so the constraints hold at every
+ * evaluation without drift; z solves H(z) = G_x B^-1 P^T F(x, z, t) + G_t
+ * = 0 with a second Newton solver (one step when F is affine in z, as in
+ * hydraulics); then x' = B^-1 P^T F. The rates are certified as those of
+ * index 1 (the multipliers' columns of [P^T M; G_v] are zero). */
+#include "dae_internal.h"
+#include "kkt.h"
+#include "linalg.h"
+#include "newton_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* The x states in the order of B's columns: integrated, then dependent. */
+static inline int x_state(const cdyn_dae *dae, int j)
+{
+    return j < dae->ny ? dae->integrated[j] : dae->algebraic[j - dae->ny];
+}
+
+/* Is column j of G_v = beta^T dF/dv (in constraint_jac, F_v in force_jac)
+ * zero up to the rounding of the products that form it? */
+static int absent_from_constraints(const cdyn_dae *dae, int j)
+{
+    int n = dae->n, q = dae->q;
+    const double *g = dae->part.constraint_jac + (size_t)j * q;
+    const double *fv = dae->force_jac + (size_t)j * n;
+    for (int k = 0; k < q; ++k) {
+        const double *b = dae->part.beta + (size_t)k * n;
+        double size = 0.0;
+        for (int i = 0; i < n; ++i) size += fabs(b[i] * fv[i]);
+        if (!(fabs(g[k]) <= 64.0 * DBL_EPSILON * size)) return 0;
+    }
+    return 1;
+}
+
+cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    if (dae->mass_fn)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the DAE has index 2 at t = %g; the index-2 form needs a "
+                          "constant M (cdyn_dae_set_mass)",
+                          fn, t);
+    /* the split is found in jpvt (2 n): independent states [0, r),
+     * dependent [r, n), multipliers [n, n + q); the object's lists change
+     * only when it is complete */
+    int *independent = dae->jpvt, *dependent = dae->jpvt + r, *multiplier = dae->jpvt + n;
+    double *gv = p->constraint_jac;
+    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q);
+    int count = 0;
+    for (int j = 0; j < n; ++j) {
+        if (!p->massless[j] || !absent_from_constraints(dae, j)) continue;
+        if (count < q) multiplier[count] = j;
+        ++count;
+        memset(gv + (size_t)j * q, 0, sizeof(double) * (size_t)q);
+    }
+    if (count != q)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the DAE has index 2 at t = %g but not the index-2 form cdyn "
+                          "reduces: %d massless states are absent from the %d hidden "
+                          "constraints (one per constraint needed)",
+                          fn, t, count, q);
+    cdyn_status st = cdyn_nullspace_factor(p->split_ns, gv, q);
+    if (st != CDYN_OK)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: index 2 at t = %g: the hidden constraints do not determine "
+                          "%d states with mass: %s",
+                          fn, t, q, cdyn_nullspace_last_error(p->split_ns));
+    cdyn_nullspace_partition(p->split_ns, independent, dependent);
+    for (int k = 0; k < q; ++k)
+        if (p->massless[dependent[k]] && absent_from_constraints(dae, dependent[k]))
+            return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                              "%s: index 2 at t = %g: the split of the hidden constraints "
+                              "failed",
+                              fn, t);
+    memcpy(dae->multiplier, multiplier, sizeof(int) * (size_t)q);
+    memcpy(dae->algebraic, dependent, sizeof(int) * (size_t)q);
+    int ny = 0;
+    for (int j = 0; j < r; ++j) {
+        int is_multiplier = 0;
+        for (int k = 0; k < q; ++k) is_multiplier |= independent[j] == multiplier[k];
+        if (!is_multiplier) dae->integrated[ny++] = independent[j];
+    }
+    dae->ny = ny; /* r - q: every multiplier is among the r independent */
+    dae->index2 = 1;
+    return CDYN_OK;
+}
+
+/* x' = B^-1 P^T F for F (n) into xdot (r; B's LU in part.reduced), with
+ * P^T F into ptf (r). */
+static void rates_of_x(cdyn_dae *dae, const double *F, double *ptf, double *xdot)
+{
+    int n = dae->n, r = dae->r;
+    cdyn__gemv('T', n, r, 1.0, dae->part.range, n, F, 0.0, ptf);
+    memcpy(xdot, ptf, sizeof(double) * (size_t)r);
+    cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, xdot, r);
+}
+
+/* out (q) = G_x x' + G_t for x' (r, in B's column order). */
+static void constraint_rate(const cdyn_dae *dae, const double *xdot, double *out)
+{
+    int q = dae->q;
+    for (int k = 0; k < q; ++k) out[k] = -dae->part.vec_q2[k];
+    for (int j = 0; j < dae->r; ++j) {
+        const double *g = dae->part.constraint_jac + (size_t)x_state(dae, j) * q;
+        for (int k = 0; k < q; ++k) out[k] += g[k] * xdot[j];
+    }
+}
+
+/* F at v_trial with the multipliers z into out (counted, guarded: this runs
+ * inside the Newton callbacks). */
+static int force_with_multipliers(cdyn_dae *dae, const double *z, double *out)
+{
+    for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+    dae->guard.in_callback++;
+    dae->counters.force_evaluations++;
+    int code = dae->force(dae->t_eval, dae->v_trial, out, dae->user);
+    dae->guard.in_callback--;
+    if (code != 0) dae->callback_code = code;
+    return code;
+}
+
+/* Newton residual H(z) = G_x B^-1 P^T F(x, z, t) + G_t. */
+static int multiplier_residual(const double *z, double *H, void *user)
+{
+    cdyn_dae *dae = user;
+    int code = force_with_multipliers(dae, z, dae->force_shift);
+    if (code != 0) return code;
+    double *xdot = dae->part.reduced_rhs, *ptf = dae->residual;
+    rates_of_x(dae, dae->force_shift, ptf, xdot);
+    constraint_rate(dae, xdot, H);
+    return 0;
+}
+
+/* Newton Jacobian H_z = G_x B^-1 P^T F_z; B^-1 P^T F_z is kept in
+ * part.rate_of_multiplier. F_z from the caller's dF/dv or by forward
+ * differences in z (steps as for the algebraic states). */
+static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
+{
+    cdyn_dae *dae = user;
+    int n = dae->n, q = dae->q, r = dae->r;
+    double *fz = dae->scratch; /* n x q */
+    int code;
+    if (dae->jacobian) {
+        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+        dae->guard.in_callback++;
+        dae->counters.jacobian_evaluations++;
+        code = dae->jacobian(dae->t_eval, dae->v_trial, dae->force_jac, n, dae->user);
+        dae->guard.in_callback--;
+        if (code != 0) {
+            dae->callback_code = code;
+            return code;
+        }
+        for (int k = 0; k < q; ++k)
+            memcpy(fz + (size_t)k * n, dae->force_jac + (size_t)dae->multiplier[k] * n,
+                   sizeof(double) * (size_t)n);
+    } else {
+        double *base = dae->tau, *shifted = dae->force_shift, *zs = dae->row_max;
+        code = force_with_multipliers(dae, z, base);
+        memcpy(zs, z, sizeof(double) * (size_t)q);
+        for (int k = 0; code == 0 && k < q; ++k) {
+            double h = dae->fd_step * cdyn__dae_step_scale(dae, dae->v_trial, dae->multiplier[k]);
+            zs[k] = z[k] + h;
+            h = zs[k] - z[k];
+            code = force_with_multipliers(dae, zs, shifted);
+            zs[k] = z[k];
+            for (int i = 0; code == 0 && i < n; ++i)
+                fz[i + (size_t)k * n] = (shifted[i] - base[i]) / h;
+        }
+        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+        if (code != 0) return code;
+    }
+    double *x_z = dae->part.rate_of_multiplier; /* r x q */
+    cdyn__gemm('T', 'N', r, q, n, 1.0, dae->part.range, n, fz, n, 0.0, x_z, r);
+    cdyn__getrs('N', r, q, dae->part.reduced, r, dae->part.ipiv, x_z, r);
+    for (int l = 0; l < q; ++l) {
+        double *col = J + (size_t)l * ldj;
+        memset(col, 0, sizeof(double) * (size_t)q);
+        for (int j = 0; j < r; ++j) {
+            const double *g = dae->part.constraint_jac + (size_t)x_state(dae, j) * q;
+            double c = x_z[j + (size_t)l * r];
+            for (int k = 0; k < q; ++k) col[k] += g[k] * c;
+        }
+    }
+    return 0;
+}
+
+/* G_v, -G_t (part.vec_q2) and the LU of B at v_trial, whose multiplier
+ * entries are the warm start (G0 does not depend on them). */
+static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    cdyn_status st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    if (st == CDYN_OK) st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
+    if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
+    if (st != CDYN_OK) return st;
+    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+    if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
+    for (int k = 0; k < q; ++k) {
+        int z = dae->multiplier[k];
+        if (!absent_from_constraints(dae, z))
+            return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                              "%s: state %d, a multiplier of the index-2 split, appears in the "
+                              "hidden constraints at t = %g (split again)",
+                              fn, z, t);
+        memset(p->constraint_jac + (size_t)z * q, 0, sizeof(double) * (size_t)q);
+    }
+    cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, p->vec_q2, q);
+    for (int j = 0; j < r; ++j)
+        memcpy(p->reduced + (size_t)j * r, p->range_t_mass + (size_t)x_state(dae, j) * r,
+               sizeof(double) * (size_t)r);
+    if (cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: P^T M of the states with mass is singular at t = %g", fn, t);
+    return CDYN_OK;
+}
+
+/* A factorization of H_z at the solution z (v_trial), at full rank. */
+static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t)
+{
+    int q = dae->q;
+    if (cdyn__newton_solution_factored(dae->newton_z)) return CDYN_OK;
+    double *hz = dae->part.ga, *zs = dae->bound; /* bound: free until the certificate */
+    for (int k = 0; k < q; ++k) zs[k] = dae->v_trial[dae->multiplier[k]];
+    dae->t_eval = t;
+    if (multiplier_jacobian(zs, hz, q, dae) != 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_CALLBACK,
+                          "%s: the model callback returned %d at t = %g", fn,
+                          dae->callback_code, t);
+    if (cdyn__first_nonfinite(q, q, hz, q) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                          "%s: the multipliers' Jacobian overflowed at t = %g", fn, t);
+    int svd = cdyn__newton_factor(dae->newton_z, hz, q);
+    if (svd < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on H_z", fn);
+    if (svd > 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the multipliers (junction pressures) are not determined at "
+                          "t = %g: dH/dz is singular",
+                          fn, t);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn_status st = constraint_data(dae, fn, t);
+    if (st != CDYN_OK) return st;
+    double *z = dae->part.vec_q;
+    for (int k = 0; k < q; ++k) z[k] = dae->v_trial[dae->multiplier[k]];
+    dae->t_eval = t;
+    st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, z);
+    for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+    if (st != CDYN_OK)
+        return cdyn__fail(dae->msg, st, "%s: multipliers at t = %g: %s", fn, t,
+                          cdyn_newton_last_error(dae->newton_z));
+    st = factor_at_solution(dae, fn, t);
+    if (st != CDYN_OK) return st;
+
+    /* x' = B^-1 P^T F(x, z, t), certified on [P^T M; G_v] v' = [P^T F; -G_t];
+     * when the constraint rows are not met to rounding, up to two more
+     * Newton steps on z with the factorization at the solution */
+    double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *dz = dae->part.vec_q;
+    double tolerance = 0.0, omega = INFINITY;
+    for (int step = 0; step < 3; ++step) {
+        if (step > 0) {
+            cdyn__newton_apply(dae->newton_z, dae->residual + r, dz);
+            for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] += dz[k];
+        }
+        st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+        if (st != CDYN_OK) return st;
+        rates_of_x(dae, dae->force_val, ptf, xdot);
+        memset(vdot, 0, sizeof(double) * (size_t)n);
+        for (int j = 0; j < r; ++j) vdot[x_state(dae, j)] = xdot[j];
+        tolerance = cdyn__kkt_backward_tolerance(n, 0);
+        omega = cdyn__dae_rates_backward_error(dae, vdot, ptf);
+        if (!(omega > tolerance) || !isfinite(omega)) break;
+    }
+    if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);
+    if (!(omega <= tolerance))
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the rates at t = %g are not determined to working accuracy "
+                          "(componentwise backward error %.2e > %.2e): the index-2 system is "
+                          "singular to rounding there",
+                          fn, t, omega, tolerance);
+    return CDYN_OK;
+}
+
+/* Step of the central differences in the Jacobian: eps^(1/3) of the
+ * state's magnitude (truncation and rounding then balance near eps^(2/3)). */
+#define INDEX2_JAC_STEP 6.0e-6
+
+cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, const double *y,
+                                      double *J)
+{
+    int n = dae->n, ny = dae->ny;
+    double *saved = dae->origin, *saved_rate = saved + n; /* n x n >= 2 n */
+    double *shifted = dae->aug_rhs, *plus = shifted + ny; /* 2 ny < n n */
+    memcpy(saved, dae->v_last, sizeof(double) * (size_t)n);
+    memcpy(saved_rate, dae->vdot_last, sizeof(double) * (size_t)n);
+    cdyn_status st = CDYN_OK;
+    for (int j = 0; j < ny && st == CDYN_OK; ++j) {
+        double h = INDEX2_JAC_STEP * cdyn__dae_step_scale(dae, saved, dae->integrated[j]);
+        memcpy(shifted, y, sizeof(double) * (size_t)ny);
+        shifted[j] = y[j] + h;
+        double up = shifted[j] - y[j];
+        st = cdyn__dae_rhs_at(dae, fn, t, shifted);
+        for (int i = 0; st == CDYN_OK && i < ny; ++i) plus[i] = dae->vdot_last[dae->integrated[i]];
+        shifted[j] = y[j] - h;
+        double down = y[j] - shifted[j];
+        if (st == CDYN_OK) st = cdyn__dae_rhs_at(dae, fn, t, shifted);
+        for (int i = 0; st == CDYN_OK && i < ny; ++i)
+            J[i + (size_t)j * ny] = (plus[i] - dae->vdot_last[dae->integrated[i]]) / (up + down);
+    }
+    /* the object's state is that of the evaluation at y again */
+    memcpy(dae->v_last, saved, sizeof(double) * (size_t)n);
+    memcpy(dae->vdot_last, saved_rate, sizeof(double) * (size_t)n);
+    dae->state_valid = 1;
+    return st;
+}
