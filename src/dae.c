@@ -88,7 +88,8 @@ static void part_free(cdyn__dae_part *p)
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
                         p->coef,      p->vec_q,        p->vec_q2,
-                        p->reduced,   p->reduced_rhs, p->rate_of_multiplier};
+                        p->reduced,   p->reduced_rhs, p->rate_of_multiplier,
+                        p->range_t_fz};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->massless);
@@ -131,6 +132,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->reduced_rhs = doubles(r1);
     p->ipiv = malloc(sizeof(int) * r1);
     p->rate_of_multiplier = doubles(r1 * q1);
+    p->range_t_fz = doubles(r1 * q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -138,7 +140,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
-             p->rate_of_multiplier;
+             p->rate_of_multiplier && p->range_t_fz;
     if (!ok) part_free(p);
     return ok;
 }

@@ -27,6 +27,10 @@
 #include <math.h>
 #include <string.h>
 
+/* Relative step of the central differences of G0 without dF/dv:
+ * eps^(1/3) of the state's magnitude. */
+#define INDEX2_G_STEP 6.0e-6
+
 /* The x states in the order of B's columns: integrated, then dependent. */
 static inline int x_state(const cdyn_dae *dae, int j)
 {
@@ -188,7 +192,8 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
         if (code != 0) return code;
     }
     double *x_z = dae->part.rate_of_multiplier; /* r x q */
-    cdyn__gemm('T', 'N', r, q, n, 1.0, dae->part.range, n, fz, n, 0.0, x_z, r);
+    cdyn__gemm('T', 'N', r, q, n, 1.0, dae->part.range, n, fz, n, 0.0, dae->part.range_t_fz, r);
+    memcpy(x_z, dae->part.range_t_fz, sizeof(double) * (size_t)r * q);
     cdyn__getrs('N', r, q, dae->part.reduced, r, dae->part.ipiv, x_z, r);
     for (int l = 0; l < q; ++l) {
         double *col = J + (size_t)l * ldj;
@@ -202,6 +207,64 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
     return 0;
 }
 
+/* The multipliers appear in the hidden constraints at v_trial. */
+static cdyn_status multiplier_appears(cdyn_dae *dae, const char *fn, double t, int z)
+{
+    return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                      "%s: state %d, a multiplier of the index-2 split, appears in the hidden "
+                      "constraints at t = %g (split again)",
+                      fn, z, t);
+}
+
+/* Without dF/dv: G_x by central differences of G0 (2 r force
+ * evaluations; the constraints are affine in x in hydraulics, where this
+ * is exact to rounding, and a forward difference's 1e-8 would reach the
+ * rates directly, since every dependent state has mass), and one shift of
+ * all multipliers together to confirm that G0 does not see them. F(v) is
+ * in force_val. */
+static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double t)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_part *p = &dae->part;
+    double *v = dae->v_trial, *up = dae->force_shift, *down = dae->force_dt;
+    double *g_up = p->vec_q, *g_down = dae->residual; /* q each */
+    memset(p->constraint_jac, 0, sizeof(double) * (size_t)q * n);
+    for (int j = 0; j < r; ++j) {
+        int x = x_state(dae, j);
+        double saved = v[x], h = INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, x);
+        v[x] = saved + h;
+        double ahead = v[x] - saved;
+        cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
+        v[x] = saved - h;
+        double behind = saved - v[x];
+        if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, down);
+        v[x] = saved;
+        if (st != CDYN_OK) return st;
+        cdyn__dae_beta_t(dae, 1, up, n, 1.0, g_up, q);
+        cdyn__dae_beta_t(dae, 1, down, n, 1.0, g_down, q);
+        double *col = p->constraint_jac + (size_t)x * q;
+        for (int k = 0; k < q; ++k) col[k] = (g_up[k] - g_down[k]) / (ahead + behind);
+    }
+    for (int k = 0; k < q; ++k) {
+        int z = dae->multiplier[k];
+        v[z] += INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, z);
+    }
+    cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
+    for (int k = 0; k < q; ++k) v[dae->multiplier[k]] = dae->v_last[dae->multiplier[k]];
+    if (st != CDYN_OK) return st;
+    for (int k = 0; k < q; ++k) { /* beta^T (F(z + h) - F(z)) is rounding only */
+        const double *b = p->beta + (size_t)k * n;
+        double change = 0.0, size = 0.0;
+        for (int i = 0; i < n; ++i) {
+            change += b[i] * (up[i] - dae->force_val[i]);
+            size += fabs(b[i]) * (fabs(up[i]) + fabs(dae->force_val[i]));
+        }
+        if (!(fabs(change) <= 64.0 * DBL_EPSILON * size))
+            return multiplier_appears(dae, fn, t, dae->multiplier[0]);
+    }
+    return CDYN_OK;
+}
+
 /* G_v, -G_t (part.vec_q2) and the LU of B at v_trial, whose multiplier
  * entries are the warm start (G0 does not depend on them). */
 static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
@@ -209,21 +272,22 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     cdyn_status st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
-    if (st == CDYN_OK) st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
+    if (st == CDYN_OK && dae->jacobian) {
+        st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
+        if (st != CDYN_OK) return st;
+        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+        for (int k = 0; k < q; ++k) {
+            int z = dae->multiplier[k];
+            if (!absent_from_constraints(dae, z)) return multiplier_appears(dae, fn, t, z);
+            memset(p->constraint_jac + (size_t)z * q, 0, sizeof(double) * (size_t)q);
+        }
+    } else if (st == CDYN_OK) {
+        st = constraint_differences(dae, fn, t);
+    }
     if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
-    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
-    for (int k = 0; k < q; ++k) {
-        int z = dae->multiplier[k];
-        if (!absent_from_constraints(dae, z))
-            return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
-                              "%s: state %d, a multiplier of the index-2 split, appears in the "
-                              "hidden constraints at t = %g (split again)",
-                              fn, z, t);
-        memset(p->constraint_jac + (size_t)z * q, 0, sizeof(double) * (size_t)q);
-    }
     cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, p->vec_q2, q);
     for (int j = 0; j < r; ++j)
         memcpy(p->reduced + (size_t)j * r, p->range_t_mass + (size_t)x_state(dae, j) * r,
@@ -259,10 +323,51 @@ static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
+/* The backward error of the rates with the multipliers as unknowns of the
+ * same linear system: cdyn__dae_rates_backward_error's measure, with
+ * |P^T F_z| |z| added to the bound of each top row (F depends on z, whose
+ * rounding is part of the solution's, not of the data). */
+static double backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    cdyn__dae_rates_backward_error(dae, vdot, ptf);
+    const double *ptfz = dae->part.range_t_fz, *res = dae->residual;
+    double *bound = dae->bound, worst = 0.0;
+    for (int k = 0; k < q; ++k) {
+        double z = fabs(dae->v_trial[dae->multiplier[k]]);
+        for (int i = 0; i < r; ++i) bound[i] += fabs(ptfz[i + (size_t)k * r]) * z;
+    }
+    for (int i = 0; i < n; ++i) {
+        double w = bound[i] > 0.0 ? fabs(res[i]) / bound[i] : (res[i] == 0.0 ? 0.0 : INFINITY);
+        worst = w > worst || isnan(w) ? w : worst;
+    }
+    return worst;
+}
+
+/* One more step on G0 = 0 for x_d with the Newton solver's last
+ * factorization: the solve stops once its predicted correction is below
+ * the tolerance (1e-10 relative by default) without taking it; taken, it
+ * leaves the balances of an affine G0 (the junctions) met to rounding. */
+static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
+{
+    int n = dae->n, q = dae->q;
+    double *g = dae->part.vec_q;
+    cdyn_status st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    if (st != CDYN_OK) return st;
+    cdyn__dae_beta_t(dae, 1, dae->force_val, n, 1.0, g, q);
+    int moved = 0;
+    for (int k = 0; k < q; ++k) moved |= g[k] != 0.0;
+    if (!moved) return CDYN_OK;
+    cdyn__newton_apply(dae->newton, g, g);
+    for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] -= g[k];
+    return CDYN_OK;
+}
+
 cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
 {
     int n = dae->n, q = dae->q, r = dae->r;
-    cdyn_status st = constraint_data(dae, fn, t);
+    cdyn_status st = polish_dependent(dae, fn, t);
+    if (st == CDYN_OK) st = constraint_data(dae, fn, t);
     if (st != CDYN_OK) return st;
     double *z = dae->part.vec_q;
     for (int k = 0; k < q; ++k) z[k] = dae->v_trial[dae->multiplier[k]];
@@ -275,24 +380,37 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     st = factor_at_solution(dae, fn, t);
     if (st != CDYN_OK) return st;
 
-    /* x' = B^-1 P^T F(x, z, t), certified on [P^T M; G_v] v' = [P^T F; -G_t];
-     * when the constraint rows are not met to rounding, up to two more
-     * Newton steps on z with the factorization at the solution */
+    /* x' = B^-1 P^T F(x, z, t), certified on [P^T M; G_v] v' = [P^T F; -G_t]
+     * (the multipliers' columns are zero), with up to two steps of
+     * refinement of (x', z) through the factorizations of B and H_z:
+     * dx0 = B^-1 res_top, dz = H_z^-1 (res_bottom - G_x dx0),
+     * dx' = dx0 + (B^-1 P^T F_z) dz; F is evaluated again at the new z */
     double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *dz = dae->part.vec_q;
-    double tolerance = 0.0, omega = INFINITY;
-    for (int step = 0; step < 3; ++step) {
-        if (step > 0) {
-            cdyn__newton_apply(dae->newton_z, dae->residual + r, dz);
-            for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] += dz[k];
-        }
-        st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
-        if (st != CDYN_OK) return st;
-        rates_of_x(dae, dae->force_val, ptf, xdot);
+    double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier;
+    st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    if (st != CDYN_OK) return st;
+    rates_of_x(dae, dae->force_val, ptf, xdot);
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = INFINITY;
+    for (int step = 0;; ++step) {
         memset(vdot, 0, sizeof(double) * (size_t)n);
         for (int j = 0; j < r; ++j) vdot[x_state(dae, j)] = xdot[j];
-        tolerance = cdyn__kkt_backward_tolerance(n, 0);
-        omega = cdyn__dae_rates_backward_error(dae, vdot, ptf);
-        if (!(omega > tolerance) || !isfinite(omega)) break;
+        omega = backward_error(dae, vdot, ptf);
+        if (step == 2 || !(omega > tolerance) || !isfinite(omega)) break;
+        const double *res_top = dae->residual, *res_bottom = dae->residual + r;
+        memcpy(dx, res_top, sizeof(double) * (size_t)r);
+        cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, dx, r);
+        constraint_rate(dae, dx, dz); /* G_x dx0 - G_t */
+        for (int k = 0; k < q; ++k) dz[k] = res_bottom[k] - (dz[k] + dae->part.vec_q2[k]);
+        cdyn__newton_apply(dae->newton_z, dz, dz);
+        for (int j = 0; j < r; ++j) {
+            double c = dx[j];
+            for (int k = 0; k < q; ++k) c += x_z[j + (size_t)k * r] * dz[k];
+            xdot[j] += c;
+        }
+        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] += dz[k];
+        st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+        if (st != CDYN_OK) return st;
+        cdyn__gemv('T', n, r, 1.0, dae->part.range, n, dae->force_val, 0.0, ptf);
     }
     if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);

@@ -34,6 +34,7 @@ typedef struct cdyn__dae_part {
     double *reduced_rhs;    /* r */
     int *ipiv;              /* r */
     double *rate_of_multiplier; /* r x q, (P^T M_x)^-1 P^T dF/dz (index-2 form) */
+    double *range_t_fz;     /* r x q, P^T dF/dz (index-2 form) */
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
 } cdyn__dae_part;
 
@@ -188,7 +189,8 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
 
 /* Componentwise backward error of the rates vdot (n) on
  * [P^T M; G_v] v' = [ptf; -G_t] (ptf = P^T F, r; -G_t in part.vec_q2, G_v
- * in part.constraint_jac), with the residual left in dae->residual. */
+ * in part.constraint_jac), with the residual left in dae->residual and
+ * each row's bound (the denominator of its ratio) in dae->bound. */
 double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf);
 
 /* The index-2 form (dae_index2.c, docs/theory.md "Index-2 networks"). With
