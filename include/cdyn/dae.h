@@ -3,7 +3,9 @@
  * Quasi-linear DAEs M v' = F(v, t) with a singular M (constant, or M(t) by
  * callback): hidden
  * constraints, DAE index, and the minimum-order ODE of an index-1 system
- * whose algebraic states come from a bounded Newton solve (THEORY T3).
+ * whose algebraic states come from a bounded Newton solve (THEORY T3) — or
+ * of an index-2 network whose junctions have no storage, with the
+ * pressures as the balances' multipliers (cdyn_dae_split(), THEORY T1.7).
  *
  * Typical use: a hydraulic network in which the inertance of short orifice
  * branches is set to zero (THEORY T6.3). With r = rank M < n:
