@@ -89,6 +89,25 @@ extern "C" {
 CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
 
 /**
+ * CVLsJacFn (CVodeSetJacFn) for cdyn_cvode_mbs_rhs(), user_data the
+ * cdyn_mbs: J = d ydot / d y (2n x 2n) by cdyn_mbs_rhs_jacobian() at
+ * (t, y), into a dense SUNMatrix (SUNDenseMatrix(2n, 2n)), in the
+ * formulation and stabilizer set on the cdyn_mbs (KKT, Baumgarte,
+ * generalized Baumgarte, penalty, pseudo-inverse). Extrapolated central
+ * differences of the right-hand side: 8n + 2 evaluations per Jacobian
+ * (accuracy in mbs.h), where CVODE's own difference quotients take
+ * 2n + 1 less accurate ones: install it when the iteration matrix's
+ * accuracy matters more than its cost (test_sundials measures both).
+ * The last evaluation is at y (the warm start and reactions are those of
+ * y). fy and tmp1..tmp3 are not used. Returns as described at the top;
+ * -CDYN_ERR_ARG for NULL user data, an odd length or a matrix that is not
+ * dense 2n x 2n. No allocation.
+ */
+CDYN_API int cdyn_cvode_mbs_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J,
+                                     void *user_data, N_Vector tmp1, N_Vector tmp2,
+                                     N_Vector tmp3);
+
+/**
  * CVProjFn (CVodeSetProjFn) with user_data the cdyn_mbs: projects
  * ycur = [q; q'] (length 2n, read only) with cdyn_mbs_project() — Newton on
  * Phi(q, t) = 0, then the linear step onto Phi_q q' + Phi_t = 0, in the
@@ -288,6 +307,18 @@ CDYN_API const char *cdyn_ida_dae_last_error(const cdyn_ida_dae *ida_dae);
  */
 CDYN_API int cdyn_ida_mbs_residual(sunrealtype t, N_Vector y, N_Vector ydot, N_Vector r,
                                    void *user_data);
+
+/**
+ * IDALsJacFn (IDASetJacFn) matching cdyn_ida_mbs_residual(), user_data the
+ * cdyn_mbs: J = dr/dy + c_j dr/dy' = c_j I - df/dy (2n x 2n, dense
+ * SUNMatrix), df/dy by cdyn_mbs_rhs_jacobian() (cost and accuracy as for
+ * cdyn_cvode_mbs_jacobian()). ydot, r and tmp1..tmp3 are not used.
+ * Returns as described at the top; -CDYN_ERR_ARG for NULL user data, an
+ * odd length or a matrix that is not dense 2n x 2n. No allocation.
+ */
+CDYN_API int cdyn_ida_mbs_jacobian(sunrealtype t, sunrealtype c_j, N_Vector y, N_Vector ydot,
+                                   N_Vector r, SUNMatrix J, void *user_data, N_Vector tmp1,
+                                   N_Vector tmp2, N_Vector tmp3);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,22 @@ int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data
     return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
 }
 
+int cdyn_cvode_mbs_jacobian(sunrealtype t, N_Vector y, N_Vector fy, SUNMatrix J, void *user_data,
+                            N_Vector tmp1, N_Vector tmp2, N_Vector tmp3)
+{
+    (void)fy, (void)tmp1, (void)tmp2, (void)tmp3;
+    cdyn_mbs *mbs = user_data;
+    if (!mbs || !y || !J) return -(int)CDYN_ERR_ARG;
+    sunindextype length = N_VGetLength(y);
+    const double *yd = N_VGetArrayPointer(y);
+    if (length < 2 || length % 2 != 0 || !yd || SUNMatGetID(J) != SUNMATRIX_DENSE ||
+        SUNDenseMatrix_Rows(J) != length || SUNDenseMatrix_Columns(J) != length)
+        return -(int)CDYN_ERR_ARG;
+    /* column-major with leading dimension 2n */
+    cdyn_status st = cdyn_mbs_rhs_jacobian(mbs, t, yd, NULL, SUNDenseMatrix_Data(J), (int)length);
+    return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
+}
+
 int cdyn_cvode_mbs_project(sunrealtype t, N_Vector ycur, N_Vector corr, sunrealtype epsProj,
                            N_Vector err, void *user_data)
 {
