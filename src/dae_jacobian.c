@@ -21,6 +21,7 @@
  */
 #include "dae_internal.h"
 #include "linalg.h"
+#include "newton_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -184,5 +185,66 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
             J[i + (size_t)j * ldj] = dvdy[dae->integrated[i] + (size_t)j * n];
     if (ydot)
         for (int j = 0; j < r; ++j) ydot[j] = dae->vdot_last[dae->integrated[j]];
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int inputs,
+                                  const double *Fu, int ldfu, double *B, int ldb)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_input_matrix";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!dae->split_done)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
+    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny;
+    if (dae->index2)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
+                          "%s: not available for the index-2 form (the response of the "
+                          "multipliers to u needs second derivatives of F)",
+                          fn);
+    if (!Fu || (ny > 0 && !B))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !Fu ? "Fu" : "B");
+    if (inputs < 1 || ldfu < n || ldb < (ny > 1 ? ny : 1))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
+                          "%s: inputs = %d (>= 1), ldfu = %d (>= n = %d), ldb = %d (>= %d)", fn,
+                          inputs, ldfu, n, ldb, ny);
+    size_t b_bytes = sizeof(double) * ((size_t)ldb * (inputs - 1) + (size_t)ny);
+    if (ny > 0 && ((y && cdyn__overlap(B, b_bytes, y, sizeof(double) * (size_t)ny)) ||
+                   cdyn__overlap(B, b_bytes, Fu, sizeof(double) * ((size_t)ldfu * (inputs - 1) + n))))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: B overlaps y or Fu", fn);
+    long bad = cdyn__first_nonfinite(n, inputs, Fu, ldfu);
+    if (bad >= 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: Fu has NaN or Inf (column %ld)", fn,
+                          bad / n);
+    cdyn_status st = cdyn__dae_rhs_at(dae, fn, t, y);
+    if (st != CDYN_OK) return st;
+    if (q > 0 && !dae->decoupled)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
+                          "%s: the algebraic states carry mass into the range of M "
+                          "(P^T M_a != 0): the input matrix then needs second derivatives of F "
+                          "in u, which Fu does not give",
+                          fn);
+    /* at fixed y: G_a dv_a = -beta^T F_u du (the evaluation's factorization
+     * of G_a), then P^T M_i dv_i' = P^T (F_u + F_v(:, a) dv_a) du; the
+     * constraint rows move only v_a' */
+    cdyn__dae_part *p = &dae->part;
+    double *g = dae->tau, *column = dae->residual, *top = dae->row_max;
+    double *zero = dae->rate_unit, *out = dae->force_shift;
+    memset(zero, 0, sizeof(double) * (size_t)n);
+    for (int k = 0; k < inputs; ++k) {
+        const double *fu = Fu + (size_t)k * ldfu;
+        memcpy(column, fu, sizeof(double) * (size_t)n);
+        if (q > 0) {
+            cdyn__dae_beta_t(dae, 1, fu, n, -1.0, g, q);
+            cdyn__newton_apply(dae->newton, g, g);
+            for (int a = 0; a < q; ++a) {
+                const double *fv = dae->force_jac + (size_t)dae->algebraic[a] * n;
+                for (int i = 0; i < n; ++i) column[i] += fv[i] * g[a];
+            }
+        }
+        cdyn__gemv('T', n, r, 1.0, p->range, n, column, 0.0, top);
+        cdyn__dae_solve_rates(dae, top, zero, out);
+        for (int j = 0; j < ny; ++j) B[j + (size_t)k * ldb] = out[dae->integrated[j]];
+    }
     return CDYN_OK;
 }

@@ -2,7 +2,8 @@
  * right-hand side y' = f(t, y), y = [q; q'] (THEORY T4, any formulation),
  * and the state matrix of the minimum-order (partitioned) system
  * z' = f(t, z), z = [q_ind; q'_ind] (T4.10), whose eigenvalues are the
- * mechanism's linear modes at an operating point.
+ * mechanism's linear modes at an operating point, with its input matrix
+ * for forces that depend on inputs u (exact: q'' is linear in Q).
  *
  * Both are extrapolated central differences of the right-hand side: for
  * each column, D(h) = (f(x + h e_j) - f(x - h e_j)) / 2h at h and 2h, and
@@ -161,4 +162,48 @@ cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z
     if (lda < size)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: lda = %d < 2d = %d", fn, lda, size);
     return difference_jacobian(mbs, fn, cdyn_mbs_partition_rhs, size, t, z, scale, A, lda);
+}
+
+cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, const double *z, int inputs,
+                                            const double *Qu, int ldqu, double *B, int ldb)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_partition_input_matrix";
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
+    if (!mbs->partitioned)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_partition first", fn);
+    int n = mbs->n, d = n - mbs->m, size = 2 * d;
+    if (!z || !Qu || !B)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                          !z ? "z" : !Qu ? "Qu" : "B");
+    if (inputs < 1 || ldqu < n || ldb < size)
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                          "%s: inputs = %d (>= 1), ldqu = %d (>= n = %d), ldb = %d (>= 2d = %d)",
+                          fn, inputs, ldqu, n, ldb, size);
+    size_t b_bytes = sizeof(double) * ((size_t)ldb * (inputs - 1) + size);
+    if (cdyn__overlap(B, b_bytes, z, sizeof(double) * (size_t)size) ||
+        cdyn__overlap(B, b_bytes, Qu, sizeof(double) * ((size_t)ldqu * (inputs - 1) + n)))
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: B overlaps z or Qu", fn);
+    long bad = cdyn__first_nonfinite(n, inputs, Qu, ldqu);
+    if (bad >= 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: Qu has NaN or Inf (column %ld)", fn,
+                          bad / n);
+    /* the evaluation at (t, z) leaves M(q) and the partition's
+     * factorization at the state; q'' is linear in Q (T1.4-T1.5), so the
+     * response to input k is the solve with F = dQ/du_k and c = 0 */
+    double *zdot = mbs->lin_work, *response = zdot + size;
+    cdyn_status st = cdyn_mbs_partition_rhs(mbs, t, z, zdot);
+    for (int k = 0; st == CDYN_OK && k < inputs; ++k) {
+        st = cdyn_nullspace_solve(mbs->partition, mbs->M, n, Qu + (size_t)k * ldqu, NULL,
+                                  response, NULL);
+        if (st != CDYN_OK)
+            return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
+                              cdyn_nullspace_last_error(mbs->partition));
+        double *col = B + (size_t)k * ldb;
+        for (int j = 0; j < d; ++j) {
+            col[j] = 0.0;
+            col[d + j] = response[mbs->ind_index[j]];
+        }
+    }
+    return st;
 }

@@ -73,7 +73,7 @@
 
 _Static_assert(sizeof(cdyn_status) == sizeof(int), "create status is kept in an int buffer");
 
-enum { MAXARG = 8, MAXSC = 3, MAXBAD = 8, PROBE_LEN = 96, MAXCB = 6, MAXK = 3 };
+enum { MAXARG = 8, MAXSC = 4, MAXBAD = 8, PROBE_LEN = 96, MAXCB = 6, MAXK = 3 };
 enum { RPT_LEN = (int)((sizeof(cdyn_newton_report) + sizeof(double) - 1) / sizeof(double)) };
 enum { JCK_LEN = (int)((sizeof(cdyn_jacobian_check) + sizeof(double) - 1) / sizeof(double)) };
 /* the counter structs are all longs: compared as raw words */
@@ -869,6 +869,7 @@ static const double DAE_MREG[4] = {1, 0, 0, 1};
 static const double DAE_V0[2] = {1.0, 0.7};
 static const double DAE_V1[2] = {0.9, 0.6};
 static const double DAE_Y1[1] = {0.9};
+static const double DAE_FU[2] = {1.0, 0.5};
 static const double DAE_ATOL[2] = {1e-12, 1e-11};
 
 static cdyn_dae *dae_new(void)
@@ -1066,6 +1067,11 @@ WRAP(w_dae_rhs_jacobian)
     o->st = cdyn_dae_rhs_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
 }
 WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_state(obj, p[0], p[1]); }
+WRAP(w_dae_input_matrix)
+{
+    USE_ALL;
+    o->st = cdyn_dae_input_matrix(obj, sc[0], p[0], SCI(1), p[1], SCI(2), p[2], SCI(3));
+}
 WRAP(w_dae_newton) { USE_ALL; o->val = cdyn_dae_newton(obj) != NULL; }
 WRAP(w_dae_svd_rate_solves) { USE_ALL; o->val = (double)cdyn_dae_svd_rate_solves(obj); }
 WRAP(w_dae_get_counters) { USE_ALL; o->st = cdyn_dae_get_counters(obj, p[0]); }
@@ -1128,6 +1134,11 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_rhs_jacobian", OBJ,
      .arg = {A_IN("y", 1, 0, DAE_Y1), A_OUT_OPT("ydot", 1), A_OUT("J", 1)},
      .sc = {SC_T("t", 0.3), SC_LD("ldj", 1)}, .call = w_dae_rhs_jacobian},
+    {.fn = "cdyn_dae_input_matrix", OBJ,
+     .arg = {A_IN("y", 1, 0, DAE_Y1), A_IN("Fu", 2, 2, DAE_FU), A_OUT("B", 1)},
+     .sc = {SC_T("t", 0.3), SC("inputs", 1, 2, BV(0, XARG), BV(-1, XARG)), SC_LD("ldfu", 2),
+            SC_LD("ldb", 1)},
+     .call = w_dae_input_matrix},
     {.fn = "cdyn_dae_state", OBJ, .arg = {A_OUT_OPT("v", 2), A_OUT_OPT("vdot", 2)},
      .call = w_dae_state},
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
@@ -1162,6 +1173,7 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_bases", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_hidden_constraints", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_rhs_jacobian", dae_make_unsplit, XARG, "before split"),
+    DAE_EARLY("cdyn_dae_input_matrix", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_analyze", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_split", dae_make_created, XARG, "before set_mass"),
     DAE_EARLY("cdyn_dae_hidden_constraints", dae_make_massed, XARG, "before set_functions"),
@@ -1533,6 +1545,7 @@ static int mb_xi(double t, const double *q, const double *qdot, double *xi, void
 static double MB_Y0[4], MB_Y1[4], MB_YP[4], MB_Z0[2], MB_Z1[2];
 static const double MB_PIVOT[4] = {0.0, 0.0, 1.0, 0.0};
 static const double MB_SCALE4[4] = {1.0, 1.0, 2.0, 2.0}, MB_SCALE2[2] = {1.0, 2.0};
+static const double MB_QU[2] = {1.0, 0.0};
 
 static void mb_state(double th, double thd, double *y)
 {
@@ -1729,6 +1742,11 @@ WRAP(w_mb_partition_jacobian)
     USE_ALL;
     o->st = cdyn_mbs_partition_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
 }
+WRAP(w_mb_partition_input_matrix)
+{
+    USE_ALL;
+    o->st = cdyn_mbs_partition_input_matrix(obj, sc[0], p[0], SCI(1), p[1], SCI(2), p[2], SCI(3));
+}
 WRAP(w_mb_rhs_jacobian)
 {
     USE_ALL;
@@ -1795,6 +1813,11 @@ static const fn_desc MB_FNS[] = {
     {.fn = "cdyn_mbs_partition_jacobian", OBJ,
      .arg = {A_IN("z", 2, 0, MB_Z1), A_IN_POS_OPT("scale", 2, MB_SCALE2), A_OUT("A", 4)},
      .sc = {SC_T("t", 0.0), SC_LD("lda", 2)}, .call = w_mb_partition_jacobian},
+    {.fn = "cdyn_mbs_partition_input_matrix", OBJ,
+     .arg = {A_IN("z", 2, 0, MB_Z1), A_IN("Qu", 2, 2, MB_QU), A_OUT("B", 2)},
+     .sc = {SC_T("t", 0.0), SC("inputs", 1, 2, BV(0, XARG), BV(-1, XARG)), SC_LD("ldqu", 2),
+            SC_LD("ldb", 2)},
+     .call = w_mb_partition_input_matrix},
     {.fn = "cdyn_mbs_rhs_jacobian", OBJ,
      .arg = {A_IN("y", 4, 0, MB_Y1), A_IN_POS_OPT("scale", 4, MB_SCALE4), A_OUT("J", 16)},
      .sc = {SC_T("t", 0.0), SC_LD("ldj", 4)}, .call = w_mb_rhs_jacobian},
@@ -1839,6 +1862,7 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_gather", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_rhs", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_jacobian", mb_make_m2, "m = n = 2"),
+    MB_SIZE("cdyn_mbs_partition_input_matrix", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_state", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
@@ -1852,6 +1876,7 @@ static const hand_row MB_HAND[] = {
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_rhs", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_jacobian", mb_make_modelled, "before partition"),
+    MB_EARLY("cdyn_mbs_partition_input_matrix", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_rhs_jacobian", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition_state", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_quality", mb_make_modelled, "before partition"),

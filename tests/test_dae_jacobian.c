@@ -269,6 +269,59 @@ START_TEST(hydraulic_junction_is_the_schur_complement)
 }
 END_TEST
 
+/* Input matrix of model B: u1 = the supply pressure (enters pipe 1's
+ * equation), u2 = a flow injected at the junction (enters the
+ * continuity). With a massless junction, at fixed y the pressure moves by
+ * dp = -F_aa^-1 F_au du, so B = M_ii^-1 (F_iu - F_ia F_aa^-1 F_au), by hand
+ * from the analytic dF/dv; in every unit system, with and without dF/dv. */
+START_TEST(hydraulic_junction_input_matrix_by_hand)
+{
+    const double units[][2] = {{1.0, 1.0}, {1e-3, 1e5}, {1e-6, 1e-3}};
+    for (int with_jacobian = 0; with_jacobian <= 1; ++with_jacobian)
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; ++u) {
+            model_b b = b_model(units[u][0], units[u][1]);
+            double t = 0.2;
+            double v[4] = {3e-4 / b.qu, 1.5e-4 / b.qu, -0.5e-4 / b.qu, 1.5e5 / b.pu};
+            cdyn_dae *dae = b_make(&b, with_jacobian, t, v);
+            /* dF/du in the model's units per SI unit of input (Pa, m^3/s) */
+            double Fu[8] = {1.0 / b.pu, 0, 0, 0, 0, 0, 0, 1.0 / b.qu}, B[6], y[3] = {v[0], v[1], v[2]};
+            ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 4, B, 3), CDYN_OK);
+            double vfull[4], F[16];
+            ck_assert_int_eq(cdyn_dae_state(dae, vfull, NULL), CDYN_OK);
+            b_jacobian(t, vfull, F, 4, &b);
+            double tol = with_jacobian ? 1e-12 : 1e-7;
+            for (int k = 0; k < 2; ++k) {
+                double scale = 0.0, exact[3];
+                for (int i = 0; i < 3; ++i) {
+                    exact[i] = (Fu[i + 4 * k] - F[i + 12] * Fu[3 + 4 * k] / F[15]) /
+                               (b.L[i] * b.qu / b.pu);
+                    scale = fmax(scale, fabs(exact[i]));
+                }
+                for (int i = 0; i < 3; ++i)
+                    ck_assert_msg(fabs(B[i + 3 * k] - exact[i]) <= tol * scale,
+                                  "jac %d units %zu input %d row %d: %.17g vs %.17g",
+                                  with_jacobian, u, k, i, B[i + 3 * k], exact[i]);
+            }
+            /* refused: overlap, sizes, NaN */
+            ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 4, Fu, 3), CDYN_ERR_ARG);
+            ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 3, B, 3), CDYN_ERR_ARG);
+            ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 4, B, 2), CDYN_ERR_ARG);
+            Fu[1] = NAN;
+            ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 4, B, 3),
+                             CDYN_ERR_NONFINITE);
+            cdyn_dae_free(dae);
+        }
+    /* model A's algebraic state carries mass: refused, with the reason */
+    model_a a = {.m = 2.0, .c = 0.3, .s = 1.0, .e1 = 1.0, .e2 = 1.0};
+    cdyn_dae *dae = a_make(&a, 1, 0.4, 0.25);
+    double y = a_integrated(dae) == 0 ? 0.25 : 0.25 * 0.25 * 0.25 + 0.3 * 0.4;
+    double Fu[2] = {1.0, 0.0}, B = 0.0;
+    ck_assert_int_eq(cdyn_dae_input_matrix(dae, 0.4, &y, 1, Fu, 2, &B, 1), CDYN_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "carry mass"));
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 START_TEST(jacobian_may_alias_y_and_commits_like_rhs)
 {
     model_b b = b_model(1.0, 1.0);
@@ -438,6 +491,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, coupled_mass_matches_the_analytic_derivative);
     tcase_add_test(tc, hydraulic_junction_is_the_schur_complement);
+    tcase_add_test(tc, hydraulic_junction_input_matrix_by_hand);
     tcase_add_test(tc, jacobian_may_alias_y_and_commits_like_rhs);
     tcase_add_test(tc, regular_mass_gives_m_inverse_dfdv);
     tcase_add_test(tc, turning_null_space_matches_differences_of_rhs);

@@ -18,6 +18,8 @@
  *    pendulum Phi = x^2 + y^2 - L^2, xi = -2 |q'|^2):
  *        Phi_q d q''/dq = -2 q''^T,   Phi_q d q''/dq' = -4 q'^T,
  *    and the top half [0 I].
+ *  - the input matrix of forces on the pendulum's bob, from the tangential
+ *    component of the force (single_pendulum_input_matrix_by_hand).
  * Magnitudes: the single pendulum is also run at lengths 1.3e-6 and
  * 1.3e6 m, so the differences' steps must follow the state's own scale,
  * with Phi_t and xi given and left to cdyn's differences (whose steps must
@@ -235,6 +237,56 @@ START_TEST(single_pendulum_state_matrix_by_hand)
 }
 END_TEST
 
+/* Input matrix: forces u = (u_x, u_y) on the bob. The tangential
+ * component u_x cos theta + u_y sin theta gives theta'' a term
+ * (u_x cos theta + u_y sin theta) / (m L), so with x = L sin theta,
+ * y = -L cos theta: dx''/du = cos theta (cos theta, sin theta) / m and
+ * dy''/du = sin theta (cos theta, sin theta) / m; q_ind' does not see u. */
+START_TEST(single_pendulum_input_matrix_by_hand)
+{
+    const double lengths[] = {1.3, 1.3e-6, 1.3e6};
+    for (size_t u = 0; u < sizeof lengths / sizeof lengths[0]; ++u) {
+        bob b = {2.0, lengths[u]};
+        cdyn_mbs *mbs = sp_make(&b);
+        double y[4], th = 0.4;
+        sp_state(&b, th, 0.7 * sqrt(G / b.L), y);
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        int independent = -1;
+        cdyn_mbs_partition_coordinates(mbs, &independent, NULL);
+        double z[2], Qu[4] = {1.0, 0.0, 0.0, 1.0}, B[6];
+        for (int i = 0; i < 6; ++i) B[i] = -7.0;
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 2, Qu, 2, B, 3), CDYN_OK);
+        double lead = independent == 0 ? cos(th) : sin(th);
+        double expect[2] = {lead * cos(th) / b.m, lead * sin(th) / b.m};
+        for (int k = 0; k < 2; ++k) {
+            ck_assert(B[0 + 3 * k] == 0.0);
+            ck_assert_msg(fabs(B[1 + 3 * k] - expect[k]) <= 1e-12 / b.m,
+                          "L %g input %d: %.17g vs %.17g", b.L, k, B[1 + 3 * k], expect[k]);
+            ck_assert(B[2 + 3 * k] == -7.0); /* padding below 2d untouched */
+        }
+        /* refused: overlap, sizes, NaN, no partition */
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 2, Qu, 2, Qu, 2),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 0, Qu, 2, B, 3),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 2, Qu, 1, B, 3),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 2, Qu, 2, B, 1),
+                         CDYN_ERR_ARG);
+        double bad[2] = {NAN, 0.0};
+        ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 1, bad, 2, B, 3),
+                         CDYN_ERR_NONFINITE);
+        cdyn_mbs_free(mbs);
+    }
+    bob b = {2.0, 1.3};
+    cdyn_mbs *mbs = sp_make(&b);
+    double z[2] = {0.3, 0.0}, Qu[2] = {1.0, 0.0}, B[2];
+    ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 1, Qu, 2, B, 2), CDYN_ERR_ARG);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 START_TEST(lagrange_rhs_jacobian_meets_the_differentiated_constraint)
 {
     bob b = {2.0, 1.3};
@@ -297,6 +349,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, double_pendulum_frequencies_by_hand);
     tcase_add_test(tc, single_pendulum_state_matrix_by_hand);
+    tcase_add_test(tc, single_pendulum_input_matrix_by_hand);
     tcase_add_test(tc, lagrange_rhs_jacobian_meets_the_differentiated_constraint);
     tcase_add_test(tc, no_allocation_and_state_of_the_operating_point);
     suite_add_tcase(s, tc);

@@ -364,6 +364,31 @@ CDYN_API cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double
                                            double *ydot, double *J, int ldj);
 
 /**
+ * Input matrix of the linearized minimum-order system: B = d ydot / du
+ * (ny x inputs, ldb >= max(ny, 1), ny = cdyn_dae_ode_size()) at (t, y)
+ * for a force F(v, t, u) that depends on inputs u, given Fu = dF/du at the
+ * point (n x inputs, ldfu >= n; the force callback keeps its form and
+ * evaluates F at the operating input). At fixed y the algebraic states
+ * move by dv_a = -G_a^# beta^T Fu du (the evaluation's factorization of
+ * G_a) and P^T M_i dv_i' = P^T (Fu + dF/dv(:, a) dv_a) du: exact to the
+ * accuracy of dF/dv (callback: rounding; differences: about 1e-8). With
+ * J from cdyn_dae_rhs_jacobian(), dy' = J dy + B du is the linear model
+ * (docs/theory.md "Linearization").
+ *
+ * Only for massless algebraic states (P^T M_a = 0, the hydraulic case) or
+ * a regular M: otherwise the response of the constraint rows to u needs
+ * second derivatives of F in u, and the call returns CDYN_ERR_ARG after
+ * its evaluation; the index-2 form is refused likewise (before it).
+ * Evaluates the right-hand side at (t, y) first (committed like
+ * cdyn_dae_rhs()). B must not overlap y or Fu. Returns the statuses of
+ * cdyn_dae_rhs(); CDYN_ERR_ARG for NULL, inputs < 1, a bad leading
+ * dimension, overlapping B, no split, or the cases above;
+ * CDYN_ERR_NONFINITE for a non-finite Fu. No allocation.
+ */
+CDYN_API cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int inputs,
+                                           const double *Fu, int ldfu, double *B, int ldb);
+
+/**
  * Full state v and rate v' (length n each; either may be NULL) of the last
  * successful cdyn_dae_rhs(). In the index-2 form the rates of the
  * multipliers (junction pressures) are not computed and are written as 0

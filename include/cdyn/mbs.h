@@ -295,6 +295,28 @@ CDYN_API cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const 
                                                  const double *scale, double *A, int lda);
 
 /**
+ * Input matrix of the same linearization: B = dz'/du (2d x inputs,
+ * ldb >= 2d) at (t, z) for generalized forces Q(q, q', t, u) that depend
+ * on inputs u, given Qu = dQ/du at the point (n x inputs, ldqu >= n; the
+ * model's force callback keeps its form: it evaluates Q at the operating
+ * input). The first d rows of B are 0 (q_ind' does not depend on u); the
+ * others are d q''_ind / du, exact to rounding: q'' is linear in Q, so
+ * column k is the null-space solve with F = dQ/du_k and c = 0 (T1.4-T1.5)
+ * with the evaluation's factorization. With A from
+ * cdyn_mbs_partition_jacobian(), dz = A dz + B du is the linear model.
+ *
+ * Evaluates cdyn_mbs_partition_rhs() at (t, z) first (committed like it).
+ * B must not overlap z or Qu. Returns the statuses of
+ * cdyn_mbs_partition_rhs(); CDYN_ERR_ARG for NULL, inputs < 1, a bad
+ * leading dimension, overlapping B, or no partition yet;
+ * CDYN_ERR_NONFINITE for a non-finite Qu. B is written column by column:
+ * a failing solve leaves the columns before it written. No allocation.
+ */
+CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, const double *z,
+                                                     int inputs, const double *Qu, int ldqu,
+                                                     double *B, int ldb);
+
+/**
  * The Jacobian J = d ydot / d y (2n x 2n, ldj >= 2n) of cdyn_mbs_rhs() at
  * (t, y), y = [q; q'], in the formulation and stabilizer set on mbs
  * (THEORY T4.3-T4.8): [0 I; dq''/dq dq''/dq'] up to the differences. The
