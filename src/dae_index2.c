@@ -207,9 +207,15 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
     return 0;
 }
 
-/* The multipliers appear in the hidden constraints at v_trial. */
+/* A multiplier appears in the hidden constraints at v_trial (z: which
+ * one, -1 when only their joint shift was tried). */
 static cdyn_status multiplier_appears(cdyn_dae *dae, const char *fn, double t, int z)
 {
+    if (z < 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: the multipliers of the index-2 split appear in the hidden "
+                          "constraints at t = %g (split again)",
+                          fn, t);
     return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                       "%s: state %d, a multiplier of the index-2 split, appears in the hidden "
                       "constraints at t = %g (split again)",
@@ -245,12 +251,14 @@ static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double 
         double *col = p->constraint_jac + (size_t)x * q;
         for (int k = 0; k < q; ++k) col[k] = (g_up[k] - g_down[k]) / (ahead + behind);
     }
+    double *saved_z = dae->bound; /* q; free until the certificate */
     for (int k = 0; k < q; ++k) {
         int z = dae->multiplier[k];
+        saved_z[k] = v[z];
         v[z] += INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, z);
     }
     cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
-    for (int k = 0; k < q; ++k) v[dae->multiplier[k]] = dae->v_last[dae->multiplier[k]];
+    for (int k = 0; k < q; ++k) v[dae->multiplier[k]] = saved_z[k];
     if (st != CDYN_OK) return st;
     for (int k = 0; k < q; ++k) { /* beta^T (F(z + h) - F(z)) is rounding only */
         const double *b = p->beta + (size_t)k * n;
@@ -260,7 +268,7 @@ static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double 
             size += fabs(b[i]) * (fabs(up[i]) + fabs(dae->force_val[i]));
         }
         if (!(fabs(change) <= 64.0 * DBL_EPSILON * size))
-            return multiplier_appears(dae, fn, t, dae->multiplier[0]);
+            return multiplier_appears(dae, fn, t, -1);
     }
     return CDYN_OK;
 }
