@@ -32,6 +32,8 @@ typedef struct buffers {
     double *g, *g_trial, *g_best; /* k */
     double *g_keep;             /* k: G at x_best */
     double *g_start;            /* k: the terms of no unknown, from the initial guess */
+    double *known;              /* k: the owner's size of those terms (next solve) */
+    double *factored;           /* k x p: the J of the current factorization (ld k) */
     double *tol_x, *tol_g;      /* p, k */
     double *rhs, *dx, *x_best, *x_prev; /* p each */
     double *dx_prev;            /* p: the previous Newton correction */
@@ -56,6 +58,9 @@ struct cdyn_newton {
     int solving;                /* a solve past its argument checks (counted) */
     int n_dependent_rows, n_dropped_cols;
     int solution_factored;      /* the last factorization is that of J at the solution */
+    int has_known;              /* b.known holds the owner's terms for the next solve */
+    int factored_valid;         /* b.factored is the J of the current factorization */
+    int factored_result;        /* what cdyn__newton_factor returned for it */
     cdyn__guard guard;
     char msg[CDYN__MSG_LEN];
 };
@@ -69,7 +74,7 @@ static void buffers_free(buffers *b)
                         b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
-                        b->g_keep,    b->dx_prev};
+                        b->g_keep,    b->dx_prev,   b->known,   b->factored};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->dependent_rows);
     free(b->dropped_cols);
@@ -103,6 +108,8 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
+    b->known = doubles(kk);
+    b->factored = doubles(kk * pp);
     b->g_keep = doubles(kk);
     b->dx_prev = doubles(pp);
     b->tol_x = doubles(pp);
@@ -117,7 +124,7 @@ static int buffers_alloc(buffers *b, int k, int p)
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
-         b->g_keep && b->dx_prev &&
+         b->g_keep && b->dx_prev && b->known && b->factored &&
          b->dependent_rows && b->dropped_cols;
     if (!ok) buffers_free(b);
     return ok;
@@ -175,6 +182,7 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
     }
     nt->k = k;
     nt->p = p;
+    nt->factored_valid = 0;
     clear_problem_settings(nt);
     memset(&nt->report, 0, sizeof nt->report);
     nt->n_dependent_rows = nt->n_dropped_cols = 0;
@@ -184,6 +192,12 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
 void cdyn__newton_forget_magnitudes(cdyn_newton *nt)
 {
     memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
+}
+
+void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
+{
+    nt->has_known = terms != NULL;
+    if (terms) memcpy(nt->b.known, terms, sizeof(double) * (size_t)nt->k);
 }
 
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback)
@@ -260,6 +274,7 @@ cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol)
     if (!(tol > 0.0 && tol < 1.0))
         return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     nt->rank_tol = tol;
+    nt->factored_valid = 0; /* the next J is decided with the new tolerance */
     return CDYN_OK;
 }
 
@@ -327,10 +342,41 @@ static int factor_svd(cdyn_newton *nt, const double *J, int ldj)
     return 1;
 }
 
+/* Is J (ld ldj) bit for bit the J of the current factorization? */
+static int same_as_factored(const cdyn_newton *nt, const double *J, int ldj)
+{
+    if (!nt->factored_valid) return 0;
+    int k = nt->k, p = nt->p;
+    for (int j = 0; j < p; ++j)
+        if (memcmp(J + (size_t)j * ldj, nt->b.factored + (size_t)j * k, sizeof(double) * (size_t)k))
+            return 0;
+    return 1;
+}
+
+static int factor(cdyn_newton *nt, const double *J, int ldj);
+
 int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
 {
     int k = nt->k, p = nt->p;
     nt->solution_factored = 0;
+    /* an unchanged J (constant junction balances, a linear model) keeps its
+     * factorization: the same input, the same factors */
+    if (same_as_factored(nt, J, ldj)) {
+        if (nt->mode == MODE_SVD) nt->rank_used = nt->rank; /* undo a widening */
+        return nt->factored_result;
+    }
+    int result = factor(nt, J, ldj);
+    nt->factored_valid = result >= 0;
+    nt->factored_result = result;
+    for (int j = 0; result >= 0 && j < p; ++j)
+        memcpy(nt->b.factored + (size_t)j * k, J + (size_t)j * ldj, sizeof(double) * (size_t)k);
+    return result;
+}
+
+/* The factorization itself (cdyn__newton_factor). */
+static int factor(cdyn_newton *nt, const double *J, int ldj)
+{
+    int k = nt->k, p = nt->p;
     cdyn__rank decision;
     /* the rank of a wide J is decided with its columns equilibrated too (a
      * fact of J, whatever the units of the unknowns); its minimum-norm step
@@ -652,17 +698,25 @@ static void tolerances(cdyn_newton *nt, const double *x)
         }
         for (int j = 0; j < p; ++j) {
             if (b->nominal[j] > 0.0) continue;
-            double best = INFINITY;
+            double best = INFINITY, widest = 0.0;
             for (int i = 0; i < k; ++i) {
                 double a = fabs(J[i + (size_t)j * k]);
                 /* the other terms: an equation whose only term is this
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
                  * scale */
                 double others = b->g_trial[i] - a * nt->rtol * fabs(x[j]);
-                if (a > 0.0 && others > 4.0 * DBL_EPSILON * b->g_trial[i])
+                if (a > 0.0 && others > 4.0 * DBL_EPSILON * b->g_trial[i]) {
                     best = fmin(best, others / a);
+                    widest = fmax(widest, others / a);
+                }
             }
-            if (isfinite(best)) b->tol_x[j] = fmax(b->tol_x[j], best);
+            /* and never below the rounding of the largest equation that
+             * determines it (others / a / rtol is that equation's terms in
+             * the unknown's units): an equation whose terms all vanish (a
+             * junction on a path without flow) asks for an accuracy no
+             * iteration can reach */
+            if (isfinite(best))
+                b->tol_x[j] = fmax(b->tol_x[j], fmax(best, 8.0 * DBL_EPSILON * widest / nt->rtol));
         }
     }
     for (int i = 0; i < k; ++i) {
@@ -689,6 +743,10 @@ static void constant_terms(cdyn_newton *nt, const double *x)
         double terms = 0.0;
         for (int j = 0; j < p; ++j) terms += fabs(b->jac[i + (size_t)j * k] * x[j]);
         b->g_start[i] = fmax(0.0, b->g_start[i] - terms);
+        /* terms that cancel in G(x0) (two equal flows into and out of a
+         * junction) hide their size from the guess; an owner that knows them
+         * says so (cdyn__newton_set_known_terms) */
+        if (nt->has_known) b->g_start[i] = fmax(b->g_start[i], b->known[i]);
     }
 }
 
@@ -813,6 +871,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     if (check_idle(nt, "cdyn_newton_solve")) return CDYN_ERR_BUSY;
     nt->solving = 0;
     cdyn_status st = solve(nt, residual, jacobian, user, x);
+    nt->has_known = 0; /* the owner's terms were for this solve */
     if (nt->solving) { /* the counters take the solve's report */
         cdyn_newton_counters *c = &nt->counters;
         c->solves++;

@@ -47,6 +47,14 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
  * mean something else, e.g. after a new split of a DAE). */
 void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
 
+/* For the next cdyn_newton_solve() only: terms (k values >= 0, NULL for
+ * none) is the size of the terms of each equation that belong to no
+ * unknown (in a DAE: the integrated states' terms, sum_j |dG0_i/dv_j v_j|).
+ * The automatic tolerances (without atol) take the larger of it and what
+ * the initial guess shows (|G(x0)| - sum_j |J_ij x0_j|), which is 0 when
+ * such terms cancel. */
+void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
+
 /* Make nt refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0. */
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback);
 
