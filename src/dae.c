@@ -92,6 +92,8 @@ static void part_free(cdyn__dae_part *p)
                         p->range_t_fz};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
+    free(p->range_rows);
+    free(p->range_signs);
     free(p->massless);
     free(p->ipiv);
     cdyn_nullspace_free(p->split_ns);
@@ -112,6 +114,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->beta = doubles((size_t)n * q1);
     p->beta_rows = malloc(sizeof(int) * q1);
     p->beta_signs = doubles(q1);
+    p->range_rows = malloc(sizeof(int) * r1);
+    p->range_signs = doubles(r1);
     p->beta_ref = doubles((size_t)n * q1);
     p->beta_plus = doubles((size_t)n * q1);
     p->beta_minus = doubles((size_t)n * q1);
@@ -136,6 +140,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
+             p->range_rows && p->range_signs &&
              p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
@@ -351,11 +356,12 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     return CDYN_OK;
 }
 
-void cdyn__dae_detect_selection(cdyn__dae_part *part, int n)
+/* Is the n x cols basis a signed selection? Then rows and signs say which. */
+static int signed_selection(const double *basis, int n, int cols, int *rows, double *signs)
 {
-    int q = part->q, selection = q > 0;
-    for (int k = 0; k < q && selection; ++k) {
-        const double *col = part->beta + (size_t)k * n;
+    int selection = cols > 0;
+    for (int k = 0; k < cols && selection; ++k) {
+        const double *col = basis + (size_t)k * n;
         int row = -1;
         for (int i = 0; i < n && selection; ++i) {
             if (col[i] == 0.0) continue;
@@ -364,11 +370,35 @@ void cdyn__dae_detect_selection(cdyn__dae_part *part, int n)
         }
         if (row < 0) selection = 0;
         if (selection) {
-            part->beta_rows[k] = row;
-            part->beta_signs[k] = col[row];
+            rows[k] = row;
+            signs[k] = col[row];
         }
     }
-    part->beta_is_selection = selection;
+    return selection;
+}
+
+void cdyn__dae_detect_selection(cdyn__dae_part *part, int n)
+{
+    part->beta_is_selection = signed_selection(part->beta, n, part->q, part->beta_rows,
+                                               part->beta_signs);
+    part->range_is_selection = signed_selection(part->range, n, part->r, part->range_rows,
+                                                part->range_signs);
+}
+
+void cdyn__dae_range_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
+                       double *out, int ldo)
+{
+    int n = dae->n, r = dae->r;
+    const cdyn__dae_part *p = &dae->part;
+    if (r == 0) return;
+    if (!p->range_is_selection) {
+        cdyn__gemm('T', 'N', r, cols, n, alpha, p->range, n, X, ldx, 0.0, out, ldo);
+        return;
+    }
+    for (int j = 0; j < cols; ++j)
+        for (int k = 0; k < r; ++k)
+            out[k + (size_t)j * ldo] =
+                alpha * p->range_signs[k] * X[p->range_rows[k] + (size_t)j * ldx];
 }
 
 void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,

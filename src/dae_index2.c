@@ -112,7 +112,7 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
 static void rates_of_x(cdyn_dae *dae, const double *F, double *ptf, double *xdot)
 {
     int n = dae->n, r = dae->r;
-    cdyn__gemv('T', n, r, 1.0, dae->part.range, n, F, 0.0, ptf);
+    cdyn__dae_range_t(dae, 1, F, n, 1.0, ptf, r);
     memcpy(xdot, ptf, sizeof(double) * (size_t)r);
     cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, xdot, r);
 }
@@ -192,7 +192,7 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
         if (code != 0) return code;
     }
     double *x_z = dae->part.rate_of_multiplier; /* r x q */
-    cdyn__gemm('T', 'N', r, q, n, 1.0, dae->part.range, n, fz, n, 0.0, dae->part.range_t_fz, r);
+    cdyn__dae_range_t(dae, q, fz, n, 1.0, dae->part.range_t_fz, r);
     memcpy(x_z, dae->part.range_t_fz, sizeof(double) * (size_t)r * q);
     cdyn__getrs('N', r, q, dae->part.reduced, r, dae->part.ipiv, x_z, r);
     for (int l = 0; l < q; ++l) {
@@ -418,7 +418,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
         for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] += dz[k];
         st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
         if (st != CDYN_OK) return st;
-        cdyn__gemv('T', n, r, 1.0, dae->part.range, n, dae->force_val, 0.0, ptf);
+        cdyn__dae_range_t(dae, 1, dae->force_val, n, 1.0, ptf, r);
     }
     if (cdyn__first_nonfinite(n, 1, vdot, n) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);

@@ -20,6 +20,9 @@ typedef struct cdyn__dae_part {
     int beta_is_selection;  /* beta = signed columns of I (cdyn__dae_beta_t) */
     int *beta_rows;         /* q: the row of each column's +-1 */
     double *beta_signs;     /* q */
+    int range_is_selection; /* P likewise (cdyn__dae_range_t) */
+    int *range_rows;        /* r */
+    double *range_signs;    /* r */
     double *beta_ref;       /* n x q, basis the next beta(t) is aligned to */
     double *beta_plus, *beta_minus, *beta_dot; /* n x q, for beta'(t) */
     double *align, *align_u, *align_vt, *align_sv; /* q x q, q x q, q x q, q */
@@ -142,15 +145,20 @@ void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range);
  * P and P^T M for time t. Nothing to do for a constant M. */
 cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t);
 
-/* Record whether beta is a signed selection of rows (every column one
- * entry +-1, the rest exactly 0: a diagonal or block-diagonal M with
- * massless states); call whenever beta changes. */
+/* Record whether beta and P are signed selections of rows (every column
+ * one entry +-1, the rest exactly 0: a diagonal M with massless states);
+ * call whenever they change. */
 void cdyn__dae_detect_selection(cdyn__dae_part *part, int n);
 
 /* out = alpha beta^T X (q x cols, ld ldo) for X (n x cols, ld ldx): a row
  * selection when beta is one, else a product (q n cols flops). */
 void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
                       double *out, int ldo);
+
+/* out = alpha P^T X (r x cols, ld ldo) for X (n x cols, ld ldx): a row
+ * selection when P is one, else a product. */
+void cdyn__dae_range_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
+                       double *out, int ldo);
 
 /* With M(t): beta'(t) into part.beta_dot by central differences (M, beta,
  * P at t are kept). */

@@ -159,7 +159,7 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
     double *fd = dae->scratch, *top = dae->aug_rhs, *bottom = dae->origin, *dvdy = dae->u;
     if (q > 0) cdyn__dae_coupling(dae); /* A, for D = Pi [I; A] */
     times_d(dae, dae->force_jac, fd);                                        /* F_v D */
-    cdyn__gemm('T', 'N', r, r, n, 1.0, p->range, n, fd, n, 0.0, top, r);     /* P^T F_v D */
+    cdyn__dae_range_t(dae, r, fd, n, 1.0, top, r);                          /* P^T F_v D */
     if (q > 0) {
         if (!dae->decoupled) {
             st = dae->jacobian ? k_from_jacobian(dae, fn, t, bottom)
@@ -227,7 +227,6 @@ cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int 
     /* at fixed y: G_a dv_a = -beta^T F_u du (the evaluation's factorization
      * of G_a), then P^T M_i dv_i' = P^T (F_u + F_v(:, a) dv_a) du; the
      * constraint rows move only v_a' */
-    cdyn__dae_part *p = &dae->part;
     double *g = dae->tau, *column = dae->residual, *top = dae->row_max;
     double *zero = dae->rate_unit, *out = dae->force_shift;
     memset(zero, 0, sizeof(double) * (size_t)n);
@@ -242,7 +241,7 @@ cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int 
                 for (int i = 0; i < n; ++i) column[i] += fv[i] * g[a];
             }
         }
-        cdyn__gemv('T', n, r, 1.0, p->range, n, column, 0.0, top);
+        cdyn__dae_range_t(dae, 1, column, n, 1.0, top, r);
         cdyn__dae_solve_rates(dae, top, zero, out);
         for (int j = 0; j < ny; ++j) B[j + (size_t)k * ldb] = out[dae->integrated[j]];
     }

@@ -450,7 +450,7 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
                           "t = %g",
                           fn, t);
     double *ptf = dae->force_shift; /* P^T F; free after the Newton solve */
-    cdyn__gemv('T', n, r, 1.0, p->range, n, dae->force_val, 0.0, ptf);
+    cdyn__dae_range_t(dae, 1, dae->force_val, n, 1.0, ptf, r);
     cdyn__dae_solve_rates(dae, ptf, p->vec_q2, vdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0);
     double omega = cdyn__dae_rates_backward_error(dae, vdot, ptf);

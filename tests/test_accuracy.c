@@ -1034,7 +1034,7 @@ static void run_dae(tu_rng *rng, const draw *d, tally *t)
     cdyn_dae *dae = cdyn_dae_create(n, NULL);
     ck_assert_ptr_nonnull(dae);
     cdyn_status st = dae_prepare(dae, &sys, v0);
-    int rank = cdyn_dae_rank(dae);
+    int rank = cdyn_dae_ode_size(dae); /* the length of y (r - q in the index-2 form) */
     if (st == CDYN_OK) st = cdyn_dae_states(dae, integ, alg);
     if (st == CDYN_OK) {
         for (int j = 0; j < rank; ++j) y[j] = v1[integ[j]];

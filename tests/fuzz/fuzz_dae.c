@@ -1,6 +1,7 @@
 /* libFuzzer harness: cdyn_dae with a decoded mass matrix and a decoded
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
- * set_mass, analyze, split, consistent, rhs, state; in decoded units,
+ * set_mass, analyze, split (index 1 or the index-2 form), consistent, rhs,
+ * state; in decoded units,
  * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
@@ -73,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cdyn_newton *nt = cdyn_dae_newton(dae);
             if (nt) cdyn_newton_set_max_iterations(nt, 8);
             cdyn_dae_consistent(dae, t, v);
-            int r = cdyn_dae_rank(dae), integrated[NMAX];
+            int r = cdyn_dae_ode_size(dae), integrated[NMAX]; /* the length of y */
             cdyn_dae_states(dae, integrated, NULL);
             for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
             fuzz_guard_set(ydot, (size_t)r);
