@@ -46,6 +46,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->v_last = doubles((size_t)n);
     dae->vdot_last = doubles((size_t)n);
     dae->magnitude = calloc((size_t)n, sizeof(double));
+    dae->resolution = calloc((size_t)n, sizeof(double));
     dae->v_trial = doubles((size_t)n);
     dae->force_val = doubles((size_t)n);
     dae->force_shift = doubles((size_t)n);
@@ -67,7 +68,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
         !dae->multiplier ||
-        !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->v_trial ||
+        !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
@@ -159,6 +160,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     cdyn__rank_ws_free(&dae->rank_ws);
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
+                        dae->resolution,
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,
@@ -527,13 +529,14 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
  * smallest magnitude known of any state (1 if none is known). */
 double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j)
 {
-    double s = fmax(fabs(v[j]), dae->magnitude[j]);
+    /* a solved state within its solver's tolerance of 0 is the rounding of
+     * that solve (1e-37 V beside 1e-18 V), not a scale for a step */
+    double value = fabs(v[j]) > dae->resolution[j] ? fabs(v[j]) : 0.0;
+    double s = fmax(value, dae->magnitude[j]);
     if (s > 0.0) return s;
     double smallest = INFINITY;
-    for (int i = 0; i < dae->n; ++i) {
-        double m = fmax(fabs(v[i]), dae->magnitude[i]);
-        if (m > 0.0) smallest = fmin(smallest, m);
-    }
+    for (int i = 0; i < dae->n; ++i)
+        if (dae->magnitude[i] > 0.0) smallest = fmin(smallest, dae->magnitude[i]);
     return isfinite(smallest) ? smallest : 1.0;
 }
 
@@ -549,17 +552,30 @@ cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, do
         return check_output(dae, fn, "dF/dv", n, n, dae->force_jac);
     }
     for (int j = 0; j < n; ++j) {
-        double saved = v[j];
-        double h = dae->fd_step * cdyn__dae_step_scale(dae, v, j);
-        v[j] = saved + h;
-        h = v[j] - saved;
-        cdyn_status st = cdyn__dae_force(dae, fn, t, v, dae->force_shift);
-        v[j] = saved;
+        double h = 0.0;
+        cdyn_status st = cdyn__dae_shifted_force(dae, fn, t, v, j, dae->force_val,
+                                                 dae->force_shift, &h);
         if (st != CDYN_OK) return st;
         for (int i = 0; i < n; ++i)
             dae->force_jac[i + (size_t)j * n] = (dae->force_shift[i] - dae->force_val[i]) / h;
     }
     return check_output(dae, fn, "the difference dF/dv", n, n, dae->force_jac);
+}
+
+cdyn_status cdyn__dae_shifted_force(cdyn_dae *dae, const char *fn, double t, double *v, int j,
+                                    const double *base, double *shifted, double *h)
+{
+    int n = dae->n;
+    double saved = v[j], step = dae->fd_step * cdyn__dae_step_scale(dae, v, j);
+    for (int tries = 0; step > 0.0; ++tries) {
+        v[j] = saved + step;
+        *h = v[j] - saved; /* the step actually representable */
+        cdyn_status st = cdyn__dae_force(dae, fn, t, v, shifted);
+        v[j] = saved;
+        if (st != CDYN_OK) return st;
+        step = cdyn__dae_next_step(n, base, shifted, step, tries);
+    }
+    return CDYN_OK;
 }
 
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v)

@@ -180,11 +180,16 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
         code = force_with_multipliers(dae, z, base);
         memcpy(zs, z, sizeof(double) * (size_t)q);
         for (int k = 0; code == 0 && k < q; ++k) {
-            double h = dae->fd_step * cdyn__dae_step_scale(dae, dae->v_trial, dae->multiplier[k]);
-            zs[k] = z[k] + h;
-            h = zs[k] - z[k];
-            code = force_with_multipliers(dae, zs, shifted);
-            zs[k] = z[k];
+            double step = dae->fd_step * cdyn__dae_step_scale(dae, dae->v_trial, dae->multiplier[k]);
+            double h = 0.0;
+            for (int tries = 0; code == 0 && step > 0.0; ++tries) {
+                zs[k] = z[k] + step;
+                h = zs[k] - z[k];
+                code = force_with_multipliers(dae, zs, shifted);
+                zs[k] = z[k];
+                /* a step F's rounding swallows grows (cdyn__dae_next_step) */
+                if (code == 0) step = cdyn__dae_next_step(n, base, shifted, step, tries);
+            }
             for (int i = 0; code == 0 && i < n; ++i)
                 fz[i + (size_t)k * n] = (shifted[i] - base[i]) / h;
         }
@@ -238,14 +243,19 @@ static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double 
     for (int j = 0; j < r; ++j) {
         int x = x_state(dae, j);
         double saved = v[x], h = INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, x);
-        v[x] = saved + h;
-        double ahead = v[x] - saved;
-        cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
-        v[x] = saved - h;
-        double behind = saved - v[x];
-        if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, down);
-        v[x] = saved;
-        if (st != CDYN_OK) return st;
+        double ahead = 0.0, behind = 0.0;
+        for (int tries = 0; h > 0.0; ++tries) {
+            v[x] = saved + h;
+            ahead = v[x] - saved;
+            cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
+            v[x] = saved - h;
+            behind = saved - v[x];
+            if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, down);
+            v[x] = saved;
+            if (st != CDYN_OK) return st;
+            /* a step F's rounding swallows grows (cdyn__dae_next_step) */
+            h = cdyn__dae_next_step(n, down, up, h, tries);
+        }
         cdyn__dae_beta_t(dae, 1, up, n, 1.0, g_up, q);
         cdyn__dae_beta_t(dae, 1, down, n, 1.0, g_down, q);
         double *col = p->constraint_jac + (size_t)x * q;
@@ -382,6 +392,8 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     dae->t_eval = t;
     st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, z);
     for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+    const double *z_tolerance = cdyn__newton_tolerance(dae->newton_z);
+    for (int k = 0; k < q; ++k) dae->resolution[dae->multiplier[k]] = z_tolerance[k];
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, st, "%s: multipliers at t = %g: %s", fn, t,
                           cdyn_newton_last_error(dae->newton_z));

@@ -9,6 +9,9 @@
 #include "internal.h"
 #include "rank.h"
 
+#include <float.h>
+#include <math.h>
+
 /* Everything sized by the rank r of M (q = n - r algebraic states), made
  * by set_mass as one unit: a set_mass that fails leaves the previous unit,
  * and with it the previous mass, bases and split, in place. */
@@ -82,6 +85,7 @@ struct cdyn_dae {
     double *v_last;         /* n, last consistent state (warm start) */
     double *vdot_last;      /* n */
     double *magnitude;      /* n: largest |v_j| of any consistent state (difference steps) */
+    double *resolution;     /* n: a solved state's tolerance in its last solve (0: integrated) */
     cdyn_dae_counters counters; /* since create or the last reset */
     int state_valid;
     int decoupled;          /* this evaluation: P^T M_a = 0, the rates need no A */
@@ -116,10 +120,40 @@ cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const doubl
  * around F(v, t), which must be in dae->force_val). v is restored. */
 cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v);
 
-/* The magnitude of state j for a difference step: |v_j| or the largest
- * |v_j| of any state the object has seen (split, consistent states); for a
- * state never seen non-zero, the smallest magnitude known of any state (1
- * if none is known). */
+/* F at v with v_j shifted by a difference step (v is restored) into
+ * shifted (n), the step taken into *h: fd_step times the state's
+ * magnitude (cdyn__dae_step_scale), grown (cdyn__dae_next_step) while no
+ * component of F(v + h e_j) moves from base = F(v) by 1e-8 of its size: a
+ * state whose magnitude is not known (at rest) would otherwise get a step
+ * that F's rounding swallows. */
+cdyn_status cdyn__dae_shifted_force(cdyn_dae *dae, const char *fn, double t, double *v, int j,
+                                    const double *base, double *shifted, double *h);
+
+/* The next difference step after a trial of `step` moved F from a to b
+ * (n values), or 0 to keep it: kept when some component moved by 1e-8 of
+ * its size or more (about eight digits in the quotient) or after four
+ * growths; else grown so that the largest relative move would be about
+ * 1.5e-8 (at most 1e8 times; 1e8 when nothing moved at all: a step below
+ * the rounding of every component of F, whose zero or noise column would
+ * pass for dF/dv_j). cdyn__dae_shifted_force() uses it. */
+static inline double cdyn__dae_next_step(int n, const double *a, const double *b, double step,
+                                         int tries)
+{
+    double moved = 0.0;
+    for (int i = 0; i < n; ++i) {
+        double size = fabs(a[i]) > fabs(b[i]) ? fabs(a[i]) : fabs(b[i]);
+        if (size > 0.0 && fabs(b[i] - a[i]) > moved * size) moved = fabs(b[i] - a[i]) / size;
+    }
+    if (moved >= 1e-8 || tries >= 4) return 0.0;
+    double growth = moved > 0.0 ? 1.5e-8 / moved : 1e8;
+    return step * (growth < 1e8 ? growth : 1e8);
+}
+
+/* The magnitude of state j for a difference step: |v_j| (unless it is
+ * within the tolerance of the solve that gave it: rounding) or the largest
+ * |v_j| the object has learned (split, consistent states); for a state
+ * without either, the smallest magnitude known of any state (1 if none is
+ * known). */
 double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j);
 
 /* dF/dt at (t, v) into dae->force_dt (callback or central differences). */

@@ -64,13 +64,17 @@ static int algebraic_differences(const double *x, double *J, int ldj, void *user
     int code = dae->force(dae->t_eval, v, dae->force_val, dae->user);
     for (int k = 0; code == 0 && k < q; ++k) {
         int a = dae->algebraic[k];
-        double saved = v[a];
-        double h = dae->fd_step * cdyn__dae_step_scale(dae, v, a);
-        v[a] = saved + h;
-        h = v[a] - saved; /* the step actually representable */
-        dae->counters.force_evaluations++;
-        code = dae->force(dae->t_eval, v, dae->force_shift, dae->user);
-        v[a] = saved;
+        double saved = v[a], step = dae->fd_step * cdyn__dae_step_scale(dae, v, a), h = 0.0;
+        for (int tries = 0; code == 0 && step > 0.0; ++tries) {
+            v[a] = saved + step;
+            h = v[a] - saved; /* the step actually representable */
+            dae->counters.force_evaluations++;
+            code = dae->force(dae->t_eval, v, dae->force_shift, dae->user);
+            v[a] = saved;
+            /* a step F's rounding swallows grows (cdyn__dae_next_step) */
+            if (code == 0)
+                step = cdyn__dae_next_step(n, dae->force_val, dae->force_shift, step, tries);
+        }
         for (int i = 0; code == 0 && i < n; ++i)
             dae->force_shift[i] = (dae->force_shift[i] - dae->force_val[i]) / h;
         if (code == 0) cdyn__dae_beta_t(dae, 1, dae->force_shift, n, 1.0, J + (size_t)k * ldj, q);
@@ -109,6 +113,8 @@ static cdyn_status solve_algebraic(cdyn_dae *dae, const char *fn, double t, doub
                                        dae->jacobian ? algebraic_jacobian : algebraic_differences,
                                        dae, x);
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    const double *tolerance = cdyn__newton_tolerance(dae->newton);
+    for (int k = 0; k < dae->q; ++k) dae->resolution[dae->algebraic[k]] = tolerance[k];
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, st, "%s: algebraic states at t = %g: %s", fn, t,
                           cdyn_newton_last_error(dae->newton));
@@ -128,10 +134,25 @@ static void install_tolerances(cdyn_dae *dae)
     cdyn_newton_set_tolerances(dae->newton_z, dae->rtol, dae->has_atol ? atol : NULL);
 }
 
-/* Remember the magnitudes of a consistent state (difference steps). */
+/* Remember the magnitudes of a consistent state (difference steps): the
+ * integrated states as they are; the solved ones (algebraic, multipliers)
+ * as their Newton solver learned them, which leaves out values it solved
+ * only to rounding (a node voltage of 1e-35 V beside 1e-18 V is not a
+ * magnitude, and a difference step scaled by it is lost in F's rounding). */
 static void learn_magnitudes(cdyn_dae *dae, const double *v)
 {
-    for (int j = 0; j < dae->n; ++j) dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
+    int q = dae->q;
+    double *m = dae->magnitude;
+    for (int j = 0; j < dae->ny; ++j) {
+        int i = dae->integrated[j];
+        m[i] = fmax(m[i], fabs(v[i]));
+    }
+    if (q == 0) return;
+    const double *nominal = cdyn__newton_nominal(dae->newton);
+    for (int k = 0; k < q; ++k) m[dae->algebraic[k]] = fmax(m[dae->algebraic[k]], nominal[k]);
+    if (!dae->index2) return;
+    nominal = cdyn__newton_nominal(dae->newton_z);
+    for (int k = 0; k < q; ++k) m[dae->multiplier[k]] = fmax(m[dae->multiplier[k]], nominal[k]);
 }
 
 cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
@@ -174,7 +195,8 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     if (q > 0) cdyn__newton_forget_magnitudes(dae->newton);
     if (q > 0) cdyn__newton_forget_magnitudes(dae->newton_z);
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
-    learn_magnitudes(dae, v);
+    for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */
+        dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
     dae->split_done = 1;
     dae->state_valid = 0;
     dae->svd_rate_solves = 0;

@@ -194,6 +194,10 @@ void cdyn__newton_forget_magnitudes(cdyn_newton *nt)
     memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
 }
 
+const double *cdyn__newton_nominal(const cdyn_newton *nt) { return nt->b.nominal; }
+
+const double *cdyn__newton_tolerance(const cdyn_newton *nt) { return nt->b.tol_x; }
+
 void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
 {
     nt->has_known = terms != NULL;

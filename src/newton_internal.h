@@ -55,6 +55,14 @@ void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
  * such terms cancel. */
 void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
 
+/* The magnitudes learned from converged solutions (p values: the largest
+ * |x_j| the tolerance told apart from zero; 0 for an unknown only ever
+ * solved to rounding). */
+const double *cdyn__newton_nominal(const cdyn_newton *nt);
+
+/* The per-unknown tolerances of the last iteration (p values). */
+const double *cdyn__newton_tolerance(const cdyn_newton *nt);
+
 /* Make nt refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0. */
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback);
 
