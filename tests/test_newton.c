@@ -2316,61 +2316,6 @@ END_TEST
 
 /* ======================================================================== */
 
-/* Unknowns that are zero up to rounding, in an equation with no other
- * terms:
- *   a - 0.3e-4 = 0,   b + a - 0.1e-4 - 0.2e-4 = 0,
- *   c + a - 0.2e-4 - 0.1e-4 = 0,   b - c + d = 0.
- * b and c are the rounding of their equations (3.4e-21, not 0) and the
- * fourth equation, a junction on a path without flow, has terms of that
- * size only. b's tolerance must not come from it: b is determined by its
- * own equation, whose terms are 3e-5, and resolving b below that
- * equation's rounding is beyond any iteration. The first version of the
- * automatic tolerances took b's smallest scale (that of the fourth
- * equation) and ended with "no descent". From a guess of size 1e-4 and of
- * size 0, with and without the Jacobian callback. */
-static int dead_end_residual(const double *x, double *G, void *user)
-{
-    (void)user;
-    G[0] = x[0] - 0.3e-4;
-    G[1] = x[1] + x[0] - 0.1e-4 - 0.2e-4;
-    G[2] = x[2] + x[0] - 0.2e-4 - 0.1e-4;
-    G[3] = x[1] - x[2] + x[3];
-    return 0;
-}
-
-static int dead_end_jacobian(const double *x, double *J, int ld, void *user)
-{
-    (void)x, (void)user;
-    for (int j = 0; j < 4; ++j)
-        for (int i = 0; i < 4; ++i) J[i + ld * j] = 0.0;
-    J[0] = J[1] = J[2] = 1.0;
-    J[1 + ld] = 1.0;
-    J[3 + ld] = 1.0;
-    J[2 + 2 * ld] = 1.0;
-    J[3 + 2 * ld] = -1.0;
-    J[3 + 3 * ld] = 1.0;
-    return 0;
-}
-
-START_TEST(an_equation_without_terms_does_not_set_an_unreachable_tolerance)
-{
-    for (int exact = 0; exact <= 1; ++exact)
-        for (int g = 0; g < 2; ++g) {
-            cdyn_newton *nt = cdyn_newton_create(4, 4, NULL);
-            double guess = g == 0 ? 1e-4 : 0.0, x[4] = {guess, guess, guess, guess};
-            cdyn_status st = cdyn_newton_solve(nt, dead_end_residual,
-                                               exact ? dead_end_jacobian : NULL, NULL, x);
-            ck_assert_msg(st == CDYN_OK, "exact %d guess %g: %s", exact, guess,
-                          cdyn_newton_last_error(nt));
-            /* to the default tolerance, 1e-10 of 3e-5 */
-            ck_assert_msg(fabs(x[0] - 0.3e-4) <= 3e-15, "exact %d guess %g: a = %.17g", exact,
-                          guess, x[0]);
-            for (int i = 1; i < 4; ++i) ck_assert_double_le(fabs(x[i]), 3e-15);
-            cdyn_newton_free(nt);
-        }
-}
-END_TEST
-
 static Suite *newton_suite(void)
 {
     Suite *s = suite_create("newton");
@@ -2449,7 +2394,6 @@ static Suite *newton_suite(void)
     tcase_add_test(review, correction_that_stops_shrinking_at_the_rounding_level_ends_converged);
     tcase_add_test(review, wide_rank_is_the_same_in_any_units_of_the_unknowns);
     tcase_add_test(review, diagnosis_is_cleared_by_a_full_rank_step);
-    tcase_add_test(review, an_equation_without_terms_does_not_set_an_unreachable_tolerance);
     suite_add_tcase(s, review);
     return s;
 }
