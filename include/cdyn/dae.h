@@ -165,7 +165,12 @@ CDYN_API cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const doub
  * of |v_j| and the largest |v_j| of any state given to cdyn_dae_split() or
  * found consistent so far (for a state never seen non-zero, the smallest
  * such magnitude of any state), so that a state converging to a root at 0
- * keeps a step above the rounding of F. dF/dt, when not
+ * keeps a step above the rounding of F. A solved state's value within its
+ * Newton tolerance of 0 counts as 0 (it is rounding), and only values the
+ * solve tells apart from 0 are learned as magnitudes. A step that moves no
+ * component of F by 1e-8 of its size (F's rounding would swallow it: a
+ * circuit at rest) is grown until one does, up to four times (at most 1e8
+ * each). dF/dt, when not
  * given, is a central difference with step 6e-6 max(|t|, 1) (about 1e-11
  * relative error on smooth forces).
  */

@@ -44,8 +44,12 @@
  * other unknowns, and the part of |G| at the initial guess that no
  * unknown's term |J_il x_l| accounts for. (So a flow heading for a root at
  * 0, seen from the junction equation it shares with other flows, is judged
- * against those flows.) A caller who knows the magnitudes gives atol
- * (cdyn_newton_set_tolerances).
+ * against those flows.) And never below 8 eps times the unknown's scale in
+ * the largest equation it enters (that equation's other terms over its
+ * coefficient): an equation whose terms all vanish at the solution (a
+ * junction on a path without flow) would ask for an accuracy below the
+ * rounding of the equations that determine the unknown. A caller who knows
+ * the magnitudes gives atol (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at
  * most max_iterations steps (real-time bound, T2.4), each halved while it
