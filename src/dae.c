@@ -524,9 +524,7 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
     return CDYN_OK;
 }
 
-/* Magnitude of state j for a difference step: |v_j| or the largest |v_j|
- * of a consistent state so far; for a state never seen non-zero, the
- * smallest magnitude known of any state (1 if none is known). */
+/* cdyn__dae_step_scale: dae_internal.h. */
 double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j)
 {
     /* a solved state within its solver's tolerance of 0 is the rounding of

@@ -197,6 +197,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */
         dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
+    memset(dae->resolution, 0, sizeof(double) * (size_t)n); /* no solve of this split yet */
     dae->split_done = 1;
     dae->state_valid = 0;
     dae->svd_rate_solves = 0;
