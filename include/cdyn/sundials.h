@@ -14,18 +14,22 @@
  *   y = [q; q'] through cdyn_mbs_rhs(); cdyn_cvode_mbs_project() is a
  *   CVProjFn through cdyn_mbs_project() (T4.9), so CVODE projects every step
  *   onto Phi = 0 and Phi_q q' + Phi_t = 0; cdyn_cvode_attach_mbs() sets
- *   both user data and projection in one call.
+ *   both user data and projection in one call; cdyn_cvode_mbs_jacobian()
+ *   is a CVLsJacFn through cdyn_mbs_rhs_jacobian().
  * - CVODE, quasi-linear DAE (THEORY T3): cdyn_cvode_dae_rhs() is a CVRhsFn
- *   for the minimum-order ODE of an index-1 DAE, y = v_i, through
- *   cdyn_dae_rhs(), and cdyn_cvode_dae_jacobian() its CVLsJacFn through
+ *   for the minimum-order ODE of an index-1 DAE or of the index-2 form of
+ *   cdyn_dae_split(), y = v_i, through cdyn_dae_rhs(), and
+ *   cdyn_cvode_dae_jacobian() its CVLsJacFn through
  *   cdyn_dae_rhs_jacobian(); cdyn_cvode_attach_dae() installs the latter.
  * - IDA, quasi-linear DAE: a cdyn_ida_dae adapter object gives the residual
  *   M v' - F(v, t) (IDAResFn), its Jacobian c_j M - dF/dv (IDALsJacFn, dense
  *   matrix), the differential/algebraic id vector (IDASetId) from cdyn's
- *   split, and consistent v, v' from cdyn's consistent initialisation.
+ *   split, and consistent v, v' from cdyn's consistent initialisation
+ *   (index 1 only).
  * - IDA, multibody: cdyn_ida_mbs_residual() writes the stabilized ODE
  *   y' = f(t, y) of cdyn_mbs_rhs() as an implicit residual y' - f(t, y)
- *   (every component differential).
+ *   (every component differential); cdyn_ida_mbs_jacobian() is its
+ *   IDALsJacFn.
  *
  * Vectors: every N_Vector passed to these functions must give its data by
  * N_VGetArrayPointer() — the serial N_Vector (N_VNew_Serial), or the OpenMP
