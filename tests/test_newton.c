@@ -580,7 +580,8 @@ START_TEST(cap_is_honoured_exactly_on_slow_double_root)
                       "N = %d: x = %.17g, best iterate %.17g", N, x[0], best);
         ck_assert(r.residual_norm == x[0] * x[0] + 1.0);
     }
-    /* the double root: two steps with the default settings and any cap >= 2 */
+    /* the double root: found exactly with the default settings and any cap
+     * >= 2 (today in two steps, the doubled one second; a bound, not a count) */
     cdyn_newton_free(nt);
     nt = create_ok(1, 1);
     for (int cap = 2; cap <= 17; cap += 15) {
@@ -589,7 +590,7 @@ START_TEST(cap_is_honoured_exactly_on_slow_double_root)
         double x[1] = {1.0};
         ck_assert_int_eq(cdyn_newton_set_max_iterations(nt, cap), CDYN_OK);
         ck_assert_int_eq(cdyn_newton_solve(nt, res_square, jac_square, &t, x), CDYN_OK);
-        ck_assert_int_eq(get_report(nt).iterations, 2);
+        ck_assert_int_le(get_report(nt).iterations, 2);
         ck_assert(x[0] == 0.0);
     }
     /* cap 1 stops before the doubled step: the best iterate is x_1 = 1/2 */
