@@ -287,6 +287,28 @@ cdyn_status cdyn_rigid_accelerations(cdyn_rigid *rb, const cdyn_rigid_kinematics
     return CDYN_OK;
 }
 
+cdyn_status cdyn_rigid_load_about_p(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
+                                    const double *F, double *F_p)
+{
+    if (!rb) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_rigid_load_about_p";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
+    if (!k || !F || !F_p)
+        return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
+                          !k ? "k" : !F ? "F" : "F_p");
+    if (!rb->has_body)
+        return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: call cdyn_rigid_set_body first", fn);
+    cdyn_status st = check_vec(rb, fn, "", "k->rotation", 9, k->rotation);
+    if (!st) st = check_vec(rb, fn, "", "F", 6, F);
+    if (st) return st;
+    double r[3], m[3];
+    mat3_vec(k->rotation, rb->r_pc, r);
+    cross(r, F, m);
+    double out[6] = {F[0], F[1], F[2], F[3] + m[0], F[4] + m[1], F[5] + m[2]};
+    memcpy(F_p, out, sizeof out); /* last: F_p may alias F */
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_rigid_velocities(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
                                   const double *qdot, double *v_p, double *omega)
 {

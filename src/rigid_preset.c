@@ -23,6 +23,7 @@ int cdyn_rigid_preset_dof(cdyn_rigid_preset preset)
     case CDYN_RIGID_TRANSLATION: return 1;
     case CDYN_RIGID_MANEUVER4: return 4;
     case CDYN_RIGID_CARRIAGE: return 2;
+    case CDYN_RIGID_FIXED_POINT: return 3;
     }
     return -1;
 }
@@ -57,18 +58,33 @@ static void e_phi(double theta, double psi, double *e)
     set3(e, cos(theta) * cos(psi), cos(theta) * sin(psi), -sin(theta));
 }
 
-static void free_motion(const double *q, const double *qd, cdyn_rigid_kinematics *k)
+/* The rotation by Euler angles a = (phi, theta, psi) with rates da: R,
+ * the columns of J_R (3 x 3, ld 3, from J_R) and L_R. */
+static void euler_motion(const double *a, const double *da, double *J_R, cdyn_rigid_kinematics *k)
 {
-    double th = q[4], ps = q[5], dph = qd[3], dth = qd[4], dps = qd[5];
+    double th = a[1], ps = a[2], dph = da[0], dth = da[1], dps = da[2];
     double ct = cos(th), st = sin(th), cp = cos(ps), sp = sin(ps);
-    set3(k->position, q[0], q[1], q[2]);
-    euler_rotation(q[3], th, ps, k->rotation);
-    for (int i = 0; i < 3; ++i) k->J_T[i + 3 * i] = 1.0;
-    e_phi(th, ps, k->J_R + 9);
-    set3(k->J_R + 12, -sp, cp, 0.0);
-    set3(k->J_R + 15, 0.0, 0.0, 1.0);
+    euler_rotation(a[0], th, ps, k->rotation);
+    e_phi(th, ps, J_R);
+    set3(J_R + 3, -sp, cp, 0.0);
+    set3(J_R + 6, 0.0, 0.0, 1.0);
     set3(k->L_R, dph * (-st * cp * dth - ct * sp * dps) - dth * cp * dps,
          dph * (-st * sp * dth + ct * cp * dps) - dth * sp * dps, -dph * ct * dth);
+}
+
+static void free_motion(const double *q, const double *qd, cdyn_rigid_kinematics *k)
+{
+    set3(k->position, q[0], q[1], q[2]);
+    for (int i = 0; i < 3; ++i) k->J_T[i + 3 * i] = 1.0;
+    euler_motion(q + 3, qd + 3, k->J_R + 9, k);
+}
+
+/* P fixed at origin: FREE without its translations */
+static void fixed_point_motion(const double *origin, const double *q, const double *qd,
+                               cdyn_rigid_kinematics *k)
+{
+    memcpy(k->position, origin, 3 * sizeof(double));
+    euler_motion(q, qd, k->J_R, k);
 }
 
 /* z = z0, theta = theta0: q = (x, y, phi, psi); L_R = d/dt(e_phi) phi' at theta' = 0 */
@@ -166,6 +182,10 @@ cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
             translation_motion(axis, params->origin, q[0], &out);
         break;
     }
+    case CDYN_RIGID_FIXED_POINT:
+        if (!all_finite(3, params->origin)) return CDYN_ERR_NONFINITE;
+        fixed_point_motion(params->origin, q, qdot, &out);
+        break;
     case CDYN_RIGID_CARRIAGE: {
         if (!isfinite(params->phi0)) return CDYN_ERR_NONFINITE;
         if (!params->carriage) return CDYN_ERR_ARG;
@@ -179,5 +199,35 @@ cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
     }
     }
     *k = out;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_rigid_euler_zxz(const double *zxz, const double *zxz_rate, double *q,
+                                 double *qdot)
+{
+    if (!zxz || !zxz_rate || !q || !qdot) return CDYN_ERR_ARG;
+    if (!all_finite(3, zxz) || !all_finite(3, zxz_rate)) return CDYN_ERR_NONFINITE;
+    /* R = Rz(a) Rx(b) Rz(c), column-major */
+    double ca = cos(zxz[0]), sa = sin(zxz[0]), cb = cos(zxz[1]), sb = sin(zxz[1]);
+    double cc = cos(zxz[2]), sc = sin(zxz[2]);
+    double R00 = ca * cc - sa * cb * sc, R10 = sa * cc + ca * cb * sc, R20 = sb * sc;
+    double R21 = sb * cc, R22 = cb;
+    /* z-y-x angles of the same R: R20 = -sin(theta), R10 / R00 = tan(psi),
+     * R21 / R22 = tan(phi) */
+    double horizontal = hypot(R00, R10);
+    if (!(horizontal > 1e-8))
+        return CDYN_ERR_SINGULAR; /* pitch +-pi/2: psi and phi not separable */
+    double theta = atan2(-R20, horizontal), psi = atan2(R10, R00), phi = atan2(R21, R22);
+    /* omega = a' e_z + b' Rz(a) e_x + c' Rz(a) Rx(b) e_z, then the z-y-x
+     * rates from omega = phi' e_phi + theta' e_theta + psi' e_z */
+    double w[3] = {zxz_rate[1] * ca + zxz_rate[2] * sb * sa,
+                   zxz_rate[1] * sa - zxz_rate[2] * sb * ca,
+                   zxz_rate[0] + zxz_rate[2] * cb};
+    double ct = cos(theta), st = sin(theta), cp = cos(psi), sp = sin(psi);
+    double dphi = (cp * w[0] + sp * w[1]) / ct;
+    double dtheta = -sp * w[0] + cp * w[1];
+    double dpsi = w[2] + st * dphi;
+    q[0] = phi, q[1] = theta, q[2] = psi; /* written last: may alias the inputs */
+    qdot[0] = dphi, qdot[1] = dtheta, qdot[2] = dpsi;
     return CDYN_OK;
 }

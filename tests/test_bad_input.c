@@ -1933,6 +1933,9 @@ static const double RG_VKIN[18] = {0, 0, 1, 0, 0, 0, 0, 0, 0, -0.6, 0.8, 0,
 static const double RG_QD[2] = {0.5, -1.0};
 static const double RG_F[6] = {0.5, -1.5, -19.6, 0.1, -0.2, 0.3};
 static const double RG_Y[4] = {0.1, 0.3, -0.2, 0.4};
+static const double RG_ROT[9] = {0.6, 0.8, 0, -0.8, 0.6, 0, 0, 0, 1};
+static const double RG_ZXZ[3] = {0.3, 0.5, -1.2}, RG_ZXZ_RATE[3] = {0.7, -0.2, 9.0};
+static const double RG_ZXZ_SING[3] = {0.3, 1.5707963267948966, 1.5707963267948966};
 static const double RG_Q6[6] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6};
 static const double RG_QD6[6] = {1.0, -0.5, 0.25, 0.3, 0.2, -0.1};
 static const double RG_FREE_PARAMS[9] = {0}; /* FREE reads no parameter */
@@ -2161,6 +2164,18 @@ WRAP(w_rg_preset_carriage)
     g_rigid.carriage_mode = 0;
 }
 WRAP(w_rg_preset_dof) { USE_ALL; o->val = cdyn_rigid_preset_dof((cdyn_rigid_preset)SCI(0)); }
+WRAP(w_rg_euler_zxz) { USE_ALL; o->st = cdyn_rigid_euler_zxz(p[0], p[1], p[2], p[3]); }
+WRAP(w_rg_load_about_p)
+{
+    USE_ALL;
+    cdyn_rigid_kinematics k, *kp = NULL;
+    if (p[0]) {
+        rg_nan_kinematics(&k);
+        memcpy(k.rotation, p[0], 9 * sizeof(double));
+        kp = &k;
+    }
+    o->st = cdyn_rigid_load_about_p(obj, kp, p[1], p[2]);
+}
 WRAP(w_rg_set_model)
 {
     USE_ALL;
@@ -2171,7 +2186,7 @@ WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_constraint_loads(obj, 
 WRAP(w_rg_callback_code) { USE_ALL; o->val = cdyn_rigid_callback_code(obj); }
 WRAP(w_rg_last_error) { USE_ALL; o->val = cdyn_rigid_last_error(obj) != NULL; }
 
-#define RG_PRESET_SC SC("preset", CDYN_RIGID_FREE, 3, BV(5, XARG), BV(-1, XARG), BV(INT_MAX, XARG))
+#define RG_PRESET_SC SC("preset", CDYN_RIGID_FREE, 3, BV(6, XARG), BV(-1, XARG), BV(INT_MAX, XARG))
 static const fn_desc RG_FNS[] = {
     {.fn = "cdyn_rigid_create", .ret = R_STATUS, .arg = {A_STATUS},
      .sc = {SC("f", 2, 4, BV(0, XARG), BV(-1, XARG), BV(7, XARG), BV(INT_MIN, XARG))},
@@ -2214,9 +2229,16 @@ static const fn_desc RG_FNS[] = {
      .sc = {SC_T("t", 0.4), {.name = "carriage behaviour (hand rows only)", .valid = 0}},
      .call = w_rg_preset_carriage},
     {.fn = "cdyn_rigid_preset_dof", .ret = R_INT,
-     .sc = {SC("preset", CDYN_RIGID_CARRIAGE, 3, BV(5, XV(-1)), BV(-1, XV(-1)),
+     .sc = {SC("preset", CDYN_RIGID_FIXED_POINT, 3, BV(6, XV(-1)), BV(-1, XV(-1)),
                BV(INT_MAX, XV(-1)))},
      .call = w_rg_preset_dof},
+    {.fn = "cdyn_rigid_euler_zxz", .ret = R_STATUS,
+     .arg = {A_IN("zxz", 3, 0, RG_ZXZ), A_IN("zxz_rate", 3, 0, RG_ZXZ_RATE), A_OUT("q", 3),
+             A_OUT("qdot", 3)},
+     .call = w_rg_euler_zxz},
+    {.fn = "cdyn_rigid_load_about_p", OBJ,
+     .arg = {A_IN("k (rotation)", 9, 0, RG_ROT), A_IN("F", 6, 0, RG_F), A_OUT("F_p", 6)},
+     .call = w_rg_load_about_p},
     {.fn = "cdyn_rigid_set_model", OBJ, .arg = {A_FN("motion"), A_FN_OPT("loads")},
      .call = w_rg_set_model},
     {.fn = "cdyn_rigid_rhs", OBJ, .arg = {A_IN("y", 4, 0, RG_Y), A_OUT("ydot", 4)},
@@ -2242,6 +2264,9 @@ static const hand_row RG_HAND[] = {
     {.fn = "cdyn_rigid_accelerations", .name = "a coordinate that moves nothing", .ex = XSING,
      .arg = 1, .data = RG_KIN_SING},
     RG_EARLY("cdyn_rigid_accelerations", rg_make_created, "before set_body"),
+    RG_EARLY("cdyn_rigid_load_about_p", rg_make_created, "before set_body"),
+    {.fn = "cdyn_rigid_euler_zxz", .name = "pitch -pi/2 (z-y-x angles singular)", .ex = XSING,
+     .arg = 1, .data = RG_ZXZ_SING},
     {.fn = "cdyn_rigid_velocities", .name = "before set_body (needs none)", .ex = XOK,
      .make = rg_make_created},
     {.fn = "cdyn_rigid_preset_eval", .variant = "ROTATION", .name = "zero axis", .ex = XARG,

@@ -350,6 +350,10 @@ static void expected_pose(const traj_t *tr, double t, double *P, double *R)
         P[0] = q[0], P[1] = q[1], P[2] = p->z0;
         euler_zyx(q[2], p->theta0, q[3], R);
         break;
+    case CDYN_RIGID_FIXED_POINT:
+        memcpy(P, p->origin, 3 * sizeof(double));
+        euler_zyx(q[0], q[1], q[2], R);
+        break;
     case CDYN_RIGID_CARRIAGE: {
         double pos[3], vel[3], acc[3];
         p->carriage(t, pos, vel, acc, p->carriage_user);
@@ -444,6 +448,22 @@ START_TEST(free_preset_matches_finite_differences)
     /* params are not needed */
     cdyn_rigid_kinematics k;
     ck_assert_int_eq(cdyn_rigid_preset_eval(CDYN_RIGID_FREE, NULL, 0.0, q0[0], qd[0], &k), CDYN_OK);
+}
+END_TEST
+
+START_TEST(fixed_point_preset_matches_finite_differences)
+{
+    traj_t tr = {.preset = CDYN_RIGID_FIXED_POINT, .t0 = 0.7};
+    tr.p.origin[0] = 0.4, tr.p.origin[1] = -1.5, tr.p.origin[2] = 2.2;
+    const double q0[][3] = {{0.4, -0.7, 1.9}, {-2.5, 1.1, -0.6}, {0.0, 0.0, 0.0}};
+    const double qd[][3] = {{1.3, -0.8, 0.6}, {-0.7, 0.9, 2.2}, {1.0, 1.5, -1.0}};
+    const double qdd[][3] = {{-0.6, 0.5, 0.7}, {0.8, -1.2, 0.3}, {0.0, 0.0, 0.0}};
+    for (int c = 0; c < 3; ++c) {
+        memcpy(tr.q0, q0[c], sizeof q0[c]);
+        memcpy(tr.qd, qd[c], sizeof qd[c]);
+        memcpy(tr.qdd, qdd[c], sizeof qdd[c]);
+        check_preset_against_differences(&tr, "FIXED_POINT");
+    }
 }
 END_TEST
 
@@ -776,6 +796,119 @@ static void ship_loads(const ship_t *s, const double *R, double *F)
  *                                        n_z + Izz psi' phi' s - (Iyy - Ixx) p q].
  * Surge and sway: m x'' = T_x, m y'' = T_y. The heave constraint holds the
  * unbalanced weight: f_q = (0, 0, m g - B). */
+/* z-x-z rotation Rz(a) Rx(b) Rz(c), multiplied out here */
+static void euler_zxz_matrix(double a, double b, double c, double *R)
+{
+    double Ra[9] = {cos(a), sin(a), 0, -sin(a), cos(a), 0, 0, 0, 1};
+    double Rb[9] = {1, 0, 0, 0, cos(b), sin(b), 0, -sin(b), cos(b)};
+    double Rc[9] = {cos(c), sin(c), 0, -sin(c), cos(c), 0, 0, 0, 1};
+    double T[9];
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) {
+            T[i + 3 * j] = 0.0;
+            for (int l = 0; l < 3; ++l) T[i + 3 * j] += Ra[i + 3 * l] * Rb[l + 3 * j];
+        }
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) {
+            R[i + 3 * j] = 0.0;
+            for (int l = 0; l < 3; ++l) R[i + 3 * j] += T[i + 3 * l] * Rc[l + 3 * j];
+        }
+}
+
+/* cdyn_rigid_euler_zxz: the same R as the classical angles, the same
+ * angular velocity as their rates (omega = a' e_z + b' Rz(a) e_x +
+ * c' Rz(a) Rx(b) e_z), in place too; the pitch singularity refused. */
+START_TEST(classical_euler_angles_convert_to_the_fixed_point_coordinates)
+{
+    const double cases[][6] = {{0.3, 0.5, -1.2, 0.7, -0.2, 9.0},
+                               {-2.0, 2.5, 0.4, 1.5, 0.3, -4.0},
+                               {1.0, 0.01, 2.0, -0.3, 0.8, 0.5}};
+    for (int c = 0; c < 3; ++c) {
+        const double *z = cases[c], *zr = cases[c] + 3;
+        double q[3], qd[3], R[9], Rq[9];
+        ck_assert_int_eq(cdyn_rigid_euler_zxz(z, zr, q, qd), CDYN_OK);
+        euler_zxz_matrix(z[0], z[1], z[2], R);
+        euler_zyx(q[0], q[1], q[2], Rq);
+        ck_assert_double_le(reldiff(9, Rq, R), 1e-14);
+        double w[3] = {zr[1] * cos(z[0]) + zr[2] * sin(z[1]) * sin(z[0]),
+                       zr[1] * sin(z[0]) - zr[2] * sin(z[1]) * cos(z[0]),
+                       zr[0] + zr[2] * cos(z[1])};
+        cdyn_rigid_preset_params prm = {.origin = {0, 0, 0}};
+        cdyn_rigid_kinematics k;
+        ck_assert_int_eq(cdyn_rigid_preset_eval(CDYN_RIGID_FIXED_POINT, &prm, 0.0, q, qd, &k),
+                         CDYN_OK);
+        double wq[3] = {0, 0, 0};
+        for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) wq[i] += k.J_R[i + 3 * j] * qd[j];
+        ck_assert_double_le(reldiff(3, wq, w), 1e-13);
+        double both[6] = {z[0], z[1], z[2], zr[0], zr[1], zr[2]}; /* in place */
+        ck_assert_int_eq(cdyn_rigid_euler_zxz(both, both + 3, both, both + 3), CDYN_OK);
+        for (int i = 0; i < 3; ++i) ck_assert(both[i] == q[i] && both[3 + i] == qd[i]);
+    }
+    double sing[3] = {0.3, 1.5707963267948966, 1.5707963267948966}, rate[3] = {1, 1, 1};
+    double q[3] = {7, 7, 7}, qd[3] = {7, 7, 7};
+    ck_assert_int_eq(cdyn_rigid_euler_zxz(sing, rate, q, qd), CDYN_ERR_SINGULAR);
+    ck_assert(q[0] == 7.0 && qd[0] == 7.0);
+}
+END_TEST
+
+/* A heavy symmetric top on a ball joint in steady precession. Inertia about
+ * C diag(A0, A0, C3), C on the symmetry axis at l from the joint P, mass m,
+ * gravity -g e_z; z-x-z angles (precession a, nutation b, spin c) with b
+ * fixed, a' = W and c' = s constant. The classical condition (moments about
+ * P, A = A0 + m l^2): m g l = W (C3 w3 - A W cos b), w3 = s + W cos b,
+ * gives s for chosen b and W. Then, by hand:
+ *  - omega' = W e_z x omega (the axis e3 turns about e_z at W, and omega =
+ *    W e_z + s e3);
+ *  - C moves on a horizontal circle: a_C = W e_z x (W e_z x r_C), so the
+ *    joint force is f = m a_C + m g e_z;
+ *  - a ball joint carries no moment about P (cdyn_rigid_load_about_p). */
+START_TEST(heavy_top_in_steady_precession)
+{
+    const double m = 2.0, g = 9.81, l = 0.15, A0 = 0.012, C3 = 0.02;
+    const double nutations[] = {0.3, 1.0, 2.2}, W = 1.7;
+    for (int c = 0; c < 3; ++c) {
+        double b = nutations[c], A = A0 + m * l * l;
+        double w3 = (m * g * l / W + A * W * cos(b)) / C3, s = w3 - W * cos(b);
+        double zxz[3] = {0.4, b, -0.9}, rate[3] = {W, 0.0, s}, q[3], qd[3];
+        ck_assert_int_eq(cdyn_rigid_euler_zxz(zxz, rate, q, qd), CDYN_OK);
+        cdyn_rigid_preset_params prm = {.origin = {0.5, -0.2, 1.0}};
+        cdyn_rigid_kinematics k;
+        ck_assert_int_eq(cdyn_rigid_preset_eval(CDYN_RIGID_FIXED_POINT, &prm, 0.0, q, qd, &k),
+                         CDYN_OK);
+        cdyn_rigid *rb = cdyn_rigid_create(3, NULL);
+        double I[9] = {A0, 0, 0, 0, A0, 0, 0, 0, C3}, r_pc[3] = {0, 0, l};
+        ck_assert_int_eq(cdyn_rigid_set_body(rb, m, I, 3, r_pc), CDYN_OK);
+        double F_i[6] = {0, 0, -m * g, 0, 0, 0}, qdd[3], F_q[6], F_p[6];
+        ck_assert_int_eq(cdyn_rigid_accelerations(rb, &k, qd, F_i, qdd, F_q), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_load_about_p(rb, &k, F_q, F_p), CDYN_OK);
+        double R[9], e3[3], w[3], wd[3] = {0, 0, 0}, wd_hand[3], rc[3];
+        euler_zxz_matrix(zxz[0], zxz[1], zxz[2], R);
+        for (int i = 0; i < 3; ++i) {
+            e3[i] = R[i + 6];
+            w[i] = (i == 2 ? W : 0.0) + s * e3[i];
+            rc[i] = l * e3[i];
+            wd[i] = k.L_R[i];
+            for (int j = 0; j < 3; ++j) wd[i] += k.J_R[i + 3 * j] * qdd[j];
+        }
+        wd_hand[0] = -W * w[1], wd_hand[1] = W * w[0], wd_hand[2] = 0.0;
+        double scale = W * fabs(s);
+        for (int i = 0; i < 3; ++i)
+            ck_assert_msg(fabs(wd[i] - wd_hand[i]) <= 1e-12 * scale,
+                          "nutation %g: omega'[%d] %.15g vs %.15g", b, i, wd[i], wd_hand[i]);
+        /* a_C = W e_z x (W e_z x r_C) = -W^2 (r_Cx, r_Cy, 0) */
+        double f_hand[3] = {-m * W * W * rc[0], -m * W * W * rc[1], m * g};
+        for (int i = 0; i < 3; ++i)
+            ck_assert_msg(fabs(F_q[i] - f_hand[i]) <= 1e-12 * m * g, "joint force[%d] %.15g vs %.15g",
+                          i, F_q[i], f_hand[i]);
+        for (int i = 3; i < 6; ++i) ck_assert_double_le(fabs(F_p[i]), 1e-12 * m * g * l);
+        /* and about C it is r_CP x f: not zero */
+        ck_assert_double_gt(fabs(F_q[3]) + fabs(F_q[4]), 1e-3 * m * g * l);
+        cdyn_rigid_free(rb);
+    }
+}
+END_TEST
+
 START_TEST(maneuver4_holds_heave_and_pitch_against_unbalanced_loads)
 {
     const double Ixx = 400, Iyy = 1500, Izz = 1700;
@@ -1486,9 +1619,9 @@ START_TEST(preset_eval_rejects_bad_input_and_writes_nothing)
                      CDYN_OK);
     sentinel_kinematics(&k);
     /* unknown presets */
-    ck_assert_int_eq(cdyn_rigid_preset_dof((cdyn_rigid_preset)5), -1);
+    ck_assert_int_eq(cdyn_rigid_preset_dof((cdyn_rigid_preset)6), -1);
     ck_assert_int_eq(cdyn_rigid_preset_dof((cdyn_rigid_preset)-1), -1);
-    ck_assert_int_eq(cdyn_rigid_preset_eval((cdyn_rigid_preset)5, &good, 0, q, qd, &k),
+    ck_assert_int_eq(cdyn_rigid_preset_eval((cdyn_rigid_preset)6, &good, 0, q, qd, &k),
                      CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_rigid_preset_eval((cdyn_rigid_preset)-1, &good, 0, q, qd, &k),
                      CDYN_ERR_ARG);
@@ -1698,6 +1831,7 @@ static Suite *rigid_suite(void)
     tcase_set_timeout(kin, 120);
     tcase_add_test(kin, free_preset_matches_finite_differences);
     tcase_add_test(kin, maneuver4_preset_matches_finite_differences);
+    tcase_add_test(kin, fixed_point_preset_matches_finite_differences);
     tcase_add_test(kin, rotation_and_translation_presets_match_finite_differences);
     tcase_add_test(kin, carriage_preset_matches_finite_differences);
     suite_add_tcase(s, kin);
@@ -1707,6 +1841,8 @@ static Suite *rigid_suite(void)
     tcase_add_test(dyn, torque_free_body_conserves_momentum_and_energy);
     tcase_add_test(dyn, axisymmetric_body_precesses_at_the_analytic_rate);
     tcase_add_test(dyn, one_axis_rotation_is_the_compound_pendulum);
+    tcase_add_test(dyn, classical_euler_angles_convert_to_the_fixed_point_coordinates);
+    tcase_add_test(dyn, heavy_top_in_steady_precession);
     tcase_add_test(dyn, maneuver4_holds_heave_and_pitch_against_unbalanced_loads);
     tcase_add_test(dyn, pure_sway_carriage_force_matches_hand_calculation);
     tcase_add_test(dyn, presets_agree_with_free_body_plus_constraints);

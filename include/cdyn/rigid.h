@@ -61,7 +61,9 @@ typedef enum cdyn_rigid_preset {
     CDYN_RIGID_ROTATION = 1,    /**< f = 1: q = angle about a fixed lab axis through P */
     CDYN_RIGID_TRANSLATION = 2, /**< f = 1: q = displacement along a fixed lab axis */
     CDYN_RIGID_MANEUVER4 = 3,   /**< f = 4: q = (x, y, phi, psi); z = z0 and theta = theta0 fixed */
-    CDYN_RIGID_CARRIAGE = 4     /**< f = 2: q = (z, theta); carriage x(t), y(t), psi(t) prescribed */
+    CDYN_RIGID_CARRIAGE = 4,    /**< f = 2: q = (z, theta); carriage x(t), y(t), psi(t) prescribed */
+    CDYN_RIGID_FIXED_POINT = 5  /**< f = 3: q = (phi, theta, psi); P fixed at origin (a spherical
+                                     joint: a top, a gyroscope, a pendulum on a ball joint) */
 } cdyn_rigid_preset;
 
 /**
@@ -75,7 +77,8 @@ typedef int (*cdyn_rigid_carriage_fn)(double t, double *pos, double *vel, double
 /** Parameters of the presets (unused fields are ignored). */
 typedef struct cdyn_rigid_preset_params {
     double axis[3];      /**< ROTATION, TRANSLATION: lab-frame axis (normalized; not zero) */
-    double origin[3];    /**< ROTATION: P (on the axis); TRANSLATION: P at q = 0 */
+    double origin[3];    /**< ROTATION: P (on the axis); TRANSLATION: P at q = 0;
+                              FIXED_POINT: P, the joint */
     double z0;           /**< MANEUVER4: the fixed heave (z of P) */
     double theta0;       /**< MANEUVER4: the fixed pitch */
     double phi0;         /**< CARRIAGE: fixed roll of the body */
@@ -152,8 +155,35 @@ CDYN_API cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
                                             const double *q, const double *qdot,
                                             cdyn_rigid_kinematics *k);
 
-/** Number of coordinates of a preset (6, 1, 1, 4, 2), or -1 if unknown. */
+/** Number of coordinates of a preset (6, 1, 1, 4, 2, 3), or -1 if unknown. */
 CDYN_API int cdyn_rigid_preset_dof(cdyn_rigid_preset preset);
+
+/**
+ * The coordinates of FIXED_POINT (and of FREE's rotation) from classical
+ * Euler angles: zxz = (precession, nutation, spin), the z-x-z rotation
+ * R = Rz(precession) Rx(nutation) Rz(spin) of the heavy-top literature, and
+ * zxz_rate their rates (3 each, rad and rad/s). q = (phi, theta, psi) gets
+ * the same R as cdyn's z-y-x angles (R = Rz(psi) Ry(theta) Rx(phi)) and
+ * qdot the same angular velocity. q and qdot (3 each) are written last and
+ * may alias the inputs. Returns CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE,
+ * CDYN_ERR_SINGULAR when that R has a pitch of +-pi/2 to within 1e-8 (the
+ * z-y-x angles are singular there: choose another reference frame for the
+ * body). No allocation.
+ */
+CDYN_API cdyn_status cdyn_rigid_euler_zxz(const double *zxz, const double *zxz_rate, double *q,
+                                          double *qdot);
+
+/**
+ * A load F (6: force; moment about C, lab frame, as cdyn_rigid_accelerations()
+ * and cdyn_rigid_constraint_loads() report it) with its moment taken about
+ * P instead: F_p = (f; n + r_PC,lab x f), r_PC,lab = R r_PC with R from k.
+ * For the FIXED_POINT preset the constraint moment about the joint is zero
+ * (a ball joint carries a force only). F_p (6) may alias F. Returns
+ * CDYN_ERR_ARG (NULL, no body set: r_PC is the body's), CDYN_ERR_NONFINITE,
+ * CDYN_ERR_BUSY. No allocation.
+ */
+CDYN_API cdyn_status cdyn_rigid_load_about_p(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
+                                             const double *F, double *F_p);
 
 /**
  * Model layer: the kinematics and loads callbacks and their user pointer.

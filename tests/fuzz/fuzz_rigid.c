@@ -24,7 +24,7 @@ static int carriage(double t, double *pos, double *vel, double *acc, void *user)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = {data, size, 0};
-    int preset = (int)(fuzz_byte(&in) % 6); /* 5 is not a preset */
+    int preset = (int)(fuzz_byte(&in) % 7); /* 6 is not a preset */
     int f = cdyn_rigid_preset_dof((cdyn_rigid_preset)preset);
     if (fuzz_byte(&in) == 0xFF) f = fuzz_size(&in, -3, 9); /* hostile f */
     cdyn_status st;
