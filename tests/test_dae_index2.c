@@ -157,6 +157,15 @@ static void start_state(const net *m, double t, double qa, double *v)
     v[3] *= 0.9;
 }
 
+/* the network split at t = 0.2 from a start with q_a = 1e-3 (v: that start) */
+static cdyn_dae *net_split(net *m, int exact, double *v)
+{
+    cdyn_dae *dae = net_dae(m, exact);
+    start_state(m, 0.2, 1.0e-3, v);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.2, v), CDYN_OK);
+    return dae;
+}
+
 static int integrated_flow(cdyn_dae *dae)
 {
     int integ[1];
@@ -254,10 +263,8 @@ START_TEST(jacobian_matches_the_differentiated_loop_equation)
     for (int exact = 1; exact >= 0; --exact) {
         net m;
         net_init(&m);
-        cdyn_dae *dae = net_dae(&m, exact);
         double v[5];
-        start_state(&m, 0.2, 1.0e-3, v);
-        ck_assert_int_eq(cdyn_dae_split(dae, 0.2, v), CDYN_OK);
+        cdyn_dae *dae = net_split(&m, exact, v);
         int integ = integrated_flow(dae);
         const double times[] = {0.2, 2.5, 3.7};
         for (int i = 0; i < 3; ++i) {
@@ -297,10 +304,8 @@ START_TEST(verdicts_and_results_do_not_depend_on_units)
         m.sq = unit_sets[u][0];
         m.sp = unit_sets[u][1];
         for (int i = 0; i < 5; ++i) m.e[i] = unit_sets[u][2 + i];
-        cdyn_dae *dae = net_dae(&m, exact); /* no tuning */
         double v[5];
-        start_state(&m, 0.2, 1.0e-3, v);
-        ck_assert_int_eq(cdyn_dae_split(dae, 0.2, v), CDYN_OK);
+        cdyn_dae *dae = net_split(&m, exact, v); /* no tuning */
         ck_assert_int_eq(cdyn_dae_index2(dae), 1);
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         int integ = integrated_flow(dae), alg[4];
@@ -424,10 +429,8 @@ START_TEST(a_refused_split_keeps_the_previous_one)
 {
     net m;
     net_init(&m);
-    cdyn_dae *dae = net_dae(&m, 1);
     double v[5];
-    start_state(&m, 0.2, 1.0e-3, v);
-    ck_assert_int_eq(cdyn_dae_split(dae, 0.2, v), CDYN_OK);
+    cdyn_dae *dae = net_split(&m, 1, v);
     int integ = integrated_flow(dae);
     double bad[5] = {v[0], v[1], v[2], NAN, v[4]};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.2, bad), CDYN_ERR_NONFINITE);
@@ -445,10 +448,8 @@ START_TEST(no_allocation_per_step)
     for (int exact = 1; exact >= 0; --exact) {
         net m;
         net_init(&m);
-        cdyn_dae *dae = net_dae(&m, exact);
         double v[5];
-        start_state(&m, 0.2, 1.0e-3, v);
-        ck_assert_int_eq(cdyn_dae_split(dae, 0.2, v), CDYN_OK);
+        cdyn_dae *dae = net_split(&m, exact, v);
         double y = 1.0e-3, ydot = 0.0, J = 0.0;
         cdyn_status st[3];
         alloc_count_start();

@@ -9,7 +9,7 @@
  *    tank, the junction pressure algebraic): for a massless algebraic state
  *    the Jacobian is the Schur complement M_ii^-1 (F_ii - F_ia F_aa^-1 F_ai)
  *    of the analytic dF/dv;
- *  - a regular M: J = M^-1 dF/dv;
+ *  - a regular M: J = M^-1 dF/dv, and the input matrix M^-1 dF/du;
  *  - a time-varying M whose null space turns: central differences of
  *    cdyn_dae_rhs itself (a second computation: Newton solves at shifted
  *    states, no derivative formula of the library involved).
@@ -386,6 +386,15 @@ START_TEST(regular_mass_gives_m_inverse_dfdv)
             double e = Mi[i] * Fv[2 * j] + Mi[i + 2] * Fv[1 + 2 * j];
             ck_assert_msg(fabs(J[i + 2 * j] - e) <= 1e-7 * 2.0, "(%d,%d) %.17g vs %.17g", i, j,
                           J[i + 2 * j], e);
+        }
+    /* the input matrix of a regular M: B = M^-1 Fu, exact */
+    double Fu[4] = {1.0, 0.0, 0.5, -2.0}, B[4];
+    ck_assert_int_eq(cdyn_dae_input_matrix(dae, 0.0, v, 2, Fu, 2, B, 2), CDYN_OK);
+    for (int j = 0; j < 2; ++j)
+        for (int i = 0; i < 2; ++i) {
+            double e = Mi[i] * Fu[2 * j] + Mi[i + 2] * Fu[1 + 2 * j];
+            ck_assert_msg(fabs(B[i + 2 * j] - e) <= 1e-15, "B(%d,%d) %.17g vs %.17g", i, j,
+                          B[i + 2 * j], e);
         }
     cdyn_dae_free(dae);
 }

@@ -902,6 +902,10 @@ START_TEST(heavy_top_in_steady_precession)
             ck_assert_msg(fabs(F_q[i] - f_hand[i]) <= 1e-12 * m * g, "joint force[%d] %.15g vs %.15g",
                           i, F_q[i], f_hand[i]);
         for (int i = 3; i < 6; ++i) ck_assert_double_le(fabs(F_p[i]), 1e-12 * m * g * l);
+        double in_place[6]; /* F_p may be F */
+        memcpy(in_place, F_q, sizeof in_place);
+        ck_assert_int_eq(cdyn_rigid_load_about_p(rb, &k, in_place, in_place), CDYN_OK);
+        ck_assert(memcmp(in_place, F_p, sizeof in_place) == 0);
         /* and about C it is r_CP x f: not zero */
         ck_assert_double_gt(fabs(F_q[3]) + fabs(F_q[4]), 1e-3 * m * g * l);
         cdyn_rigid_free(rb);

@@ -314,17 +314,11 @@ int cdyn_ida_mbs_jacobian(sunrealtype t, sunrealtype c_j, N_Vector y, N_Vector y
                           N_Vector tmp3)
 {
     (void)ydot, (void)r, (void)tmp1, (void)tmp2, (void)tmp3;
-    cdyn_mbs *mbs = user_data;
-    if (!mbs || !y || !J) return -(int)CDYN_ERR_ARG;
+    /* df/dy with CVODE's checks and flags, then dr/dy + c_j dr/dy' = c_j I - df/dy */
+    int flag = cdyn_cvode_mbs_jacobian(t, y, NULL, J, user_data, NULL, NULL, NULL);
+    if (flag != 0) return flag;
     sunindextype length = N_VGetLength(y);
-    const double *yd = N_VGetArrayPointer(y);
-    if (length < 2 || length % 2 != 0 || !yd || SUNMatGetID(J) != SUNMATRIX_DENSE ||
-        SUNDenseMatrix_Rows(J) != length || SUNDenseMatrix_Columns(J) != length)
-        return -(int)CDYN_ERR_ARG;
     double *Jd = SUNDenseMatrix_Data(J); /* column-major, leading dimension 2n */
-    cdyn_status st = cdyn_mbs_rhs_jacobian(mbs, t, yd, NULL, Jd, (int)length);
-    if (st != CDYN_OK) return cdyn__sundials_flag(st, cdyn_mbs_callback_code(mbs));
-    /* dr/dy + c_j dr/dy' = -df/dy + c_j I */
     for (sunindextype j = 0; j < length; ++j)
         for (sunindextype i = 0; i < length; ++i) {
             double *x = Jd + i + j * length;
