@@ -149,21 +149,20 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
     return rank;
 }
 
+double cdyn__sym_scale(double a)
+{
+    if (!(a > 0.0) || !isfinite(a)) return 1.0;
+    int e;
+    frexp(a, &e); /* a = f 2^e, f in [1/2, 1): s^2 a in [1/2, 2) */
+    int half = (int)floor(e / 2.0);
+    if (half > 511) half = 511;
+    if (half < -511) half = -511;
+    return ldexp(1.0, -half);
+}
+
 void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s)
 {
-    for (int j = 0; j < n; ++j) {
-        double a = A[j + (size_t)j * lda];
-        if (!(a > 0.0) || !isfinite(a)) {
-            s[j] = 1.0;
-            continue;
-        }
-        int e;
-        frexp(a, &e); /* a = f 2^e, f in [1/2, 1): s^2 a in [1/2, 2) */
-        int half = (int)floor(e / 2.0);
-        if (half > 511) half = 511;
-        if (half < -511) half = -511;
-        s[j] = ldexp(1.0, -half);
-    }
+    for (int j = 0; j < n; ++j) s[j] = cdyn__sym_scale(A[j + (size_t)j * lda]);
 }
 
 int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double *s)

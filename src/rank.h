@@ -111,6 +111,10 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
                       const double *A, int lda, double tol, const int *leading,
                       cdyn__rank_ref *ref, cdyn__rank *out);
 
+/* The power of two s near 1/sqrt(a) with s^2 a in [1/2, 2) (1 for a <= 0
+ * or non-finite a): one diagonal entry of the symmetric equilibration. */
+double cdyn__sym_scale(double a);
+
 /* Powers of two s (n) near 1/sqrt(a_jj) for the symmetric A (1 where
  * a_jj <= 0), so that S A S has a diagonal in [1/2, 2). */
 void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s);

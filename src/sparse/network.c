@@ -1,0 +1,469 @@
+/* Sparse networks: create (pattern analysis) and load (values, the
+ * factorization of S = W M^-1 W^T). THEORY T1.1, T1.5; docs/theory.md
+ * "Sparse networks". */
+#include "network_internal.h"
+#include "rank.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+void cdyn_network_free(cdyn_network *net)
+{
+    if (!net) return;
+    if (net->S) cholmod_free_sparse(&net->S, &net->cm);
+    if (net->L) cholmod_free_factor(&net->L, &net->cm);
+    cholmod_finish(&net->cm);
+    void *arrays[] = {net->colptr, net->rowind, net->blk_state, net->blk_val, net->state_blk,
+                      net->brow_ptr, net->brow, net->local_row, net->pair_ptr, net->pair_pos,
+                      net->rowptr, net->rowcol, net->rowpos, net->tree_pipe, net->tree_order,
+                      net->dependent, net->Mval, net->Mfac, net->Mscale, net->Wval,
+                      net->Sscale, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
+                      net->rg, net->t, net->ux, net->uy, net->redundant};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(net);
+}
+
+/* Check the pattern and the blocks; 0 when valid. */
+static int valid_pattern(int n, int m, const int *colptr, const int *rowind, const int *blocks,
+                         int nblocks)
+{
+    if (n < 1 || m < 0 || m > n || !colptr || colptr[0] != 0) return 0;
+    for (int k = 0; k < n; ++k)
+        if (colptr[k + 1] < colptr[k]) return 0;
+    if (colptr[n] > 0 && !rowind) return 0;
+    for (int k = 0; k < n; ++k)
+        for (int p = colptr[k]; p < colptr[k + 1]; ++p)
+            if (rowind[p] < 0 || rowind[p] >= m || (p > colptr[k] && rowind[p] <= rowind[p - 1]))
+                return 0;
+    if (blocks) {
+        if (nblocks < 1 || nblocks > n) return 0;
+        long total = 0;
+        for (int b = 0; b < nblocks; ++b) {
+            if (blocks[b] < 1) return 0;
+            total += blocks[b];
+        }
+        if (total != n) return 0;
+    }
+    return 1;
+}
+
+#define NET_ALLOC(ptr, count) \
+    ((ptr) = malloc(sizeof *(ptr) * (size_t)((count) > 0 ? (count) : 1)))
+
+/* Block layout, the rows of each block, and W by rows. */
+static int build_blocks(cdyn_network *net, const int *blocks)
+{
+    int n = net->n, m = net->m, nb = net->nblocks;
+    if (!NET_ALLOC(net->blk_state, nb + 1) || !NET_ALLOC(net->blk_val, nb + 1) ||
+        !NET_ALLOC(net->state_blk, n) || !NET_ALLOC(net->brow_ptr, nb + 1) ||
+        !NET_ALLOC(net->local_row, net->nnz))
+        return 0;
+    net->blk_state[0] = 0;
+    net->blk_val[0] = 0;
+    net->max_block = 1;
+    for (int b = 0; b < nb; ++b) {
+        int size = blocks ? blocks[b] : 1;
+        net->blk_state[b + 1] = net->blk_state[b] + size;
+        net->blk_val[b + 1] = net->blk_val[b] + (long)size * size;
+        if (size > net->max_block) net->max_block = size;
+        for (int k = net->blk_state[b]; k < net->blk_state[b + 1]; ++k) net->state_blk[k] = b;
+    }
+    net->nmass = net->blk_val[nb];
+
+    /* rows of each block: at most the block's entries of W */
+    int *mark = malloc(sizeof *mark * (size_t)(m > 0 ? m : 1));
+    if (!mark || !NET_ALLOC(net->brow, net->nnz)) {
+        free(mark);
+        return 0;
+    }
+    for (int i = 0; i < m; ++i) mark[i] = -1;
+    int count = 0;
+    net->max_rows = 0;
+    for (int b = 0; b < nb; ++b) {
+        net->brow_ptr[b] = count;
+        for (int k = net->blk_state[b]; k < net->blk_state[b + 1]; ++k)
+            for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
+                if (mark[net->rowind[p]] != b) {
+                    mark[net->rowind[p]] = b;
+                    net->brow[count++] = net->rowind[p];
+                }
+        qsort(net->brow + net->brow_ptr[b], (size_t)(count - net->brow_ptr[b]), sizeof(int),
+              cmp_int);
+        int rows = count - net->brow_ptr[b];
+        if (rows > net->max_rows) net->max_rows = rows;
+        for (int r = 0; r < rows; ++r) mark[net->brow[net->brow_ptr[b] + r]] = r;
+        for (int k = net->blk_state[b]; k < net->blk_state[b + 1]; ++k)
+            for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
+                net->local_row[p] = mark[net->rowind[p]];
+        for (int r = 0; r < rows; ++r) mark[net->brow[net->brow_ptr[b] + r]] = -1;
+    }
+    net->brow_ptr[nb] = count;
+    free(mark);
+
+    /* W by rows */
+    if (!NET_ALLOC(net->rowptr, m + 1) || !NET_ALLOC(net->rowcol, net->nnz) ||
+        !NET_ALLOC(net->rowpos, net->nnz))
+        return 0;
+    for (int i = 0; i <= m; ++i) net->rowptr[i] = 0;
+    for (int p = 0; p < net->nnz; ++p) net->rowptr[net->rowind[p] + 1]++;
+    for (int i = 0; i < m; ++i) net->rowptr[i + 1] += net->rowptr[i];
+    int *next = malloc(sizeof *next * (size_t)(m > 0 ? m : 1));
+    if (!next) return 0;
+    memcpy(next, net->rowptr, sizeof *next * (size_t)m);
+    for (int k = 0; k < n; ++k)
+        for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p) {
+            int q = next[net->rowind[p]]++;
+            net->rowcol[q] = k;
+            net->rowpos[q] = p;
+        }
+    free(next);
+
+    /* the longest row of [M W^T; W 0], for the backward-error tolerance */
+    net->row_length = 1;
+    for (int k = 0; k < n; ++k) {
+        int b = net->state_blk[k];
+        int len = net->blk_state[b + 1] - net->blk_state[b] + net->colptr[k + 1] - net->colptr[k];
+        if (len > net->row_length) net->row_length = len;
+    }
+    for (int i = 0; i < m; ++i)
+        if (net->rowptr[i + 1] - net->rowptr[i] > net->row_length)
+            net->row_length = net->rowptr[i + 1] - net->rowptr[i];
+    return 1;
+}
+
+/* Place of S(i, j), i <= j, in the upper-triangle columns of S. */
+static int s_place(const cholmod_sparse *S, int i, int j)
+{
+    const int *Sp = S->p, *Si = S->i;
+    int lo = Sp[j], hi = Sp[j + 1] - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (Si[mid] == i) return mid;
+        if (Si[mid] < i) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1; /* not reached: every pair is in the pattern */
+}
+
+/* Pattern of S (upper triangle with the whole diagonal), its symbolic
+ * analysis, and the place of every block pair in it. */
+static int build_schur(cdyn_network *net)
+{
+    int m = net->m, nb = net->nblocks;
+    int *mark = malloc(sizeof *mark * (size_t)m);
+    int *count = calloc((size_t)m + 1, sizeof *count);
+    if (!mark || !count) {
+        free(mark);
+        free(count);
+        return 0;
+    }
+    /* column j of S: rows i <= j of every block that touches row j */
+    for (int pass = 0; pass < 2; ++pass) {
+        int *Sp = pass ? net->S->p : NULL, *Si = pass ? net->S->i : NULL;
+        for (int i = 0; i < m; ++i) mark[i] = -1;
+        for (int j = 0; j < m; ++j) {
+            int c = 0;
+            int base = pass ? Sp[j] : 0;
+            mark[j] = j;
+            if (pass) Si[base + c] = j;
+            c++;
+            for (int q = net->rowptr[j]; q < net->rowptr[j + 1]; ++q) {
+                int b = net->state_blk[net->rowcol[q]];
+                for (int r = net->brow_ptr[b]; r < net->brow_ptr[b + 1]; ++r) {
+                    int i = net->brow[r];
+                    if (i < j && mark[i] != j) {
+                        mark[i] = j;
+                        if (pass) Si[base + c] = i;
+                        c++;
+                    }
+                }
+            }
+            if (pass) qsort(Si + base, (size_t)c, sizeof(int), cmp_int);
+            else count[j + 1] = c;
+        }
+        if (!pass) {
+            for (int j = 0; j < m; ++j) count[j + 1] += count[j];
+            net->S = cholmod_allocate_sparse((size_t)m, (size_t)m, (size_t)count[m], 1, 1, 1,
+                                             CHOLMOD_REAL, &net->cm);
+            if (!net->S) break;
+            memcpy(net->S->p, count, sizeof(int) * ((size_t)m + 1));
+        }
+    }
+    free(mark);
+    free(count);
+    if (!net->S) return 0;
+    memset(net->S->x, 0, sizeof(double) * net->S->nzmax);
+
+    /* block pairs (a <= b in the block's sorted rows) */
+    if (!NET_ALLOC(net->pair_ptr, nb + 1)) return 0;
+    net->pair_ptr[0] = 0;
+    for (int b = 0; b < nb; ++b) {
+        long r = net->brow_ptr[b + 1] - net->brow_ptr[b];
+        net->pair_ptr[b + 1] = net->pair_ptr[b] + r * (r + 1) / 2;
+    }
+    if (net->pair_ptr[nb] > INT_MAX || !NET_ALLOC(net->pair_pos, net->pair_ptr[nb])) return 0;
+    for (int b = 0; b < nb; ++b) {
+        const int *R = net->brow + net->brow_ptr[b];
+        int rows = net->brow_ptr[b + 1] - net->brow_ptr[b];
+        long q = net->pair_ptr[b];
+        for (int c = 0; c < rows; ++c)
+            for (int a = 0; a <= c; ++a) net->pair_pos[q++] = s_place(net->S, R[a], R[c]);
+    }
+
+    net->L = cholmod_analyze(net->S, &net->cm);
+    return net->L != NULL;
+}
+
+cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *rowind,
+                                  const int *blocks, int nblocks, cdyn_status *status)
+{
+    if (status) *status = CDYN_ERR_ARG;
+    if (!valid_pattern(n, m, colptr, rowind, blocks, nblocks)) return NULL;
+    if (status) *status = CDYN_ERR_NOMEM;
+    cdyn_network *net = calloc(1, sizeof *net);
+    if (!net) return NULL;
+    cholmod_start(&net->cm);
+    net->cm.final_ll = 1; /* L L^T: the pivots are L's diagonal */
+    net->cm.print = 0;
+    net->n = n;
+    net->m = m;
+    net->nnz = colptr[n];
+    net->nblocks = blocks ? nblocks : n;
+    net->pivot_ratio = NAN;
+    net->berr = NAN;
+    int ok = NET_ALLOC(net->colptr, n + 1) && NET_ALLOC(net->rowind, net->nnz);
+    if (ok) {
+        memcpy(net->colptr, colptr, sizeof(int) * ((size_t)n + 1));
+        if (net->nnz) memcpy(net->rowind, rowind, sizeof(int) * (size_t)net->nnz);
+        ok = build_blocks(net, blocks);
+    }
+    int big = n > m ? n : m;
+    ok = ok && NET_ALLOC(net->Mval, net->nmass) && NET_ALLOC(net->Mfac, net->nmass) &&
+         NET_ALLOC(net->Mscale, n) && NET_ALLOC(net->Wval, net->nnz) &&
+         NET_ALLOC(net->Sscale, m) &&
+         NET_ALLOC(net->blockwork, (long)net->max_block * (net->max_rows + 1)) &&
+         NET_ALLOC(net->x, n) && NET_ALLOC(net->y, m) && NET_ALLOC(net->dx, n) &&
+         NET_ALLOC(net->dy, m) && NET_ALLOC(net->rf, n) && NET_ALLOC(net->rg, m) &&
+         NET_ALLOC(net->t, big) && NET_ALLOC(net->ux, n) && NET_ALLOC(net->uy, m) &&
+         NET_ALLOC(net->redundant, m) && NET_ALLOC(net->tree_pipe, m) &&
+         NET_ALLOC(net->tree_order, m) && NET_ALLOC(net->dependent, n);
+    if (ok && m > 0) ok = build_schur(net);
+    if (!ok) {
+        cdyn_network_free(net);
+        return NULL;
+    }
+    /* the tolerance of every solve's certificate: a few rounding errors per
+     * entry of the longest row of the bordered system */
+    net->berr_tol = 8.0 * (net->row_length + 2) * 2.220446049250313e-16;
+    net->msg[0] = '\0';
+    if (status) *status = CDYN_OK;
+    return net;
+}
+
+int cdyn_network_states(const cdyn_network *net) { return net ? net->n : 0; }
+int cdyn_network_constraints(const cdyn_network *net) { return net ? net->m : 0; }
+long cdyn_network_mass_values(const cdyn_network *net) { return net ? net->nmass : 0; }
+long cdyn_network_nonzeros(const cdyn_network *net) { return net ? net->nnz : 0; }
+double cdyn_network_pivot_ratio(const cdyn_network *net)
+{
+    return net && net->loaded ? net->pivot_ratio : NAN;
+}
+double cdyn_network_backward_error(const cdyn_network *net) { return net ? net->berr : NAN; }
+const char *cdyn_network_last_error(const cdyn_network *net)
+{
+    return net ? net->msg : "cdyn_network: NULL object";
+}
+
+int cdyn_network_redundant_rows(const cdyn_network *net, int *rows)
+{
+    if (!net) return 0;
+    if (rows)
+        for (int i = 0; i < net->nredundant; ++i) rows[i] = net->redundant[i];
+    return net->nredundant;
+}
+
+void cdyn__net_block_solve(int b, const double *L, const double *s, double *x)
+{
+    cdyn__net_half_solve(b, L, s, x);
+    for (int i = b - 1; i >= 0; --i) {
+        double r = x[i];
+        for (int k = i + 1; k < b; ++k) r -= L[k + (size_t)i * b] * x[k];
+        x[i] = r / L[i + (size_t)i * b];
+    }
+    for (int i = 0; i < b; ++i) x[i] *= s[i];
+}
+
+/* Factor every block of M by the definiteness policy (src/rank.h);
+ * returns -1 when all are positive definite, else the failing block. */
+static int factor_mass(cdyn_network *net)
+{
+    for (int b = 0; b < net->nblocks; ++b) {
+        int k0 = net->blk_state[b], size = net->blk_state[b + 1] - k0;
+        const double *A = net->Mval + net->blk_val[b];
+        double *F = net->Mfac + net->blk_val[b];
+        double *s = net->Mscale + k0;
+        if (size == 1) {
+            if (!(A[0] > 0.0)) return b;
+            s[0] = cdyn__sym_scale(A[0]);
+            F[0] = sqrt(s[0] * A[0] * s[0]);
+        } else if (cdyn__spd_factor(size, A, size, F, size, s) != 0) {
+            return b;
+        }
+    }
+    return -1;
+}
+
+/* S = W M^-1 W^T (upper triangle), equilibrated: S <- D S D. */
+static void assemble_schur(cdyn_network *net)
+{
+    double *Sx = net->S->x;
+    memset(Sx, 0, sizeof(double) * net->S->nzmax);
+    for (int b = 0; b < net->nblocks; ++b) {
+        int k0 = net->blk_state[b], size = net->blk_state[b + 1] - k0;
+        int rows = net->brow_ptr[b + 1] - net->brow_ptr[b];
+        const double *F = net->Mfac + net->blk_val[b];
+        const double *s = net->Mscale + k0;
+        const int *pos = net->pair_pos + net->pair_ptr[b];
+        if (size == 1) { /* one state: S_ac += w_a w_c / M_kk */
+            int p0 = net->colptr[k0];
+            double inv = s[0] / F[0];
+            for (int c = 0; c < rows; ++c) {
+                double wc = net->Wval[p0 + c] * inv; /* a column's rows are sorted */
+                for (int a = 0; a <= c; ++a) Sx[*pos++] += net->Wval[p0 + a] * inv * wc;
+            }
+            continue;
+        }
+        /* Y = L^-1 s W_B^T (size x rows), then S_ac += Y_a . Y_c */
+        double *Y = net->blockwork;
+        memset(Y, 0, sizeof(double) * (size_t)size * (size_t)rows);
+        for (int j = 0; j < size; ++j)
+            for (int p = net->colptr[k0 + j]; p < net->colptr[k0 + j + 1]; ++p)
+                Y[j + (size_t)net->local_row[p] * size] = net->Wval[p];
+        for (int c = 0; c < rows; ++c) cdyn__net_half_solve(size, F, s, Y + (size_t)c * size);
+        for (int c = 0; c < rows; ++c)
+            for (int a = 0; a <= c; ++a) {
+                double sum = 0.0;
+                for (int j = 0; j < size; ++j) sum += Y[j + (size_t)a * size] * Y[j + (size_t)c * size];
+                Sx[*pos++] += sum;
+            }
+    }
+    const int *Sp = net->S->p, *Si = net->S->i;
+    for (int j = 0; j < net->m; ++j) net->Sscale[j] = cdyn__sym_scale(Sx[Sp[j + 1] - 1]);
+    for (int j = 0; j < net->m; ++j)
+        for (int q = Sp[j]; q < Sp[j + 1]; ++q) Sx[q] *= net->Sscale[Si[q]] * net->Sscale[j];
+}
+
+/* Diagonal entry k of the factor (in the factor's order). */
+static double factor_diag(const cholmod_factor *L, int k)
+{
+    const double *Lx = L->x;
+    if (!L->is_super) return Lx[((const int *)L->p)[k]];
+    const int *super = L->super, *pi = L->pi, *px = L->px;
+    int lo = 0, hi = (int)L->nsuper - 1; /* the supernode holding column k */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (super[mid] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    int nsrow = pi[lo + 1] - pi[lo], c = k - super[lo];
+    return Lx[px[lo] + (size_t)c * nsrow + c];
+}
+
+/* Factor the equilibrated S; returns the factor's first column whose pivot
+ * fails the definiteness policy, or -1. Sets pivot_ratio on success. */
+static int factor_schur(cdyn_network *net, double smallest)
+{
+    cholmod_factorize(net->S, net->L, &net->cm);
+    if (net->cm.status < 0 || !net->L->is_ll) return -2;
+    int m = net->m;
+    int stop = net->cm.status == CHOLMOD_NOT_POSDEF ? (int)net->L->minor : m;
+    double lo = INFINITY, hi = 0.0;
+    for (int k = 0; k < stop; ++k) {
+        double d = factor_diag(net->L, k);
+        if (!(d * d > CDYN__DEFINITE_TOL * smallest)) return k;
+        lo = fmin(lo, d * d);
+        hi = fmax(hi, d * d);
+    }
+    if (stop < m) return stop;
+    net->pivot_ratio = m > 0 ? lo / hi : 1.0;
+    return -1;
+}
+
+/* Make row and column r of the equilibrated S those of the identity. */
+static void decouple_row(cholmod_sparse *S, int r)
+{
+    const int *Sp = S->p, *Si = S->i;
+    double *Sx = S->x;
+    for (int j = 0; j < (int)S->ncol; ++j)
+        for (int q = Sp[j]; q < Sp[j + 1]; ++q)
+            if (j == r || Si[q] == r) Sx[q] = (j == r && Si[q] == r) ? 1.0 : 0.0;
+}
+
+cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *W)
+{
+    if (!net) return CDYN_ERR_ARG;
+    net->msg[0] = '\0';
+    if (!M || (!W && net->nnz > 0))
+        return cdyn__fail(net->msg, CDYN_ERR_ARG, "cdyn_network_load: M or W is NULL");
+    long bad = cdyn__first_nonfinite((int)net->nmass, 1, M, (int)net->nmass);
+    if (bad >= 0)
+        return cdyn__fail(net->msg, CDYN_ERR_NONFINITE, "cdyn_network_load: M value %ld is not finite", bad);
+    bad = net->nnz ? cdyn__first_nonfinite(net->nnz, 1, W, net->nnz) : -1;
+    if (bad >= 0)
+        return cdyn__fail(net->msg, CDYN_ERR_NONFINITE, "cdyn_network_load: W value %ld is not finite", bad);
+
+    net->loaded = 0;
+    net->nredundant = 0;
+    memcpy(net->Mval, M, sizeof(double) * (size_t)net->nmass);
+    if (net->nnz) memcpy(net->Wval, W, sizeof(double) * (size_t)net->nnz);
+    int b = factor_mass(net);
+    if (b >= 0)
+        return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
+                          "cdyn_network_load: block %d of M (states %d..%d) is not positive definite",
+                          b, net->blk_state[b], net->blk_state[b + 1] - 1);
+    if (net->m == 0) {
+        net->pivot_ratio = 1.0;
+        net->loaded = 1;
+        return CDYN_OK;
+    }
+    assemble_schur(net);
+    double smallest = INFINITY;
+    const int *Sp = net->S->p;
+    const double *Sx = net->S->x;
+    for (int j = 0; j < net->m; ++j)
+        if (Sx[Sp[j + 1] - 1] > 0.0) smallest = fmin(smallest, Sx[Sp[j + 1] - 1]);
+
+    /* rank loss: name the dependent row, take it out, go on (at most m) */
+    const int *perm = net->L->Perm;
+    int k;
+    while ((k = factor_schur(net, smallest)) >= 0 && net->nredundant < net->m) {
+        int r = perm ? perm[k] : k;
+        net->redundant[net->nredundant++] = r;
+        decouple_row(net->S, r);
+    }
+    if (k == -2)
+        return cdyn__fail(net->msg, CDYN_ERR_NOMEM,
+                          "cdyn_network_load: CHOLMOD failed (status %d)", net->cm.status);
+    if (net->nredundant > 0) {
+        char list[160] = "";
+        size_t used = 0;
+        for (int i = 0; i < net->nredundant && i < 8 && used < sizeof list - 16; ++i)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "",
+                                     net->redundant[i]);
+        return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
+                          "cdyn_network_load: W is rank deficient: %d constraint row%s (%s%s) "
+                          "depend%s on the others (cdyn_network_redundant_rows)",
+                          net->nredundant, net->nredundant > 1 ? "s" : "", list,
+                          net->nredundant > 8 ? ", ..." : "", net->nredundant > 1 ? "" : "s");
+    }
+    net->loaded = 1;
+    return CDYN_OK;
+}

@@ -1,0 +1,599 @@
+/* Sparse networks (include/cdyn/network.h): against the dense bordered
+ * (KKT) solve and the dense null-space object (two independent
+ * formulations), a quad-precision reference for an ill-conditioned but
+ * well-posed network, the rank verdict in other units, the spanning tree,
+ * bad input and allocation. */
+#include "alloc_count.h"
+#include "cdyn/network.h"
+#include "cdyn/nullspace.h"
+#include "quadref.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <suitesparse/SuiteSparse_config.h>
+
+/* A network in both forms: W dense (m x n) and compressed, M dense and as
+ * block values. */
+typedef struct {
+    int n, m, nblocks;
+    double *Wd, *Md;      /* dense, column-major */
+    int *colptr, *rowind; /* W compressed */
+    double *Wv, *Mv;      /* values */
+    int *blocks;          /* NULL: diagonal M */
+} net_case;
+
+static void case_free(net_case *c)
+{
+    free(c->Wd);
+    free(c->Md);
+    free(c->colptr);
+    free(c->rowind);
+    free(c->Wv);
+    free(c->Mv);
+    free(c->blocks);
+    memset(c, 0, sizeof *c);
+}
+
+/* Compress Wd and gather the block values of Md (blocks NULL: diagonal). */
+static void case_pack(net_case *c, const int *blocks, int nblocks)
+{
+    int n = c->n, m = c->m, nnz = 0;
+    c->colptr = malloc(sizeof(int) * (size_t)(n + 1));
+    c->rowind = malloc(sizeof(int) * (size_t)(n * m + 1));
+    c->Wv = malloc(sizeof(double) * (size_t)(n * m + 1));
+    c->colptr[0] = 0;
+    for (int k = 0; k < n; ++k) {
+        for (int i = 0; i < m; ++i)
+            if (c->Wd[i + k * m] != 0.0) {
+                c->rowind[nnz] = i;
+                c->Wv[nnz++] = c->Wd[i + k * m];
+            }
+        c->colptr[k + 1] = nnz;
+    }
+    c->nblocks = blocks ? nblocks : n;
+    if (blocks) {
+        c->blocks = malloc(sizeof(int) * (size_t)nblocks);
+        memcpy(c->blocks, blocks, sizeof(int) * (size_t)nblocks);
+    }
+    c->Mv = malloc(sizeof(double) * (size_t)(n * n));
+    int k0 = 0, q = 0;
+    for (int b = 0; b < c->nblocks; ++b) {
+        int s = blocks ? blocks[b] : 1;
+        for (int j = 0; j < s; ++j)
+            for (int i = 0; i < s; ++i) c->Mv[q++] = c->Md[(k0 + i) + (k0 + j) * n];
+        k0 += s;
+    }
+}
+
+/* A k x k grid of junctions, pipes on the edges, an inflow pipe into
+ * junction 0 and an outflow pipe from the last; pipe inertances L and
+ * junction-to-junction incidence (-1 where a pipe drains, +1 where it
+ * feeds). */
+static void grid_case(net_case *c, int k, tu_rng *r)
+{
+    int m = k * k, n = 2 * k * (k - 1) + 2;
+    c->n = n;
+    c->m = m;
+    c->Wd = calloc((size_t)(n * m), sizeof(double));
+    c->Md = calloc((size_t)(n * n), sizeof(double));
+    int p = 0;
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j) {
+            int node = i * k + j;
+            if (j + 1 < k) {
+                c->Wd[node + p * m] = -1.0;
+                c->Wd[node + 1 + p * m] = 1.0;
+                ++p;
+            }
+            if (i + 1 < k) {
+                c->Wd[node + p * m] = -1.0;
+                c->Wd[node + k + p * m] = 1.0;
+                ++p;
+            }
+        }
+    c->Wd[0 + p * m] = 1.0;            /* inflow */
+    c->Wd[(m - 1) + (p + 1) * m] = -1.0; /* outflow */
+    for (int q = 0; q < n; ++q) c->Md[q + q * n] = 1e5 * (5.5 + 4.5 * tu_uniform(r)); /* rho l / A */
+    case_pack(c, NULL, 0);
+}
+
+static cdyn_network *case_network(const net_case *c)
+{
+    cdyn_status st;
+    cdyn_network *net =
+        cdyn_network_create(c->n, c->m, c->colptr, c->rowind, c->blocks, c->nblocks, &st);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_ptr_nonnull(net);
+    return net;
+}
+
+/* max |a - b| / max |b| */
+static double rel_diff(int len, const double *a, const double *b)
+{
+    double d = 0.0, s = 0.0;
+    for (int i = 0; i < len; ++i) {
+        d = fmax(d, fabs(a[i] - b[i]));
+        s = fmax(s, fabs(b[i]));
+    }
+    return s > 0.0 ? d / s : d;
+}
+
+/* Against the dense bordered solve: M v' - W^T lambda = F, W v' = g. */
+static void check_against_kkt(const net_case *c, const double *F, const double *g, double tol)
+{
+    cdyn_network *net = case_network(c);
+    cdyn_status load = cdyn_network_load(net, c->Mv, c->Wv);
+    ck_assert_msg(load == CDYN_OK, "%s", cdyn_network_last_error(net));
+    double *vd = malloc(sizeof(double) * (size_t)c->n), *la = malloc(sizeof(double) * (size_t)c->m);
+    double *vr = malloc(sizeof(double) * (size_t)c->n), *lr = malloc(sizeof(double) * (size_t)c->m);
+    double *mc = malloc(sizeof(double) * (size_t)c->m);
+    for (int i = 0; i < c->m; ++i) mc[i] = g ? -g[i] : 0.0;
+    ck_assert_int_eq(cdyn_network_solve(net, F, g, vd, la), CDYN_OK);
+    ck_assert_int_eq(tu_kkt_solve(c->n, c->m, c->Md, c->n, c->Wd, c->m, F, mc, vr, lr), 0);
+    ck_assert_double_le(rel_diff(c->n, vd, vr), tol);
+    ck_assert_double_le(rel_diff(c->m, la, lr), tol);
+    ck_assert_double_le(cdyn_network_backward_error(net), 1e-13);
+    free(vd);
+    free(la);
+    free(vr);
+    free(lr);
+    free(mc);
+    cdyn_network_free(net);
+}
+
+START_TEST(grid_matches_dense_kkt)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 11);
+    net_case c = {0};
+    grid_case(&c, 5, &r);
+    double F[64], g[25];
+    for (int i = 0; i < c.n; ++i) F[i] = 1e5 * (tu_uniform(&r) - 0.5); /* Pa m^2 */
+    for (int i = 0; i < c.m; ++i) g[i] = 0.0;
+    g[3] = 0.2; /* a prescribed inflow changing at 0.2 m^3/s^2 */
+    check_against_kkt(&c, F, NULL, 1e-11);
+    check_against_kkt(&c, F, g, 1e-11);
+    case_free(&c);
+}
+END_TEST
+
+/* General sparse W (not an incidence) with SPD blocks of sizes 1, 2, 3. */
+START_TEST(blocks_match_dense_kkt)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 12);
+    int blocks[] = {2, 1, 3, 1, 2, 3};
+    net_case c = {0};
+    c.n = 12;
+    c.m = 5;
+    c.Wd = calloc(60, sizeof(double));
+    c.Md = calloc(144, sizeof(double));
+    for (int k = 0; k < c.n; ++k) /* two or three entries per column */
+        for (int i = 0; i < c.m; ++i)
+            if ((i + 2 * k) % 5 < 2 || (k == i)) c.Wd[i + k * c.m] = tu_uniform(&r) - 0.5;
+    int k0 = 0;
+    for (int b = 0; b < 6; ++b) {
+        double A[9];
+        tu_random_spd(&r, blocks[b], A, blocks[b]);
+        for (int j = 0; j < blocks[b]; ++j)
+            for (int i = 0; i < blocks[b]; ++i)
+                c.Md[(k0 + i) + (k0 + j) * c.n] = A[i + j * blocks[b]];
+        k0 += blocks[b];
+    }
+    case_pack(&c, blocks, 6);
+    double F[12], g[5];
+    for (int i = 0; i < 12; ++i) F[i] = tu_uniform(&r) - 0.5;
+    for (int i = 0; i < 5; ++i) g[i] = tu_uniform(&r) - 0.5;
+    check_against_kkt(&c, F, g, 1e-11);
+    case_free(&c);
+}
+END_TEST
+
+/* The minimum-order ODE through the tree against the dense null-space
+ * object on the same network: the loop-flow rates agree, the completed
+ * state satisfies W v = b. */
+START_TEST(tree_and_dense_nullspace_agree)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 13);
+    net_case c = {0};
+    grid_case(&c, 4, &r);
+    int n = c.n, m = c.m, d = n - m;
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+    int indep[32], dep[32];
+    ck_assert_int_eq(cdyn_network_partition(net, indep, dep), CDYN_OK);
+    /* each junction's tree pipe has an entry in its row; every pipe once */
+    int seen[32] = {0};
+    for (int i = 0; i < m; ++i) {
+        ck_assert_double_ne(c.Wd[i + dep[i] * m], 0.0);
+        seen[dep[i]]++;
+    }
+    for (int j = 0; j < d; ++j) seen[indep[j]]++;
+    for (int k = 0; k < n; ++k) ck_assert_int_eq(seen[k], 1);
+
+    double v[32], b[16], Wv[16];
+    for (int k = 0; k < n; ++k) v[k] = tu_uniform(&r) - 0.5;
+    for (int i = 0; i < m; ++i) b[i] = 0.0;
+    b[0] = 0.3;     /* the inflow junction receives a prescribed 0.3 m^3/s more */
+    b[m - 1] = -0.1;
+    ck_assert_int_eq(cdyn_network_complete(net, v, b), CDYN_OK);
+    tu_matvec(m, n, c.Wd, m, v, Wv);
+    for (int i = 0; i < m; ++i) ck_assert_double_le(fabs(Wv[i] - b[i]), 4e-16 * 8);
+
+    /* rates: sparse range-space vs the dense null space (pressures as
+     * multipliers, T1.5) */
+    double F[32], vd[32], la[16], vd2[32], la2[16];
+    for (int k = 0; k < n; ++k) F[k] = -50.0 * v[k] * fabs(v[k]) + 1e3 * (tu_uniform(&r) - 0.5);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, la), CDYN_OK);
+    cdyn_status st;
+    cdyn_nullspace *ns = cdyn_nullspace_create(n, m, &st);
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, c.Wd, m), CDYN_OK);
+    ck_assert_int_eq(cdyn_nullspace_solve(ns, c.Md, n, F, NULL, vd2, la2), CDYN_OK);
+    ck_assert_double_le(rel_diff(n, vd, vd2), 1e-11);
+    ck_assert_double_le(rel_diff(m, la, la2), 1e-11);
+    cdyn_nullspace_free(ns);
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
+/* A chain of junctions whose pipe inertances span 1e-6 .. 1e6 (SI): S is
+ * badly conditioned but the problem is well posed; against a __float128
+ * solve of the bordered system. */
+START_TEST(ill_conditioned_against_quad)
+{
+    enum { M = 12, N = 13 };
+    net_case c = {0};
+    c.n = N;
+    c.m = M;
+    c.Wd = calloc(N * M, sizeof(double));
+    c.Md = calloc(N * N, sizeof(double));
+    for (int k = 0; k < N; ++k) { /* pipe k joins junction k-1 to junction k */
+        if (k > 0) c.Wd[(k - 1) + k * M] = -1.0;
+        if (k < M) c.Wd[k + k * M] = 1.0;
+        c.Md[k + k * N] = pow(10.0, -6.0 + 12.0 * (k % 5) / 4.0);
+    }
+    case_pack(&c, NULL, 0);
+    double F[N], vd[N], la[M];
+    for (int k = 0; k < N; ++k) F[k] = cos(1.0 + k) * c.Md[k + k * N];
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+    cdyn_status solved = cdyn_network_solve(net, F, NULL, vd, la);
+    ck_assert_msg(solved == CDYN_OK, "%s", cdyn_network_last_error(net));
+    quad K[(N + M) * (N + M)], rhs[N + M], sol[N + M];
+    memset(K, 0, sizeof K);
+    for (int k = 0; k < N; ++k) {
+        K[k + k * (N + M)] = c.Md[k + k * N];
+        rhs[k] = F[k];
+        for (int i = 0; i < M; ++i) {
+            K[k + (N + i) * (N + M)] = -c.Wd[i + k * M];
+            K[(N + i) + k * (N + M)] = c.Wd[i + k * M];
+        }
+    }
+    for (int i = 0; i < M; ++i) rhs[N + i] = 0;
+    ck_assert_int_eq(qref_solve(N + M, K, rhs, sol), 0);
+    double x[N + M];
+    memcpy(x, vd, sizeof vd);
+    memcpy(x + N, la, sizeof la);
+    /* both parts to 1e-10 of their largest entry (cond(S) here is ~1e12) */
+    double ref[N + M];
+    for (int i = 0; i < N + M; ++i) ref[i] = (double)sol[i];
+    ck_assert_double_le(rel_diff(N, x, ref), 1e-10);
+    ck_assert_double_le(rel_diff(M, x + N, ref + N), 1e-10);
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
+/* A closed ring (no ambient pipe) has one redundant balance; a duplicated
+ * row names one of the pair; the object stays usable. Same verdict with
+ * states and equations rescaled by 1e+-8. */
+START_TEST(redundant_rows_named_in_any_units)
+{
+    const double scales[] = {1.0, 1e8, 1e-8};
+    for (int s = 0; s < 3; ++s)
+        for (int e = 0; e < 3; ++e) {
+            enum { M = 4, N = 5 };
+            /* ring 0-1-2-3-0 plus a pipe 0-2: no ambient */
+            int pipes[N][2] = {{0, 1}, {1, 2}, {2, 3}, {0, 3}, {0, 2}};
+            net_case c = {0};
+            c.n = N;
+            c.m = M;
+            c.Wd = calloc(N * M, sizeof(double));
+            c.Md = calloc(N * N, sizeof(double));
+            for (int k = 0; k < N; ++k) { /* the balances sum to zero */
+                c.Wd[pipes[k][0] + k * M] = -scales[e] / scales[s];
+                c.Wd[pipes[k][1] + k * M] = scales[e] / scales[s];
+                c.Md[k + k * N] = (2.0 + k) / (scales[s] * scales[s]);
+            }
+            case_pack(&c, NULL, 0);
+            cdyn_network *net = case_network(&c);
+            ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_ERR_SINGULAR);
+            int rows[M];
+            ck_assert_int_eq(cdyn_network_redundant_rows(net, rows), 1);
+            ck_assert(rows[0] >= 0 && rows[0] < M);
+            ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "rank deficient"));
+            double F[N] = {1, 2, 3, 4, 5}, vd[N];
+            ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, NULL), CDYN_ERR_ARG);
+            ck_assert_int_eq(cdyn_network_partition(net, NULL, NULL), CDYN_ERR_SINGULAR);
+
+            /* drop the named row: full rank, OK, and the solve satisfies
+             * the remaining balances */
+            net_case c2 = {0};
+            c2.n = N;
+            c2.m = M - 1;
+            c2.Wd = calloc(N * (M - 1), sizeof(double));
+            c2.Md = malloc(sizeof(double) * N * N);
+            memcpy(c2.Md, c.Md, sizeof(double) * N * N);
+            for (int k = 0; k < N; ++k)
+                for (int i = 0, i2 = 0; i < M; ++i)
+                    if (i != rows[0]) c2.Wd[i2++ + k * (M - 1)] = c.Wd[i + k * M];
+            case_pack(&c2, NULL, 0);
+            cdyn_network *net2 = case_network(&c2);
+            ck_assert_int_eq(cdyn_network_load(net2, c2.Mv, c2.Wv), CDYN_OK);
+            ck_assert_int_eq(cdyn_network_redundant_rows(net2, NULL), 0);
+            double la[M];
+            ck_assert_int_eq(cdyn_network_solve(net2, F, NULL, vd, la), CDYN_OK);
+            double Wv[M];
+            tu_matvec(M - 1, N, c2.Wd, M - 1, vd, Wv);
+            double scale = tu_vec_max_abs(N, vd) * scales[e] / scales[s];
+            for (int i = 0; i < M - 1; ++i) ck_assert_double_le(fabs(Wv[i]), 1e-14 * scale);
+            /* the refused object stays usable: a full-rank W of the same
+             * pattern (one pipe's entry doubled) loads and solves */
+            c.Wv[0] *= 2.0;
+            ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+            ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, NULL), CDYN_OK);
+            cdyn_network_free(net2);
+            cdyn_network_free(net);
+            case_free(&c2);
+            case_free(&c);
+        }
+}
+END_TEST
+
+/* A duplicated junction balance (the same row twice) is named. */
+START_TEST(duplicated_row_named)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 14);
+    net_case c = {0};
+    grid_case(&c, 3, &r);
+    /* append a copy of row 4 as row m */
+    int m = c.m + 1, n = c.n;
+    double *W = calloc((size_t)(m * n), sizeof(double));
+    for (int k = 0; k < n; ++k) {
+        for (int i = 0; i < c.m; ++i) W[i + k * m] = c.Wd[i + k * c.m];
+        W[c.m + k * m] = c.Wd[4 + k * c.m];
+    }
+    free(c.Wd);
+    free(c.colptr);
+    free(c.rowind);
+    free(c.Wv);
+    free(c.Mv);
+    c.Wd = W;
+    c.m = m;
+    case_pack(&c, NULL, 0);
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_ERR_SINGULAR);
+    int rows[16];
+    ck_assert_int_eq(cdyn_network_redundant_rows(net, rows), 1);
+    ck_assert(rows[0] == 4 || rows[0] == m - 1);
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
+/* Units: states rescaled by s (v = s v~: M -> s M s, W -> W s, F -> s F)
+ * and equations by e (W -> e W, g -> e g, lambda -> lambda / e): the same
+ * status, and the solution transforms exactly as the units do. */
+START_TEST(rescaled_units_same_answer)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 15);
+    net_case c = {0};
+    grid_case(&c, 4, &r);
+    int n = c.n, m = c.m;
+    double F[32], vd0[32], la0[16];
+    for (int k = 0; k < n; ++k) F[k] = tu_uniform(&r) - 0.5;
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd0, la0), CDYN_OK);
+    double ratio0 = cdyn_network_pivot_ratio(net);
+    const double f[] = {1e8, 1e-8};
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+            double s = f[a], e = f[b];
+            double Mv[32], Wv[64], Fs[32], vd[32], la[16];
+            for (int k = 0; k < n; ++k) {
+                Mv[k] = c.Mv[k] * s * s;
+                Fs[k] = F[k] * s;
+                for (int p = c.colptr[k]; p < c.colptr[k + 1]; ++p) Wv[p] = c.Wv[p] * s * e;
+            }
+            ck_assert_int_eq(cdyn_network_load(net, Mv, Wv), CDYN_OK);
+            /* the equilibration is by powers of two: within a factor 4 */
+            ck_assert_double_ge(cdyn_network_pivot_ratio(net), ratio0 / 4.0);
+            ck_assert_double_le(cdyn_network_pivot_ratio(net), ratio0 * 4.0);
+            ck_assert_int_eq(cdyn_network_solve(net, Fs, NULL, vd, la), CDYN_OK);
+            for (int k = 0; k < n; ++k) vd[k] *= s;
+            for (int i = 0; i < m; ++i) la[i] *= e;
+            ck_assert_double_le(rel_diff(n, vd, vd0), 1e-12);
+            ck_assert_double_le(rel_diff(m, la, la0), 1e-12);
+        }
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    int colptr[] = {0, 1, 3, 4}, rowind[] = {0, 0, 1, 1};
+    double Wv[] = {1, -1, 1, -1}, Mv[] = {1, 2, 3};
+    cdyn_status st = CDYN_OK;
+    ck_assert_ptr_null(cdyn_network_create(0, 0, colptr, rowind, NULL, 0, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_network_create(3, 4, colptr, rowind, NULL, 0, &st));
+    ck_assert_ptr_null(cdyn_network_create(3, 2, NULL, rowind, NULL, 0, &st));
+    ck_assert_ptr_null(cdyn_network_create(3, 2, colptr, NULL, NULL, 0, &st));
+    int unsorted[] = {0, 1, 0, 1};
+    ck_assert_ptr_null(cdyn_network_create(3, 2, colptr, unsorted, NULL, 0, &st));
+    int outside[] = {0, 0, 2, 1};
+    ck_assert_ptr_null(cdyn_network_create(3, 2, colptr, outside, NULL, 0, &st));
+    int decreasing[] = {0, 2, 1, 4};
+    ck_assert_ptr_null(cdyn_network_create(3, 2, decreasing, rowind, NULL, 0, &st));
+    int blocks_bad[] = {2, 2}, blocks_zero[] = {3, 0};
+    ck_assert_ptr_null(cdyn_network_create(3, 2, colptr, rowind, blocks_bad, 2, &st));
+    ck_assert_ptr_null(cdyn_network_create(3, 2, colptr, rowind, blocks_zero, 2, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+
+    cdyn_network *net = cdyn_network_create(3, 2, colptr, rowind, NULL, 0, &st);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_network_states(net), 3);
+    ck_assert_int_eq(cdyn_network_constraints(net), 2);
+    ck_assert_int_eq(cdyn_network_mass_values(net), 3);
+    ck_assert_int_eq(cdyn_network_nonzeros(net), 4);
+    ck_assert(isnan(cdyn_network_pivot_ratio(net)));
+    double F[3] = {1, 2, 3}, vd[3] = {7, 7, 7}, la[2] = {7, 7};
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, la), CDYN_ERR_ARG);
+    ck_assert_int_eq(vd[0], 7);
+    ck_assert_int_eq(cdyn_network_load(NULL, Mv, Wv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_load(net, NULL, Wv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_load(net, Mv, NULL), CDYN_ERR_ARG);
+    double Mnan[] = {1, NAN, 3}, Winf[] = {1, -1, INFINITY, -1}, Mneg[] = {1, -2, 3};
+    ck_assert_int_eq(cdyn_network_load(net, Mnan, Wv), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_network_load(net, Mv, Winf), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_network_load(net, Mneg, Wv), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "block 1"));
+    ck_assert_int_eq(cdyn_network_load(net, Mv, Wv), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_solve(NULL, F, NULL, vd, la), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_solve(net, NULL, NULL, vd, la), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, NULL, la), CDYN_ERR_ARG);
+    double both[4];
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, both, both + 1), CDYN_ERR_ARG);
+    double Fnan[3] = {1, NAN, 3}, gnan[2] = {0, INFINITY};
+    ck_assert_int_eq(cdyn_network_solve(net, Fnan, NULL, vd, la), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_network_solve(net, F, gnan, vd, la), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(vd[0], 7);
+    ck_assert_int_eq(la[0], 7);
+    /* in place: vdot over F */
+    double Fin[3] = {1, 2, 3};
+    ck_assert_int_eq(cdyn_network_solve(net, Fin, NULL, Fin, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, la), CDYN_OK);
+    ck_assert_double_le(rel_diff(3, Fin, vd), 0.0);
+    /* the tree: pipe 0 joins junction 0 to the ambient, pipe 2 junction 1 */
+    int indep[1], dep[2];
+    ck_assert_int_eq(cdyn_network_partition(net, indep, dep), CDYN_OK);
+    ck_assert_int_eq(dep[0], 0);
+    ck_assert_int_eq(dep[1], 2);
+    ck_assert_int_eq(indep[0], 1);
+    ck_assert_int_eq(cdyn_network_partition(NULL, indep, dep), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_complete(net, NULL, NULL), CDYN_ERR_ARG);
+    double v[3] = {NAN, NAN, NAN};
+    ck_assert_int_eq(cdyn_network_complete(net, v, NULL), CDYN_ERR_NONFINITE);
+    v[1] = 2.0;
+    double bnan[2] = {NAN, 0};
+    ck_assert_int_eq(cdyn_network_complete(net, v, bnan), CDYN_ERR_NONFINITE);
+    ck_assert(isnan(v[0]));
+    ck_assert_int_eq(cdyn_network_complete(net, v, NULL), CDYN_OK);
+    ck_assert_double_eq(v[0], 2.0); /* -v0 ... row 0: W00 v0 + W01 v1 = 0 */
+    ck_assert_double_eq(v[2], 2.0);
+    /* a zero on the tree */
+    double Wzero[] = {0, -1, 1, -1};
+    ck_assert_int_eq(cdyn_network_load(net, Mv, Wzero), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_complete(net, v, NULL), CDYN_ERR_SINGULAR);
+    cdyn_network_free(net);
+    cdyn_network_free(NULL);
+    ck_assert_int_eq(cdyn_network_states(NULL), 0);
+    ck_assert_int_eq(cdyn_network_redundant_rows(NULL, NULL), 0);
+    ck_assert_ptr_nonnull(cdyn_network_last_error(NULL));
+
+    /* a column with three entries: no spanning tree, named */
+    int cp3[] = {0, 3, 4}, ri3[] = {0, 1, 2, 2};
+    cdyn_network *n3 = cdyn_network_create(2, 3, cp3, ri3, NULL, 0, &st);
+    ck_assert_ptr_null(n3); /* m > n */
+    int cp4[] = {0, 3, 4, 5, 6}, ri4[] = {0, 1, 2, 0, 1, 2};
+    n3 = cdyn_network_create(4, 3, cp4, ri4, NULL, 0, &st);
+    ck_assert_ptr_nonnull(n3);
+    ck_assert_int_eq(cdyn_network_partition(n3, NULL, NULL), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(n3), "column 0"));
+    cdyn_network_free(n3);
+}
+END_TEST
+
+/* No allocation per step, CHOLMOD's own included (its allocator is routed
+ * through the counting one). */
+START_TEST(no_allocation_per_step)
+{
+    SuiteSparse_config.malloc_func = malloc; /* the wrapped ones */
+    SuiteSparse_config.calloc_func = calloc;
+    SuiteSparse_config.realloc_func = realloc;
+    SuiteSparse_config.free_func = free;
+    tu_rng r;
+    tu_rng_seed(&r, 16);
+    net_case c = {0};
+    grid_case(&c, 12, &r); /* large enough for a supernodal factor */
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+    double *F = malloc(sizeof(double) * (size_t)c.n), *vd = malloc(sizeof(double) * (size_t)c.n);
+    double *la = malloc(sizeof(double) * (size_t)c.m);
+    for (int k = 0; k < c.n; ++k) F[k] = tu_uniform(&r);
+    ck_assert_int_eq(cdyn_network_partition(net, NULL, NULL), CDYN_OK);
+    int bad = 0;
+    long calls = 0, calls_complete = 0;
+    for (int step = 0; step < 3; ++step) {
+        alloc_count_start();
+        bad += cdyn_network_solve(net, F, NULL, vd, la) != CDYN_OK;
+        calls += alloc_count_stop();
+        alloc_count_start();
+        bad += cdyn_network_complete(net, vd, NULL) != CDYN_OK;
+        calls_complete += alloc_count_stop();
+    }
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_eq(calls, 0);
+    ck_assert_int_eq(calls_complete, 0);
+    /* a load allocates what CHOLMOD's numeric factorization allocates
+     * inside (its work space): the same count at every load, no growth */
+    long load_calls[3];
+    int st[3];
+    for (int i = 0; i < 3; ++i) {
+        alloc_count_start();
+        st[i] = cdyn_network_load(net, c.Mv, c.Wv);
+        load_calls[i] = alloc_count_stop();
+    }
+    for (int i = 0; i < 3; ++i) ck_assert_int_eq(st[i], CDYN_OK);
+    ck_assert_int_eq(load_calls[1], load_calls[0]);
+    ck_assert_int_eq(load_calls[2], load_calls[0]);
+    printf("cdyn_network_load: %ld allocation calls (CHOLMOD's), k = 12 grid\n", load_calls[0]);
+    free(F);
+    free(vd);
+    free(la);
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("network");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, grid_matches_dense_kkt);
+    tcase_add_test(tc, blocks_match_dense_kkt);
+    tcase_add_test(tc, tree_and_dense_nullspace_agree);
+    tcase_add_test(tc, ill_conditioned_against_quad);
+    tcase_add_test(tc, redundant_rows_named_in_any_units);
+    tcase_add_test(tc, duplicated_row_named);
+    tcase_add_test(tc, rescaled_units_same_answer);
+    tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, no_allocation_per_step);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
