@@ -9,9 +9,13 @@
  * last junction (a single -1): n = 2k(k-1) + 2 pipes. M is diagonal, the
  * pipe inertances rho l / A, log-uniform in [1e5, 1e6] kg/m^4; M and W do
  * not change. One "step" takes a new F (pipe pressure drops, uniform in
- * [-1e5, 1e5] Pa, cycling through a pool of NFORCE vectors generated
- * before timing) and computes v' and the junction pressures lambda of
+ * [-1e5, 1e5] Pa, from a pool of NFORCE vectors generated before timing)
+ * and computes v' and the junction pressures lambda of
  *     M v' = F + W^T lambda,   W v' = 0.
+ * One timed call is a sweep of NFORCE steps through the whole pool, and
+ * the times reported are per step (a sweep's time / NFORCE): cdyn's solve
+ * costs about twice as much for a force that needs a refinement step as
+ * for one that does not, so every sample must see the same forces.
  * Sizes k = 8, 23, 71, 224 (n ~ 1e2, 1e3, 1e4, 1e5); --quick: k = 8, 23, 71.
  *
  * Paths (each with its own objects; all timed in turn within every sample
@@ -33,7 +37,7 @@
  *   chol_solve          the baseline's per-step part without the
  *                       factorization (r, cholmod_solve2, v'), with the
  *                       factor of one cholmod_factorize: the like-for-like
- *                       comparison for net_solve ("vs_chol_solve").
+ *                       comparison for net_solve (column "vs_csolve").
  *   chol_S+factor+solve the baseline with S formed explicitly each step:
  *                       B's values, B^T = cholmod_transpose(B), S =
  *                       cholmod_ssmult(B, B^T) (upper triangle, stype 1),
@@ -46,32 +50,36 @@
  *   dense_range         n <= DENSE_MAX only: S = (W M^-1/2)(W M^-1/2)^T by
  *                       dsyrk and dpotrf once; per step r = -W M^-1 F
  *                       (dgemv), dpotrs, v' = M^-1 (F + W^T lambda) (dgemv).
- * Every solve path also has its factor-per-step counterpart except the two
- * dense ones (factor once, solve per step).
  *
  * Reported per size: median [min, max] time per step over the samples, the
  * ratio to chol_factor+solve, net_solve / chol_solve, and the time exponent
  * against the previous size (log of the ratio of medians / log of the ratio
- * of n). Memory: the growth of resident memory (VmRSS before, VmHWM after,
- * /proc/self/status) while each group of paths is set up and run once
- * (cdyn: create + load + solve; CHOLMOD: analyse + factorize + solve; dense:
- * the dense arrays, the objects and one solve), with the peak reset between
- * groups by writing 5 to /proc/self/clear_refs (Linux >= 4.0), and the
- * peak VmHWM of the whole size (set-up and timing). Large blocks are
- * mmapped (glibc mallopt), so that freed memory of an earlier size is not
- * silently reused and hidden from the deltas. When the peak cannot be
- * reset, VmHWM is the process-wide peak and is labelled so.
+ * of n). Memory (/proc/self/status), two figures:
+ *   per group   the peak resident memory one object costs: set up and run
+ *               once (cdyn: create + load + solve; CHOLMOD: analyse +
+ *               factorize + solve; dense: the dense M and W, the null-space
+ *               object, S and one solve of each), measured in a fresh
+ *               process (this program run again with --memory-probe, not a
+ *               documented option) as VmHWM after minus VmRSS before, so
+ *               that heap freed by earlier sizes cannot hide any of it;
+ *   size peak   VmHWM of this process at the end of the size (all paths
+ *               set up and timed at once), the peak having been reset at
+ *               the start of the size by writing 5 to /proc/self/clear_refs
+ *               (Linux >= 4.0); where that is refused, the process-wide
+ *               peak so far, labelled so.
  *
- * Checks (not timed): before timing, every path solves with the same F and
- * net_load+solve, net_solve and every other path must agree with
- * chol_factor+solve to 1e-9 relative (normwise, v' and lambda separately);
+ * Checks (not timed): before timing, every path solves with the pool's
+ * first F and net_load+solve, net_solve and every other path must agree
+ * with chol_factor+solve to 1e-9 relative (normwise, v' and lambda
+ * separately); net_solve must also agree with chol_solve for every F of
+ * the pool;
  * the differences, cdyn's backward error and pivot ratio and the residuals
  * of cdyn's and the baseline's answers are printed. The exit status is
  * non-zero only if a call fails or a check fails (a bug), never on time.
  *
  * usage: bench_network [--quick] [--csv FILE]
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, popen, readlink */
 #include <cdyn.h>
 #include <cdyn/network.h>
 
@@ -83,9 +91,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <suitesparse/cholmod.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
+#include <unistd.h>
 
 /* LAPACK/BLAS of the dense range-space path (prototypes as called). */
 void dgemv_(const char *trans, const int *m, const int *n, const double *alpha, const double *a,
@@ -98,7 +104,7 @@ void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *inf
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda,
              double *b, const int *ldb, int *info);
 
-enum { NFORCE = 8 };       /* forces cycled through by the timed calls */
+enum { NFORCE = 4 };       /* forces: one timed call steps through all */
 enum { DENSE_MAX = 1200 }; /* largest n of the dense paths */
 #define CHECK_TOL 1e-9
 
@@ -115,17 +121,30 @@ typedef struct {
     double *Wx, *Mdiag, *Fpool; /* Fpool: NFORCE vectors of n */
 } network;
 
-/* One path's answer and its place in the force pool. */
+/* One path's answer (of its last step). */
 typedef struct {
     double *vdot, *lambda;
-    int next;
 } answer;
 
-static const double *next_force(const network *w, answer *a)
+/* One step of a path with the force F; non-zero on a failed call. */
+typedef int (*step_fn)(void *ctx, const double *F);
+
+/* The timed call (bu_fn): one sweep through the force pool, NFORCE steps,
+ * so that every sample sees the same forces (a solve's cost depends on its
+ * F through the refinement steps it takes). */
+typedef struct {
+    step_fn step;
+    void *ctx;
+    const network *w;
+} sweep;
+
+static int run_sweep(void *ctx)
 {
-    const double *F = w->Fpool + (size_t)a->next * (size_t)w->n;
-    a->next = (a->next + 1) % NFORCE;
-    return F;
+    const sweep *sw = ctx;
+    int bad = 0;
+    for (int f = 0; f < NFORCE; ++f)
+        bad |= sw->step(sw->ctx, sw->w->Fpool + (size_t)f * (size_t)sw->w->n);
+    return bad;
 }
 
 /* ---- the network ----------------------------------------------------------- */
@@ -220,18 +239,16 @@ typedef struct {
     answer a;
 } cdyn_path;
 
-static int run_load_solve(void *ctx)
+static int step_load_solve(void *ctx, const double *F)
 {
     cdyn_path *c = ctx;
-    const double *F = next_force(c->w, &c->a);
     return cdyn_network_load(c->net, c->w->Mdiag, c->w->Wx) != CDYN_OK ||
            cdyn_network_solve(c->net, F, NULL, c->a.vdot, c->a.lambda) != CDYN_OK;
 }
 
-static int run_solve(void *ctx)
+static int step_solve(void *ctx, const double *F)
 {
     cdyn_path *c = ctx;
-    const double *F = next_force(c->w, &c->a);
     return cdyn_network_solve(c->net, F, NULL, c->a.vdot, c->a.lambda) != CDYN_OK;
 }
 
@@ -240,7 +257,6 @@ static void cdyn_path_init(cdyn_path *c, const network *w, int load)
     c->w = w;
     c->a.vdot = xmalloc(sizeof(double) * (size_t)w->n);
     c->a.lambda = xmalloc(sizeof(double) * (size_t)w->m);
-    c->a.next = 0;
     cdyn_status st;
     c->net = cdyn_network_create(w->n, w->m, w->colptr, w->rowind, NULL, 0, &st);
     if (!c->net) {
@@ -271,6 +287,7 @@ typedef struct {
     cholmod_dense *r, *X, *Y, *E; /* right-hand side, lambda, solve2 workspace */
     double *u;           /* n */
     int explicit_S;      /* form S = B B^T with transpose + ssmult per step */
+    double lnz, flops;   /* nnz(L) and factorization flops, from the analysis */
     answer a;
 } chol_path;
 
@@ -305,9 +322,8 @@ static int chol_factor(chol_path *c)
     return bad;
 }
 
-static int chol_solve(chol_path *c)
+static int chol_solve(chol_path *c, const double *F)
 {
-    const double *F = next_force(c->w, &c->a);
     range_rhs(c->w, F, c->u, c->r->x);
     if (!cholmod_solve2(CHOLMOD_A, c->L, c->r, NULL, &c->X, NULL, &c->Y, &c->E, c->cc))
         return 1;
@@ -316,14 +332,14 @@ static int chol_solve(chol_path *c)
     return 0;
 }
 
-static int run_chol_factor_solve(void *ctx)
+static int step_chol_factor_solve(void *ctx, const double *F)
 {
     chol_path *c = ctx;
     int bad = chol_factor(c);
-    return chol_solve(c) || bad;
+    return chol_solve(c, F) || bad;
 }
 
-static int run_chol_solve(void *ctx) { return chol_solve(ctx); }
+static int step_chol_solve(void *ctx, const double *F) { return chol_solve(ctx, F); }
 
 /* Analysis once (and one factorization, for chol_solve). */
 static void chol_path_init(chol_path *c, const network *w, cholmod_common *cc, int explicit_S)
@@ -352,6 +368,8 @@ static void chol_path_init(chol_path *c, const network *w, cholmod_common *cc, i
     } else {
         c->L = cholmod_analyze(c->B, cc);
     }
+    c->lnz = cc->lnz;
+    c->flops = cc->fl;
     if (!c->L || chol_factor(c)) {
         fprintf(stderr, "BUG: CHOLMOD analysis or factorization failed at k = %d (status %d)\n",
                 w->k, cc->status);
@@ -381,21 +399,19 @@ typedef struct {
     answer a_ns, a_range;
 } dense_path;
 
-static int run_nullspace(void *ctx)
+static int step_nullspace(void *ctx, const double *F)
 {
     dense_path *d = ctx;
-    const double *F = next_force(d->w, &d->a_ns);
     return cdyn_nullspace_solve(d->ns, d->Md, d->w->n, F, NULL, d->a_ns.vdot, d->a_ns.lambda) !=
            CDYN_OK;
 }
 
-static int run_dense_range(void *ctx)
+static int step_dense_range(void *ctx, const double *F)
 {
     dense_path *d = ctx;
     const network *w = d->w;
     int n = w->n, m = w->m, one = 1, info = 0;
     const double minus = -1.0, plus = 1.0, zero = 0.0;
-    const double *F = next_force(w, &d->a_range);
     double *lambda = d->a_range.lambda, *vdot = d->a_range.vdot;
     for (int p = 0; p < n; ++p) d->u[p] = F[p] / w->Mdiag[p];
     dgemv_("N", &m, &n, &minus, d->Wd, &m, d->u, &one, &zero, lambda, &one);
@@ -537,24 +553,56 @@ static int reset_peak(void)
     return ok;
 }
 
-/* The memory of one group of paths: set-up and one call. */
-typedef struct {
-    int resettable;
-    long rss0, size_peak; /* KiB */
-} mem_meter;
-
-static void mem_begin(mem_meter *mm)
+/* The probe (this program run as `bench_network --memory-probe GROUP K`):
+ * build the network of size k, then set up and run once the group's paths
+ * and print the growth of the peak resident memory in KiB. Nothing has
+ * been freed before, so the peak before the set-up is the resident memory
+ * then, reset or not. */
+static int memory_probe(const char *group, int k)
 {
-    mm->resettable = reset_peak();
-    mm->rss0 = status_kib("VmRSS");
+    tu_rng rng;
+    tu_rng_seed(&rng, 1000 + (unsigned)k);
+    network w;
+    network_build(&w, k, &rng);
+    reset_peak();
+    long rss0 = status_kib("VmRSS");
+    int bad = 0;
+    if (!strcmp(group, "cdyn")) {
+        cdyn_path c;
+        cdyn_path_init(&c, &w, 1);
+        bad = step_solve(&c, w.Fpool);
+    } else if (!strcmp(group, "chol")) {
+        cholmod_common cc;
+        cholmod_start(&cc);
+        cc.print = 0;
+        chol_path c;
+        chol_path_init(&c, &w, &cc, 0);
+        bad = step_chol_factor_solve(&c, w.Fpool);
+    } else if (!strcmp(group, "dense")) {
+        dense_path d;
+        dense_path_init(&d, &w);
+        bad = step_nullspace(&d, w.Fpool) || step_dense_range(&d, w.Fpool);
+    } else {
+        return EXIT_FAILURE;
+    }
+    long hwm = status_kib("VmHWM");
+    if (bad || hwm < 0 || rss0 < 0) return EXIT_FAILURE;
+    printf("%ld\n", hwm - rss0);
+    return EXIT_SUCCESS; /* the objects go with the process */
 }
 
-/* growth of the peak over the RSS at mem_begin, KiB; notes the size's peak */
-static long mem_end(mem_meter *mm)
+/* Run the probe of a group in a fresh process; KiB, or -1 when it fails. */
+static long probe_memory(const char *self, const char *group, int k)
 {
-    long hwm = status_kib("VmHWM");
-    if (hwm > mm->size_peak) mm->size_peak = hwm;
-    return mm->resettable && hwm >= 0 && mm->rss0 >= 0 ? hwm - mm->rss0 : -1;
+    if (!self) return -1;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s' --memory-probe %s %d", self, group, k);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    long kib = -1;
+    if (fscanf(p, "%ld", &kib) != 1) kib = -1;
+    if (pclose(p) != 0) kib = -1;
+    return kib;
 }
 
 static void print_mib(char *buf, size_t size, long kib)
@@ -567,20 +615,24 @@ static void print_mib(char *buf, size_t size, long kib)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--memory-probe"))
+        return memory_probe(argv[2], atoi(argv[3]));
     int quick = 0;
     const char *csv_path = NULL;
     if (bu_parse_args(argc, argv, "bench_network", &quick, &csv_path) != 0)
         return EXIT_FAILURE;
-#ifdef __GLIBC__
-    /* blocks of 64 KiB and more come from mmap and go back at free, so the
-     * memory deltas of one size are not hidden by freed heap of another */
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-#endif
+    /* this program's path, for the memory probes */
+    static char self_buf[4096];
+    const char *self = NULL;
+    ssize_t len = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
+    if (len > 0) {
+        self_buf[len] = '\0';
+        if (!strchr(self_buf, '\'')) self = self_buf;
+    }
     static const int ks[] = {8, 23, 71, 224};
     const int nsizes = quick ? 3 : 4;
     /* samples and seconds per sample and path, by size: fewer at 1e5 */
-    static const int samples_full[] = {15, 15, 11, 5}, samples_quick[] = {5, 5, 3, 3};
+    static const int samples_full[] = {15, 9, 11, 5}, samples_quick[] = {5, 3, 3, 3};
     static const double target_full[] = {4e-3, 1e-2, 3e-2, 1e-3};
     static const double target_quick[] = {5e-4, 1e-3, 2e-3, 1e-3};
     FILE *csv = bu_open_csv(csv_path, "bench_network", quick,
@@ -589,8 +641,8 @@ int main(int argc, char **argv)
     int bugs = 0;
     long failures = 0;
     printf("cdyn %s sparse network benchmark (%s mode): time per step (new F; fixed diagonal "
-           "M and W), median [min, max] over the samples\n",
-           cdyn_version(), quick ? "quick" : "full");
+           "M and W), median [min, max] over the samples, each a sweep through the %d forces\n",
+           cdyn_version(), quick ? "quick" : "full", (int)NFORCE);
     bu_print_machine(stdout, "  ");
     printf("model: k x k grid of junctions, pipes on the edges, one inflow, one outflow: "
            "n = 2k(k-1)+2, m = k^2\n");
@@ -614,93 +666,91 @@ int main(int argc, char **argv)
 
     for (int s = 0; s < nsizes; ++s) {
         int k = ks[s];
+        int n = 2 * k * (k - 1) + 2, dense = n <= DENSE_MAX;
+        /* memory of one object of each group, in fresh processes */
+        long mem_cdyn = probe_memory(self, "cdyn", k), mem_chol = probe_memory(self, "chol", k);
+        long mem_dense = dense ? probe_memory(self, "dense", k) : -1;
+
+        int resettable = reset_peak();
+        resettable_all = resettable_all && resettable;
         tu_rng rng;
         tu_rng_seed(&rng, 1000 + (unsigned)k);
-        mem_meter mm = {0, 0, 0};
-        mem_begin(&mm);
         network w;
         network_build(&w, k, &rng);
-        int n = w.n, m = w.m, dense = n <= DENSE_MAX;
-
-        /* set-up, group by group, with their memory */
-        long mem_cdyn, mem_chol, mem_dense = -1;
+        int m = w.m;
         cdyn_path load_path, solve_path;
-        mem_begin(&mm);
         cdyn_path_init(&solve_path, &w, 1);
-        int code = run_solve(&solve_path);
-        mem_cdyn = mem_end(&mm);
         cdyn_path_init(&load_path, &w, 0);
         chol_path chol, chol_solve_only, chol_S;
-        mem_begin(&mm);
         chol_path_init(&chol, &w, &cc, 0);
-        code |= run_chol_factor_solve(&chol);
-        mem_chol = mem_end(&mm);
         chol_path_init(&chol_solve_only, &w, &cc, 0);
         chol_path_init(&chol_S, &w, &cc, 1);
         dense_path dp;
-        if (dense) {
-            mem_begin(&mm);
-            dense_path_init(&dp, &w);
-            code |= run_nullspace(&dp);
-            mem_dense = mem_end(&mm);
-        }
-        resettable_all = resettable_all && mm.resettable;
-        if (code) {
-            fprintf(stderr, "BUG: k = %d: a set-up call failed: %s\n", k,
-                    cdyn_network_last_error(solve_path.net));
-            return EXIT_FAILURE;
-        }
+        if (dense) dense_path_init(&dp, &w);
 
-        bu_path paths[NPATH] = {
-            {run_chol_factor_solve, &chol, 0, 0, {0, 0, 0}},
-            {run_load_solve, &load_path, 0, 0, {0, 0, 0}},
-            {run_solve, &solve_path, 0, 0, {0, 0, 0}},
-            {run_chol_solve, &chol_solve_only, 0, 0, {0, 0, 0}},
-            {run_chol_factor_solve, &chol_S, 0, 0, {0, 0, 0}},
-            {run_nullspace, dense ? (void *)&dp : NULL, 0, 0, {0, 0, 0}},
-            {run_dense_range, dense ? (void *)&dp : NULL, 0, 0, {0, 0, 0}},
-        };
+        static const step_fn steps[NPATH] = {step_chol_factor_solve, step_load_solve,
+                                             step_solve,             step_chol_solve,
+                                             step_chol_factor_solve, step_nullspace,
+                                             step_dense_range};
+        void *ctxs[NPATH] = {&chol, &load_path, &solve_path, &chol_solve_only, &chol_S, &dp, &dp};
         answer *ans[NPATH] = {&chol.a,           &load_path.a,  &solve_path.a,
-                              &chol_solve_only.a, &chol_S.a,     dense ? &dp.a_ns : NULL,
-                              dense ? &dp.a_range : NULL};
+                              &chol_solve_only.a, &chol_S.a,     &dp.a_ns, &dp.a_range};
         int npath = dense ? NPATH : P_NULLSPACE;
+        sweep sweeps[NPATH];
+        bu_path paths[NPATH];
+        for (int q = 0; q < npath; ++q) {
+            sweeps[q] = (sweep){steps[q], ctxs[q], &w};
+            paths[q] = (bu_path){run_sweep, &sweeps[q], 0, 0, {0, 0, 0}};
+        }
 
-        /* agreement: every path on the same F (the pool's first) against
-         * the baseline */
-        for (int q = 0; q < npath; ++q) ans[q]->next = 0;
-        for (int q = 0; q < npath; ++q)
-            if (paths[q].fn(paths[q].ctx)) {
-                fprintf(stderr, "BUG: k = %d: %s failed: %s\n", k, path_names[q],
-                        q == P_LOAD    ? cdyn_network_last_error(load_path.net)
-                        : q == P_SOLVE ? cdyn_network_last_error(solve_path.net)
-                                       : "");
-                ++bugs;
-            }
+        /* agreement with the baseline: every path with the pool's first F,
+         * and net_solve against chol_solve with every F of the pool */
         double diff[NPATH] = {0};
-        for (int q = 1; q < npath; ++q) {
-            double dv = rel_diff(n, ans[q]->vdot, chol.a.vdot);
-            double dl = rel_diff(m, ans[q]->lambda, chol.a.lambda);
-            diff[q] = fmax(dv, dl);
-            if (!(dv <= CHECK_TOL && dl <= CHECK_TOL)) {
-                fprintf(stderr,
-                        "BUG: k = %d: %s differs from the CHOLMOD baseline: v' %.3e, lambda "
-                        "%.3e (tolerance %.0e)\n",
-                        k, path_names[q], dv, dl, CHECK_TOL);
-                ++bugs;
+        for (int f = 0; f < NFORCE; ++f) {
+            const double *F = w.Fpool + (size_t)f * (size_t)n;
+            for (int q = 0; q < npath; ++q) {
+                if (f > 0 && q != P_SOLVE && q != P_CHOL_SOLVE) continue;
+                if (steps[q](ctxs[q], F)) {
+                    fprintf(stderr, "BUG: k = %d: %s failed: %s\n", k, path_names[q],
+                            q == P_LOAD    ? cdyn_network_last_error(load_path.net)
+                            : q == P_SOLVE ? cdyn_network_last_error(solve_path.net)
+                                           : "");
+                    ++bugs;
+                }
+            }
+            for (int q = 1; q < npath; ++q) {
+                if (f > 0 && q != P_SOLVE) continue;
+                const answer *ref = f > 0 ? &chol_solve_only.a : &chol.a;
+                double dv = rel_diff(n, ans[q]->vdot, ref->vdot);
+                double dl = rel_diff(m, ans[q]->lambda, ref->lambda);
+                diff[q] = fmax(diff[q], fmax(dv, dl));
+                if (!(dv <= CHECK_TOL && dl <= CHECK_TOL)) {
+                    fprintf(stderr,
+                            "BUG: k = %d, force %d: %s differs from the CHOLMOD baseline: v' "
+                            "%.3e, lambda %.3e (tolerance %.0e)\n",
+                            k, f, path_names[q], dv, dl, CHECK_TOL);
+                    ++bugs;
+                }
             }
         }
+        /* the answers of the pool's first F again, for the residuals */
+        if (step_chol_factor_solve(&chol, w.Fpool) || step_load_solve(&load_path, w.Fpool)) ++bugs;
         double res_chol = residual(&w, w.Fpool, chol.a.vdot, chol.a.lambda);
         double res_cdyn = residual(&w, w.Fpool, load_path.a.vdot, load_path.a.lambda);
         double berr = cdyn_network_backward_error(load_path.net);
         double pivot = cdyn_network_pivot_ratio(load_path.net);
-        long lnz_base = (long)chol.L->nzmax, lnz_S = (long)chol_S.L->nzmax;
         int super_base = chol.L->is_super;
 
         /* timing */
         int samples = quick ? samples_quick[s] : samples_full[s];
         double target = quick ? target_quick[s] : target_full[s];
         bu_measure(paths, npath, samples, target);
-        mem_end(&mm);
+        for (int q = 0; q < npath; ++q) { /* per sweep -> per step */
+            paths[q].t.median /= NFORCE;
+            paths[q].t.min /= NFORCE;
+            paths[q].t.max /= NFORCE;
+        }
+        long size_peak = status_kib("VmHWM");
 
         double base = paths[P_CHOL].t.median, csolve = paths[P_CHOL_SOLVE].t.median;
         for (int q = 0; q < npath; ++q) {
@@ -715,13 +765,15 @@ int main(int argc, char **argv)
                          log(t->median / prev_median[q]) / log((double)n / prev_n));
             printf("%4d %6d %6d  %-25s %12.2f %12.2f %12.2f %8.3f %9s %6s\n", k, n, m,
                    path_names[q], 1e6 * t->median, 1e6 * t->min, 1e6 * t->max, ratio, vs, ex);
-            long mem = q == P_CHOL ? mem_chol : q == P_SOLVE ? mem_cdyn
-                                            : q == P_NULLSPACE ? mem_dense
-                                                               : -1;
+            /* one object's memory: the group the path belongs to */
+            long mem = q == P_LOAD || q == P_SOLVE        ? mem_cdyn
+                       : q == P_CHOL || q == P_CHOL_SOLVE ? mem_chol
+                       : q >= P_NULLSPACE                 ? mem_dense
+                                                          : -1;
             if (csv)
                 fprintf(csv, "%d,%d,%d,%s,%.9e,%.9e,%.9e,%.4f,%s,%s,%ld,%ld\n", k, n, m,
                         path_names[q], t->median, t->min, t->max, ratio,
-                        q == P_SOLVE ? vs : "", have_prev ? ex : "", mem, mm.size_peak);
+                        q == P_SOLVE ? vs : "", have_prev ? ex : "", mem, size_peak);
             prev_median[q] = t->median;
             sum_t[s][q] = t->median;
         }
@@ -734,18 +786,18 @@ int main(int argc, char **argv)
         print_mib(m1, sizeof m1, mem_cdyn);
         print_mib(m2, sizeof m2, mem_chol);
         print_mib(m3, sizeof m3, mem_dense);
-        print_mib(m4, sizeof m4, mm.size_peak);
-        printf("%4s %6s %6s  memory: cdyn create+load+solve %s, CHOLMOD analyse+factor+solve "
-               "%s, dense %s; %s %s\n",
-               "", "", "", m1, m2, m3, mm.resettable ? "peak VmHWM of this size" : "process VmHWM",
+        print_mib(m4, sizeof m4, size_peak);
+        printf("%4s %6s %6s  memory of one object: cdyn create+load+solve %s, CHOLMOD "
+               "analyse+factor+solve %s, dense (both paths) %s; %s %s\n",
+               "", "", "", m1, m2, m3, resettable ? "peak VmHWM of this size" : "process VmHWM",
                m4);
         printf("%4s %6s %6s  checks: max rel. diff to the baseline %.1e (net_load+solve), "
                "%.1e (net_solve), %.1e (chol_S), %s; residual cdyn %.1e, baseline %.1e; cdyn "
-               "backward error %.1e, pivot ratio %.1e; baseline factor %s, nnz(L) %ld (S "
-               "variant %ld)\n",
+               "backward error %.1e, pivot ratio %.1e; baseline factor %s, nnz(L) %.0f (S "
+               "variant %.0f), %.2g flops\n",
                "", "", "", diff[P_LOAD], diff[P_SOLVE], diff[P_CHOL_S],
                dense ? "dense below" : "no dense paths", res_cdyn, res_chol, berr, pivot,
-               super_base ? "supernodal" : "simplicial", lnz_base, lnz_S);
+               super_base ? "supernodal" : "simplicial", chol.lnz, chol_S.lnz, chol.flops);
         if (dense)
             printf("%4s %6s %6s  checks: dense_nullspace %.1e, dense_range %.1e\n", "", "", "",
                    diff[P_NULLSPACE], diff[P_DENSE]);
@@ -753,7 +805,7 @@ int main(int argc, char **argv)
         sum_mem[s][0] = mem_cdyn;
         sum_mem[s][1] = mem_chol;
         sum_mem[s][2] = mem_dense;
-        sum_peak[s] = mm.size_peak;
+        sum_peak[s] = size_peak;
         sum_dense[s] = dense;
 
         if (dense) dense_path_free(&dp);
@@ -768,7 +820,8 @@ int main(int argc, char **argv)
 
     /* summary: the per-step times of the three main paths and the ratios */
     printf("\nsummary (median per step, us; (a) net_load+solve, (b) net_solve, (c) "
-           "chol_factor+solve, (c') chol_solve, (d) dense_nullspace; memory in MiB)\n");
+           "chol_factor+solve, (c') chol_solve, (d) dense_nullspace; memory in MiB: one cdyn "
+           "object, one CHOLMOD baseline, the size's peak of the whole process)\n");
     printf("%6s %6s %11s %11s %11s %11s %11s %7s %7s %7s %9s %9s %9s\n", "n", "m", "(a)", "(b)",
            "(c)", "(c')", "(d)", "(a)/(c)", "(b)/(c)", "(b)/(c')", "mem cdyn", "mem chol",
            resettable_all ? "peak" : "proc.peak");
@@ -776,12 +829,14 @@ int main(int argc, char **argv)
         int k = ks[s], n = 2 * k * (k - 1) + 2;
         char dcol[24] = "-";
         if (sum_dense[s]) snprintf(dcol, sizeof dcol, "%.1f", 1e6 * sum_t[s][P_NULLSPACE]);
-        printf("%6d %6d %11.1f %11.1f %11.1f %11.1f %11s %7.3f %7.3f %7.3f %9.2f %9.2f %9.1f\n",
+        char mc[24] = "n/a", mh[24] = "n/a";
+        if (sum_mem[s][0] >= 0) snprintf(mc, sizeof mc, "%.2f", sum_mem[s][0] / 1024.0);
+        if (sum_mem[s][1] >= 0) snprintf(mh, sizeof mh, "%.2f", sum_mem[s][1] / 1024.0);
+        printf("%6d %6d %11.1f %11.1f %11.1f %11.1f %11s %7.3f %7.3f %7.3f %9s %9s %9.1f\n",
                n, k * k, 1e6 * sum_t[s][P_LOAD], 1e6 * sum_t[s][P_SOLVE],
                1e6 * sum_t[s][P_CHOL], 1e6 * sum_t[s][P_CHOL_SOLVE], dcol,
                sum_t[s][P_LOAD] / sum_t[s][P_CHOL], sum_t[s][P_SOLVE] / sum_t[s][P_CHOL],
-               sum_t[s][P_SOLVE] / sum_t[s][P_CHOL_SOLVE], sum_mem[s][0] / 1024.0,
-               sum_mem[s][1] / 1024.0, sum_peak[s] / 1024.0);
+               sum_t[s][P_SOLVE] / sum_t[s][P_CHOL_SOLVE], mc, mh, sum_peak[s] / 1024.0);
     }
     if (csv) fclose(csv);
     if (failures || bugs) {
