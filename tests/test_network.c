@@ -469,6 +469,14 @@ START_TEST(bad_input)
     ck_assert_int_eq(cdyn_network_load(net, Mneg, Wv), CDYN_ERR_SINGULAR);
     ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "block 1"));
     ck_assert_int_eq(cdyn_network_load(net, Mv, Wv), CDYN_OK);
+    /* refused arguments keep the load; a singular M drops it */
+    ck_assert_int_eq(cdyn_network_load(net, Mnan, Wv), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, la), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_load(net, Mneg, Wv), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, la), CDYN_ERR_ARG);
+    vd[0] = 7;
+    la[0] = 7;
+    ck_assert_int_eq(cdyn_network_load(net, Mv, Wv), CDYN_OK);
     ck_assert_int_eq(cdyn_network_solve(NULL, F, NULL, vd, la), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_network_solve(net, NULL, NULL, vd, la), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_network_solve(net, F, NULL, NULL, la), CDYN_ERR_ARG);

@@ -56,9 +56,12 @@
  * cdyn_network_solve() must not overlap each other (CDYN_ERR_ARG).
  *
  * Failure semantics: a failed call leaves its outputs untouched and sets
- * the message (cdyn_network_last_error()). A failed cdyn_network_load()
- * leaves the object without a factorization: cdyn_network_solve() then
- * returns CDYN_ERR_ARG until a load succeeds (the object stays usable).
+ * the message (cdyn_network_last_error()). A cdyn_network_load() refused
+ * for its arguments (NULL, NaN/Inf) keeps the previous load; one that fails
+ * on the values (CDYN_ERR_SINGULAR, CDYN_ERR_NOMEM) leaves the object
+ * without a factorization: cdyn_network_solve() and
+ * cdyn_network_complete() then return CDYN_ERR_ARG until a load succeeds
+ * (the object stays usable).
  *
  * Conventions: W in compressed sparse column form (colptr n + 1 entries,
  * 0-based rowind sorted within each column, no duplicates), its values in
