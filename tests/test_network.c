@@ -8,6 +8,7 @@
 #include "cdyn/nullspace.h"
 #include "quadref.h"
 #include "testutil.h"
+#include "../examples/chain_model.h"
 
 #include <check.h>
 #include <math.h>
@@ -429,6 +430,48 @@ START_TEST(rescaled_units_same_answer)
 }
 END_TEST
 
+/* A chain hanging at rest (hand calculation): the exact accelerations are
+ * zero, so every rate is rounding of the forces it comes from; the solve
+ * must certify it (the floor of the backward error) and give joint i the
+ * weight of the links below it, (N - i) m g, in any units. */
+START_TEST(chain_at_rest)
+{
+    enum { LINKS = 40, N = 3 * LINKS, M = 2 * LINKS };
+    chain_model c = {LINKS, 0.005, 0.01};
+    int colptr[N + 1], rowind[8 * LINKS];
+    double q[N], qd[N], J[8 * LINKS], Mv[N], Q[N], gam[M], qdd[N], lam[M];
+    chain_pattern(&c, colptr, rowind);
+    chain_straight(&c, 0.0, q, qd);
+    chain_jacobian(&c, q, J);
+    chain_mass_forces(&c, Mv, Q);
+    chain_gamma(&c, q, qd, gam);
+    cdyn_status st;
+    cdyn_network *net = cdyn_network_create(N, M, colptr, rowind, NULL, 0, &st);
+    ck_assert_int_eq(st, CDYN_OK);
+    const double unit[] = {1.0, 1e8, 1e-8};
+    for (int u = 0; u < 3; ++u) { /* lengths in other units: q -> q / s */
+        double s = unit[u], Ms[N], Qs[N], Js[8 * LINKS];
+        for (int k = 0; k < N; ++k) {
+            double sk = k % 3 == 2 ? 1.0 : s; /* angles stay radians */
+            Ms[k] = Mv[k] * sk * sk;
+            Qs[k] = Q[k] * sk;
+            for (int p = colptr[k]; p < colptr[k + 1]; ++p) Js[p] = J[p] * sk / s;
+        }
+        ck_assert_int_eq(cdyn_network_load(net, Ms, Js), CDYN_OK);
+        cdyn_status solved = cdyn_network_solve(net, Qs, gam, qdd, lam);
+        ck_assert_msg(solved == CDYN_OK, "%s", cdyn_network_last_error(net));
+        for (int k = 0; k < N; ++k) /* rates in the new units: q'' / s_k */
+            ck_assert_double_le(fabs(qdd[k]), 1e-11 * CHAIN_G / (k % 3 == 2 ? 1.0 : s));
+        for (int i = 0; i < LINKS; ++i) { /* the rows are divided by s: lambda by 1/s */
+            double w = (LINKS - i) * c.mass * CHAIN_G;
+            ck_assert_double_le(fabs(lam[2 * i] / s), 1e-13 * w);
+            ck_assert_double_le(fabs(lam[2 * i + 1] / s - w), 1e-13 * w);
+        }
+    }
+    cdyn_network_free(net);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int colptr[] = {0, 1, 3, 4}, rowind[] = {0, 0, 1, 1};
@@ -596,6 +639,7 @@ int main(void)
     tcase_add_test(tc, redundant_rows_named_in_any_units);
     tcase_add_test(tc, duplicated_row_named);
     tcase_add_test(tc, rescaled_units_same_answer);
+    tcase_add_test(tc, chain_at_rest);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, no_allocation_per_step);
     suite_add_tcase(s, tc);

@@ -111,50 +111,61 @@ static void range_solve(cdyn_network *net, const double *f, const double *g, dou
     for (int k = 0; k < n; ++k) x[k] += t[k];
 }
 
-/* Residuals rf = f + W^T y - M x, rg = g - W x and the componentwise
- * backward error of (x, y): max |r_i| / bound_i with bound_i the sum of the
- * magnitudes of row i's terms plus a floor of one rounding error at the
- * size of the solution's kinetic scale nu = sqrt(x^T M x) (so that a row
- * whose terms all vanish can carry that rounding); every part changes with
- * a scaling of states or equations exactly as the residual does. */
+/* Residuals rf = f + W^T y - M x, rg = g - W x and the backward error of
+ * (x, y): max |r_i| / bound_i, where bound_i sums the magnitudes of row
+ * i's terms plus a floor of one rounding error at the system's scale in
+ * the kinetic metric,
+ *     phi = max(sqrt(x^T M x), max_k (|f_k| + (|W|^T |y|)_k) / sqrt(M_kk)),
+ * i.e. eps sqrt(M_kk) phi for a dynamics row and eps sum_k |W_ik| phi /
+ * sqrt(M_kk) for a constraint row: a row whose terms cancel or vanish
+ * (a rate that is zero up to the rounding of the forces it comes from) may
+ * carry that rounding. Every part changes with a scaling of states or
+ * equations exactly as the residual does (docs/theory.md "Sparse
+ * networks"). Uses net->t (m) for the constraint rows' floor weights. */
 static double backward_error(cdyn_network *net, const double *f, const double *g,
                              const double *x, const double *y)
 {
     int n = net->n, m = net->m;
-    double *ux = net->ux, *uy = net->uy, *rf = net->rf, *rg = net->rg;
-    for (int k = 0; k < n; ++k) ux[k] = fabs(f[k]);
+    double *ux = net->ux, *uy = net->uy, *rf = net->rf, *rg = net->rg, *sw = net->t;
+    for (int k = 0; k < n; ++k) ux[k] = 0.0;
     mass_multiply(net, x, rf, ux);
     double nu2 = 0.0;
     for (int k = 0; k < n; ++k) nu2 += x[k] * rf[k];
-    double nu = sqrt(fabs(nu2));
-    for (int k = 0; k < n; ++k) rf[k] = f[k] - rf[k];
+    double phi = sqrt(fabs(nu2));
     for (int i = 0; i < m; ++i) {
         rg[i] = g ? g[i] : 0.0;
         uy[i] = fabs(rg[i]);
+        sw[i] = 0.0;
     }
     for (int k = 0; k < n; ++k) {
         /* the diagonal of M (for the floors) */
         int b = net->state_blk[k], size = net->blk_state[b + 1] - net->blk_state[b];
         int j = k - net->blk_state[b];
-        double mkk = net->Mval[net->blk_val[b] + j + (size_t)j * size];
-        double root = sqrt(mkk);
-        ux[k] += DBL_EPSILON * root * nu;
+        double root = sqrt(net->Mval[net->blk_val[b] + j + (size_t)j * size]);
+        double force = fabs(f[k]);
+        rf[k] = f[k] - rf[k];
         for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p) {
             int i = net->rowind[p];
             double w = net->Wval[p];
             rf[k] += w * y[i];
-            ux[k] += fabs(w * y[i]);
+            force += fabs(w * y[i]);
             rg[i] -= w * x[k];
-            uy[i] += fabs(w * x[k]) + DBL_EPSILON * fabs(w) * nu / root;
+            uy[i] += fabs(w * x[k]);
+            sw[i] += fabs(w) / root;
         }
+        ux[k] += force;
+        if (force / root > phi) phi = force / root;
     }
     double worst = 0.0;
     for (int k = 0; k < n; ++k) {
-        double e = rf[k] == 0.0 ? 0.0 : fabs(rf[k]) / ux[k];
+        int b = net->state_blk[k], size = net->blk_state[b + 1] - net->blk_state[b];
+        int j = k - net->blk_state[b];
+        double root = sqrt(net->Mval[net->blk_val[b] + j + (size_t)j * size]);
+        double e = rf[k] == 0.0 ? 0.0 : fabs(rf[k]) / (ux[k] + DBL_EPSILON * root * phi);
         if (!(e <= worst)) worst = e;
     }
     for (int i = 0; i < m; ++i) {
-        double e = rg[i] == 0.0 ? 0.0 : fabs(rg[i]) / uy[i];
+        double e = rg[i] == 0.0 ? 0.0 : fabs(rg[i]) / (uy[i] + DBL_EPSILON * sw[i] * phi);
         if (!(e <= worst)) worst = e;
     }
     return worst;
