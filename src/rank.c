@@ -7,6 +7,7 @@
 #include "linalg.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,12 +153,20 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
 double cdyn__sym_scale(double a)
 {
     if (!(a > 0.0) || !isfinite(a)) return 1.0;
-    int e;
-    frexp(a, &e); /* a = f 2^e, f in [1/2, 1): s^2 a in [1/2, 2) */
-    int half = (int)floor(e / 2.0);
+    /* a = f 2^e with f in [1/2, 1), read from the bits for a normal a
+     * (frexp for a subnormal one): s = 2^-floor(e/2) gives s^2 a in [1/2, 2) */
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7FF), e;
+    if (biased == 0) frexp(a, &e);
+    else e = biased - 1022;
+    int half = e >= 0 ? e / 2 : -((1 - e) / 2);
     if (half > 511) half = 511;
     if (half < -511) half = -511;
-    return ldexp(1.0, -half);
+    uint64_t out = (uint64_t)(1023 - half) << 52;
+    double s;
+    memcpy(&s, &out, sizeof s);
+    return s;
 }
 
 void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s)

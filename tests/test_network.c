@@ -586,7 +586,7 @@ START_TEST(no_allocation_per_step)
     tu_rng r;
     tu_rng_seed(&r, 16);
     net_case c = {0};
-    grid_case(&c, 12, &r); /* large enough for a supernodal factor */
+    grid_case(&c, 12, &r);
     cdyn_network *net = case_network(&c);
     ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
     double *F = malloc(sizeof(double) * (size_t)c.n), *vd = malloc(sizeof(double) * (size_t)c.n);
@@ -606,24 +606,87 @@ START_TEST(no_allocation_per_step)
     ck_assert_int_eq(bad, 0);
     ck_assert_int_eq(calls, 0);
     ck_assert_int_eq(calls_complete, 0);
-    /* a load allocates what CHOLMOD's numeric factorization allocates
-     * inside (its work space): the same count at every load, no growth */
-    long load_calls[3];
-    int st[3];
-    for (int i = 0; i < 3; ++i) {
-        alloc_count_start();
-        st[i] = cdyn_network_load(net, c.Mv, c.Wv);
-        load_calls[i] = alloc_count_stop();
-    }
-    for (int i = 0; i < 3; ++i) ck_assert_int_eq(st[i], CDYN_OK);
-    ck_assert_int_eq(load_calls[1], load_calls[0]);
-    ck_assert_int_eq(load_calls[2], load_calls[0]);
-    printf("cdyn_network_load: %ld allocation calls (CHOLMOD's), k = 12 grid\n", load_calls[0]);
+    /* a load with a simplicial factor (this grid) allocates nothing */
+    alloc_count_start();
+    int st = cdyn_network_load(net, c.Mv, c.Wv);
+    long load_calls = alloc_count_stop();
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(load_calls, 0);
     free(F);
     free(vd);
     free(la);
     cdyn_network_free(net);
     case_free(&c);
+}
+END_TEST
+
+/* A grid large enough for a supernodal factor: a load lets CHOLMOD's
+ * supernodal factorization allocate its update buffer, the same few calls
+ * at every load; solves allocate nothing. (Built without the dense copy:
+ * n = 19 802.) */
+START_TEST(supernodal_load_allocation)
+{
+    SuiteSparse_config.malloc_func = malloc;
+    SuiteSparse_config.calloc_func = calloc;
+    SuiteSparse_config.realloc_func = realloc;
+    SuiteSparse_config.free_func = free;
+    enum { K = 100, M = K * K, N = 2 * K * (K - 1) + 2 };
+    int *colptr = malloc(sizeof(int) * (N + 1)), *rowind = malloc(sizeof(int) * 2 * N);
+    double *Wv = malloc(sizeof(double) * 2 * N), *Mv = malloc(sizeof(double) * N);
+    double *F = malloc(sizeof(double) * N), *vd = malloc(sizeof(double) * N);
+    double *la = malloc(sizeof(double) * M);
+    int p = 0, q = 0;
+    colptr[0] = 0;
+    for (int i = 0; i < K; ++i)
+        for (int j = 0; j < K; ++j)
+            for (int dir = 0; dir < 2; ++dir) {
+                int node = i * K + j, other = dir ? (i + 1 < K ? node + K : -1)
+                                                  : (j + 1 < K ? node + 1 : -1);
+                if (other < 0) continue;
+                rowind[q] = node;
+                Wv[q++] = -1.0;
+                rowind[q] = other;
+                Wv[q++] = 1.0;
+                colptr[++p] = q;
+            }
+    rowind[q] = 0;
+    Wv[q++] = 1.0;
+    colptr[++p] = q;
+    rowind[q] = M - 1;
+    Wv[q++] = -1.0;
+    colptr[++p] = q;
+    for (int k = 0; k < N; ++k) {
+        Mv[k] = 1e5 * (1.0 + k % 7);
+        F[k] = (double)(k % 5) - 2.0;
+    }
+    cdyn_status st;
+    cdyn_network *net = cdyn_network_create(N, M, colptr, rowind, NULL, 0, &st);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_network_load(net, Mv, Wv), CDYN_OK);
+    long calls[3], solve_calls;
+    int bad = 0;
+    for (int i = 0; i < 3; ++i) {
+        alloc_count_start();
+        bad += cdyn_network_load(net, Mv, Wv) != CDYN_OK;
+        calls[i] = alloc_count_stop();
+    }
+    alloc_count_start();
+    bad += cdyn_network_solve(net, F, NULL, vd, la) != CDYN_OK;
+    solve_calls = alloc_count_stop();
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_eq(solve_calls, 0);
+    ck_assert_int_eq(calls[1], calls[0]);
+    ck_assert_int_eq(calls[2], calls[0]);
+    ck_assert_int_le(calls[0], 8);
+    printf("supernodal load (n = %d): %ld allocator calls (CHOLMOD's)\n", N, calls[0]);
+    cdyn_network_free(net);
+    free(colptr);
+    free(rowind);
+    free(Wv);
+    free(Mv);
+    free(F);
+    free(vd);
+    free(la);
 }
 END_TEST
 
@@ -642,6 +705,7 @@ int main(void)
     tcase_add_test(tc, chain_at_rest);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, no_allocation_per_step);
+    tcase_add_test(tc, supernodal_load_allocation);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -24,8 +24,9 @@ void cdyn_network_free(cdyn_network *net)
     void *arrays[] = {net->colptr, net->rowind, net->blk_state, net->blk_val, net->state_blk,
                       net->brow_ptr, net->brow, net->local_row, net->pair_ptr, net->pair_pos,
                       net->rowptr, net->rowcol, net->rowpos, net->tree_pipe, net->tree_order,
-                      net->dependent, net->Mval, net->Mfac, net->Mscale, net->Wval,
-                      net->Sscale, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
+                      net->dependent, net->Mval, net->Mfac, net->Mscale, net->Mroot,
+                      net->Minv, net->Wval,
+                      net->Sscale, net->perm, net->pinv, net->sdiag, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
                       net->rg, net->t, net->ux, net->uy, net->redundant};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(net);
@@ -139,7 +140,7 @@ static int build_blocks(cdyn_network *net, const int *blocks)
     return 1;
 }
 
-/* Place of S(i, j), i <= j, in the upper-triangle columns of S. */
+/* Place of the entry in row i of column j of S (present by construction). */
 static int s_place(const cholmod_sparse *S, int i, int j)
 {
     const int *Sp = S->p, *Si = S->i;
@@ -153,27 +154,23 @@ static int s_place(const cholmod_sparse *S, int i, int j)
     return -1; /* not reached: every pair is in the pattern */
 }
 
-/* Pattern of S (upper triangle with the whole diagonal), its symbolic
- * analysis, and the place of every block pair in it. */
-static int build_schur(cdyn_network *net)
+/* The upper triangle (with the whole diagonal) of S = W M^-1 W^T's pattern
+ * in the natural order: column j holds the rows i <= j of every block that
+ * touches row j. NULL when out of memory. */
+static cholmod_sparse *natural_pattern(cdyn_network *net)
 {
-    int m = net->m, nb = net->nblocks;
+    int m = net->m;
+    cholmod_sparse *S0 = NULL;
     int *mark = malloc(sizeof *mark * (size_t)m);
     int *count = calloc((size_t)m + 1, sizeof *count);
-    if (!mark || !count) {
-        free(mark);
-        free(count);
-        return 0;
-    }
-    /* column j of S: rows i <= j of every block that touches row j */
+    if (!mark || !count) goto done;
     for (int pass = 0; pass < 2; ++pass) {
-        int *Sp = pass ? net->S->p : NULL, *Si = pass ? net->S->i : NULL;
+        int *Sp = pass ? S0->p : NULL, *Si = pass ? S0->i : NULL;
         for (int i = 0; i < m; ++i) mark[i] = -1;
         for (int j = 0; j < m; ++j) {
-            int c = 0;
-            int base = pass ? Sp[j] : 0;
+            int base = pass ? Sp[j] : 0, c = 0;
             mark[j] = j;
-            if (pass) Si[base + c] = j;
+            if (pass) Si[base] = j;
             c++;
             for (int q = net->rowptr[j]; q < net->rowptr[j + 1]; ++q) {
                 int b = net->state_blk[net->rowcol[q]];
@@ -186,40 +183,103 @@ static int build_schur(cdyn_network *net)
                     }
                 }
             }
-            if (pass) qsort(Si + base, (size_t)c, sizeof(int), cmp_int);
-            else count[j + 1] = c;
+            if (!pass) count[j + 1] = c;
         }
         if (!pass) {
             for (int j = 0; j < m; ++j) count[j + 1] += count[j];
-            net->S = cholmod_allocate_sparse((size_t)m, (size_t)m, (size_t)count[m], 1, 1, 1,
-                                             CHOLMOD_REAL, &net->cm);
-            if (!net->S) break;
-            memcpy(net->S->p, count, sizeof(int) * ((size_t)m + 1));
+            S0 = cholmod_allocate_sparse((size_t)m, (size_t)m, (size_t)count[m], 0, 1, 1,
+                                         CHOLMOD_PATTERN, &net->cm);
+            if (!S0) break;
+            memcpy(S0->p, count, sizeof(int) * ((size_t)m + 1));
         }
     }
+done:
     free(mark);
     free(count);
-    if (!net->S) return 0;
+    return S0;
+}
+
+/* S's storage: P S P^T with P the fill-reducing order CHOLMOD chooses for
+ * S, held as the triangle its numeric factorization reads without a copy
+ * (lower for a supernodal factor, upper for a simplicial one), and
+ * analysed in that (natural) order; so a load assembles straight into what
+ * CHOLMOD factors (no permuted transpose per load). Also the place of
+ * every block pair and of every diagonal entry. */
+static int build_schur(cdyn_network *net)
+{
+    int m = net->m, nb = net->nblocks, ok = 0;
+    cholmod_sparse *S0 = natural_pattern(net);
+    if (!S0) return 0;
+    cholmod_factor *L0 = cholmod_analyze(S0, &net->cm);
+    int *count = calloc((size_t)m + 1, sizeof *count);
+    if (!L0 || !count || !NET_ALLOC(net->perm, m) || !NET_ALLOC(net->pinv, m) ||
+        !NET_ALLOC(net->sdiag, m))
+        goto done;
+    memcpy(net->perm, L0->Perm, sizeof(int) * (size_t)m);
+    for (int k = 0; k < m; ++k) net->pinv[net->perm[k]] = k;
+    int lower = L0->is_super; /* the triangle CHOLMOD factors as it is */
+
+    /* P S P^T: entry (i, j) of S0 goes to (pinv i, pinv j), in the triangle */
+    const int *S0p = S0->p, *S0i = S0->i;
+    for (int j = 0; j < m; ++j)
+        for (int q = S0p[j]; q < S0p[j + 1]; ++q) {
+            int a = net->pinv[S0i[q]], b = net->pinv[j];
+            count[1 + ((lower ? a < b : a > b) ? a : b)]++;
+        }
+    for (int k = 0; k < m; ++k) count[k + 1] += count[k];
+    net->S = cholmod_allocate_sparse((size_t)m, (size_t)m, (size_t)count[m], 1, 1,
+                                     lower ? -1 : 1, CHOLMOD_REAL, &net->cm);
+    if (!net->S) goto done;
+    int *Sp = net->S->p, *Si = net->S->i;
+    memcpy(Sp, count, sizeof(int) * ((size_t)m + 1));
+    for (int j = 0; j < m; ++j)
+        for (int q = S0p[j]; q < S0p[j + 1]; ++q) {
+            int a = net->pinv[S0i[q]], b = net->pinv[j];
+            int col = (lower ? a < b : a > b) ? a : b, row = a + b - col;
+            Si[count[col]++] = row;
+        }
+    for (int k = 0; k < m; ++k) {
+        qsort(Si + Sp[k], (size_t)(Sp[k + 1] - Sp[k]), sizeof(int), cmp_int);
+        net->sdiag[k] = s_place(net->S, k, k);
+    }
     memset(net->S->x, 0, sizeof(double) * net->S->nzmax);
 
-    /* block pairs (a <= b in the block's sorted rows) */
-    if (!NET_ALLOC(net->pair_ptr, nb + 1)) return 0;
+    /* block pairs (a <= c in the block's sorted rows) */
+    if (!NET_ALLOC(net->pair_ptr, nb + 1)) goto done;
     net->pair_ptr[0] = 0;
     for (int b = 0; b < nb; ++b) {
         long r = net->brow_ptr[b + 1] - net->brow_ptr[b];
         net->pair_ptr[b + 1] = net->pair_ptr[b] + r * (r + 1) / 2;
     }
-    if (net->pair_ptr[nb] > INT_MAX || !NET_ALLOC(net->pair_pos, net->pair_ptr[nb])) return 0;
+    if (net->pair_ptr[nb] > INT_MAX || !NET_ALLOC(net->pair_pos, net->pair_ptr[nb])) goto done;
     for (int b = 0; b < nb; ++b) {
         const int *R = net->brow + net->brow_ptr[b];
         int rows = net->brow_ptr[b + 1] - net->brow_ptr[b];
         long q = net->pair_ptr[b];
         for (int c = 0; c < rows; ++c)
-            for (int a = 0; a <= c; ++a) net->pair_pos[q++] = s_place(net->S, R[a], R[c]);
+            for (int a = 0; a <= c; ++a) {
+                int x = net->pinv[R[a]], y = net->pinv[R[c]];
+                int col = (lower ? x < y : x > y) ? x : y;
+                net->pair_pos[q++] = s_place(net->S, x + y - col, col);
+            }
     }
 
+    /* analyse P S P^T in its own order: the factor needs no permutation */
+    int nmethods = net->cm.nmethods, ordering = net->cm.method[0].ordering;
+    int postorder = net->cm.postorder;
+    net->cm.nmethods = 1;
+    net->cm.method[0].ordering = CHOLMOD_NATURAL;
+    net->cm.postorder = 0;
     net->L = cholmod_analyze(net->S, &net->cm);
-    return net->L != NULL;
+    net->cm.nmethods = nmethods;
+    net->cm.method[0].ordering = ordering;
+    net->cm.postorder = postorder;
+    ok = net->L != NULL;
+done:
+    cholmod_free_factor(&L0, &net->cm);
+    cholmod_free_sparse(&S0, &net->cm);
+    free(count);
+    return ok;
 }
 
 cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *rowind,
@@ -237,6 +297,7 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     net->m = m;
     net->nnz = colptr[n];
     net->nblocks = blocks ? nblocks : n;
+    net->diagonal = net->nblocks == n;
     net->pivot_ratio = NAN;
     net->berr = NAN;
     int ok = NET_ALLOC(net->colptr, n + 1) && NET_ALLOC(net->rowind, net->nnz);
@@ -247,7 +308,8 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     }
     int big = n > m ? n : m;
     ok = ok && NET_ALLOC(net->Mval, net->nmass) && NET_ALLOC(net->Mfac, net->nmass) &&
-         NET_ALLOC(net->Mscale, n) && NET_ALLOC(net->Wval, net->nnz) &&
+         NET_ALLOC(net->Mscale, n) && NET_ALLOC(net->Mroot, n) && NET_ALLOC(net->Minv, n) &&
+         NET_ALLOC(net->Wval, net->nnz) &&
          NET_ALLOC(net->Sscale, m) &&
          NET_ALLOC(net->blockwork, (long)net->max_block * (net->max_rows + 1)) &&
          NET_ALLOC(net->x, n) && NET_ALLOC(net->y, m) && NET_ALLOC(net->dx, n) &&
@@ -314,9 +376,11 @@ static int factor_mass(cdyn_network *net)
             if (!(A[0] > 0.0)) return b;
             s[0] = cdyn__sym_scale(A[0]);
             F[0] = sqrt(s[0] * A[0] * s[0]);
+            net->Minv[k0] = 1.0 / A[0];
         } else if (cdyn__spd_factor(size, A, size, F, size, s) != 0) {
             return b;
         }
+        for (int j = 0; j < size; ++j) net->Mroot[k0 + j] = sqrt(A[j + (size_t)j * size]);
     }
     return -1;
 }
@@ -355,10 +419,15 @@ static void assemble_schur(cdyn_network *net)
                 Sx[*pos++] += sum;
             }
     }
+    /* equilibrate, in S's (permuted) order; Sscale is kept in W's row order */
     const int *Sp = net->S->p, *Si = net->S->i;
-    for (int j = 0; j < net->m; ++j) net->Sscale[j] = cdyn__sym_scale(Sx[Sp[j + 1] - 1]);
-    for (int j = 0; j < net->m; ++j)
-        for (int q = Sp[j]; q < Sp[j + 1]; ++q) Sx[q] *= net->Sscale[Si[q]] * net->Sscale[j];
+    double *sp = net->t;
+    for (int k = 0; k < net->m; ++k) {
+        sp[k] = cdyn__sym_scale(Sx[net->sdiag[k]]);
+        net->Sscale[net->perm[k]] = sp[k];
+    }
+    for (int k = 0; k < net->m; ++k)
+        for (int q = Sp[k]; q < Sp[k + 1]; ++q) Sx[q] *= sp[Si[q]] * sp[k];
 }
 
 /* Diagonal entry k of the factor (in the factor's order). */
@@ -397,14 +466,15 @@ static int factor_schur(cdyn_network *net, double smallest)
     return -1;
 }
 
-/* Make row and column r of the equilibrated S those of the identity. */
-static void decouple_row(cholmod_sparse *S, int r)
+/* Make row and column k of the equilibrated (permuted) S those of the
+ * identity. */
+static void decouple_row(cholmod_sparse *S, int k)
 {
     const int *Sp = S->p, *Si = S->i;
     double *Sx = S->x;
     for (int j = 0; j < (int)S->ncol; ++j)
         for (int q = Sp[j]; q < Sp[j + 1]; ++q)
-            if (j == r || Si[q] == r) Sx[q] = (j == r && Si[q] == r) ? 1.0 : 0.0;
+            if (j == k || Si[q] == k) Sx[q] = (j == k && Si[q] == k) ? 1.0 : 0.0;
 }
 
 cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *W)
@@ -436,18 +506,16 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
     }
     assemble_schur(net);
     double smallest = INFINITY;
-    const int *Sp = net->S->p;
     const double *Sx = net->S->x;
-    for (int j = 0; j < net->m; ++j)
-        if (Sx[Sp[j + 1] - 1] > 0.0) smallest = fmin(smallest, Sx[Sp[j + 1] - 1]);
+    for (int k = 0; k < net->m; ++k)
+        if (Sx[net->sdiag[k]] > 0.0) smallest = fmin(smallest, Sx[net->sdiag[k]]);
 
-    /* rank loss: name the dependent row, take it out, go on (at most m) */
-    const int *perm = net->L->Perm;
+    /* rank loss: name the dependent row (pivot k is row perm[k] of W), take
+     * it out, go on (at most m) */
     int k;
     while ((k = factor_schur(net, smallest)) >= 0 && net->nredundant < net->m) {
-        int r = perm ? perm[k] : k;
-        net->redundant[net->nredundant++] = r;
-        decouple_row(net->S, r);
+        net->redundant[net->nredundant++] = net->perm[k];
+        decouple_row(net->S, k);
     }
     if (k == -2)
         return cdyn__fail(net->msg, CDYN_ERR_NOMEM,

@@ -42,8 +42,13 @@ struct cdyn_network {
     double *Mval;        /* nmass: M as given */
     double *Mfac;        /* nmass: Cholesky factors of the scaled blocks s M s */
     double *Mscale;      /* n: the scaling s */
+    double *Mroot;       /* n: sqrt(M_kk), the kinetic-metric scale of each state */
+    double *Minv;        /* n: 1 / M_kk when M is diagonal (diagonal = 1) */
+    int diagonal;        /* every block has size 1 */
     double *Wval;        /* nnz */
-    double *Sscale;      /* m: equilibration of S (powers of two) */
+    double *Sscale;      /* m: equilibration of S (powers of two), W's row order */
+    int *perm, *pinv;    /* m: S is stored as P S P^T; row perm[k] of W is S's k */
+    int *sdiag;          /* m: place of S's diagonal entry k in S->x */
     double *blockwork;   /* max_block * max_rows */
     double *x, *y, *dx, *dy, *rf, *rg, *t; /* n, m, n, m, n, m, max(n, m) */
     double *ux, *uy;     /* n, m: backward-error bounds */
@@ -53,7 +58,7 @@ struct cdyn_network {
     double pivot_ratio, berr, berr_tol;
 
     cholmod_common cm;
-    cholmod_sparse *S;   /* upper triangle, equilibrated values */
+    cholmod_sparse *S;   /* P S P^T, equilibrated: one triangle (build_schur) */
     cholmod_factor *L;
 
     char msg[CDYN__MSG_LEN];

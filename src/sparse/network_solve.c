@@ -10,6 +10,10 @@
 /* x = M^-1 x, block by block. */
 static void mass_solve(const cdyn_network *net, double *x)
 {
+    if (net->diagonal) {
+        for (int k = 0; k < net->n; ++k) x[k] *= net->Minv[k];
+        return;
+    }
     for (int b = 0; b < net->nblocks; ++b) {
         int k0 = net->blk_state[b], size = net->blk_state[b + 1] - k0;
         const double *F = net->Mfac + net->blk_val[b];
@@ -23,6 +27,13 @@ static void mass_solve(const cdyn_network *net, double *x)
  * triangle, mirrored). */
 static void mass_multiply(const cdyn_network *net, const double *x, double *out, double *abs_out)
 {
+    if (net->diagonal) {
+        for (int k = 0; k < net->n; ++k) {
+            out[k] = net->Mval[k] * x[k];
+            if (abs_out) abs_out[k] += fabs(out[k]);
+        }
+        return;
+    }
     for (int b = 0; b < net->nblocks; ++b) {
         int k0 = net->blk_state[b], size = net->blk_state[b + 1] - k0;
         const double *A = net->Mval + net->blk_val[b];
@@ -40,14 +51,13 @@ static void mass_multiply(const cdyn_network *net, const double *x, double *out,
 }
 
 /* y = S^-1 y with CHOLMOD's factor P S P^T = L L^T (simplicial or
- * supernodal), written out here so that nothing is allocated per call.
- * work: m. */
-static void schur_solve(const cholmod_factor *L, double *y, double *work)
+ * supernodal; perm = P, the factor itself in natural order), written out
+ * here so that nothing is allocated per call. work: m. */
+static void schur_solve(const cholmod_factor *L, const int *perm, double *y, double *work)
 {
     int m = (int)L->n;
-    const int *perm = L->Perm;
     const double *Lx = L->x;
-    for (int k = 0; k < m; ++k) work[k] = y[perm ? perm[k] : k];
+    for (int k = 0; k < m; ++k) work[k] = y[perm[k]];
     if (L->is_super) {
         const int *super = L->super, *pi = L->pi, *px = L->px, *Ls = L->s;
         int ns = (int)L->nsuper;
@@ -82,7 +92,7 @@ static void schur_solve(const cholmod_factor *L, double *y, double *work)
             work[j] = sum / Lx[Lp[j]];
         }
     }
-    for (int k = 0; k < m; ++k) y[perm ? perm[k] : k] = work[k];
+    for (int k = 0; k < m; ++k) y[perm[k]] = work[k];
 }
 
 /* The range-space solve of [M -W^T; W 0] [x; y] = [f; g] (g NULL: 0):
@@ -98,7 +108,7 @@ static void range_solve(cdyn_network *net, const double *f, const double *g, dou
         for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
             y[net->rowind[p]] -= net->Wval[p] * x[k];
     for (int i = 0; i < m; ++i) y[i] *= net->Sscale[i];
-    schur_solve(net->L, y, net->t);
+    schur_solve(net->L, net->perm, y, net->t);
     for (int i = 0; i < m; ++i) y[i] *= net->Sscale[i];
     double *t = net->t;
     for (int k = 0; k < n; ++k) {
@@ -138,11 +148,7 @@ static double backward_error(cdyn_network *net, const double *f, const double *g
         sw[i] = 0.0;
     }
     for (int k = 0; k < n; ++k) {
-        /* the diagonal of M (for the floors) */
-        int b = net->state_blk[k], size = net->blk_state[b + 1] - net->blk_state[b];
-        int j = k - net->blk_state[b];
-        double root = sqrt(net->Mval[net->blk_val[b] + j + (size_t)j * size]);
-        double force = fabs(f[k]);
+        double root = net->Mroot[k], force = fabs(f[k]);
         rf[k] = f[k] - rf[k];
         for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p) {
             int i = net->rowind[p];
@@ -158,10 +164,7 @@ static double backward_error(cdyn_network *net, const double *f, const double *g
     }
     double worst = 0.0;
     for (int k = 0; k < n; ++k) {
-        int b = net->state_blk[k], size = net->blk_state[b + 1] - net->blk_state[b];
-        int j = k - net->blk_state[b];
-        double root = sqrt(net->Mval[net->blk_val[b] + j + (size_t)j * size]);
-        double e = rf[k] == 0.0 ? 0.0 : fabs(rf[k]) / (ux[k] + DBL_EPSILON * root * phi);
+        double e = rf[k] == 0.0 ? 0.0 : fabs(rf[k]) / (ux[k] + DBL_EPSILON * net->Mroot[k] * phi);
         if (!(e <= worst)) worst = e;
     }
     for (int i = 0; i < m; ++i) {
