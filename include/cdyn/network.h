@@ -45,9 +45,10 @@
  * cdyn_network_solve() per step.
  * Allocation per call: cdyn_network_solve() and cdyn_network_complete()
  * allocate nothing (CHOLMOD's allocations included: the triangular solves
- * with its factor are cdyn's own); cdyn_network_load() allocates what
- * CHOLMOD's numeric factorization allocates inside (its work space: the
- * same handful of calls at every load). The object calls no user code. One
+ * with its factor are cdyn's own); cdyn_network_load() allocates nothing
+ * when CHOLMOD chose a simplicial factor, and CHOLMOD's supernodal update
+ * buffer (allocated and freed inside, the same 2 allocations at every
+ * load) when it chose a supernodal one (large networks). The object calls no user code. One
  * object must not be used from two threads at once; distinct objects are
  * independent.
  *
