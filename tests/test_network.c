@@ -357,6 +357,64 @@ START_TEST(redundant_rows_named_in_any_units)
 }
 END_TEST
 
+/* With redundant rows allowed, a closed ring (no ambient) loads with its
+ * dependent balance kept out: that junction's pressure is the reference
+ * (0), the rates and the other pressures are those of the dense bordered
+ * solve without that row, every balance holds; an inconsistent g (sum of
+ * the junction balances' right-hand sides not 0) is refused. */
+START_TEST(redundant_rows_allowed)
+{
+    enum { M = 4, N = 5 };
+    int pipes[N][2] = {{0, 1}, {1, 2}, {2, 3}, {0, 3}, {0, 2}};
+    net_case c = {0};
+    c.n = N;
+    c.m = M;
+    c.Wd = calloc(N * M, sizeof(double));
+    c.Md = calloc(N * N, sizeof(double));
+    for (int k = 0; k < N; ++k) {
+        c.Wd[pipes[k][0] + k * M] = -1.0;
+        c.Wd[pipes[k][1] + k * M] = 1.0;
+        c.Md[k + k * N] = 1e5 * (2.0 + k);
+    }
+    case_pack(&c, NULL, 0);
+    cdyn_network *net = case_network(&c);
+    ck_assert_int_eq(cdyn_network_set_allow_redundant(NULL, 1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_set_allow_redundant(net, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
+    int rows[M];
+    ck_assert_int_eq(cdyn_network_redundant_rows(net, rows), 1);
+    int r = rows[0];
+    double F[N] = {3e4, -1e4, 2e4, 5e3, -7e3}, g[M] = {0.1, -0.3, 0.5, -0.3}, vd[N], la[M];
+    ck_assert_int_eq(cdyn_network_solve(net, F, g, vd, la), CDYN_OK);
+    ck_assert_double_eq(la[r], 0.0);
+    /* reference: the bordered solve with row r left out */
+    double W3[(M - 1) * N], mc[M - 1], vr[N], lr[M - 1];
+    for (int k = 0; k < N; ++k)
+        for (int i = 0, i2 = 0; i < M; ++i)
+            if (i != r) {
+                W3[i2 + k * (M - 1)] = c.Wd[i + k * M];
+                mc[i2++] = -g[i];
+            }
+    ck_assert_int_eq(tu_kkt_solve(N, M - 1, c.Md, N, W3, M - 1, F, mc, vr, lr), 0);
+    ck_assert_double_le(rel_diff(N, vd, vr), 1e-12);
+    for (int i = 0, i2 = 0; i < M; ++i)
+        if (i != r) ck_assert_double_le(fabs(la[i] - lr[i2++]), 1e-12 * tu_vec_max_abs(M - 1, lr));
+    double Wv[M];
+    tu_matvec(M, N, c.Wd, M, vd, Wv);
+    for (int i = 0; i < M; ++i) ck_assert_double_le(fabs(Wv[i] - g[i]), 1e-15);
+    /* inconsistent: the balances' right-hand sides do not sum to 0 */
+    g[0] += 0.01;
+    ck_assert_int_eq(cdyn_network_solve(net, F, g, vd, la), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "inconsistent"));
+    /* back to refusing: the next load fails and names the row */
+    ck_assert_int_eq(cdyn_network_set_allow_redundant(net, 0), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_network_redundant_rows(net, NULL), 1);
+    cdyn_network_free(net);
+    case_free(&c);
+}
+END_TEST
+
 /* A duplicated junction balance (the same row twice) is named. */
 START_TEST(duplicated_row_named)
 {
@@ -701,6 +759,7 @@ int main(void)
     tcase_add_test(tc, ill_conditioned_against_quad);
     tcase_add_test(tc, redundant_rows_named_in_any_units);
     tcase_add_test(tc, duplicated_row_named);
+    tcase_add_test(tc, redundant_rows_allowed);
     tcase_add_test(tc, rescaled_units_same_answer);
     tcase_add_test(tc, chain_at_rest);
     tcase_add_test(tc, bad_input);

@@ -131,11 +131,27 @@ CDYN_API long cdyn_network_nonzeros(const cdyn_network *net);
 CDYN_API cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *W);
 
 /**
+ * Whether a load may keep redundant rows out instead of failing (default
+ * 0: it fails with CDYN_ERR_SINGULAR). With allow != 0 a load that finds
+ * rows dependent on the others names them (cdyn_network_redundant_rows())
+ * and succeeds; their multipliers are then 0 (for a network without an
+ * ambient connection, the junction whose pressure becomes the reference),
+ * the rates satisfy the other rows, and a solve is CDYN_OK only if the
+ * kept-out rows hold too (their residuals are in the certificate):
+ * inconsistent right-hand sides g fail with CDYN_ERR_SINGULAR. The
+ * mechanism counterpart is a redundant joint (THEORY T4.7). Takes effect
+ * at the next load. Errors: CDYN_ERR_ARG (NULL).
+ */
+CDYN_API cdyn_status cdyn_network_set_allow_redundant(cdyn_network *net, int allow);
+
+/**
  * The constraint rows the last load found dependent on the others (each a
  * junction balance implied by the rest, e.g. one per part of a network not
  * joined to the ambient), in the order found. Writes them to rows (may be
  * NULL; room for cdyn_network_constraints() entries) and returns their
- * count; 0 after a successful load and for NULL net.
+ * count: after a failed load, the rows that made it fail; after a
+ * successful one, 0, or the rows kept out under
+ * cdyn_network_set_allow_redundant(). 0 for NULL net.
  */
 CDYN_API int cdyn_network_redundant_rows(const cdyn_network *net, int *rows);
 

@@ -27,7 +27,7 @@ void cdyn_network_free(cdyn_network *net)
                       net->dependent, net->Mval, net->Mfac, net->Mscale, net->Mroot,
                       net->Minv, net->Wval,
                       net->Sscale, net->perm, net->pinv, net->sdiag, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
-                      net->rg, net->t, net->ux, net->uy, net->redundant};
+                      net->rg, net->t, net->ux, net->uy, net->redundant, net->dropped};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(net);
 }
@@ -315,7 +315,8 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
          NET_ALLOC(net->x, n) && NET_ALLOC(net->y, m) && NET_ALLOC(net->dx, n) &&
          NET_ALLOC(net->dy, m) && NET_ALLOC(net->rf, n) && NET_ALLOC(net->rg, m) &&
          NET_ALLOC(net->t, big) && NET_ALLOC(net->ux, n) && NET_ALLOC(net->uy, m) &&
-         NET_ALLOC(net->redundant, m) && NET_ALLOC(net->tree_pipe, m) &&
+         NET_ALLOC(net->redundant, m) && NET_ALLOC(net->dropped, m) &&
+         NET_ALLOC(net->tree_pipe, m) &&
          NET_ALLOC(net->tree_order, m) && NET_ALLOC(net->dependent, n);
     if (ok && m > 0) ok = build_schur(net);
     if (!ok) {
@@ -342,6 +343,14 @@ double cdyn_network_backward_error(const cdyn_network *net) { return net ? net->
 const char *cdyn_network_last_error(const cdyn_network *net)
 {
     return net ? net->msg : "cdyn_network: NULL object";
+}
+
+cdyn_status cdyn_network_set_allow_redundant(cdyn_network *net, int allow)
+{
+    if (!net) return CDYN_ERR_ARG;
+    net->msg[0] = '\0';
+    net->allow_redundant = allow != 0;
+    return CDYN_OK;
 }
 
 int cdyn_network_redundant_rows(const cdyn_network *net, int *rows)
@@ -492,6 +501,7 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
 
     net->loaded = 0;
     net->nredundant = 0;
+    for (int i = 0; i < net->m; ++i) net->dropped[i] = 0;
     memcpy(net->Mval, M, sizeof(double) * (size_t)net->nmass);
     if (net->nnz) memcpy(net->Wval, W, sizeof(double) * (size_t)net->nnz);
     int b = factor_mass(net);
@@ -520,7 +530,9 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
     if (k == -2)
         return cdyn__fail(net->msg, CDYN_ERR_NOMEM,
                           "cdyn_network_load: CHOLMOD failed (status %d)", net->cm.status);
-    if (net->nredundant > 0) {
+    if (net->nredundant > 0 && net->allow_redundant) { /* kept out: multipliers 0 */
+        for (int i = 0; i < net->nredundant; ++i) net->dropped[net->redundant[i]] = 1;
+    } else if (net->nredundant > 0) {
         char list[160] = "";
         size_t used = 0;
         for (int i = 0; i < net->nredundant && i < 8 && used < sizeof list - 16; ++i)

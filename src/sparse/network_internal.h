@@ -53,7 +53,9 @@ struct cdyn_network {
     double *x, *y, *dx, *dy, *rf, *rg, *t; /* n, m, n, m, n, m, max(n, m) */
     double *ux, *uy;     /* n, m: backward-error bounds */
 
-    int *redundant, nredundant;
+    int *redundant, nredundant; /* rows found dependent by the last load */
+    char *dropped;       /* m: 1 for those rows when the load kept them out */
+    int allow_redundant; /* cdyn_network_set_allow_redundant() */
     int loaded;
     double pivot_ratio, berr, berr_tol;
 

@@ -107,7 +107,7 @@ static void range_solve(cdyn_network *net, const double *f, const double *g, dou
     for (int k = 0; k < n; ++k)
         for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
             y[net->rowind[p]] -= net->Wval[p] * x[k];
-    for (int i = 0; i < m; ++i) y[i] *= net->Sscale[i];
+    for (int i = 0; i < m; ++i) y[i] *= net->dropped[i] ? 0.0 : net->Sscale[i];
     schur_solve(net->L, net->perm, y, net->t);
     for (int i = 0; i < m; ++i) y[i] *= net->Sscale[i];
     double *t = net->t;
@@ -206,6 +206,13 @@ cdyn_status cdyn_network_solve(cdyn_network *net, const double *F, const double 
         for (int i = 0; i < m; ++i) y[i] += net->dy[i];
         e = backward_error(net, F, g, x, y);
     }
+    if (!(e <= net->berr_tol) && net->nredundant > 0 && net->allow_redundant)
+        return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
+                          "cdyn_network_solve: backward error %.3g above its tolerance %.3g: "
+                          "the constraints are inconsistent (g does not satisfy the %d "
+                          "redundant row%s, first %d, as the others imply)",
+                          e, net->berr_tol, net->nredundant, net->nredundant > 1 ? "s" : "",
+                          net->redundant[0]);
     if (!(e <= net->berr_tol))
         return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
                           "cdyn_network_solve: backward error %.3g above its tolerance %.3g "

@@ -72,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_guard_set(vdot, (size_t)n);
     fuzz_guard_set(lambda, (size_t)m);
     fuzz_guard_set(v, (size_t)n);
+    if (opts & 32) cdyn_network_set_allow_redundant(net, 1);
     st = cdyn_network_load(net, M, W);
     if (cdyn_network_redundant_rows(net, rows) > m) abort();
     cdyn_network_solve(net, F, (opts & 8) ? g : NULL, vdot, lambda);
