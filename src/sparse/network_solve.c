@@ -210,7 +210,8 @@ cdyn_status cdyn_network_solve(cdyn_network *net, const double *F, const double 
         return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
                           "cdyn_network_solve: backward error %.3g above its tolerance %.3g: "
                           "the constraints are inconsistent (g does not satisfy the %d "
-                          "redundant row%s, first %d, as the others imply)",
+                          "redundant row%s, first %d, as the others imply) or W M^-1 W^T is "
+                          "too ill-conditioned",
                           e, net->berr_tol, net->nredundant, net->nredundant > 1 ? "s" : "",
                           net->redundant[0]);
     if (!(e <= net->berr_tol))
