@@ -346,6 +346,27 @@ cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity
     return CDYN_OK;
 }
 
+cdyn_status cdyn_mbs_residuals_at(cdyn_mbs *mbs, double t, const double *y, double *position,
+                                  double *velocity)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_residuals_at";
+    cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
+    if (st) return st;
+    int n = mbs->n, m = mbs->m;
+    double p = 0.0, v = 0.0;
+    if (m > 0) { /* Phi(q, t) and Phi_q q' + Phi_t, in the evaluation workspace */
+        st = cdyn__mbs_phi(mbs, fn, t, y, mbs->Phi);
+        if (!st) st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->Phi_q, mbs->Phi_dot);
+        if (st) return st;
+        p = norm_inf(m, mbs->Phi);
+        v = norm_inf(m, mbs->Phi_dot);
+    }
+    if (position) *position = p;
+    if (velocity) *velocity = v;
+    return CDYN_OK;
+}
+
 /* ---- projection (T4.9) ------------------------------------------------- */
 
 /* Newton unknowns x → q: q = x (minimum norm) or q = L^{-T} x (mass

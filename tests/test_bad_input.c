@@ -1733,6 +1733,7 @@ WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_reactions(obj, p[0], p[1]); }
 WRAP(w_mb_get_counters) { USE_ALL; o->st = cdyn_mbs_get_counters(obj, p[0]); }
 WRAP(w_mb_reset_counters) { USE_ALL; o->st = cdyn_mbs_reset_counters(obj); }
 WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_residuals(obj, p[0], p[1]); }
+WRAP(w_mb_residuals_at) { USE_ALL; o->st = cdyn_mbs_residuals_at(obj, sc[0], p[0], p[1], p[2]); }
 WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
 WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
 WRAP(w_mb_partition_gather) { USE_ALL; o->st = cdyn_mbs_partition_gather(obj, p[0], p[1]); }
@@ -1798,6 +1799,9 @@ static const fn_desc MB_FNS[] = {
      .call = w_mb_reactions},
     {.fn = "cdyn_mbs_residuals", OBJ, .arg = {A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
      .call = w_mb_residuals},
+    {.fn = "cdyn_mbs_residuals_at", OBJ,
+     .arg = {A_IN("y", 4, 0, MB_Y1), A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
+     .sc = {SC_T("t", 0.0)}, .call = w_mb_residuals_at},
     {.fn = "cdyn_mbs_get_counters", OBJ, .arg = {A_OUT("counters", MBC_LEN)},
      .call = w_mb_get_counters},
     {.fn = "cdyn_mbs_reset_counters", OBJ, .call = w_mb_reset_counters},
@@ -1866,6 +1870,7 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_state", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
+    MB_EARLY("cdyn_mbs_residuals_at", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project_velocities", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition", mb_make_created, "before set_model"),

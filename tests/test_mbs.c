@@ -1107,6 +1107,93 @@ END_TEST
  * within 1e-14 (1e-9 with the differences of Phi_t, as above), the
  * residuals |Phi(q)| (exactly the offset put in) and |Phi'| <= 1e-13
  * (1e-9). */
+/* A one-coordinate model whose phi callback calls back into its own
+ * object (cdyn_mbs_residuals_at): the inner call must be refused. */
+typedef struct reentry {
+    cdyn_mbs *mbs;
+    cdyn_status inner;
+} reentry;
+static int re_mass(double t, const double *q, double *M, int ldm, void *user)
+{
+    (void)t, (void)q, (void)ldm, (void)user;
+    M[0] = 1.0;
+    return 0;
+}
+static int re_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot, (void)user;
+    Q[0] = 0.0;
+    return 0;
+}
+static int re_phi(double t, const double *q, double *Phi, void *user)
+{
+    reentry *r = user;
+    double y[2] = {0.0, 0.0}, pos;
+    r->inner = cdyn_mbs_residuals_at(r->mbs, t, y, &pos, NULL);
+    Phi[0] = q[0];
+    return 0;
+}
+static int re_jac(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)ld, (void)user;
+    J[0] = 1.0;
+    return 0;
+}
+
+/* Residuals at a state the caller holds, against hand values: the
+ * pendulum (Phi = x^2 + y^2 - l^2, Phi' = 2 (x x' + y y')) and the bead on
+ * the turning rod (Phi = -x sin wt + y cos wt, Phi' = e_th . q' - w e_r . q);
+ * the last rhs's residuals are left as they were. */
+START_TEST(residuals_at_a_given_state)
+{
+    pendulum p;
+    pendulum_init(&p, 2.0, 1.5);
+    cdyn_mbs *mbs = pendulum_new(&p, 0, 1);
+    double y[4], ydot[4], rp0, rv0, rp, rv;
+    pendulum_state(&p, 0.3, 0.7, y);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp0, &rv0), CDYN_OK);
+    double off[4] = {1.1, -0.4, 0.25, 0.5}; /* off the manifold, both levels */
+    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, off, &rp, &rv), CDYN_OK);
+    expect_near(rp, fabs(1.1 * 1.1 + 0.4 * 0.4 - 1.5 * 1.5), 1e-15, "pendulum |Phi|");
+    expect_near(rv, fabs(2.0 * (1.1 * 0.25 - 0.4 * 0.5)), 1e-15, "pendulum |Phi'|");
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert(rp == rp0 && rv == rv0);
+    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, off, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_residuals_at(NULL, 0.0, off, &rp, &rv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, NULL, &rp, &rv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, NAN, off, &rp, &rv), CDYN_ERR_NONFINITE);
+    double bad[4] = {1.1, INFINITY, 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, bad, &rp, &rv), CDYN_ERR_NONFINITE);
+    cdyn_mbs_free(mbs);
+
+    /* from inside a callback: refused, no hang; the outer call goes on */
+    reentry re = {NULL, CDYN_OK};
+    cdyn_status st;
+    re.mbs = cdyn_mbs_create(1, 1, &st);
+    ck_assert_int_eq(cdyn_mbs_set_model(re.mbs, re_mass, re_force, re_phi, re_jac, &re), CDYN_OK);
+    double y1[2] = {0.5, 0.0};
+    ck_assert_int_eq(cdyn_mbs_residuals_at(re.mbs, 0.0, y1, &rp, NULL), CDYN_OK);
+    ck_assert_int_eq(re.inner, CDYN_ERR_BUSY);
+    expect_near(rp, 0.5, 0.0, "outer |Phi|");
+    cdyn_mbs_free(re.mbs);
+
+    rod r;
+    rod_init(&r);
+    for (int exact = 0; exact < 2; ++exact) { /* Phi_t given, or differenced */
+        mbs = rod_new(&r, exact, 0);
+        double t = 0.4, wt = r.omega * t, q[4] = {0.8, 0.3, -0.2, 0.6};
+        double phi = -q[0] * sin(wt) + q[1] * cos(wt);
+        double phidot = -q[2] * sin(wt) + q[3] * cos(wt) -
+                        r.omega * (q[0] * cos(wt) + q[1] * sin(wt));
+        ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, t, q, &rp, &rv), CDYN_OK);
+        expect_near(rp, fabs(phi), 1e-15, "rod |Phi|");
+        expect_near(rv, fabs(phidot), exact ? 1e-15 : 1e-8, "rod |Phi'|");
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 START_TEST(velocity_projection_moves_only_the_speeds)
 {
     for (int with_phi_t = 1; with_phi_t >= 0; --with_phi_t)
@@ -2284,6 +2371,7 @@ int main(void)
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
     tcase_add_test(tc_proj, velocity_projection_moves_only_the_speeds);
+    tcase_add_test(tc_proj, residuals_at_a_given_state);
     suite_add_tcase(s, tc_proj);
 
     TCase *tc_part = tcase_create("partitioning");

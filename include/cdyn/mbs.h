@@ -218,6 +218,20 @@ CDYN_API cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force
 CDYN_API cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity);
 
 /**
+ * Constraint residuals at a state the caller holds (T4.1): ||Phi(q, t)||_inf
+ * and ||Phi_q(q, t) q' + Phi_t(q, t)||_inf at y = (q, q') (2n) and t, from
+ * the model's callbacks (Phi_t by the set time terms, or differenced as in
+ * cdyn_mbs_rhs()). Either output may be NULL; both are 0 for m = 0. Does not
+ * change what cdyn_mbs_residuals() and cdyn_mbs_reactions() report (the
+ * last rhs or projection); counts as phi and jacobian evaluations in the
+ * counters. No allocation. Errors: CDYN_ERR_ARG (NULL mbs or y, no model),
+ * CDYN_ERR_NONFINITE (t or y, or a callback's output), CDYN_ERR_CALLBACK,
+ * CDYN_ERR_BUSY (called from inside one of this object's callbacks).
+ */
+CDYN_API cdyn_status cdyn_mbs_residuals_at(cdyn_mbs *mbs, double t, const double *y,
+                                           double *position, double *velocity);
+
+/**
  * Coordinate partitioning (T4.10): choose d = n - m independent
  * coordinates at y = [q; q'] by pivoted QR of Phi_q (cdyn_nullspace), and
  * keep y as the warm start of the dependent ones. Requires 0 < m < n.
