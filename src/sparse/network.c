@@ -394,7 +394,7 @@ static int factor_mass(cdyn_network *net)
     return -1;
 }
 
-/* S = W M^-1 W^T (upper triangle), equilibrated: S <- D S D. */
+/* S = W M^-1 W^T (its stored triangle, permuted), equilibrated: S <- D S D. */
 static void assemble_schur(cdyn_network *net)
 {
     double *Sx = net->S->x;
