@@ -112,6 +112,8 @@ void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
                        const int *ipiv, double *B, int ldb);
 /* Exact reciprocal 1-norm condition from the LU factors; work n. */
 double cdyn__small_gecon(int n, const double *LU, int ldlu, double anorm, double *work);
+/* Pivoted Householder QR in dgeqp3's form (linalg_small_qr.c); info 0. */
+int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau);
 /* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor; work n. */
 double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work);
 

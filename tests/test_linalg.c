@@ -189,6 +189,8 @@ void dgetrs_(const char *t, const int *n, const int *nrhs, const double *A, cons
              const int *ipiv, double *B, const int *ldb, int *info, flen);
 void dgecon_(const char *norm, const int *n, const double *A, const int *lda, const double *anorm,
              double *rcond, double *work, int *iwork, int *info, flen);
+void dgeqp3_(const int *m, const int *n, double *A, const int *lda, int *jpvt, double *tau,
+             double *work, const int *lwork, int *info);
 void dsyev_(const char *jobz, const char *uplo, const int *n, double *A, const int *lda, double *w,
             double *work, const int *lwork, int *info, flen, flen);
 
@@ -1055,6 +1057,124 @@ START_TEST(wrappers_dispatch_at_the_small_boundary)
 }
 END_TEST
 
+/* The small pivoted QR against dgeqp3 on the same data: R, the Householder
+ * vectors, tau and the pivots agree (random data: no ties between column
+ * norms), with columns flagged to lead, at every shape up to 16 x 16 with
+ * padded leading dimensions; nothing outside the m x n block is written.
+ * On a rank-deficient matrix the first pivots agree and the trailing
+ * diagonal is at rounding level in both. */
+static void qr_pair(int m, int n, const double *A0, int ld, const int *lead, double *As, int *ps,
+                    double *ts, double *Af, int *pf, double *tf)
+{
+    memcpy(As, A0, sizeof(double) * BUFN);
+    memcpy(Af, A0, sizeof(double) * BUFN);
+    for (int j = 0; j < n; ++j) ps[j] = pf[j] = lead ? lead[j] : 0;
+    double work[64 * LDX];
+    int lwork = 64 * LDX, info = -1;
+    ck_assert_int_eq(cdyn__small_geqp3(m, n, As, ld, ps, ts), 0);
+    dgeqp3_(&m, &n, Af, &ld, pf, tf, work, &lwork, &info);
+    ck_assert_int_eq(info, 0);
+}
+
+START_TEST(small_geqp3_matches_dgeqp3)
+{
+    static const int shapes[][2] = {{0, 3}, {3, 0}, {1, 1}, {1, 5}, {5, 1}, {2, 3},  {3, 2},
+                                    {4, 4}, {7, 3}, {3, 7}, {16, 16}, {16, 9}, {9, 16}, {12, 12}};
+    tu_rng r;
+    tu_rng_seed(&r, 121);
+    double A0[BUFN], As[BUFN], Af[BUFN], ts[LDX], tf[LDX];
+    int ps[LDX], pf[LDX], lead[LDX];
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; ++c)
+        for (int variant = 0; variant < 3; ++variant) {
+            int m = shapes[c][0], n = shapes[c][1], ld = imax(m, 1) + 2, k = m < n ? m : n;
+            fill(&r, m, n, A0, ld, OUT_PAD);
+            for (int j = 0; j < n; ++j) /* variant 1: columns 1 and 3 lead; 2: the last */
+                lead[j] = (variant == 1 && (j == 1 || j == 3)) || (variant == 2 && j == n - 1);
+            qr_pair(m, n, A0, ld, variant ? lead : NULL, As, ps, ts, Af, pf, tf);
+            for (int j = 0; j < n; ++j)
+                ck_assert_msg(ps[j] == pf[j], "geqp3 %dx%d v%d: jpvt[%d] %d vs %d", m, n, variant,
+                              j, ps[j], pf[j]);
+            double scale = max_abs_block(m, n, A0, ld);
+            ck_assert_msg(max_diff(m, n, As, Af, ld) <= 1e-13 * scale * (1 + m),
+                          "geqp3 %dx%d v%d: factors differ by %g", m, n, variant,
+                          max_diff(m, n, As, Af, ld));
+            for (int i = 0; i < k; ++i) ck_assert_double_eq_tol(ts[i], tf[i], 1e-13);
+            ck_assert_msg(pad_intact(m, n, As, ld, OUT_PAD), "geqp3 %dx%d wrote outside A", m, n);
+        }
+    /* rank 3 in 8 x 6 (products of 8 x 3 and 3 x 6 factors) */
+    int m = 8, n = 6, ld = 9, rank = 3;
+    double U[8 * 3], V[3 * 6];
+    tu_random(&r, m, rank, U, m);
+    tu_random(&r, rank, n, V, rank);
+    for (int i = 0; i < BUFN; ++i) A0[i] = OUT_PAD;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+            double sum = 0.0;
+            for (int l = 0; l < rank; ++l) sum += U[i + l * m] * V[l + j * rank];
+            A0[i + j * ld] = sum;
+        }
+    qr_pair(m, n, A0, ld, NULL, As, ps, ts, Af, pf, tf);
+    double r00 = fabs(As[0]);
+    for (int k = 0; k < rank; ++k) {
+        ck_assert_int_eq(ps[k], pf[k]);
+        ck_assert_double_eq_tol(fabs(As[k + k * ld]), fabs(Af[k + k * ld]), 1e-13 * r00);
+    }
+    for (int k = rank; k < n; ++k) {
+        ck_assert_msg(fabs(As[k + k * ld]) <= 1e-14 * r00, "kernel R(%d,%d) = %g", k, k,
+                      As[k + k * ld]);
+        ck_assert_msg(fabs(Af[k + k * ld]) <= 1e-14 * r00, "dgeqp3 R(%d,%d) = %g", k, k,
+                      Af[k + k * ld]);
+    }
+    /* extreme magnitudes: no overflow or underflow in the norms */
+    for (int e = -1; e <= 1; e += 2) {
+        m = 5, n = 4, ld = 5;
+        fill(&r, m, n, A0, ld, OUT_PAD);
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) A0[i + j * ld] = ldexp(A0[i + j * ld], e * 1000);
+        qr_pair(m, n, A0, ld, NULL, As, ps, ts, Af, pf, tf);
+        ck_assert(all_finite(m, n, As, ld));
+        for (int j = 0; j < n; ++j) ck_assert_int_eq(ps[j], pf[j]);
+        /* R (on and above the diagonal) at its own scale, the vectors at 1 */
+        double big = 0.0, dr = 0.0, dv = 0.0;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) {
+                double d = fabs(As[i + j * ld] - Af[i + j * ld]);
+                if (i <= j) big = fmax(big, fabs(Af[i + j * ld]));
+                if (i <= j) dr = fmax(dr, d);
+                else dv = fmax(dv, d);
+            }
+        ck_assert_msg(dr <= 1e-13 * big && dv <= 1e-13, "geqp3 at 2^%d: R %g of %g, v %g",
+                      e * 1000, dr, big, dv);
+    }
+}
+END_TEST
+
+START_TEST(geqp3_dispatches_at_the_small_boundary)
+{
+    static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3}, {3, 20}};
+    tu_rng r;
+    tu_rng_seed(&r, 122);
+    double A0[BUFN], Aw[BUFN], Ar[BUFN], tw[LDX], tr[LDX], work[64 * LDX];
+    int pw[LDX], pr[LDX], lwork = 64 * LDX, info = -1;
+    for (size_t c = 0; c < sizeof dims / sizeof dims[0]; ++c) {
+        int m = dims[c][0], n = dims[c][1], ld = m + 1;
+        int small = m <= CDYN__SMALL && n <= CDYN__SMALL;
+        fill(&r, m, n, A0, ld, OUT_PAD);
+        memcpy(Aw, A0, sizeof A0);
+        memcpy(Ar, A0, sizeof A0);
+        memset(pw, 0, sizeof pw);
+        memset(pr, 0, sizeof pr);
+        ck_assert_int_eq(cdyn__geqp3(m, n, Aw, ld, pw, tw, work, lwork), 0);
+        if (small)
+            ck_assert_int_eq(cdyn__small_geqp3(m, n, Ar, ld, pr, tr), 0);
+        else
+            dgeqp3_(&m, &n, Ar, &ld, pr, tr, work, &lwork, &info);
+        ck_assert_msg(same_bits(m, n, Aw, ld, Ar, ld), "geqp3 %dx%d: not the %s path", m, n,
+                      small ? "kernel" : "dgeqp3");
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("linalg");
@@ -1079,7 +1199,9 @@ int main(void)
     tcase_add_test(ts, small_getrf_matches_dgetrf);
     tcase_add_test(ts, small_getrs_matches_dgetrs);
     tcase_add_test(ts, small_gecon_is_the_exact_reciprocal_condition);
+    tcase_add_test(ts, small_geqp3_matches_dgeqp3);
     tcase_add_test(ts, wrappers_dispatch_at_the_small_boundary);
+    tcase_add_test(ts, geqp3_dispatches_at_the_small_boundary);
     suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

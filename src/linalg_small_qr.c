@@ -1,0 +1,119 @@
+/* Householder QR with column pivoting for small matrices (m, n <=
+ * CDYN__SMALL), the kernel behind cdyn__geqp3 at the sizes where the rank
+ * policy (rank.h) runs at every load of a mechanism or a network.
+ *
+ * The result has LAPACK dgeqp3's form, so that dormqr and the callers read
+ * it unchanged: R on and above the diagonal, the Householder vectors
+ * H_i = I - tau_i v_i v_i^T (v_i(i) = 1 implied) below it, tau, and the
+ * 1-based permutation jpvt (A P = Q R). Columns with jpvt[j] != 0 on entry
+ * are moved to the front and factored first without pivoting, as dgeqp3
+ * does. The free columns are then chosen by the largest norm of what is
+ * left of them; here those norms are recomputed at every step instead of
+ * downdated, which costs O(m n^2) more (nothing at these sizes) and never
+ * suffers the cancellation dgeqp3 has to detect. Pivots can therefore
+ * differ from dgeqp3's only between columns whose remaining norms tie to
+ * rounding. Tested against dgeqp3 in tests/test_linalg.c. */
+#include "linalg.h"
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+
+/* The 2-norm of x (len entries, stride 1) without overflow or underflow in
+ * the squares: scaled by the largest entry only when a square could leave
+ * the normal range. */
+static double norm2(int len, const double *x)
+{
+    double big = 0.0, sum = 0.0;
+    for (int i = 0; i < len; ++i) big = fabs(x[i]) > big ? fabs(x[i]) : big;
+    if (big == 0.0) return 0.0;
+    if (big > 0x1p-500 && big < 0x1p+500) {
+        for (int i = 0; i < len; ++i) sum += x[i] * x[i];
+        return sqrt(sum);
+    }
+    for (int i = 0; i < len; ++i) {
+        double t = x[i] / big;
+        sum += t * t;
+    }
+    return big * sqrt(sum);
+}
+
+/* The reflector H = I - tau v v^T with H [alpha; x] = [beta; 0], v = [1; x'],
+ * as dlarfg: x (len) is overwritten by x', alpha by beta; tau = 0 (H = I)
+ * when x is zero. */
+static double reflector(int len, double *alpha, double *x)
+{
+    double xnorm = norm2(len, x);
+    if (xnorm == 0.0) return 0.0;
+    double a = *alpha, pair[2] = {a, xnorm};
+    double beta = -copysign(norm2(2, pair), a), pivot = a - beta;
+    for (int i = 0; i < len; ++i) x[i] /= pivot;
+    *alpha = beta;
+    return (beta - a) / beta;
+}
+
+/* Apply H (from column k's reflector: v = [1; A(k+1:m, k)], tau) to the
+ * rows k..m-1 of column j. */
+static void apply_reflector(int m, double *A, int lda, int k, double tau, int j)
+{
+    if (tau == 0.0) return;
+    const double *v = A + (size_t)k * lda;
+    double *col = A + (size_t)j * lda;
+    double dot = col[k];
+    for (int i = k + 1; i < m; ++i) dot += v[i] * col[i];
+    dot *= tau;
+    col[k] -= dot;
+    for (int i = k + 1; i < m; ++i) col[i] -= dot * v[i];
+}
+
+static void swap_columns(int m, double *A, int lda, int a, int b)
+{
+    double *ca = A + (size_t)a * lda, *cb = A + (size_t)b * lda;
+    for (int i = 0; i < m; ++i) {
+        double t = ca[i];
+        ca[i] = cb[i];
+        cb[i] = t;
+    }
+}
+
+/* Step k: the reflector of column k, applied to the columns after it. */
+static void eliminate(int m, int n, double *A, int lda, int k, double *tau)
+{
+    double *col = A + k + (size_t)k * lda;
+    tau[k] = reflector(m - k - 1, col, col + 1);
+    for (int j = k + 1; j < n; ++j) apply_reflector(m, A, lda, k, tau[k], j);
+}
+
+int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau)
+{
+    int fixed = 0, k = m < n ? m : n;
+    for (int j = 0; j < n; ++j) { /* the columns flagged on entry go first */
+        if (jpvt[j] != 0) {
+            if (j != fixed) {
+                swap_columns(m, A, lda, j, fixed);
+                jpvt[j] = jpvt[fixed];
+            }
+            jpvt[fixed++] = j + 1;
+        } else {
+            jpvt[j] = j + 1;
+        }
+    }
+    int step = 0;
+    for (; step < k && step < fixed; ++step) eliminate(m, n, A, lda, step, tau);
+    double norms[CDYN__SMALL];
+    for (; step < k; ++step) {
+        int best = step;
+        for (int j = step; j < n; ++j) {
+            norms[j] = norm2(m - step, A + step + (size_t)j * lda);
+            if (norms[j] > norms[best]) best = j; /* the first of equal norms */
+        }
+        if (best != step) {
+            swap_columns(m, A, lda, best, step);
+            int t = jpvt[best];
+            jpvt[best] = jpvt[step];
+            jpvt[step] = t;
+        }
+        eliminate(m, n, A, lda, step, tau);
+    }
+    return 0;
+}
