@@ -44,4 +44,8 @@ cdyn_status cdyn__busy(char *msg, const char *fn);
 /* Largest of two ints. */
 static inline int cdyn__max(int a, int b) { return a > b ? a : b; }
 
+/* max(a, b) for a running maximum a that is never NaN: a NaN b leaves a
+ * (as fmax does), without fmax's library call in the hot loops. */
+static inline double cdyn__larger(double a, double b) { return b > a ? b : a; }
+
 #endif /* CDYN_INTERNAL_H */

@@ -2,22 +2,12 @@
  * componentwise backward error. */
 #include "kkt.h"
 
+#include "internal.h"
+#include "rank.h"
+
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
-
-/* The power of two nearest below 1/sqrt(x) (1 for x = 0 or non-finite),
- * exponent kept within +-511 so that products of two factors stay normal. */
-static double inverse_sqrt_power_of_two(double x)
-{
-    if (!(x > 0.0) || !isfinite(x)) return 1.0;
-    int e;
-    frexp(x, &e);
-    int half = (int)floor(e / 2.0);
-    if (half > 511) half = 511;
-    if (half < -511) half = -511;
-    return ldexp(1.0, -half);
-}
 
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work)
@@ -32,28 +22,31 @@ void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double 
         for (int i = 0; i < m; ++i) row_g[i] = 0.0;
         for (int j = 0; j < n; ++j) {
             const double *mcol = M + (size_t)j * ldm;
-            for (int i = 0; i < n; ++i) row_q[i] = fmax(row_q[i], fabs(sq[i] * mcol[i] * sq[j]));
+            for (int i = 0; i < n; ++i) row_q[i] = cdyn__larger(row_q[i], fabs(sq[i] * mcol[i] * sq[j]));
             if (m == 0) continue;
             const double *gcol = G + (size_t)j * ldg;
             for (int i = 0; i < m; ++i) {
                 double v = fabs(sg[i] * gcol[i] * sq[j]);
-                row_g[i] = fmax(row_g[i], v);
-                row_q[j] = fmax(row_q[j], v);
+                row_g[i] = cdyn__larger(row_g[i], v);
+                row_q[j] = cdyn__larger(row_q[j], v);
             }
         }
         int balanced = 1;
         for (int k = 0; k < n + m; ++k)
             if (work[k] > 0.0 && (work[k] < 0.5 || work[k] >= 2.0)) balanced = 0;
         if (balanced) return;
-        for (int j = 0; j < n; ++j) sq[j] *= inverse_sqrt_power_of_two(row_q[j]);
-        for (int i = 0; i < m; ++i) sg[i] *= inverse_sqrt_power_of_two(row_g[i]);
+        for (int j = 0; j < n; ++j) sq[j] *= cdyn__sym_scale(row_q[j]);
+        for (int i = 0; i < m; ++i) sg[i] *= cdyn__sym_scale(row_g[i]);
     }
 }
 
 /* |r| / bound with the convention of kkt.h for a zero bound. */
 static double ratio(double r, double bound)
 {
-    if (bound > 0.0) return fabs(r) / bound;
+    if (bound > 0.0) {
+        double q = fabs(r) / bound;
+        return q == q ? q : INFINITY; /* a NaN residual certifies nothing */
+    }
     return r == 0.0 ? 0.0 : INFINITY;
 }
 
@@ -64,8 +57,8 @@ double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const do
                                 double *rf, double *rg, double *work)
 {
     double *bound_f = work, *bound_g = work + n, eta = 0.0;
-    for (int j = 0; ux && j < n; ++j) eta = fmax(eta, fabs(x[j]) / ux[j]);
-    for (int i = 0; uy && i < m; ++i) eta = fmax(eta, fabs(y[i]) / uy[i]);
+    for (int j = 0; ux && j < n; ++j) eta = cdyn__larger(eta, fabs(x[j]) / ux[j]);
+    for (int i = 0; uy && i < m; ++i) eta = cdyn__larger(eta, fabs(y[i]) / uy[i]);
     eta *= DBL_EPSILON; /* the rounding of the largest unknown */
     for (int i = 0; i < n; ++i) {
         rf[i] = f[i];
@@ -95,9 +88,9 @@ double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const do
         bound_f[j] += gty_bound;
     }
     double worst = 0.0;
-    for (int i = 0; i < n; ++i) worst = fmax(worst, ratio(rf[i], bound_f[i]));
+    for (int i = 0; i < n; ++i) worst = cdyn__larger(worst, ratio(rf[i], bound_f[i]));
     for (int i = 0; i < m; ++i)
-        if (!(skip && skip[i])) worst = fmax(worst, ratio(rg[i], bound_g[i]));
+        if (!(skip && skip[i])) worst = cdyn__larger(worst, ratio(rg[i], bound_g[i]));
     return worst;
 }
 

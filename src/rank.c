@@ -49,11 +49,19 @@ void cdyn__rank_ws_free(cdyn__rank_ws *w)
 double cdyn__inverse_power_of_two(double x)
 {
     if (!(x > 0.0) || !isfinite(x)) return 1.0;
-    int e;
-    frexp(x, &e);
+    /* x = f 2^e, f in [1/2, 1): e from the exponent bits (frexp for a
+     * subnormal x) */
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7FF), e;
+    if (biased == 0) frexp(x, &e);
+    else e = biased - 1022;
     if (e > 1021) e = 1021;
     if (e < -1021) e = -1021;
-    return ldexp(1.0, -e);
+    uint64_t out = (uint64_t)(1023 - e) << 52;
+    double p;
+    memcpy(&p, &out, sizeof p);
+    return p;
 }
 
 /* Row factors so that every row's largest entry is in [1/2, 1). */
@@ -62,7 +70,7 @@ static void row_factors(int rows, int cols, const double *A, int lda, double *r)
     for (int i = 0; i < rows; ++i) r[i] = 0.0;
     for (int j = 0; j < cols; ++j) {
         const double *col = A + (size_t)j * lda;
-        for (int i = 0; i < rows; ++i) r[i] = fmax(r[i], fabs(col[i]));
+        for (int i = 0; i < rows; ++i) r[i] = cdyn__larger(r[i], fabs(col[i]));
     }
     for (int i = 0; i < rows; ++i) r[i] = cdyn__inverse_power_of_two(r[i]);
 }
@@ -74,7 +82,7 @@ static void col_factors(int rows, int cols, const double *A, int lda, const doub
     for (int j = 0; j < cols; ++j) {
         const double *col = A + (size_t)j * lda;
         double largest = 0.0;
-        for (int i = 0; i < rows; ++i) largest = fmax(largest, fabs(col[i]) * r[i]);
+        for (int i = 0; i < rows; ++i) largest = cdyn__larger(largest, fabs(col[i]) * r[i]);
         c[j] = cdyn__inverse_power_of_two(largest);
     }
 }
@@ -89,7 +97,7 @@ static const double *scaled_source(int rows, int cols, const double *A, int lda,
     for (int j = 0; j < cols; ++j)
         for (int i = 0; i < rows; ++i) {
             double *h = ref->amax + i + (size_t)j * rows;
-            *h = fmax(*h, fabs(A[i + (size_t)j * lda]));
+            *h = cdyn__larger(*h, fabs(A[i + (size_t)j * lda]));
         }
     *ld = rows;
     return ref->amax;
