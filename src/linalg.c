@@ -123,6 +123,10 @@ int cdyn__ormqr(char side, char trans, int m, int n, int k, const double *A, int
                 const double *tau, double *C, int ldc, double *work, int lwork)
 {
     int info = 0;
+    if (small3(m, n, k)) {
+        cdyn__small_ormqr(side, trans, m, n, k, A, lda, tau, C, ldc);
+        return 0;
+    }
     dormqr_(&side, &trans, &m, &n, &k, A, &lda, tau, C, &ldc, work, &lwork, &info, 1, 1);
     return info;
 }

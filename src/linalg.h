@@ -114,6 +114,9 @@ void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
 double cdyn__small_gecon(int n, const double *LU, int ldlu, double anorm, double *work);
 /* Pivoted Householder QR in dgeqp3's form (linalg_small_qr.c); info 0. */
 int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau);
+/* Q C, Q^T C, C Q or C Q^T with Q from k reflectors of that form (dormqr). */
+void cdyn__small_ormqr(char side, char trans, int m, int n, int k, const double *A, int lda,
+                       const double *tau, double *C, int ldc);
 /* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor; work n. */
 double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work);
 

@@ -117,3 +117,47 @@ int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau)
     }
     return 0;
 }
+
+/* C <- H C (left) or C H (right) for H = I - tau v v^T, v = [1; below]
+ * on the entries from offset on (len of them). */
+static void reflect_left(int len, const double *below, double tau, int n, double *C, int ldc,
+                         int offset)
+{
+    for (int j = 0; j < n; ++j) {
+        double *col = C + offset + (size_t)j * ldc, dot = col[0];
+        for (int i = 1; i < len; ++i) dot += below[i - 1] * col[i];
+        dot *= tau;
+        col[0] -= dot;
+        for (int i = 1; i < len; ++i) col[i] -= dot * below[i - 1];
+    }
+}
+
+static void reflect_right(int len, const double *below, double tau, int m, double *C, int ldc,
+                          int offset)
+{
+    double *first = C + (size_t)offset * ldc;
+    for (int r = 0; r < m; ++r) {
+        double dot = first[r];
+        for (int l = 1; l < len; ++l) dot += first[r + (size_t)l * ldc] * below[l - 1];
+        dot *= tau;
+        first[r] -= dot;
+        for (int l = 1; l < len; ++l) first[r + (size_t)l * ldc] -= dot * below[l - 1];
+    }
+}
+
+void cdyn__small_ormqr(char side, char trans, int m, int n, int k, const double *A, int lda,
+                       const double *tau, double *C, int ldc)
+{
+    /* Q = H_0 H_1 ... H_{k-1}: Q C and C Q^T apply the last reflector
+     * first, Q^T C and C Q the first */
+    int left = side == 'L', forward = left == (trans == 'T'), nq = left ? m : n;
+    for (int s = 0; s < k; ++s) {
+        int i = forward ? s : k - 1 - s;
+        if (tau[i] == 0.0) continue;
+        const double *below = A + (i + 1) + (size_t)i * lda;
+        if (left)
+            reflect_left(nq - i, below, tau[i], n, C, ldc, i);
+        else
+            reflect_right(nq - i, below, tau[i], m, C, ldc, i);
+    }
+}

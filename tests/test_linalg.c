@@ -191,6 +191,9 @@ void dgecon_(const char *norm, const int *n, const double *A, const int *lda, co
              double *rcond, double *work, int *iwork, int *info, flen);
 void dgeqp3_(const int *m, const int *n, double *A, const int *lda, int *jpvt, double *tau,
              double *work, const int *lwork, int *info);
+void dormqr_(const char *side, const char *t, const int *m, const int *n, const int *k,
+             const double *A, const int *lda, const double *tau, double *C, const int *ldc,
+             double *work, const int *lwork, int *info, flen, flen);
 void dsyev_(const char *jobz, const char *uplo, const int *n, double *A, const int *lda, double *w,
             double *work, const int *lwork, int *info, flen, flen);
 
@@ -1149,7 +1152,7 @@ START_TEST(small_geqp3_matches_dgeqp3)
 }
 END_TEST
 
-START_TEST(geqp3_dispatches_at_the_small_boundary)
+START_TEST(qr_wrappers_dispatch_at_the_small_boundary)
 {
     static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3}, {3, 20}};
     tu_rng r;
@@ -1171,7 +1174,58 @@ START_TEST(geqp3_dispatches_at_the_small_boundary)
             dgeqp3_(&m, &n, Ar, &ld, pr, tr, work, &lwork, &info);
         ck_assert_msg(same_bits(m, n, Aw, ld, Ar, ld), "geqp3 %dx%d: not the %s path", m, n,
                       small ? "kernel" : "dgeqp3");
+        /* Q^T C for C m x 2, with k = min(m, n) reflectors */
+        int k = m < n ? m : n, two = 2;
+        double Cw[BUFN], Cr[BUFN];
+        fill(&r, m, 2, Cw, m, OUT_PAD);
+        memcpy(Cr, Cw, sizeof Cw);
+        ck_assert_int_eq(cdyn__ormqr('L', 'T', m, 2, k, Aw, ld, tw, Cw, m, work, lwork), 0);
+        small = m <= CDYN__SMALL && k <= CDYN__SMALL;
+        if (small)
+            cdyn__small_ormqr('L', 'T', m, 2, k, Aw, ld, tw, Cr, m);
+        else
+            dormqr_("L", "T", &m, &two, &k, Aw, &ld, tw, Cr, &m, work, &lwork, &info, 1, 1);
+        ck_assert_msg(same_bits(m, 2, Cw, m, Cr, m), "ormqr %dx2 k=%d: not the %s path", m, k,
+                      small ? "kernel" : "dormqr");
     }
+}
+END_TEST
+
+/* The small Q application against dormqr for every side and transpose,
+ * with Q from dgeqp3 of an nq x k matrix (k <= nq, and k = 0), padded
+ * leading dimensions; nothing outside C's block is written. */
+START_TEST(small_ormqr_matches_dormqr)
+{
+    static const int shapes[][3] = {{1, 1, 1}, {3, 2, 2}, {5, 4, 3}, {7, 1, 7}, {16, 16, 16},
+                                    {16, 3, 9}, {2, 16, 1}, {4, 4, 0}};
+    static const char sides[] = {'L', 'R'}, transes[] = {'N', 'T'};
+    tu_rng r;
+    tu_rng_seed(&r, 123);
+    double A[BUFN], C0[BUFN], Cs[BUFN], Cf[BUFN], tau[LDX], work[64 * LDX];
+    int jpvt[LDX], lwork = 64 * LDX, info = -1;
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; ++c)
+        for (int si = 0; si < 2; ++si)
+            for (int ti = 0; ti < 2; ++ti) {
+                int m = shapes[c][0], n = shapes[c][1], k = shapes[c][2];
+                char side = sides[si], trans = transes[ti];
+                int nq = side == 'L' ? m : n, lda = nq + 1, ldc = m + 2;
+                if (k > nq) continue;
+                fill(&r, nq, imax(k, 1), A, lda, NAN);
+                memset(jpvt, 0, sizeof jpvt);
+                if (k > 0) dgeqp3_(&nq, &k, A, &lda, jpvt, tau, work, &lwork, &info);
+                fill(&r, m, n, C0, ldc, OUT_PAD);
+                memcpy(Cs, C0, sizeof C0);
+                memcpy(Cf, C0, sizeof C0);
+                cdyn__small_ormqr(side, trans, m, n, k, A, lda, tau, Cs, ldc);
+                dormqr_(&side, &trans, &m, &n, &k, A, &lda, tau, Cf, &ldc, work, &lwork, &info, 1,
+                        1);
+                ck_assert_int_eq(info, 0);
+                double scale = max_abs_block(m, n, C0, ldc) * (1 + nq);
+                ck_assert_msg(max_diff(m, n, Cs, Cf, ldc) <= 1e-13 * scale,
+                              "ormqr %c%c %dx%d k=%d: %g", side, trans, m, n, k,
+                              max_diff(m, n, Cs, Cf, ldc));
+                ck_assert(pad_intact(m, n, Cs, ldc, OUT_PAD));
+            }
 }
 END_TEST
 
@@ -1200,8 +1254,9 @@ int main(void)
     tcase_add_test(ts, small_getrs_matches_dgetrs);
     tcase_add_test(ts, small_gecon_is_the_exact_reciprocal_condition);
     tcase_add_test(ts, small_geqp3_matches_dgeqp3);
+    tcase_add_test(ts, small_ormqr_matches_dormqr);
     tcase_add_test(ts, wrappers_dispatch_at_the_small_boundary);
-    tcase_add_test(ts, geqp3_dispatches_at_the_small_boundary);
+    tcase_add_test(ts, qr_wrappers_dispatch_at_the_small_boundary);
     suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
