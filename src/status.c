@@ -78,6 +78,12 @@ static int column_has_nonfinite(size_t rows, const double *a)
 
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
 {
+    size_t total = (size_t)rows * (size_t)cols;
+    if (total <= 16 && (ld == rows || cols == 1)) { /* short and contiguous: no set-up */
+        for (size_t i = 0; i < total; ++i)
+            if (!isfinite(A[i])) return (long)i;
+        return -1;
+    }
     if (ld == rows && cols > 1) { /* contiguous: one scan, then the index */
         if (!column_has_nonfinite((size_t)rows * (size_t)cols, A)) return -1;
     }
