@@ -41,7 +41,9 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     lwork = cdyn__max(lwork, 3 * big); /* condition estimates */
     c->lwork = lwork;
     c->work = doubles((size_t)lwork);
-    int ws_ok = cdyn__rank_ws_init(&c->ws, m1, n, 1);
+    /* the Gram certificate of full rank runs above the small sizes */
+    int gram_work = m1 > CDYN__SMALL && m1 <= n ? 2 * m1 * m1 : 1;
+    int ws_ok = cdyn__rank_ws_init(&c->ws, m1, n, gram_work);
     c->kd = calloc(mm, sizeof(double));
     c->kp = calloc(mm, sizeof(double));
     c->alpha = doubles((size_t)m1);
@@ -328,8 +330,13 @@ int cdyn__constraint_decide_rank(cdyn_constraint *c)
         c->decided = 1;
         return 0;
     }
-    /* a fact of the constraints alone: M plays no part */
-    int rank = cdyn__rank_decide(&c->ws, CDYN__RANK_ROWS, m, c->n, c->jac, c->m1, c->rank_tol,
+    /* a fact of the constraints alone: M plays no part. Above the small
+     * sizes a Gram certificate of full rank, when it holds, stands in for
+     * the pivoted QR (rank.h: the verdict is the QR's) */
+    int rank = m;
+    if (m <= CDYN__SMALL ||
+        !cdyn__rank_full_rows(&c->ws, m, c->n, c->jac, c->m1, c->rank_tol, &c->ref, &c->decision))
+        rank = cdyn__rank_decide(&c->ws, CDYN__RANK_ROWS, m, c->n, c->jac, c->m1, c->rank_tol,
                                  NULL, &c->ref, &c->decision);
     if (rank < 0) return -1;
     memcpy(c->row_order, c->ws.jpvt, sizeof(int) * (size_t)m);

@@ -9,6 +9,17 @@
 #include <math.h>
 #include <stddef.h>
 
+/* max_i |g_i| s_i (len entries), in four independent chains. */
+static double column_max(int len, const double *g, const double *s)
+{
+    double a[4] = {0.0, 0.0, 0.0, 0.0};
+    int i = 0;
+    for (; i + 4 <= len; i += 4)
+        for (int k = 0; k < 4; ++k) a[k] = cdyn__larger(a[k], fabs(g[i + k]) * s[i + k]);
+    for (; i < len; ++i) a[0] = cdyn__larger(a[0], fabs(g[i]) * s[i]);
+    return cdyn__larger(cdyn__larger(a[0], a[1]), cdyn__larger(a[2], a[3]));
+}
+
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work)
 {
@@ -17,20 +28,29 @@ void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double 
     for (int i = 0; i < m; ++i) sg[i] = 1.0;
     for (int sweep = 0; sweep < 8; ++sweep) {
         /* largest entry of every row of the scaled matrix (it is symmetric:
-         * row j of the top block is column j) */
+         * row j of the top block is column j). The factors are powers of
+         * two, so |s_i a_ij s_j| = |a_ij| s_j times s_i exactly: the loops
+         * over a column keep the row factor out and are elementwise (they
+         * vectorize), except the column maximum of G. */
         for (int j = 0; j < n; ++j) row_q[j] = 0.0;
         for (int i = 0; i < m; ++i) row_g[i] = 0.0;
         for (int j = 0; j < n; ++j) {
-            const double *mcol = M + (size_t)j * ldm;
-            for (int i = 0; i < n; ++i) row_q[i] = cdyn__larger(row_q[i], fabs(sq[i] * mcol[i] * sq[j]));
+            const double *mcol = M + (size_t)j * ldm, sj = sq[j];
+            for (int i = 0; i < n; ++i) {
+                double v = fabs(mcol[i]) * sj;
+                row_q[i] = v > row_q[i] ? v : row_q[i];
+            }
             if (m == 0) continue;
             const double *gcol = G + (size_t)j * ldg;
             for (int i = 0; i < m; ++i) {
-                double v = fabs(sg[i] * gcol[i] * sq[j]);
-                row_g[i] = cdyn__larger(row_g[i], v);
-                row_q[j] = cdyn__larger(row_q[j], v);
+                double v = fabs(gcol[i]) * sj;
+                row_g[i] = v > row_g[i] ? v : row_g[i];
             }
+            /* row j of G^T, sq_j left out as for M */
+            row_q[j] = cdyn__larger(row_q[j], column_max(m, gcol, sg));
         }
+        for (int j = 0; j < n; ++j) row_q[j] *= sq[j];
+        for (int i = 0; i < m; ++i) row_g[i] *= sg[i];
         int balanced = 1;
         for (int k = 0; k < n + m; ++k)
             if (work[k] > 0.0 && (work[k] < 0.5 || work[k] >= 2.0)) balanced = 0;

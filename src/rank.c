@@ -158,6 +158,46 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
     return rank;
 }
 
+int cdyn__rank_full_rows(cdyn__rank_ws *w, int rows, int cols, const double *A, int lda,
+                         double tol, cdyn__rank_ref *ref, cdyn__rank *out)
+{
+    if (rows < 1 || rows > cols || w->lwork < 2 * rows * rows) return 0;
+    double *r = w->row_scale, *c = w->col_scale, *B = w->qr;
+    double *gram = w->work, *inverse = w->work + (size_t)rows * rows;
+    cdyn__equilibrate_ref(rows, cols, A, lda, ref, r, c);
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i)
+            B[i + (size_t)j * rows] = r[i] * A[i + (size_t)j * lda] * c[j];
+    /* |R_00| = the largest row norm; ||B||_F^2 for the rounding terms */
+    double r00_sq = 0.0, frob_sq = 0.0;
+    cdyn__syrk('L', 'N', rows, cols, 1.0, B, rows, 0.0, gram, rows);
+    for (int i = 0; i < rows; ++i) {
+        double row_sq = gram[i + (size_t)i * rows];
+        r00_sq = cdyn__larger(r00_sq, row_sq);
+        frob_sq += row_sq;
+    }
+    if (!(r00_sq > 0.0) || cdyn__potrf(rows, gram, rows) != 0) return 0;
+    for (int j = 0; j < rows; ++j)
+        for (int i = 0; i < rows; ++i) inverse[i + (size_t)j * rows] = i == j ? 1.0 : 0.0;
+    cdyn__trsm('L', 'L', 'N', 'N', rows, rows, 1.0, gram, rows, inverse, rows);
+    double inv_sq = 0.0;
+    for (int j = 0; j < rows; ++j)
+        for (int i = j; i < rows; ++i) inv_sq += inverse[i + (size_t)j * rows] * inverse[i + (size_t)j * rows];
+    /* lambda_min(B B^T) >= 1 / ||L^-1||_F^2 for the computed factor (halved
+     * for the rounding of the inverse), less the rounding of forming the
+     * product and of the Cholesky (each <= (cols + rows) eps ||B||_F^2) */
+    const double eps = 2.220446049250313e-16;
+    double lambda_low = 0.5 / inv_sq - 4.0 * (rows + cols + 2) * eps * frob_sq;
+    if (!(lambda_low > 0.0)) return 0;
+    double sigma_low = sqrt(lambda_low), r00 = sqrt(r00_sq);
+    /* the computed QR is that of B^T + E, ||E|| <= rows cols eps ||B||_F */
+    double qr_rounding = 4.0 * rows * (double)cols * eps * sqrt(frob_sq);
+    if (!(sigma_low - qr_rounding > 2.0 * tol * r00)) return 0;
+    for (int i = 0; i < rows; ++i) w->jpvt[i] = i;
+    if (out) *out = (cdyn__rank){rows, fmin(sigma_low / r00, 1.0), 0.0};
+    return 1;
+}
+
 double cdyn__sym_scale(double a)
 {
     if (!(a > 0.0) || !isfinite(a)) return 1.0;

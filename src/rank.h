@@ -111,6 +111,24 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
                       const double *A, int lda, double tol, const int *leading,
                       cdyn__rank_ref *ref, cdyn__rank *out);
 
+/* A cheaper way to the verdict of cdyn__rank_decide(CDYN__RANK_ROWS) when
+ * it is full row rank (rows <= cols): with B = D_r A D_c equilibrated as
+ * that decision does (against ref when given), every pivot of the pivoted
+ * QR of B^T satisfies |R_kk| >= sigma_min(B), and |R_00| is the largest row
+ * norm of B; so sigma_min(B) > tol |R_00| (with room for the rounding of
+ * both computations) proves that the QR would keep every row. sigma_min
+ * is bounded from below through the Cholesky factor of the Gram matrix
+ * B B^T: lambda_min >= 1 / ||L^-1||_F^2, less the rounding of forming and
+ * factoring it (rows^2 cols + rows^3 flops, all BLAS-3, against the
+ * BLAS-2 pivoted QR). Returns 1 when certified: *out = {rows, that lower
+ * bound of sigma_min / |R_00| (never above the QR's pivot ratio), 0},
+ * w->jpvt the identity, w->row_scale and w->col_scale the factors; w->qr
+ * and w->tau do not hold a QR then. Returns 0 when it cannot certify
+ * (nearly or truly rank deficient, or rows > cols): the caller decides
+ * with cdyn__rank_decide. Needs w->lwork >= 2 rows^2. */
+int cdyn__rank_full_rows(cdyn__rank_ws *w, int rows, int cols, const double *A, int lda,
+                         double tol, cdyn__rank_ref *ref, cdyn__rank *out);
+
 /* The power of two s near 1/sqrt(a) with s^2 a in [1/2, 2) (1 for a <= 0
  * or non-finite a): one diagonal entry of the symmetric equilibration. */
 double cdyn__sym_scale(double a);

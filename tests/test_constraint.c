@@ -470,6 +470,73 @@ static void orthonormal_rows(int m, int n, double *P, int ldp)
  * cond(Phi_q)^2 = 1e8, and both the library's result and the bordered
  * reference carry about 1e8 eps ~ 1e-8 (1e-6 allowed).
  * Sizes on both sides of the small-kernel limit (16). */
+/* Above 16 constraints the rank decision first tries a Gram certificate of
+ * full rank (rank.h) and runs the pivoted QR only when that cannot certify.
+ * Verdicts must be the QR's, in every unit system: n = 40, m = 20, one row
+ * made a near copy of another at gaps 1, 1e-7 (full rank, but past what the
+ * certificate can show: the QR decides), 1e-13 (below the rank tolerance)
+ * and 0; states rescaled by alpha and constraint rows by beta (q = alpha x,
+ * rows times beta: M / alpha^2, Phi_q beta / alpha, Q / alpha, s beta).
+ * OK results satisfy M q'' + Phi_q^T lambda = Q and Phi_q q'' = s and at
+ * gap 1 match the bordered solve; rank loss names row 2 or row 19. */
+START_TEST(gram_certificate_keeps_the_rank_verdict_in_any_units)
+{
+    enum { NN = 40, MM = 20 };
+    static const double gaps[] = {1.0, 1e-7, 1e-13, 0.0};
+    static const double units[][2] = {{1.0, 1.0}, {1e8, 1e-8}, {1e-8, 1e8}, {1e8, 1e8}};
+    tu_rng r;
+    tu_rng_seed(&r, 902);
+    double M0[NN * NN], P0[MM * NN], Q0[NN], s0[MM], M[NN * NN], P[MM * NN], Q[NN], s[MM];
+    double q[NN], l[MM], qref[NN], lref[MM];
+    tu_random_spd(&r, NN, M0, NN);
+    tu_random(&r, NN, 1, Q0, NN);
+    tu_random(&r, MM, 1, s0, MM);
+    for (int g = 0; g < 4; ++g) {
+        tu_random(&r, MM, NN, P0, MM);
+        for (int j = 0; j < NN; ++j) P0[19 + j * MM] = P0[2 + j * MM] + gaps[g] * P0[19 + j * MM];
+        double margin_first = -1.0;
+        for (int u = 0; u < 4; ++u) {
+            double alpha = units[u][0], beta = units[u][1];
+            for (int i = 0; i < NN * NN; ++i) M[i] = M0[i] / (alpha * alpha);
+            for (int i = 0; i < MM * NN; ++i) P[i] = P0[i] * beta / alpha;
+            for (int i = 0; i < NN; ++i) Q[i] = Q0[i] / alpha;
+            for (int i = 0; i < MM; ++i) s[i] = s0[i] * beta;
+            cdyn_constraint *c = cdyn_constraint_create(NN, MM, NULL);
+            ck_assert_ptr_nonnull(c);
+            ck_assert_int_eq(cdyn_constraint_load(c, M, NN, Q, P, MM, NULL, NULL, s), CDYN_OK);
+            cdyn_status st = cdyn_constraint_lagrange(c, q, l);
+            if (g < 2) {
+                ck_assert_msg(st == CDYN_OK, "gap %g units %d: %s", gaps[g], u,
+                              cdyn_constraint_last_error(c));
+                ck_assert_double_le(eom_residual(NN, MM, M, NN, P, MM, q, l, Q), 1e-12);
+                ck_assert_double_le(acc_residual(NN, MM, P, MM, q, s), 1e-12);
+                double margin = cdyn_constraint_margin(c);
+                ck_assert_msg(margin > 1e-10 && margin <= 1.0, "margin %g", margin);
+                if (u == 0) margin_first = margin;
+                else
+                    ck_assert_msg(margin >= margin_first / 16 && margin <= 16 * margin_first,
+                                  "gap %g: margin %g in units %d, %g in SI", gaps[g], margin, u,
+                                  margin_first);
+                if (g == 0) {
+                    ck_assert_int_eq(
+                        bordered_solve(NN, MM, M, NN, P, MM, Q, s, NULL, qref, lref), 0);
+                    ck_assert_double_le(reldiff(NN, q, qref), 1e-10);
+                    ck_assert_double_le(reldiff(MM, l, lref), 1e-10);
+                }
+            } else {
+                int rows[MM];
+                ck_assert_msg(st == CDYN_ERR_SINGULAR, "gap %g units %d: status %d", gaps[g], u,
+                              (int)st);
+                ck_assert_int_eq(cdyn_constraint_rank(c), MM - 1);
+                ck_assert_int_eq(cdyn_constraint_redundant_rows(c, rows), 1);
+                ck_assert(rows[0] == 2 || rows[0] == 19);
+            }
+            cdyn_constraint_free(c);
+        }
+    }
+}
+END_TEST
+
 START_TEST(schur_and_rank_revealing_paths_give_the_same_solution)
 {
     for (int k = 0; k < NSIZES; ++k) {
@@ -2420,6 +2487,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, exact_formulations_agree_with_bordered_solve_with_generalized_gains);
     tcase_add_test(exact, no_constraints_give_the_unconstrained_acceleration);
     tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
+    tcase_add_test(exact, gram_certificate_keeps_the_rank_verdict_in_any_units);
     tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
     tcase_add_test(exact, schur_path_never_overrides_the_rank_decision_on_phi_q);
     tcase_add_test(exact, pseudoinverse_survives_extreme_scales);

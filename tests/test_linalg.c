@@ -1,5 +1,6 @@
 /* The internal BLAS/LAPACK layer against plain loops and known answers. */
 #include "linalg.h"
+#include "rank.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -1229,6 +1230,67 @@ START_TEST(small_ormqr_matches_dormqr)
 }
 END_TEST
 
+/* The Gram certificate of full row rank (rank.h) against the decision it
+ * stands in for: rows rows x cols cols matrices with one row made nearly
+ * dependent on another at gaps 1 ... 1e-15 (columns at assorted scales).
+ * Whenever it certifies, the pivoted QR finds full rank, and its ratio
+ * (a lower bound of sigma_min / |R_00|) is at most the QR's pivot ratio;
+ * when the QR finds rank loss it never certifies; and it certifies every
+ * case whose gap is 1e-3 or more (the cheap path is the usual one). */
+START_TEST(gram_certificate_never_overrides_the_pivoted_qr)
+{
+    tu_rng r;
+    tu_rng_seed(&r, 124);
+    enum { ROWS_MAX = 40, COLS_MAX = 60 };
+    double *A = malloc(sizeof(double) * ROWS_MAX * COLS_MAX);
+    ck_assert_ptr_nonnull(A);
+    int certified_far = 0, far = 0;
+    static const int shapes[][2] = {{17, 17}, {20, 40}, {40, 60}, {33, 34}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; ++c)
+        for (int k = 0; k <= 15; ++k) {
+            int rows = shapes[c][0], cols = shapes[c][1];
+            double gap = k == 15 ? 0.0 : pow(10.0, -k);
+            tu_random(&r, rows, cols, A, rows);
+            for (int j = 0; j < cols; ++j) { /* columns in assorted units */
+                double unit = pow(10.0, (double)(j % 7) - 3.0);
+                for (int i = 0; i < rows; ++i) A[i + j * rows] *= unit;
+            }
+            int near = rows - 1, base = 2;
+            for (int j = 0; j < cols; ++j)
+                A[near + j * rows] = A[base + j * rows] + gap * A[near + j * rows];
+            cdyn__rank_ws ws;
+            ck_assert(cdyn__rank_ws_init(&ws, rows, cols, 2 * rows * rows));
+            cdyn__rank cert, qr;
+            int ok = cdyn__rank_full_rows(&ws, rows, cols, A, rows, CDYN__RANK_TOL, NULL, &cert);
+            int rank = cdyn__rank_decide(&ws, CDYN__RANK_ROWS, rows, cols, A, rows, CDYN__RANK_TOL,
+                                         NULL, NULL, &qr);
+            cdyn__rank_ws_free(&ws);
+            if (ok) {
+                ck_assert_msg(rank == rows, "%dx%d gap %g: certified but QR rank %d", rows, cols,
+                              gap, rank);
+                ck_assert_int_eq(cert.rank, rows);
+                ck_assert_msg(cert.ratio > 0.0 && cert.ratio <= qr.ratio * (1.0 + 1e-12),
+                              "%dx%d gap %g: certified ratio %g, QR ratio %g", rows, cols, gap,
+                              cert.ratio, qr.ratio);
+            }
+            if (gap >= 1e-3) {
+                ++far;
+                certified_far += ok;
+            }
+        }
+    free(A);
+    ck_assert_int_eq(certified_far, far);
+    /* never for more rows than columns, nor for a zero matrix */
+    cdyn__rank_ws ws;
+    double B[6] = {1, 0, 0, 1, 1, 1}, Z[6] = {0};
+    ck_assert(cdyn__rank_ws_init(&ws, 3, 3, 18));
+    ck_assert_int_eq(cdyn__rank_full_rows(&ws, 3, 2, B, 3, CDYN__RANK_TOL, NULL, NULL), 0);
+    ck_assert_int_eq(cdyn__rank_full_rows(&ws, 2, 3, Z, 2, CDYN__RANK_TOL, NULL, NULL), 0);
+    ck_assert_int_eq(cdyn__rank_full_rows(&ws, 2, 3, B, 2, CDYN__RANK_TOL, NULL, NULL), 1);
+    cdyn__rank_ws_free(&ws);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("linalg");
@@ -1238,6 +1300,7 @@ int main(void)
     tcase_add_test(tc, svd_gives_known_singular_values);
     tcase_add_test(tc, cholesky_and_lu_solve_known_systems);
     tcase_add_test(tc, triangular_solve_inverts_a_known_triangle);
+    tcase_add_test(tc, gram_certificate_never_overrides_the_pivoted_qr);
     suite_add_tcase(s, tc);
     TCase *ts = tcase_create("small kernels vs Fortran");
     tcase_set_timeout(ts, 60);

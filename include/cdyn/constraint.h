@@ -261,7 +261,13 @@ CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
  * singularity, it falls towards 0 as one approaches (in proportion to the
  * distance in time when a constraint gradient vanishes at a fold passed
  * at constant speed), and the decision declares rank loss when it reaches
- * the rank tolerance. After the pseudo-inverse it is that of the
+ * the rank tolerance. With more than 16 constraints (and m <= n) the
+ * pivoted QR is skipped when a Gram-matrix certificate already proves full
+ * rank (docs/theory.md, "A certificate of full rank"); the margin is then
+ * that certificate's lower bound of sigma_min over the largest row norm,
+ * never above the QR's pivot ratio. The certificate holds only down to
+ * about 1e-5; closer to rank loss the QR decides and the margin is its
+ * pivot ratio again. After the pseudo-inverse it is that of the
  * independent rows it kept (the rows it dropped count as handled). A
  * caller can stop or switch formulation at a threshold of its own
  * (examples/two_link_singular.c).
