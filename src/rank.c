@@ -182,7 +182,10 @@ int cdyn__rank_full_rows(cdyn__rank_ws *w, int rows, int cols, const double *A, 
     cdyn__trsm('L', 'L', 'N', 'N', rows, rows, 1.0, gram, rows, inverse, rows);
     double inv_sq = 0.0;
     for (int j = 0; j < rows; ++j)
-        for (int i = j; i < rows; ++i) inv_sq += inverse[i + (size_t)j * rows] * inverse[i + (size_t)j * rows];
+        for (int i = j; i < rows; ++i) {
+            double x = inverse[i + (size_t)j * rows];
+            inv_sq += x * x;
+        }
     /* lambda_min(B B^T) >= 1 / ||L^-1||_F^2 for the computed factor (halved
      * for the rounding of the inverse), less the rounding of forming the
      * product and of the Cholesky (each <= (cols + rows) eps ||B||_F^2) */

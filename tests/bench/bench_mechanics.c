@@ -523,7 +523,8 @@ static void free_body_hand(void *ctx)
     double wb[3], tb[3], Iw[3], rhs[3], wbd[3], a[3];
     for (int i = 0; i < 3; ++i) { /* body frame: R^T */
         wb[i] = R[3 * i] * w[0] + R[3 * i + 1] * w[1] + R[3 * i + 2] * w[2];
-        tb[i] = R[3 * i] * b->moment[0] + R[3 * i + 1] * b->moment[1] + R[3 * i + 2] * b->moment[2];
+        tb[i] = R[3 * i] * b->moment[0] + R[3 * i + 1] * b->moment[1] +
+                R[3 * i + 2] * b->moment[2];
     }
     for (int i = 0; i < 3; ++i)
         Iw[i] = b->inertia[i] * wb[0] + b->inertia[i + 3] * wb[1] + b->inertia[i + 6] * wb[2];
@@ -588,7 +589,8 @@ static void section_rigid_hand(void)
         worst = fmax(worst, fabs(b.ydot[i] - hand[i]));
         scale = fmax(scale, fabs(hand[i]));
     }
-    if (!(worst <= 1e-12 * scale)) die("free body: cdyn_rigid_rhs and the hand Euler equations disagree", NULL);
+    if (!(worst <= 1e-12 * scale))
+        die("free body: cdyn_rigid_rhs and the hand Euler equations disagree", NULL);
     timing th = measure(free_body_hand, &b), tc = measure(free_body_cdyn, &b);
     report("3", "hand Euler eqs, free body (baseline)", 6, 0, th, "hand_rigid", 1.0, NULL, 0);
     report("3", "cdyn_rigid_rhs FREE preset", 6, 0, tc, "hand_rigid", tc.median / th.median,
