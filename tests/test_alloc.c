@@ -679,7 +679,11 @@ START_TEST(constraint_formulations_do_not_allocate_small)
 }
 END_TEST
 
-START_TEST(constraint_formulations_do_not_allocate_large) { constraint_formulations(30, 10, 702); }
+START_TEST(constraint_formulations_do_not_allocate_large)
+{
+    constraint_formulations(30, 10, 702);
+    constraint_formulations(40, 20, 703); /* m > 16: the Gram certificate of full rank */
+}
 END_TEST
 
 /* Lagrange's rank-revealing path: A = Phi_q M^{-1} Phi_q^T with a nearly
@@ -690,8 +694,8 @@ END_TEST
  * The same rows made exactly dependent return CDYN_ERR_SINGULAR. */
 START_TEST(lagrange_near_singular_and_rank_deficient_do_not_allocate)
 {
-    static const int cases[][2] = {{2, 2}, {3, 2}, {30, 10}};
-    for (int cs = 0; cs < 3; ++cs) {
+    static const int cases[][2] = {{2, 2}, {3, 2}, {30, 10}, {40, 20}};
+    for (int cs = 0; cs < 4; ++cs) {
         const int n = cases[cs][0], m = cases[cs][1];
         tu_rng r;
         tu_rng_seed(&r, 800 + (unsigned)cs);
@@ -740,7 +744,7 @@ START_TEST(lagrange_near_singular_and_rank_deficient_do_not_allocate)
         NOTE(&rec, nred = cdyn_constraint_redundant_rows(c, red));
         NOTE(&rec, sv_sing = cdyn_constraint_smallest_singular_value(c));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_constraint_force(c, gf, NULL));
-        rec_end(&rec, n > CDYN__SMALL ? "lagrange near-singular (n = 30)"
+        rec_end(&rec, n > CDYN__SMALL ? "lagrange near-singular (n = 30, 40)"
                                       : "lagrange near-singular (small)");
 
         /* full rank (near-singular): no rank-loss report yet, so rank keeps
