@@ -20,13 +20,38 @@ static double column_max(int len, const double *g, const double *s)
     return cdyn__larger(cdyn__larger(a[0], a[1]), cdyn__larger(a[2], a[3]));
 }
 
+/* The balanced bordered matrix keeps one degree of freedom: sq times a
+ * and sg over a leave G~ unchanged and scale M~ by a^2. Where the
+ * constraints dominate every row, the sweeps can stop with M~ negligible
+ * beside G~ (1e-65 has been seen with units 1e+-150 apart), a frame in
+ * which the unknowns' units, the path and the certificate's floor are all
+ * wrong for the motions G leaves free. Raising M~'s largest entry into
+ * [1/2, 2) fixes that choice the same way whatever the units, and keeps
+ * every row's largest entry below 2. */
+static void balance_mass_against_constraints(int n, int m, const double *M, int ldm, double *sq,
+                                             double *sg)
+{
+    double largest = 0.0;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i)
+            largest = cdyn__larger(largest, fabs(M[i + (size_t)j * ldm]) * sq[i] * sq[j]);
+    if (!(largest > 0.0 && largest < 0.5)) return;
+    double a = cdyn__sym_scale(largest); /* a^2 largest in [1/2, 2) */
+    for (int j = 0; j < n; ++j) /* factors stay normal numbers */
+        if (!(sq[j] * a < 0x1p+1000)) return;
+    for (int i = 0; i < m; ++i)
+        if (!(sg[i] / a > 0x1p-1000)) return;
+    for (int j = 0; j < n; ++j) sq[j] *= a;
+    for (int i = 0; i < m; ++i) sg[i] /= a;
+}
+
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work)
 {
     double *row_q = work, *row_g = work + n;
     for (int j = 0; j < n; ++j) sq[j] = 1.0;
     for (int i = 0; i < m; ++i) sg[i] = 1.0;
-    for (int sweep = 0; sweep < 8; ++sweep) {
+    for (int sweep = 0; sweep < 64; ++sweep) {
         /* largest entry of every row of the scaled matrix (it is symmetric:
          * row j of the top block is column j). The factors are powers of
          * two, so |s_i a_ij s_j| = |a_ij| s_j times s_i exactly: the loops
@@ -54,10 +79,11 @@ void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double 
         int balanced = 1;
         for (int k = 0; k < n + m; ++k)
             if (work[k] > 0.0 && (work[k] < 0.5 || work[k] >= 2.0)) balanced = 0;
-        if (balanced) return;
+        if (balanced) break;
         for (int j = 0; j < n; ++j) sq[j] *= cdyn__sym_scale(row_q[j]);
         for (int i = 0; i < m; ++i) sg[i] *= cdyn__sym_scale(row_g[i]);
     }
+    balance_mass_against_constraints(n, m, M, ldm, sq, sg);
 }
 
 /* |r| / bound with the convention of kkt.h for a zero bound. */

@@ -16,9 +16,12 @@
 
 /* Powers of two sq (n) and sg (m) that equilibrate the symmetric bordered
  * matrix [M G^T; G 0] (Ruiz: each sweep divides every row and column by the
- * square root of its largest entry, rounded to a power of two; at most 8
- * sweeps, until every row's largest entry is within [1/2, 2)). Rows that
- * are entirely zero keep the factor 1. work: n + m doubles. */
+ * square root of its largest entry, rounded to a power of two, until every
+ * row's largest entry is within [1/2, 2); at most 64 sweeps, each halving
+ * the spread of exponents). The one freedom left, sq a and sg / a, is then
+ * fixed by raising M~'s largest entry into [1/2, 2) when it is smaller, so
+ * that M is not left negligible beside G. Rows that are entirely zero keep
+ * the factor 1. work: n + m doubles. */
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work);
 
