@@ -639,6 +639,36 @@ static void section_calls(double dgesv5_time)
 
 /* ---- section 4: end to end ------------------------------------------------ */
 
+/* One RK4 + projection run of the slider crank from its consistent start;
+ * returns the largest |Phi| after a projection. With spent (2 entries, or
+ * NULL) the time inside cdyn_mbs_rhs and inside cdyn_mbs_project is added
+ * there (two clock reads per call: the breakdown run, not the timed one). */
+static double slider_run(cdyn_mbs *mbs, int steps, double dt, double *spent)
+{
+    double y[NY], k[4][NY], yt[NY], ph[M_CON], max_phi = 0.0, t = 0.0;
+    static const double stage_c[4] = {0.0, 0.5, 0.5, 1.0};
+    slider_state(0.6, 2.0, y);
+    for (int step = 0; step < steps; ++step) {
+        for (int s = 0; s < 4; ++s) {
+            for (int i = 0; i < NY; ++i) yt[i] = s == 0 ? y[i] : y[i] + stage_c[s] * dt * k[s - 1][i];
+            double t0 = spent ? now_seconds() : 0.0;
+            cdyn_status st = cdyn_mbs_rhs(mbs, t + stage_c[s] * dt, yt, k[s]);
+            if (spent) spent[0] += now_seconds() - t0;
+            if (st != CDYN_OK) die("cdyn_mbs_rhs during the run", cdyn_mbs_last_error(mbs));
+        }
+        for (int i = 0; i < NY; ++i)
+            y[i] += dt / 6.0 * (k[0][i] + 2.0 * k[1][i] + 2.0 * k[2][i] + k[3][i]);
+        t = (step + 1) * dt;
+        double t0 = spent ? now_seconds() : 0.0;
+        cdyn_status st = cdyn_mbs_project(mbs, t, y);
+        if (spent) spent[1] += now_seconds() - t0;
+        if (st != CDYN_OK) die("cdyn_mbs_project during the run", cdyn_mbs_last_error(mbs));
+        phi(t, y, ph, NULL);
+        max_phi = fmax(max_phi, fmax(fabs(ph[0]), fabs(ph[1])));
+    }
+    return max_phi;
+}
+
 static void section_run(int quick, double hand_time)
 {
     const double dt = 1e-3, t_end = quick ? 1.0 : 10.0;
@@ -647,26 +677,8 @@ static void section_run(int quick, double hand_time)
     double per_step[MAX_SAMPLES], max_phi = 0.0;
     cdyn_mbs *mbs = slider_mbs();
     for (int s = 0; s < samples; ++s) {
-        double y[NY], k1[NY], k2[NY], k3[NY], k4[NY], yt[NY], ph[M_CON];
-        slider_state(0.6, 2.0, y);
-        double t = 0.0, t0 = now_seconds();
-        for (int step = 0; step < steps; ++step) {
-            cdyn_status st = cdyn_mbs_rhs(mbs, t, y, k1);
-            for (int i = 0; i < NY; ++i) yt[i] = y[i] + 0.5 * dt * k1[i];
-            if (st == CDYN_OK) st = cdyn_mbs_rhs(mbs, t + 0.5 * dt, yt, k2);
-            for (int i = 0; i < NY; ++i) yt[i] = y[i] + 0.5 * dt * k2[i];
-            if (st == CDYN_OK) st = cdyn_mbs_rhs(mbs, t + 0.5 * dt, yt, k3);
-            for (int i = 0; i < NY; ++i) yt[i] = y[i] + dt * k3[i];
-            if (st == CDYN_OK) st = cdyn_mbs_rhs(mbs, t + dt, yt, k4);
-            if (st != CDYN_OK) die("cdyn_mbs_rhs during the run", cdyn_mbs_last_error(mbs));
-            for (int i = 0; i < NY; ++i)
-                y[i] += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
-            t = (step + 1) * dt;
-            st = cdyn_mbs_project(mbs, t, y);
-            if (st != CDYN_OK) die("cdyn_mbs_project during the run", cdyn_mbs_last_error(mbs));
-            phi(t, y, ph, NULL);
-            max_phi = fmax(max_phi, fmax(fabs(ph[0]), fabs(ph[1])));
-        }
+        double t0 = now_seconds();
+        max_phi = slider_run(mbs, steps, dt, NULL);
         per_step[s] = (now_seconds() - t0) / steps;
     }
     qsort(per_step, (size_t)samples, sizeof(double), compare_double);
@@ -676,6 +688,17 @@ static void section_run(int quick, double hand_time)
     report("4", name, N, M_CON, tt, "hand", tt.median / hand_time, "steps_per_s", 1.0 / tt.median);
     printf("4   max |Phi| after projection over the run: %.3e\n", max_phi);
     if (g_csv) fprintf(g_csv, "4,max_abs_phi,%d,%d,,,,,,max_abs_phi,%.6e\n", N, M_CON, max_phi);
+    /* the breakdown: one more run with the calls timed; ratio = share of
+     * that run's step */
+    double spent[2] = {0.0, 0.0}, t0 = now_seconds();
+    slider_run(mbs, steps, dt, spent);
+    double step = (now_seconds() - t0) / steps, rhs = spent[0] / steps, proj = spent[1] / steps;
+    timing tr = {rhs, rhs, rhs}, tp = {proj, proj, proj}, ti = {step - rhs - proj, 0, 0};
+    ti.min = ti.max = ti.median;
+    report("4", "  of which 4 cdyn_mbs_rhs", N, M_CON, tr, "step_share", rhs / step, NULL, 0);
+    report("4", "  of which cdyn_mbs_project", N, M_CON, tp, "step_share", proj / step, NULL, 0);
+    report("4", "  of which RK4 and the rest", N, M_CON, ti, "step_share",
+           ti.median / step, NULL, 0);
     cdyn_mbs_free(mbs);
 }
 
