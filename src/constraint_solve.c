@@ -112,6 +112,24 @@ static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c,
     }
 }
 
+/* Is the SPD A (lower triangle, ld lda) with Cholesky factor L (ld ldl)
+ * conditioned below limit? The diagonal of L bounds its extreme singular
+ * values from inside, so (max L_jj / min L_jj)^2 <= cond_2(A): when that
+ * ratio already passes the limit the answer is no, without the condition
+ * estimate (an O(n^2) pass of several triangular solves above size 16). */
+static int well_conditioned(int n, const double *A, int lda, const double *L, int ldl,
+                            double limit, double *work, int *iwork)
+{
+    double lo = INFINITY, hi = 0.0;
+    for (int j = 0; j < n; ++j) {
+        double d = fabs(L[j + (size_t)j * ldl]);
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    if (!(hi <= lo * sqrt(limit))) return 0;
+    return cdyn__spd_cond(n, A, lda, L, ldl, work, iwork) <= limit;
+}
+
 /* Step 2: the Cholesky factor L of the matrix the multipliers are
  * eliminated through, into c->chol: the scaled M~ when it is positive
  * definite and well conditioned in the KKT's equilibrated frame (so that
@@ -124,9 +142,11 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
     double *s = c->w; /* n scratch */
     memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
     int info = cdyn__potrf(n, c->chol, n);
-    double cond = info == 0 ? cdyn__spd_cond(n, c->qr, n, c->chol, n, c->work, c->iwork) : INFINITY;
     c->augmented = 0;
-    if (info == 0 && (cond <= MASS_COND_LIMIT || m == 0)) return CDYN_OK;
+    if (info == 0 && m == 0) return CDYN_OK; /* nothing to choose */
+    if (info == 0 &&
+        well_conditioned(n, c->qr, n, c->chol, n, MASS_COND_LIMIT, c->work, c->iwork))
+        return CDYN_OK;
     if (m == 0)
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                                      "%s: M is not positive definite (leading minor %d of the "
@@ -217,7 +237,8 @@ static void choose_lagrange_path(cdyn_constraint *c)
         memcpy(c->small + (size_t)j * m1 + j, c->small_copy + (size_t)j * m1 + j,
                sizeof(double) * (size_t)(m - j));
     if (cdyn__potrf(m, c->small, m1) == 0 &&
-        cdyn__spd_cond(m, c->small_copy, m1, c->small, m1, c->work, c->iwork) <= SCHUR_COND_LIMIT)
+        well_conditioned(m, c->small_copy, m1, c->small, m1, SCHUR_COND_LIMIT, c->work,
+                         c->iwork))
         return;
     c->path = CDYN__PATH_QR;
     for (int i = 0; i < m; ++i)
