@@ -265,9 +265,10 @@ CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
  * pivoted QR is skipped when a Gram-matrix certificate already proves full
  * rank (docs/theory.md, "A certificate of full rank"); the margin is then
  * that certificate's lower bound of sigma_min over the largest row norm,
- * never above the QR's pivot ratio. The certificate holds only down to
- * about 1e-5; closer to rank loss the QR decides and the margin is its
- * pivot ratio again. After the pseudo-inverse it is that of the
+ * never above the QR's pivot ratio. The certificate holds only while that
+ * ratio stays well above the rounding of the Gram matrix (about 1e-5 at
+ * n = 300; the tests see it certify every gap of 1e-3 or more); closer to
+ * rank loss the QR decides and the margin is its pivot ratio again. After the pseudo-inverse it is that of the
  * independent rows it kept (the rows it dropped count as handled). A
  * caller can stop or switch formulation at a threshold of its own
  * (examples/two_link_singular.c).

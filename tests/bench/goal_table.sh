@@ -36,24 +36,32 @@ for f in "$mech" "$mech_ob" "$dae" "$ns"; do
     [[ -z $f || -r $f ]] || { echo "$0: cannot read $f" >&2; exit 1; }
 done
 
-# mech_value FILE KIND SECTION CASE NMIN NMAX: min and max over the rows of
+# range: the numbers on stdin (one per line) as "a" or "a–b" (smallest and
+# largest), "-" when there are none.
+range() {
+    awk '{ v = $1 + 0; if (!seen || v < a) a = v; if (!seen || v > b) b = v; seen = 1 }
+        END {
+            if (!seen) { print "-"; exit }
+            if (a == b) printf "%.3g\n", a; else printf "%.3g–%.3g\n", a, b
+        }'
+}
+
+# csv FILE: the data rows of a bench CSV (no comments, no header), or
+# nothing for an empty FILE argument.
+csv() {
+    [[ -n $1 ]] || return 0
+    grep -v -e '^#' -e '^section,' -e '^n,' "$1" || true
+}
+
+# mech_value FILE KIND SECTION CASE NMIN NMAX: the range over the rows of
 # bench_mechanics' CSV (section, case, n, m, median_s, min_s, max_s,
 # baseline, ratio, extra_name, extra) with n in [NMIN, NMAX]; KIND picks the
 # column: ratio, extra (the extra value) or micro (the median in us).
 mech_value() {
-    [[ -n $1 ]] || { echo "-"; return; }
-    awk -F, -v kind="$2" -v sec="$3" -v name="$4" -v lo="$5" -v hi="$6" '
-        /^#/ || $1 == "section" { next }
+    csv "$1" | awk -F, -v kind="$2" -v sec="$3" -v name="$4" -v lo="$5" -v hi="$6" '
         $1 == sec && $2 == name && $3 + 0 >= lo && $3 + 0 <= hi {
-            v = kind == "ratio" ? $9 : kind == "extra" ? $11 : 1e6 * $5
-            if (!seen || v < a) a = v
-            if (!seen || v > b) b = v
-            seen = 1
-        }
-        END {
-            if (!seen) { print "-"; exit }
-            if (a == b) printf "%.3g\n", a; else printf "%.3g–%.3g\n", a, b
-        }' "$1"
+            print kind == "ratio" ? $9 : kind == "extra" ? $11 : 1e6 * $5
+        }' | range
 }
 
 # worst VALUE DIRECTION GOAL: "yes" when the worst end of VALUE ("a" or
@@ -92,17 +100,9 @@ row "KKT (load + lagrange), n = 3, m = 2" "≤ 1.3×" le 1.3 "$r" "$o" \
 # KKT against the bordered dgesv at n <= 12: section 1 (n = 3, extra =
 # ratio_to_dgesv) and section 5 (n = 6, 12)
 small_ratio() {
-    [[ -n $1 ]] || { echo "-"; return; }
-    awk -F, '
-        /^#/ || $1 == "section" { next }
-        ($1 == 1 && $2 == "load+lagrange") { v = $11 + 0 }
-        ($1 == 5 && $2 == "load+lagrange" && $3 + 0 <= 12) { v = $9 + 0 }
-        (($1 == 1 && $2 == "load+lagrange") || ($1 == 5 && $2 == "load+lagrange" && $3 + 0 <= 12)) {
-            if (!seen || v < a) a = v
-            if (!seen || v > b) b = v
-            seen = 1
-        }
-        END { if (!seen) print "-"; else if (a == b) printf "%.3g\n", a; else printf "%.3g–%.3g\n", a, b }' "$1"
+    csv "$1" | awk -F, '
+        $1 == 1 && $2 == "load+lagrange" { print $11 }
+        $1 == 5 && $2 == "load+lagrange" && $3 + 0 <= 12 { print $9 }' | range
 }
 r=$(small_ratio "$mech")
 o=$(small_ratio "$mech_ob")
@@ -130,29 +130,14 @@ row "cdyn_rigid_rhs, FREE preset" "≤ 3×" le 3 "$r" "$o" \
     "Euler equations by hand, Euler-angle kinematics"
 
 if [[ -n $dae ]]; then
-    r=$(awk -F, '
-        /^#/ || $1 == "section" { next }
-        $1 == "rhs" && $5 == "cdyn_dae_rhs" && $11 != "" {
-            v = $11 + 0
-            if (!seen || v < a) a = v
-            if (!seen || v > b) b = v
-            seen = 1
-        }
-        END { if (!seen) print "-"; else printf "%.3g–%.3g\n", a, b }' "$dae")
+    r=$(csv "$dae" | awk -F, '$1 == "rhs" && $5 == "cdyn_dae_rhs" && $11 != "" { print $11 }' |
+        range)
     row "cdyn_dae_rhs, n = 4–100" "report" le 1e300 "$r" "-" \
         "the same rates by hand: LU of the structure-aware system"
 fi
 
 if [[ -n $ns ]]; then
-    r=$(awk -F, '
-        /^#/ || $1 == "n" { next }
-        $3 == "nullspace_solve" && $1 + 0 <= 12 {
-            v = $7 + 0
-            if (!seen || v < a) a = v
-            if (!seen || v > b) b = v
-            seen = 1
-        }
-        END { if (!seen) print "-"; else printf "%.3g–%.3g\n", a, b }' "$ns")
+    r=$(csv "$ns" | awk -F, '$3 == "nullspace_solve" && $1 + 0 <= 12 { print $7 }' | range)
     row "cdyn_nullspace_solve (cached), n ≤ 12" "report" le 1e300 "$r" "-" \
         "bordered KKT by dgesv"
 fi
