@@ -155,7 +155,7 @@ static int dae_rhs(cdyn_dae *dae, double t, double y, double *ydot, run_stats *s
     double phase = fmod(t, stats->net->period);
     if (phase >= 0.3 && phase <= 0.7) stats->svd_steps_near_closure += report.svd_steps;
     double v[N];
-    cdyn_dae_state(dae, v, NULL);
+    cdyn_dae_last_state(dae, v, NULL);
     double residual = fabs(v[Q1] - v[QA] - v[QB]) / stats->flow_scale;
     if (residual > stats->worst_continuity) {
         stats->worst_continuity = residual;
@@ -171,7 +171,7 @@ static int dae_step(cdyn_dae *dae, double t, double *y, double dt, run_stats *st
 {
     double k1, k2, k3, k4;
     if (!dae_rhs(dae, t, *y, &k1, stats)) return 0;
-    if (v_start) cdyn_dae_state(dae, v_start, NULL);
+    if (v_start) cdyn_dae_last_state(dae, v_start, NULL);
     if (!dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k1, &k2, stats) ||
         !dae_rhs(dae, t + 0.5 * dt, *y + 0.5 * dt * k2, &k3, stats) ||
         !dae_rhs(dae, t + dt, *y + dt * k3, &k4, stats))
@@ -187,7 +187,7 @@ static int setup(cdyn_dae *dae, network *net, const double *v0)
     double M[N * N] = {0};
     M[Q1 + Q1 * N] = net->inertance;
     cdyn_status st = cdyn_dae_set_mass(dae, M, N);
-    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, valve_force, valve_jacobian, valve_time, net);
+    if (st == CDYN_OK) st = cdyn_dae_set_model(dae, valve_force, valve_jacobian, valve_time, net);
     if (st != CDYN_OK) return fail(dae, "setup", st);
     /* a state near the initial one with flow, where the index is generic */
     double v_probe[N] = {2e-3, 1.2e-3, 0.8e-3, 5e5};
@@ -197,7 +197,7 @@ static int setup(cdyn_dae *dae, network *net, const double *v0)
     st = cdyn_dae_split(dae, 0.0, v_probe);
     if (st != CDYN_OK) return fail(dae, "cdyn_dae_split", st);
     int integrated[N], algebraic[N];
-    cdyn_dae_states(dae, integrated, algebraic);
+    cdyn_dae_split_states(dae, integrated, algebraic);
     static const char *const names[N] = {"Q1", "Qa", "Qb", "p_J"};
     printf("DAE index %d (hidden constraints: %d); integrated states %d (%s), algebraic "
            "states %d (%s, %s, %s)\n",
@@ -410,7 +410,7 @@ int main(int argc, char **argv)
         double t = step * dt, ydot, v[N], s, ds;
         ok = dae_rhs(dae, t, y, &ydot, &stats); /* the state at t */
         if (!ok) break;
-        cdyn_dae_state(dae, v, NULL);
+        cdyn_dae_last_state(dae, v, NULL);
         if (step % per_sample == 0) {
             for (int r = 0; r < 2; ++r)
                 for (int i = 0; i < N; ++i) {
@@ -440,7 +440,7 @@ int main(int argc, char **argv)
     }
 
     double v_end[N], tol_flow, tol_pressure;
-    cdyn_dae_state(dae, v_end, NULL);
+    cdyn_dae_last_state(dae, v_end, NULL);
     double p_hand = steady_junction_pressure(&net);
     reference_tolerance(&net, eps, &tol_flow, &tol_pressure);
     printf("\nNewton: at most %d iterations per evaluation (cap %d); %ld steps took the SVD "

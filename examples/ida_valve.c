@@ -146,7 +146,7 @@ static cdyn_dae *make_dae(network *net, const double *M, int report)
     double v_probe[N] = {2e-3, 1.2e-3, 0.8e-3, 5e5}; /* m^3/s, Pa */
     int index = -1;
     st = cdyn_dae_set_mass(dae, M, N);
-    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, valve_force, valve_jacobian, valve_time, net);
+    if (st == CDYN_OK) st = cdyn_dae_set_model(dae, valve_force, valve_jacobian, valve_time, net);
     if (st == CDYN_OK) st = cdyn_dae_analyze(dae, 0.0, v_probe, &index);
     if (st == CDYN_OK) st = cdyn_dae_split(dae, 0.0, v_probe);
     if (st != CDYN_OK || index != 1) {
@@ -158,7 +158,7 @@ static cdyn_dae *make_dae(network *net, const double *M, int report)
     if (report) {
         int integrated[N], algebraic[N];
         static const char *const names[N] = {"Q1", "Qa", "Qb", "p_J"};
-        cdyn_dae_states(dae, integrated, algebraic);
+        cdyn_dae_split_states(dae, integrated, algebraic);
         printf("cdyn: DAE index %d; integrated %s, algebraic %s, %s, %s\n", index,
                names[integrated[0]], names[algebraic[0]], names[algebraic[1]],
                names[algebraic[2]]);
@@ -209,7 +209,7 @@ static int rk4_run(network *net, const double *M, double dt, run_result *run)
         if (st != CDYN_OK) break;
         newton_stats(dae, run);
         if (step % per_sample == 0) {
-            cdyn_dae_state(dae, run->v[step / per_sample], NULL);
+            cdyn_dae_last_state(dae, run->v[step / per_sample], NULL);
             run->have[step / per_sample] = 1;
         }
         if (step == steps) break;
@@ -392,7 +392,7 @@ static int cvode_run(network *net, const double *M, run_result *run)
             ok = 0;
             break;
         }
-        cdyn_dae_state(dae, run->v[k], NULL);
+        cdyn_dae_last_state(dae, run->v[k], NULL);
         run->have[k] = 1;
         run->t_reached = tout;
     }

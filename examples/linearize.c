@@ -190,10 +190,10 @@ static int hydraulic_line(void)
     int integrated[2];
     double y[2], J[4];
     st = cdyn_dae_set_mass(dae, M, 3);
-    if (st == CDYN_OK) st = cdyn_dae_set_functions(dae, line_force, line_jacobian, NULL, &h);
+    if (st == CDYN_OK) st = cdyn_dae_set_model(dae, line_force, line_jacobian, NULL, &h);
     if (st == CDYN_OK) st = cdyn_dae_split(dae, 0.0, v);
     if (st == CDYN_OK) st = cdyn_dae_consistent(dae, 0.0, v);
-    if (st == CDYN_OK) st = cdyn_dae_states(dae, integrated, NULL);
+    if (st == CDYN_OK) st = cdyn_dae_split_states(dae, integrated, NULL);
     if (st == CDYN_OK) {
         y[0] = v[integrated[0]];
         y[1] = v[integrated[1]];

@@ -302,7 +302,7 @@ int main(void)
     /* a start that need not be consistent: cdyn_dae_consistent fixes it */
     double v[N] = {2e-3, 2e-3, 1e-3, 2e-3, 1e-3, 4e-3, 3e5, 2.5e5, 2.5e5, 2.2e5};
     int ok = cdyn_dae_set_mass(dae, M, N) == CDYN_OK &&
-             cdyn_dae_set_functions(dae, force, NULL, force_rate, &net) == CDYN_OK &&
+             cdyn_dae_set_model(dae, force, NULL, force_rate, &net) == CDYN_OK &&
              cdyn_nullspace_factor(ns, W, JUNCTIONS) == CDYN_OK;
     int index = -1;
     if (ok) ok = cdyn_dae_analyze(dae, 0.0, v, &index) == CDYN_OK;
@@ -313,7 +313,7 @@ int main(void)
         return 1;
     }
     int ny = cdyn_dae_ode_size(dae), integrated[N], others[N];
-    cdyn_dae_states(dae, integrated, others);
+    cdyn_dae_split_states(dae, integrated, others);
     int split_ok = index == 2 && cdyn_dae_index2(dae) == 1 && ny == PIPES - JUNCTIONS;
     for (int j = 0; j < JUNCTIONS; ++j) split_ok = split_ok && others[JUNCTIONS + j] == PIPES + j;
     printf("looped network: %d pipes, %d junctions without storage; index %d; integrated "
@@ -329,7 +329,7 @@ int main(void)
     long steps = (long)(T_END / DT + 0.5);
     for (long step = 0; ok && step <= steps; ++step) {
         double t = step * DT, vdot[N];
-        ok = cdyn_dae_rhs(dae, t, y, vdot) == CDYN_OK && cdyn_dae_state(dae, v, vdot) == CDYN_OK;
+        ok = cdyn_dae_rhs(dae, t, y, vdot) == CDYN_OK && cdyn_dae_last_state(dae, v, vdot) == CDYN_OK;
         if (!ok) break;
         worst_balance = fmax(worst_balance, balance_error(t, v));
         if (v[PIPES + 1] > p2_peak) {

@@ -362,7 +362,7 @@ static int run(pmm *p, const char *csv_path, pmm_result *res)
         const double t = step * dt;
         double k1[2 * NQ], F_q[6];
         if (!(ok = rhs(rb, t, y, k1))) break;
-        cdyn_rigid_constraint_loads(rb, F_q);
+        cdyn_rigid_last_constraint_loads(rb, F_q);
         /* the carriage's yaw moment about P: n_q + r_PC x f_q, z component */
         const double th = y[QTHETA], cth = cos(th), sth = sin(th);
         const double r_lab[3] = {xg * cth + zg * sth, 0.0, -xg * sth + zg * cth};

@@ -526,7 +526,7 @@ int main(int argc, char **argv)
         double t = step * dt, k1[2 * NQ], F_q[6];
         sample now;
         if (!(ok = rhs(rb, &s, t, y, k1))) break; /* the state at t */
-        cdyn_rigid_constraint_loads(rb, F_q);
+        cdyn_rigid_last_constraint_loads(rb, F_q);
         if (!(ok = all_finite(2 * NQ, y) && all_finite(6, F_q) && take_sample(&s, t, y, F_q, &now)))
             break;
         if (step > 0) {
@@ -615,7 +615,7 @@ int main(int argc, char **argv)
            inward * d2r, inward_t, mean_v, atan2(-mean_v, mean_u) * d2r);
     printf("  residual oscillation over the last %.0f s: phi %.1e deg, r %.1e deg/s "
            "peak to peak\n", window, (phi_hi - phi_lo) * d2r, (r_hi - r_lo) * d2r);
-    printf("constraint loads (cdyn_rigid_constraint_loads; NED, z down):\n");
+    printf("constraint loads (cdyn_rigid_last_constraint_loads; NED, z down):\n");
     printf("  heave force %.3f kN steady, downward (hand: -m u psi' tan(phi) = %.3f kN)\n",
            1e-3 * mean_heave, 1e-3 * heave_ex);
     printf("  pitch moment %.2e kN m steady (hand: 0); largest %.2f kN m at t = %.0f s, "

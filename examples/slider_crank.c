@@ -299,8 +299,8 @@ static int simulate(int kind, const double *y0)
         }
     }
     for (int i = 0; i < NY; ++i) run->y_end[i] = y[i];
-    if (ok && (st = cdyn_mbs_reactions(mbs, NULL, run->reaction)) != CDYN_OK)
-        ok = fail(mbs, run, "cdyn_mbs_reactions", st);
+    if (ok && (st = cdyn_mbs_last_reactions(mbs, NULL, run->reaction)) != CDYN_OK)
+        ok = fail(mbs, run, "cdyn_mbs_last_reactions", st);
     if (ok && kind == RUN_PARTITION) {
         int independent[N - M_CON];
         cdyn_mbs_partition_coordinates(mbs, independent, NULL);

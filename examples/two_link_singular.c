@@ -210,7 +210,7 @@ static cdyn_status eval(run *r, double t, const double *y, double *ydot)
     for (int i = 0; i < NY; ++i)
         if (!isfinite(ydot[i])) ++r->nonfinite;
     double lambda[M_C];
-    if (cdyn_mbs_reactions(r->mbs, NULL, lambda) == CDYN_OK)
+    if (cdyn_mbs_last_reactions(r->mbs, NULL, lambda) == CDYN_OK)
         for (int i = 0; i < M_C; ++i)
             if (fabs(lambda[i]) > r->max_lambda[i]) r->max_lambda[i] = fabs(lambda[i]);
     return CDYN_OK;

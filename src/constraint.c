@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_constraint *c = calloc(1, sizeof *c);
+    cdyn_constraint *c = cdyn__object_alloc(sizeof *c, offsetof(cdyn_constraint, msg));
     if (!c) goto fail;
     int m1 = cdyn__max(m, 1), k = n < m1 ? n : m1;
     size_t nn = (size_t)n * n, nm = (size_t)n * m1, mm = (size_t)m1 * m1;
@@ -385,7 +386,7 @@ void cdyn__constraint_clear_facts(cdyn_constraint *c)
 
 /* ---- accessors ---------------------------------------------------------- */
 
-cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generalized_force,
+cdyn_status cdyn_constraint_force(const cdyn_constraint *c, double *generalized_force,
                                   double *multipliers)
 {
     if (!c) return CDYN_ERR_ARG;

@@ -80,7 +80,7 @@ struct cdyn_constraint {
     double *kkt_work;       /* n + m */
     double *work;
     int lwork;
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* CDYN_ERR_BUSY when c is used from inside an owner's callback. */

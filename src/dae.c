@@ -8,6 +8,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_dae *dae = calloc(1, sizeof *dae);
+    cdyn_dae *dae = cdyn__object_alloc(sizeof *dae, offsetof(cdyn_dae, msg));
     if (!dae) goto fail;
     size_t nn = (size_t)n * n;
     dae->n = n;
@@ -232,12 +233,12 @@ cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const double *at
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
+cdyn_status cdyn_dae_set_model(cdyn_dae *dae, cdyn_dae_force_fn force,
                                    cdyn_dae_jacobian_fn jacobian,
                                    cdyn_dae_time_fn time_derivative, void *user)
 {
     if (!dae) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_dae_set_functions";
+    const char *fn = "cdyn_dae_set_model";
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!force) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: force is NULL", fn);
     dae->force = force;
@@ -444,7 +445,7 @@ int cdyn_dae_ode_size(const cdyn_dae *dae)
 
 int cdyn_dae_index2(const cdyn_dae *dae) { return dae && dae->split_done && dae->index2; }
 
-cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, int ldp)
+cdyn_status cdyn_dae_bases(const cdyn_dae *dae, double *beta, int ldbeta, double *P, int ldp)
 {
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_bases";
@@ -463,7 +464,7 @@ cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P, i
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_get_counters(cdyn_dae *dae, cdyn_dae_counters *counters)
+cdyn_status cdyn_dae_get_counters(const cdyn_dae *dae, cdyn_dae_counters *counters)
 {
     if (!dae) return CDYN_ERR_ARG;
     if (!counters)
@@ -606,7 +607,7 @@ cdyn_status cdyn__dae_check_point(cdyn_dae *dae, const char *fn, double t, const
     if (dae->r < 0)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_mass first", fn);
     if (!dae->force)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_functions first", fn);
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_model first", fn);
     if (!v) return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: v is NULL", fn);
     if (!isfinite(t)) return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     long bad = cdyn__first_nonfinite(dae->n, 1, v, dae->n);
@@ -735,7 +736,7 @@ int cdyn_dae_constraints_at_level(const cdyn_dae *dae, int level)
     return dae->level_count[level];
 }
 
-cdyn_status cdyn_dae_equation_levels(cdyn_dae *dae, int *level_of_equation)
+cdyn_status cdyn_dae_equation_levels(const cdyn_dae *dae, int *level_of_equation)
 {
     if (!dae) return CDYN_ERR_ARG;
     if (!dae->analyzed || !level_of_equation)

@@ -34,7 +34,7 @@ cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const double *v,
     if (cdyn__dae_check_idle(dae, FN)) return CDYN_ERR_BUSY;
     int n = dae->n;
     if (!dae->force)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_functions first", FN);
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_set_model first", FN);
     if (!dae->jacobian && !dae->time_derivative)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG,
                           "%s: neither dF/dv nor dF/dt was given: nothing to check", FN);

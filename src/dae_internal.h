@@ -109,7 +109,7 @@ struct cdyn_dae {
     double *work;
     int lwork;
 
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* F(v, t) into out; CDYN_ERR_CALLBACK / CDYN_ERR_NONFINITE with a message. */

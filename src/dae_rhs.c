@@ -205,16 +205,16 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic)
+cdyn_status cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic)
 {
     if (!dae) return CDYN_ERR_ARG;
     if (!dae->split_done)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: call cdyn_dae_split first");
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: call cdyn_dae_split first");
     int ny = dae->ny, q = dae->q;
     if (integrated && algebraic &&
         cdyn__overlap(integrated, sizeof(int) * (size_t)ny, algebraic,
                       sizeof(int) * (size_t)(dae->n - ny)))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_states: the outputs overlap");
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: the outputs overlap");
     if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)ny);
     if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)q);
     if (algebraic && dae->index2)
@@ -555,15 +555,15 @@ cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, double *ydot)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot)
+cdyn_status cdyn_dae_last_state(const cdyn_dae *dae, double *v, double *vdot)
 {
     if (!dae) return CDYN_ERR_ARG;
     if (!dae->state_valid)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG,
-                          "cdyn_dae_state: no successful cdyn_dae_rhs since the split");
+                          "cdyn_dae_last_state: no successful cdyn_dae_rhs since the split");
     if (v && vdot && cdyn__overlap(v, sizeof(double) * (size_t)dae->n, vdot,
                                    sizeof(double) * (size_t)dae->n))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_state: v and vdot overlap");
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_last_state: v and vdot overlap");
     if (v) memcpy(v, dae->v_last, sizeof(double) * (size_t)dae->n);
     if (vdot) memcpy(vdot, dae->vdot_last, sizeof(double) * (size_t)dae->n);
     return CDYN_OK;

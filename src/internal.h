@@ -9,6 +9,13 @@
 /* Size of every object's last-error buffer. */
 #define CDYN__MSG_LEN 512
 
+/* A zeroed object of `size` bytes followed by its message record of
+ * CDYN__MSG_LEN bytes; the char * member at byte offset `msg_member` is set
+ * to point at the record. The message is not part of the object's state:
+ * reached through that pointer, it can be written by accessors that take a
+ * const object and fail. One free() releases both. NULL when out of memory. */
+void *cdyn__object_alloc(size_t size, size_t msg_member);
+
 /* Format the message into msg (CDYN__MSG_LEN bytes) and return status. */
 cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)

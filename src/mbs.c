@@ -10,6 +10,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_mbs *mbs = calloc(1, sizeof *mbs);
+    cdyn_mbs *mbs = cdyn__object_alloc(sizeof *mbs, offsetof(cdyn_mbs, msg));
     if (!mbs) goto fail;
     int m1 = cdyn__max(m, 1);
     mbs->n = n;
@@ -115,9 +116,15 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
     free(mbs);
 }
 
-cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn)
+cdyn_status cdyn__mbs_check_busy(const cdyn_mbs *mbs, const char *fn)
 {
     if (cdyn__guard_busy(&mbs->guard)) return cdyn__busy(mbs->msg, fn);
+    return CDYN_OK;
+}
+
+cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn)
+{
+    if (cdyn__mbs_check_busy(mbs, fn)) return CDYN_ERR_BUSY;
     mbs->tangent_valid = 0; /* any call that may change the object ends it */
     return CDYN_OK;
 }
@@ -306,7 +313,7 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_get_counters(cdyn_mbs *mbs, cdyn_mbs_counters *counters)
+cdyn_status cdyn_mbs_get_counters(const cdyn_mbs *mbs, cdyn_mbs_counters *counters)
 {
     if (!mbs) return CDYN_ERR_ARG;
     if (!counters)
@@ -323,11 +330,11 @@ cdyn_status cdyn_mbs_reset_counters(cdyn_mbs *mbs)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force, double *multipliers)
+cdyn_status cdyn_mbs_last_reactions(const cdyn_mbs *mbs, double *generalized_force, double *multipliers)
 {
     if (!mbs) return CDYN_ERR_ARG;
     if (!mbs->has_reactions)
-        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_reactions: no successful rhs yet");
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "cdyn_mbs_last_reactions: no successful rhs yet");
     if (generalized_force)
         memcpy(generalized_force, mbs->reaction_force, sizeof(double) * (size_t)mbs->n);
     if (multipliers && mbs->m > 0)
@@ -335,22 +342,22 @@ cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force, double 
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity)
+cdyn_status cdyn_mbs_last_residuals(const cdyn_mbs *mbs, double *position, double *velocity)
 {
     if (!mbs) return CDYN_ERR_ARG;
     if (!mbs->has_residuals)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
-                          "cdyn_mbs_residuals: no successful rhs or projection yet");
+                          "cdyn_mbs_last_residuals: no successful rhs or projection yet");
     if (position) *position = mbs->residual_position;
     if (velocity) *velocity = mbs->residual_velocity;
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_residuals_at(cdyn_mbs *mbs, double t, const double *y, double *position,
+cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y, double *position,
                                   double *velocity)
 {
     if (!mbs) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_mbs_residuals_at";
+    const char *fn = "cdyn_mbs_residuals";
     cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
     if (st) return st;
     int n = mbs->n, m = mbs->m;

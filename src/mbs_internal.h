@@ -55,7 +55,7 @@ struct cdyn_mbs {
     double *q_base;               /* n, projection origin */
     int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     double *lin_work;             /* (2n)^2 + 6 (2n) + 3n + m1: mbs_linearize.c */
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* Model evaluations with the callback / non-finite checks (fn names the
@@ -77,6 +77,10 @@ cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const
 
 /* CDYN_ERR_BUSY when called from inside one of the model's callbacks. */
 cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn);
+
+/* CDYN_ERR_BUSY (with the message) inside a callback, for calls that only
+ * read the object (they leave the tangent projection valid). */
+cdyn_status cdyn__mbs_check_busy(const cdyn_mbs *mbs, const char *fn);
 
 /* A callback's return code and output checked: CDYN_ERR_CALLBACK or
  * CDYN_ERR_NONFINITE with the message, else CDYN_OK. */

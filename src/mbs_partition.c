@@ -8,9 +8,9 @@
 #include <math.h>
 #include <string.h>
 
-static cdyn_status need_partition_object(cdyn_mbs *mbs, const char *fn)
+static cdyn_status need_partition_object(const cdyn_mbs *mbs, const char *fn)
 {
-    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
+    if (cdyn__mbs_check_busy(mbs, fn)) return CDYN_ERR_BUSY;
     if (!mbs->partition)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
                           "%s: coordinate partitioning needs 0 < m < n (m = %d, n = %d)", fn,
@@ -18,12 +18,20 @@ static cdyn_status need_partition_object(cdyn_mbs *mbs, const char *fn)
     return CDYN_OK;
 }
 
-static cdyn_status need_partition(cdyn_mbs *mbs, const char *fn)
+static cdyn_status need_partition(const cdyn_mbs *mbs, const char *fn)
 {
     cdyn_status st = need_partition_object(mbs, fn);
     if (!st && !mbs->partitioned)
         st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: call cdyn_mbs_partition first", fn);
     return st;
+}
+
+/* need_partition for calls that change the object: they end the validity of
+ * the last tangent projection, as every such call does (cdyn__mbs_check_idle). */
+static cdyn_status need_partition_to_change(cdyn_mbs *mbs, const char *fn)
+{
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
+    return need_partition(mbs, fn);
 }
 
 /* How good a factored partition is: the larger of the condition estimate
@@ -38,7 +46,8 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
 {
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition";
-    cdyn_status st = need_partition_object(mbs, fn);
+    cdyn_status st = cdyn__mbs_check_idle(mbs, fn);
+    if (!st) st = need_partition_object(mbs, fn);
     if (!st) st = cdyn__mbs_check_state(mbs, fn, t, y);
     if (!st) st = cdyn__mbs_jacobian(mbs, fn, t, y, mbs->Phi_q);
     if (st) return st;
@@ -56,7 +65,7 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_partition_coordinates(cdyn_mbs *mbs, int *independent, int *dependent)
+cdyn_status cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent, int *dependent)
 {
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition_coordinates";
@@ -70,7 +79,7 @@ cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z)
 {
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition_gather";
-    cdyn_status st = need_partition(mbs, fn);
+    cdyn_status st = need_partition_to_change(mbs, fn);
     if (!st && (!y || !z)) st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !y ? "y" : "z");
     if (st) return st;
     int n = mbs->n, d = n - mbs->m;
@@ -174,7 +183,7 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition_rhs";
     int n = mbs->n, m = mbs->m, d = n - m;
-    cdyn_status st = need_partition(mbs, fn);
+    cdyn_status st = need_partition_to_change(mbs, fn);
     if (!st && (!z || !zdot))
         st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !z ? "z" : "zdot");
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
@@ -216,7 +225,7 @@ cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const double *z, d
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition_state";
     int n = mbs->n, d = n - mbs->m;
-    cdyn_status st = need_partition(mbs, fn);
+    cdyn_status st = need_partition_to_change(mbs, fn);
     if (!st && (!z || !y))
         st = cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !z ? "z" : "y");
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
@@ -232,7 +241,7 @@ cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const double *z, d
 
 int cdyn_mbs_partition_event(const cdyn_mbs *mbs) { return mbs ? mbs->event : 0; }
 
-cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, double *best)
+cdyn_status cdyn_mbs_partition_quality(const cdyn_mbs *mbs, double *current, double *best)
 {
     if (!mbs) return CDYN_ERR_ARG;
     const char *fn = "cdyn_mbs_partition_quality";

@@ -12,6 +12,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ struct cdyn_newton {
     int factored_valid;         /* b.factored is the J of the current factorization */
     int factored_result;        /* what cdyn__newton_factor returned for it */
     cdyn__guard guard;
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* ---- buffers ------------------------------------------------------------ */
@@ -140,7 +141,7 @@ cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_newton *nt = calloc(1, sizeof *nt);
+    cdyn_newton *nt = cdyn__object_alloc(sizeof *nt, offsetof(cdyn_newton, msg));
     if (!nt || !buffers_alloc(&nt->b, k, p)) {
         free(nt);
         *status = CDYN_ERR_NOMEM;
@@ -1018,7 +1019,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     return st;
 }
 
-cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report)
+cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report)
 {
     if (!nt) return CDYN_ERR_ARG;
     if (!report) return cdyn__fail(nt->msg, CDYN_ERR_ARG, "cdyn_newton_get_report: report is NULL");
@@ -1040,7 +1041,7 @@ int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols)
     return nt->n_dropped_cols;
 }
 
-cdyn_status cdyn_newton_get_counters(cdyn_newton *nt, cdyn_newton_counters *counters)
+cdyn_status cdyn_newton_get_counters(const cdyn_newton *nt, cdyn_newton_counters *counters)
 {
     if (!nt) return CDYN_ERR_ARG;
     if (!counters)

@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,7 @@ cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_nullspace *ns = calloc(1, sizeof *ns);
+    cdyn_nullspace *ns = cdyn__object_alloc(sizeof *ns, offsetof(cdyn_nullspace, msg));
     if (!ns) goto fail;
     int d = n - m, m1 = cdyn__max(m, 1);
     ns->n = n;
@@ -124,13 +125,13 @@ void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback)
     ns->guard.owner = owner_in_callback;
 }
 
-cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn)
+cdyn_status cdyn__nullspace_check_idle(const cdyn_nullspace *ns, const char *fn)
 {
     return cdyn__guard_busy(&ns->guard) ? cdyn__busy(ns->msg, fn) : CDYN_OK;
 }
 
-int cdyn_nullspace_states(const cdyn_nullspace *ns) { return ns ? ns->n : 0; }
-int cdyn_nullspace_constraints(const cdyn_nullspace *ns) { return ns ? ns->m : 0; }
+int cdyn_nullspace_size(const cdyn_nullspace *ns) { return ns ? ns->n : 0; }
+int cdyn_nullspace_rows(const cdyn_nullspace *ns) { return ns ? ns->m : 0; }
 
 cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol)
 {
@@ -418,7 +419,7 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     return CDYN_OK;
 }
 
-cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independent, int *dependent)
+cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent, int *dependent)
 {
     if (!ns) return CDYN_ERR_ARG;
     const char *fn = "cdyn_nullspace_partition";

@@ -60,7 +60,7 @@ struct cdyn_nullspace {
     double *residual_top, *delta_v;       /* n: certificate and refinement of a solve */
     double *residual_bottom, *delta_lambda, *neg_c; /* m */
     double *kkt_work;   /* n + m */
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* Make ns refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0
@@ -68,7 +68,7 @@ struct cdyn_nullspace {
 void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback);
 
 /* CDYN_ERR_BUSY (with the message) when ns is inside an owner's callback. */
-cdyn_status cdyn__nullspace_check_idle(cdyn_nullspace *ns, const char *fn);
+cdyn_status cdyn__nullspace_check_idle(const cdyn_nullspace *ns, const char *fn);
 
 /* Equilibrate against ref (an m x n history, owned by the caller and kept
  * alive as long as ns) instead of the object's own, which

@@ -12,7 +12,7 @@
 
 /* ---- per-step calls: validation ------------------------------------- */
 
-static cdyn_status check_ready(cdyn_nullspace *ns, const char *fn)
+static cdyn_status check_ready(const cdyn_nullspace *ns, const char *fn)
 {
     if (cdyn__nullspace_check_idle(ns, fn)) return CDYN_ERR_BUSY;
     if (!ns->factored)
@@ -21,14 +21,14 @@ static cdyn_status check_ready(cdyn_nullspace *ns, const char *fn)
     return CDYN_OK;
 }
 
-static cdyn_status check_ptr(cdyn_nullspace *ns, const char *fn, const void *p,
+static cdyn_status check_ptr(const cdyn_nullspace *ns, const char *fn, const void *p,
                              const char *name)
 {
     if (!p) return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, name);
     return CDYN_OK;
 }
 
-static cdyn_status check_ld(cdyn_nullspace *ns, const char *fn, int ld, int rows,
+static cdyn_status check_ld(const cdyn_nullspace *ns, const char *fn, int ld, int rows,
                             const char *name)
 {
     if (ld < cdyn__max(rows, 1))
@@ -37,7 +37,7 @@ static cdyn_status check_ld(cdyn_nullspace *ns, const char *fn, int ld, int rows
     return CDYN_OK;
 }
 
-static cdyn_status check_finite(cdyn_nullspace *ns, const char *fn, int rows, int cols,
+static cdyn_status check_finite(const cdyn_nullspace *ns, const char *fn, int rows, int cols,
                                 const double *A, int ld, const char *name)
 {
     if (!A || rows == 0) return CDYN_OK;
@@ -76,7 +76,7 @@ static cdyn_status check_dynamics(cdyn_nullspace *ns, const char *fn, const doub
 
 /* ---- per-step calls: the maths --------------------------------------- */
 
-cdyn_status cdyn_nullspace_alpha(cdyn_nullspace *ns, double *alpha, int ldalpha)
+cdyn_status cdyn_nullspace_alpha(const cdyn_nullspace *ns, double *alpha, int ldalpha)
 {
     if (!ns) return CDYN_ERR_ARG;
     const char *fn = "cdyn_nullspace_alpha";

@@ -10,6 +10,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +38,7 @@ struct cdyn_rigid {
     double F_i[6], qdd[6], F_q[6];
     double Mbar[36], Nbar[6], J[36]; /* 6 x f, leading dimension 6 */
     double A[36], b[6];              /* f x f, leading dimension 6 */
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 cdyn_rigid *cdyn_rigid_create(int f, cdyn_status *status)
@@ -48,7 +49,7 @@ cdyn_rigid *cdyn_rigid_create(int f, cdyn_status *status)
         *status = CDYN_ERR_ARG;
         return NULL;
     }
-    cdyn_rigid *rb = calloc(1, sizeof *rb);
+    cdyn_rigid *rb = cdyn__object_alloc(sizeof *rb, offsetof(cdyn_rigid, msg));
     if (!rb) {
         *status = CDYN_ERR_NOMEM;
         return NULL;
@@ -402,10 +403,10 @@ cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *yd
     return CDYN_OK;
 }
 
-cdyn_status cdyn_rigid_constraint_loads(cdyn_rigid *rb, double *F_q)
+cdyn_status cdyn_rigid_last_constraint_loads(const cdyn_rigid *rb, double *F_q)
 {
     if (!rb) return CDYN_ERR_ARG;
-    const char *fn = "cdyn_rigid_constraint_loads";
+    const char *fn = "cdyn_rigid_last_constraint_loads";
     if (!F_q) return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: F_q is NULL", fn);
     if (!rb->has_loads)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: no successful cdyn_rigid_rhs yet", fn);

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,13 @@ const char *cdyn_version(void)
 }
 
 int cdyn_version_number(void) { return CDYN_VERSION_NUMBER; }
+
+void *cdyn__object_alloc(size_t size, size_t msg_member)
+{
+    char *p = calloc(1, size + CDYN__MSG_LEN);
+    if (p) *(char **)(p + msg_member) = p + size;
+    return p;
+}
 
 cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 {

@@ -1007,7 +1007,7 @@ static cdyn_status dae_prepare(cdyn_dae *dae, linear_dae *sys, double *v0)
 {
     cdyn_status st = cdyn_dae_set_mass(dae, sys->M, sys->n);
     if (st == CDYN_OK)
-        st = cdyn_dae_set_functions(dae, linear_force_fn, linear_jacobian_fn, linear_time_fn,
+        st = cdyn_dae_set_model(dae, linear_force_fn, linear_jacobian_fn, linear_time_fn,
                                     &sys->f);
     if (st == CDYN_OK) st = cdyn_dae_split(dae, 0.0, v0);
     if (st == CDYN_OK) st = cdyn_dae_consistent(dae, 0.0, v0);
@@ -1042,12 +1042,12 @@ static void run_dae(tu_rng *rng, const draw *d, tally *t)
     ck_assert_ptr_nonnull(dae);
     cdyn_status st = dae_prepare(dae, &sys, v0);
     int rank = cdyn_dae_ode_size(dae); /* the length of y (r - q in the index-2 form) */
-    if (st == CDYN_OK) st = cdyn_dae_states(dae, integ, alg);
+    if (st == CDYN_OK) st = cdyn_dae_split_states(dae, integ, alg);
     if (st == CDYN_OK) {
         for (int j = 0; j < rank; ++j) y[j] = v1[integ[j]];
         st = cdyn_dae_rhs(dae, 0.0, y, ydot);
     }
-    if (st == CDYN_OK) st = cdyn_dae_state(dae, v, vdot);
+    if (st == CDYN_OK) st = cdyn_dae_last_state(dae, v, vdot);
     if (st != CDYN_OK || rank != n - q) {
         /* no usable split of the library's: the reference takes the
          * massless states as algebraic. With a misjudged rank of M (the

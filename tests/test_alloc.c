@@ -316,9 +316,9 @@ static cdyn_dae *dae_ready(dae_model *p, int n, int variant, double *v0)
     }
     ck_assert_int_eq(cdyn_dae_rank(dae), p->r);
     if (variant == 1)
-        ck_assert_int_eq(cdyn_dae_set_functions(dae, dae_force, NULL, NULL, p), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, dae_force, NULL, NULL, p), CDYN_OK);
     else
-        ck_assert_int_eq(cdyn_dae_set_functions(dae, dae_force, dae_jacobian, dae_time, p),
+        ck_assert_int_eq(cdyn_dae_set_model(dae, dae_force, dae_jacobian, dae_time, p),
                          CDYN_OK);
     for (int i = 0; i < n; ++i) v0[i] = 0.5 + 0.1 * tu_uniform(&r);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v0), CDYN_OK);
@@ -347,12 +347,12 @@ START_TEST(dae_rhs_and_consistent_do_not_allocate)
         EXPECT(&rec, variant == 1 ? CDYN_ERR_ARG : CDYN_OK,
                cdyn_dae_check_jacobian(dae, 0.0, v, &chk[0]));
         OK(&rec, cdyn_dae_consistent(dae, 0.0, v));
-        OK(&rec, cdyn_dae_states(dae, integ, alg));
+        OK(&rec, cdyn_dae_split_states(dae, integ, alg));
         for (int i = 0; i < rr; ++i) y[i] = v[i], y2[i] = v[i] + 0.05;
         OK(&rec, cdyn_dae_rhs(dae, 0.0, y, ydot));
         OK(&rec, cdyn_dae_rhs(dae, 0.1, y2, ydot2));
         OK(&rec, cdyn_dae_rhs(dae, 0.2, y, ydot));
-        OK(&rec, cdyn_dae_state(dae, vs, vd));
+        OK(&rec, cdyn_dae_last_state(dae, vs, vd));
         OK(&rec, cdyn_dae_hidden_constraints(dae, 0.2, vs, G0));
         OK(&rec, cdyn_dae_analyze(dae, 0.2, vs, &idx));
         OK(&rec, cdyn_newton_get_report(cdyn_dae_newton(dae), &rep));
@@ -379,7 +379,7 @@ START_TEST(dae_rhs_and_consistent_do_not_allocate)
     ck_assert_int_eq(st, CDYN_OK);
     const double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, valve_force, valve_jacobian, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, valve_force, valve_jacobian, NULL, NULL), CDYN_OK);
     double v[3] = {1.0, 0.5, 0.4}, yo[2] = {1.0, 0.5}, yc[2] = {0.0, 0.0}, ydot[2];
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     long svd = -1;
@@ -993,11 +993,11 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
             for (int form = 0; form < 3; ++form) {
                 OK(&rec, cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form));
                 OK(&rec, cdyn_mbs_rhs(mbs, 0.0, y, ydot));
-                OK(&rec, cdyn_mbs_reactions(mbs, gf, lam));
+                OK(&rec, cdyn_mbs_last_reactions(mbs, gf, lam));
             }
         }
         OK(&rec, cdyn_mbs_set_formulation(mbs, CDYN_MBS_LAGRANGE));
-        OK(&rec, cdyn_mbs_residuals(mbs, &rp, &rv));
+        OK(&rec, cdyn_mbs_last_residuals(mbs, &rp, &rv));
         for (int metric = 0; metric < 2; ++metric) {
             memcpy(yp, y, sizeof y);
             yp[0] += 1e-3;
@@ -1005,7 +1005,7 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
             yp[n] += 1e-3;
             OK(&rec, cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric));
             OK(&rec, cdyn_mbs_project(mbs, 0.0, yp));
-            OK(&rec, cdyn_mbs_residuals(mbs, &rp, NULL));
+            OK(&rec, cdyn_mbs_last_residuals(mbs, &rp, NULL));
             yp[n] += 1e-3;
             OK(&rec, cdyn_mbs_project_velocities(mbs, 0.0, yp));
         }
@@ -1020,7 +1020,7 @@ START_TEST(mbs_per_step_calls_do_not_allocate)
         OK(&rec, cdyn_mbs_partition_state(mbs, 0.01, z, ys));
         NOTE(&rec, event = cdyn_mbs_partition_event(mbs));
         OK(&rec, cdyn_mbs_partition_quality(mbs, &qcur, &qbest));
-        OK(&rec, cdyn_mbs_reactions(mbs, gf, lam));
+        OK(&rec, cdyn_mbs_last_reactions(mbs, gf, lam));
         OK(&rec, cdyn_mbs_check_jacobian(mbs, 0.01, ys, &chk[1]));
         rec_end(&rec, chain ? "mbs (n = 30)" : "mbs (n = 3)");
 
@@ -1112,7 +1112,7 @@ START_TEST(rigid_calls_do_not_allocate_for_every_preset)
         OK(&rec, cdyn_rigid_velocities(rb, &k, y + f, vp, om));
         OK(&rec, cdyn_rigid_set_model(rb, rigid_motion, rigid_loads, &ctx));
         OK(&rec, cdyn_rigid_rhs(rb, 0.3, y, yd));
-        OK(&rec, cdyn_rigid_constraint_loads(rb, Fq2));
+        OK(&rec, cdyn_rigid_last_constraint_loads(rb, Fq2));
         OK(&rec, cdyn_rigid_set_model(rb, rigid_motion, NULL, &ctx));
         OK(&rec, cdyn_rigid_rhs(rb, 0.4, y, yd));
         rec_end(&rec, "rigid");
@@ -1275,7 +1275,7 @@ START_TEST(failing_calls_do_not_allocate)
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_rhs(mbs, 0.0, ymnan, ymd));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_rhs(mbs, 0.0, ym, NULL));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_project(mbs, 0.0, ymnan));
-        EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_reactions(mfresh, gf, NULL));
+        EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_last_reactions(mfresh, gf, NULL));
         EXPECT(&rec, CDYN_ERR_ARG, cdyn_mbs_partition_rhs(mfresh, 0.0, z, ymd));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_check_jacobian(mbs, 0.0, ymnan, &chk));
         EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_mbs_check_jacobian(mbs, NAN, ym, &chk));
@@ -1317,7 +1317,7 @@ START_TEST(failing_calls_do_not_allocate)
     EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_rigid_rhs(rb, 0.0, ynan, yd));
     EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_rhs(rb, 0.0, y, NULL));
     EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_rhs(nomodel, 0.0, y, yd));
-    EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_constraint_loads(nomodel, Fi));
+    EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_last_constraint_loads(nomodel, Fi));
     EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_set_body(rb, -1.0, I, 3, NULL));
     EXPECT(&rec, CDYN_ERR_NONFINITE, cdyn_rigid_set_body(rb, 1.0, Inan, 3, NULL));
     EXPECT(&rec, CDYN_ERR_ARG, cdyn_rigid_preset_eval((cdyn_rigid_preset)9, NULL, 0.0, q, q, &k));

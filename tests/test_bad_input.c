@@ -432,8 +432,8 @@ WRAP(w_ns_create)
     cdyn_nullspace_free(ns);
 }
 WRAP(w_ns_free) { USE_ALL; cdyn_nullspace_free(obj); }
-WRAP(w_ns_states) { USE_ALL; o->val = cdyn_nullspace_states(obj); }
-WRAP(w_ns_constraints) { USE_ALL; o->val = cdyn_nullspace_constraints(obj); }
+WRAP(w_ns_states) { USE_ALL; o->val = cdyn_nullspace_size(obj); }
+WRAP(w_ns_constraints) { USE_ALL; o->val = cdyn_nullspace_rows(obj); }
 WRAP(w_ns_set_rank_tolerance) { USE_ALL; o->st = cdyn_nullspace_set_rank_tolerance(obj, sc[0]); }
 WRAP(w_ns_set_condition_limit) { USE_ALL; o->st = cdyn_nullspace_set_condition_limit(obj, sc[0]); }
 WRAP(w_ns_set_preferred) { USE_ALL; o->st = cdyn_nullspace_set_preferred_dependent(obj, p[0]); }
@@ -479,9 +479,9 @@ static const fn_desc NS_FNS[] = {
      .call = w_ns_create},
     {.fn = "cdyn_nullspace_free", .ret = R_VOID, .has_obj = 1, .null_obj = XNONE,
      .flags = F_CONSUMES, .call = w_ns_free},
-    {.fn = "cdyn_nullspace_states", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
+    {.fn = "cdyn_nullspace_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
      .call = w_ns_states},
-    {.fn = "cdyn_nullspace_constraints", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
+    {.fn = "cdyn_nullspace_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
      .call = w_ns_constraints},
     {.fn = "cdyn_nullspace_set_rank_tolerance", OBJ, .sc = {SC_OPEN01("tol", 1e-11)},
      .call = w_ns_set_rank_tolerance},
@@ -889,8 +889,8 @@ static void dae_to_ready(cdyn_dae *dae, int massfn, int upto)
     must((massfn ? cdyn_dae_set_mass_fn(dae, dae_mass, NULL, 0.0) : cdyn_dae_set_mass(dae, DAE_M, 2)) ==
              CDYN_OK, "dae set mass");
     if (upto < 2) return;
-    must(cdyn_dae_set_functions(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
-         "cdyn_dae_set_functions");
+    must(cdyn_dae_set_model(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_model");
     if (upto < 3) return;
     must(cdyn_dae_analyze(dae, 0.0, DAE_V0, &idx) == CDYN_OK && idx == 1, "cdyn_dae_analyze");
     if (upto < 4) return;
@@ -940,8 +940,8 @@ static void *dae_make_regular(void)
 {
     cdyn_dae *dae = dae_new();
     must(cdyn_dae_set_mass(dae, DAE_MREG, 2) == CDYN_OK, "cdyn_dae_set_mass(I)");
-    must(cdyn_dae_set_functions(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
-         "cdyn_dae_set_functions");
+    must(cdyn_dae_set_model(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_model");
     return dae;
 }
 
@@ -949,8 +949,8 @@ static void *dae_make_regular(void)
 static void *dae_make_functions_only(void)
 {
     cdyn_dae *dae = dae_new();
-    must(cdyn_dae_set_functions(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
-         "cdyn_dae_set_functions");
+    must(cdyn_dae_set_model(dae, dae_force, dae_jac, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_model");
     return dae;
 }
 /* F without derivative callbacks (differences): nothing to check */
@@ -958,8 +958,8 @@ static void *dae_make_force_only(void)
 {
     cdyn_dae *dae = dae_new();
     dae_to_ready(dae, 0, 1);
-    must(cdyn_dae_set_functions(dae, dae_force, NULL, NULL, NULL) == CDYN_OK,
-         "cdyn_dae_set_functions(F only)");
+    must(cdyn_dae_set_model(dae, dae_force, NULL, NULL, NULL) == CDYN_OK,
+         "cdyn_dae_set_model(F only)");
     return dae;
 }
 /* dF/dt given, dF/dv by differences: the check compares dF/dt alone */
@@ -967,13 +967,13 @@ static void *dae_make_time_only(void)
 {
     cdyn_dae *dae = dae_new();
     dae_to_ready(dae, 0, 1);
-    must(cdyn_dae_set_functions(dae, dae_force, NULL, dae_time, NULL) == CDYN_OK,
-         "cdyn_dae_set_functions(F, dF/dt)");
+    must(cdyn_dae_set_model(dae, dae_force, NULL, dae_time, NULL) == CDYN_OK,
+         "cdyn_dae_set_model(F, dF/dt)");
     return dae;
 }
 static void dae_recover_functions(void *obj)
 {
-    (void)cdyn_dae_set_functions(obj, dae_force, dae_jac, dae_time, NULL);
+    (void)cdyn_dae_set_model(obj, dae_force, dae_jac, dae_time, NULL);
 }
 
 static void dae_destroy(void *obj) { cdyn_dae_free(obj); }
@@ -1006,16 +1006,16 @@ static void dae_probe(void *obj, double *out)
     pw w = {out, 0};
     double v[2] = {0}, vd[2] = {0}, y[2] = {0.95, 0.5}, yd[2] = {0}, G0[2] = {0};
     int integ[2] = {-9, -9}, alg[2] = {-9, -9};
-    put(&w, cdyn_dae_state(dae, v, vd));
+    put(&w, cdyn_dae_last_state(dae, v, vd));
     putv(&w, v, 2);
     putv(&w, vd, 2);
-    put(&w, cdyn_dae_states(dae, integ, alg));
+    put(&w, cdyn_dae_split_states(dae, integ, alg));
     puti(&w, integ, 2);
     puti(&w, alg, 2);
     put(&w, cdyn_dae_rank(dae));
     put(&w, cdyn_dae_rhs(dae, 0.3, y, yd));
     putv(&w, yd, 2);
-    put(&w, cdyn_dae_state(dae, v, vd));
+    put(&w, cdyn_dae_last_state(dae, v, vd));
     putv(&w, v, 2);
     putv(&w, vd, 2);
     put(&w, cdyn_dae_hidden_constraints(dae, 0.3, DAE_V1, G0));
@@ -1043,7 +1043,7 @@ WRAP(w_dae_set_mass_fn)
 WRAP(w_dae_set_functions)
 {
     USE_ALL;
-    o->st = cdyn_dae_set_functions(obj, p[0] ? dae_force : NULL, p[1] ? dae_jac : NULL,
+    o->st = cdyn_dae_set_model(obj, p[0] ? dae_force : NULL, p[1] ? dae_jac : NULL,
                                    p[2] ? dae_time : NULL, NULL);
 }
 WRAP(w_dae_check_jacobian) { USE_ALL; o->st = cdyn_dae_check_jacobian(obj, sc[0], p[0], p[1]); }
@@ -1058,7 +1058,7 @@ WRAP(w_dae_analyze) { USE_ALL; o->st = cdyn_dae_analyze(obj, sc[0], p[0], p[1]);
 WRAP(w_dae_constraints_at_level) { USE_ALL; o->val = cdyn_dae_constraints_at_level(obj, SCI(0)); }
 WRAP(w_dae_equation_levels) { USE_ALL; o->st = cdyn_dae_equation_levels(obj, p[0]); }
 WRAP(w_dae_split) { USE_ALL; o->st = cdyn_dae_split(obj, sc[0], p[0]); }
-WRAP(w_dae_states) { USE_ALL; o->st = cdyn_dae_states(obj, p[0], p[1]); }
+WRAP(w_dae_states) { USE_ALL; o->st = cdyn_dae_split_states(obj, p[0], p[1]); }
 WRAP(w_dae_consistent) { USE_ALL; o->st = cdyn_dae_consistent(obj, sc[0], p[0]); }
 WRAP(w_dae_rhs) { USE_ALL; o->st = cdyn_dae_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_dae_rhs_jacobian)
@@ -1066,7 +1066,7 @@ WRAP(w_dae_rhs_jacobian)
     USE_ALL;
     o->st = cdyn_dae_rhs_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
 }
-WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_state(obj, p[0], p[1]); }
+WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_last_state(obj, p[0], p[1]); }
 WRAP(w_dae_input_matrix)
 {
     USE_ALL;
@@ -1093,7 +1093,7 @@ static const fn_desc DAE_FNS[] = {
      .call = w_dae_set_mass},
     {.fn = "cdyn_dae_set_mass_fn", OBJ, .arg = {A_FN("mass")}, .sc = {SC_T("t0", 0.2)},
      .call = w_dae_set_mass_fn},
-    {.fn = "cdyn_dae_set_functions", OBJ,
+    {.fn = "cdyn_dae_set_model", OBJ,
      .arg = {A_FN("force"), A_FN_OPT("jacobian"), A_FN_OPT("time_derivative")},
      .call = w_dae_set_functions},
     {.fn = "cdyn_dae_check_jacobian", OBJ, .arg = {A_IN("v", 2, 0, DAE_V1), A_JCHECK("report")},
@@ -1123,7 +1123,7 @@ static const fn_desc DAE_FNS[] = {
      .call = w_dae_split},
     {.fn = "cdyn_dae_split", .variant = "M(t)", OBJ, .flags = F_CB_ONLY, .make = dae_make_massfn,
      .arg = {A_IN("v", 2, 0, DAE_V1)}, .sc = {SC_T("t", 0.3)}, .call = w_dae_split},
-    {.fn = "cdyn_dae_states", OBJ, .arg = {A_IOUT_OPT("integrated", 1), A_IOUT_OPT("algebraic", 1)},
+    {.fn = "cdyn_dae_split_states", OBJ, .arg = {A_IOUT_OPT("integrated", 1), A_IOUT_OPT("algebraic", 1)},
      .call = w_dae_states},
     {.fn = "cdyn_dae_consistent", OBJ, .arg = {A_INOUT("v", 2, DAE_V1)}, .sc = {SC_T("t", 0.3)},
      .call = w_dae_consistent},
@@ -1139,7 +1139,7 @@ static const fn_desc DAE_FNS[] = {
      .sc = {SC_T("t", 0.3), SC("inputs", 1, 2, BV(0, XARG), BV(-1, XARG)), SC_LD("ldfu", 2),
             SC_LD("ldb", 1)},
      .call = w_dae_input_matrix},
-    {.fn = "cdyn_dae_state", OBJ, .arg = {A_OUT_OPT("v", 2), A_OUT_OPT("vdot", 2)},
+    {.fn = "cdyn_dae_last_state", OBJ, .arg = {A_OUT_OPT("v", 2), A_OUT_OPT("vdot", 2)},
      .call = w_dae_state},
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
     {.fn = "cdyn_dae_svd_rate_solves", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
@@ -1180,10 +1180,10 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_analyze", dae_make_massed, XARG, "before set_functions"),
     DAE_EARLY("cdyn_dae_split", dae_make_massed, XARG, "before set_functions"),
     DAE_EARLY("cdyn_dae_equation_levels", dae_make_unanalyzed, XARG, "before analyze"),
-    DAE_EARLY("cdyn_dae_states", dae_make_unsplit, XARG, "before split"),
+    DAE_EARLY("cdyn_dae_split_states", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_consistent", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_rhs", dae_make_unsplit, XARG, "before split"),
-    DAE_EARLY("cdyn_dae_state", dae_make_norhs, XARG, "before any rhs"),
+    DAE_EARLY("cdyn_dae_last_state", dae_make_norhs, XARG, "before any rhs"),
     DAE_EARLY("cdyn_dae_check_jacobian", dae_make_created, XARG, "before set_functions"),
     {.fn = "cdyn_dae_check_jacobian", .name = "after set_functions only, no mass (OK)", .ex = XOK,
      .make = dae_make_functions_only},
@@ -1662,10 +1662,10 @@ static void mb_probe(void *obj, double *out)
     pw w = {out, 0};
     double gf[2] = {0}, mu[2] = {0}, rp = 0, rv = 0, ys[4] = {0}, yd[4] = {0}, zd[4] = {0}, yp[4];
     int ind[2] = {-9, -9}, dep[2] = {-9, -9};
-    put(&w, cdyn_mbs_reactions(mbs, gf, mu));
+    put(&w, cdyn_mbs_last_reactions(mbs, gf, mu));
     putv(&w, gf, 2);
     putv(&w, mu, 2);
-    put(&w, cdyn_mbs_residuals(mbs, &rp, &rv));
+    put(&w, cdyn_mbs_last_residuals(mbs, &rp, &rv));
     put(&w, rp);
     put(&w, rv);
     double qc = 0, qb = 0;
@@ -1680,7 +1680,7 @@ static void mb_probe(void *obj, double *out)
     put(&w, cdyn_mbs_partition_event(mbs));
     put(&w, cdyn_mbs_rhs(mbs, 0.0, MB_Y0, yd));
     putv(&w, yd, 4);
-    put(&w, cdyn_mbs_reactions(mbs, gf, mu));
+    put(&w, cdyn_mbs_last_reactions(mbs, gf, mu));
     putv(&w, gf, 2);
     putv(&w, mu, 2);
     put(&w, cdyn_mbs_partition_rhs(mbs, 0.0, MB_Z1, zd));
@@ -1729,11 +1729,11 @@ WRAP(w_mb_rhs) { USE_ALL; o->st = cdyn_mbs_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_project) { USE_ALL; o->st = cdyn_mbs_project(obj, sc[0], p[0]); }
 WRAP(w_mb_project_velocities) { USE_ALL; o->st = cdyn_mbs_project_velocities(obj, sc[0], p[0]); }
 WRAP(w_mb_project_tangent) { USE_ALL; o->st = cdyn_mbs_project_tangent(obj, p[0]); }
-WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_reactions(obj, p[0], p[1]); }
+WRAP(w_mb_reactions) { USE_ALL; o->st = cdyn_mbs_last_reactions(obj, p[0], p[1]); }
 WRAP(w_mb_get_counters) { USE_ALL; o->st = cdyn_mbs_get_counters(obj, p[0]); }
 WRAP(w_mb_reset_counters) { USE_ALL; o->st = cdyn_mbs_reset_counters(obj); }
-WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_residuals(obj, p[0], p[1]); }
-WRAP(w_mb_residuals_at) { USE_ALL; o->st = cdyn_mbs_residuals_at(obj, sc[0], p[0], p[1], p[2]); }
+WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_last_residuals(obj, p[0], p[1]); }
+WRAP(w_mb_residuals_at) { USE_ALL; o->st = cdyn_mbs_residuals(obj, sc[0], p[0], p[1], p[2]); }
 WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
 WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
 WRAP(w_mb_partition_gather) { USE_ALL; o->st = cdyn_mbs_partition_gather(obj, p[0], p[1]); }
@@ -1794,12 +1794,12 @@ static const fn_desc MB_FNS[] = {
      .call = w_mb_project_velocities},
     {.fn = "cdyn_mbs_project_tangent", OBJ, .make = mb_make_projected,
      .arg = {A_INOUT("w", 4, MB_Y1)}, .call = w_mb_project_tangent},
-    {.fn = "cdyn_mbs_reactions", OBJ,
+    {.fn = "cdyn_mbs_last_reactions", OBJ,
      .arg = {A_OUT_OPT("generalized_force", 2), A_OUT_OPT("multipliers", 1)},
      .call = w_mb_reactions},
-    {.fn = "cdyn_mbs_residuals", OBJ, .arg = {A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
+    {.fn = "cdyn_mbs_last_residuals", OBJ, .arg = {A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
      .call = w_mb_residuals},
-    {.fn = "cdyn_mbs_residuals_at", OBJ,
+    {.fn = "cdyn_mbs_residuals", OBJ,
      .arg = {A_IN("y", 4, 0, MB_Y1), A_OUT_OPT("position", 1), A_OUT_OPT("velocity", 1)},
      .sc = {SC_T("t", 0.0)}, .call = w_mb_residuals_at},
     {.fn = "cdyn_mbs_get_counters", OBJ, .arg = {A_OUT("counters", MBC_LEN)},
@@ -1870,13 +1870,13 @@ static const hand_row MB_HAND[] = {
     MB_SIZE("cdyn_mbs_partition_state", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_quality", mb_make_m2, "m = n = 2"),
     MB_EARLY("cdyn_mbs_rhs", mb_make_created, "before set_model"),
-    MB_EARLY("cdyn_mbs_residuals_at", mb_make_created, "before set_model"),
+    MB_EARLY("cdyn_mbs_residuals", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_project_velocities", mb_make_created, "before set_model"),
     MB_EARLY("cdyn_mbs_partition", mb_make_created, "before set_model"),
-    MB_EARLY("cdyn_mbs_reactions", mb_make_modelled, "before any rhs"),
+    MB_EARLY("cdyn_mbs_last_reactions", mb_make_modelled, "before any rhs"),
     MB_EARLY("cdyn_mbs_project_tangent", mb_make_modelled, "before any projection"),
-    MB_EARLY("cdyn_mbs_residuals", mb_make_modelled, "before any rhs or projection"),
+    MB_EARLY("cdyn_mbs_last_residuals", mb_make_modelled, "before any rhs or projection"),
     MB_EARLY("cdyn_mbs_partition_coordinates", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_rhs", mb_make_modelled, "before partition"),
@@ -2091,7 +2091,7 @@ static void rg_probe(void *obj, double *out)
     pw w = {out, 0};
     cdyn_rigid_kinematics k, kv;
     double Fq[6] = {0}, qdd[2] = {0}, v[3] = {0}, om[3] = {0}, yd[4] = {0};
-    put(&w, cdyn_rigid_constraint_loads(rb, Fq));
+    put(&w, cdyn_rigid_last_constraint_loads(rb, Fq));
     putv(&w, Fq, 6);
     put(&w, cdyn_rigid_accelerations(rb, rg_unpack(RG_KIN, &k), RG_QD, RG_F, qdd, Fq));
     putv(&w, qdd, 2);
@@ -2101,7 +2101,7 @@ static void rg_probe(void *obj, double *out)
     putv(&w, om, 3);
     put(&w, cdyn_rigid_rhs(rb, 0.3, RG_Y, yd));
     putv(&w, yd, 4);
-    put(&w, cdyn_rigid_constraint_loads(rb, Fq));
+    put(&w, cdyn_rigid_last_constraint_loads(rb, Fq));
     putv(&w, Fq, 6);
 }
 
@@ -2187,7 +2187,7 @@ WRAP(w_rg_set_model)
     o->st = cdyn_rigid_set_model(obj, p[0] ? rg_motion : NULL, p[1] ? rg_loads : NULL, NULL);
 }
 WRAP(w_rg_rhs) { USE_ALL; o->st = cdyn_rigid_rhs(obj, sc[0], p[0], p[1]); }
-WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_constraint_loads(obj, p[0]); }
+WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_last_constraint_loads(obj, p[0]); }
 WRAP(w_rg_callback_code) { USE_ALL; o->val = cdyn_rigid_callback_code(obj); }
 WRAP(w_rg_last_error) { USE_ALL; o->val = cdyn_rigid_last_error(obj) != NULL; }
 
@@ -2248,7 +2248,7 @@ static const fn_desc RG_FNS[] = {
      .call = w_rg_set_model},
     {.fn = "cdyn_rigid_rhs", OBJ, .arg = {A_IN("y", 4, 0, RG_Y), A_OUT("ydot", 4)},
      .sc = {SC_T("t", 0.3)}, .call = w_rg_rhs},
-    {.fn = "cdyn_rigid_constraint_loads", OBJ, .arg = {A_OUT("F_q", 6)},
+    {.fn = "cdyn_rigid_last_constraint_loads", OBJ, .arg = {A_OUT("F_q", 6)},
      .call = w_rg_constraint_loads},
     {.fn = "cdyn_rigid_callback_code", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
      .call = w_rg_callback_code},
@@ -2286,7 +2286,7 @@ static const hand_row RG_HAND[] = {
      .prep = rg_prep_singular, .recover = rg_recover},
     RG_EARLY("cdyn_rigid_rhs", rg_make_body, "before set_model"),
     RG_EARLY("cdyn_rigid_rhs", rg_make_model_only, "before set_body"),
-    RG_EARLY("cdyn_rigid_constraint_loads", rg_make_modelled, "before any rhs"),
+    RG_EARLY("cdyn_rigid_last_constraint_loads", rg_make_modelled, "before any rhs"),
 };
 
 static const module MOD_RG = {

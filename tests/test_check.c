@@ -551,7 +551,7 @@ static cdyn_dae *dae_new(dae_model *md, int with_mass)
         const double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0};
         ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
     }
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, dae_force, dae_jacobian, dae_time, md), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, dae_force, dae_jacobian, dae_time, md), CDYN_OK);
     return dae;
 }
 
@@ -638,8 +638,8 @@ START_TEST(dae_check_leaves_state)
     dae_to_state(twin);
     double v0[3], vd0[3], v1[3], vd1[3];
     int in0[2], al0[1], in1[2], al1[1];
-    ck_assert_int_eq(cdyn_dae_state(dae, v0, vd0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_states(dae, in0, al0), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v0, vd0), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, in0, al0), CDYN_OK);
 
     cdyn_jacobian_check c, ref;
     const double vc[3] = {0.1, -0.3, 0.7}; /* elsewhere, and not consistent */
@@ -648,9 +648,9 @@ START_TEST(dae_check_leaves_state)
     ck_assert_int_eq(ref.suspect, 1);
     ck_assert_int_eq(ref.row, 1);
     ck_assert_int_eq(ref.col, 1);
-    ck_assert_int_eq(cdyn_dae_state(dae, v1, vd1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v1, vd1), CDYN_OK);
     ck_assert(memcmp(v0, v1, sizeof v0) == 0 && memcmp(vd0, vd1, sizeof vd0) == 0);
-    ck_assert_int_eq(cdyn_dae_states(dae, in1, al1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, in1, al1), CDYN_OK);
     ck_assert(memcmp(in0, in1, sizeof in0) == 0 && al0[0] == al1[0]);
 
     /* F fails on its 6th call: CDYN_ERR_CALLBACK, code kept, report untouched */
@@ -673,7 +673,7 @@ START_TEST(dae_check_leaves_state)
     ck_assert_int_eq(cdyn_dae_check_jacobian(dae, NAN, vc, &c), CDYN_ERR_NONFINITE);
     ck_assert(report_untouched(&c));
 
-    ck_assert_int_eq(cdyn_dae_state(dae, v1, vd1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v1, vd1), CDYN_OK);
     ck_assert(memcmp(v0, v1, sizeof v0) == 0 && memcmp(vd0, vd1, sizeof vd0) == 0);
     /* usable: the same check, the same report */
     ck_assert_int_eq(cdyn_dae_check_jacobian(dae, 0.9, vc, &c), CDYN_OK);
@@ -684,15 +684,15 @@ START_TEST(dae_check_leaves_state)
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.55, y, yd), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(twin, 0.55, y, ydt), CDYN_OK);
     ck_assert(memcmp(yd, ydt, sizeof yd) == 0);
-    cdyn_dae_state(dae, v1, vd1);
-    cdyn_dae_state(twin, vt, vdt);
+    cdyn_dae_last_state(dae, v1, vd1);
+    cdyn_dae_last_state(twin, vt, vdt);
     ck_assert(memcmp(v1, vt, sizeof vt) == 0 && memcmp(vd1, vdt, sizeof vdt) == 0);
 
     /* re-entry from F during the check: CDYN_ERR_BUSY */
     md.dae = dae, md.reenter = 1;
     ck_assert_int_eq(cdyn_dae_check_jacobian(dae, 0.9, vc, &c), CDYN_OK);
     ck_assert_int_eq(md.inner, CDYN_ERR_BUSY);
-    cdyn_dae_state(dae, v1, vd1);
+    cdyn_dae_last_state(dae, v1, vd1);
     ck_assert(memcmp(vt, v1, sizeof vt) == 0);
     cdyn_dae_free(dae);
     cdyn_dae_free(twin);

@@ -135,7 +135,7 @@ START_TEST(dae_counters_match_the_solver_and_the_calls)
     ck_assert_ptr_nonnull(dae);
     const double M[4] = {1.0, 0.0, 0.0, 0.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, cubic_force, cubic_jacobian, cubic_time, NULL),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, cubic_force, cubic_jacobian, cubic_time, NULL),
                      CDYN_OK);
     double v[2] = {1.0, 0.5};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);

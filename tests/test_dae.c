@@ -176,7 +176,7 @@ static cdyn_dae *hydraulic_dae(hydraulic *h, int exact)
     double M[16];
     hydraulic_mass(h, M);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, hydraulic_force,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, hydraulic_force,
                                             exact ? hydraulic_jacobian : NULL,
                                             exact ? hydraulic_time : NULL, h),
                      CDYN_OK);
@@ -198,7 +198,7 @@ static void hydraulic_check_rhs_at_hyd_v(cdyn_dae *dae, double tol)
     double y = 1.5, ydot = SENTINEL, v[4], vdot[4];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
     ck_assert_double_eq_tol(ydot, HYD_VDOT[0], tol);
-    ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
     ck_assert_double_le(max_abs_diff(4, v, HYD_V), tol);
     ck_assert_double_le(max_abs_diff(4, vdot, HYD_VDOT), tol);
 }
@@ -250,7 +250,7 @@ static cdyn_dae *index2_dae(index2 *m, int exact)
     faults_reset(&m->f);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, index2_force, exact ? index2_jacobian : NULL, NULL, m),
+        cdyn_dae_set_model(dae, index2_force, exact ? index2_jacobian : NULL, NULL, m),
         CDYN_OK);
     return dae;
 }
@@ -321,7 +321,7 @@ static cdyn_dae *pendulum_dae(pendulum *p, int exact)
     faults_reset(&p->f);
     p->g = 9.81;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, pendulum_force,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, pendulum_force,
                                             exact ? pendulum_jacobian : NULL, NULL, p),
                      CDYN_OK);
     return dae;
@@ -520,7 +520,7 @@ static cdyn_dae *linear_dae(linear *m, int exact)
     cdyn_dae *dae = cdyn_dae_create(3, NULL);
     ck_assert_ptr_nonnull(dae);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, m->M, 3), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, linear_force, exact ? linear_jacobian : NULL,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, linear_force, exact ? linear_jacobian : NULL,
                                             exact ? linear_time : NULL, m),
                      CDYN_OK);
     return dae;
@@ -540,7 +540,7 @@ static cdyn_dae *linear_ready(linear *m, int exact)
 /* The split of a linear model: integrated (2) and the algebraic state. */
 static void linear_states(cdyn_dae *dae, int *integ, int *alg)
 {
-    ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
     ck_assert(integ[0] != integ[1] && integ[0] != *alg && integ[1] != *alg);
     ck_assert(*alg >= 0 && *alg < 3 && integ[0] >= 0 && integ[0] < 3 && integ[1] >= 0 &&
               integ[1] < 3);
@@ -556,7 +556,7 @@ static void linear_check_rhs(cdyn_dae *dae, linear *m, double t, const double *y
     double *ydot = dbuf(2), v[3], vdot[3], ev[3], evdot[3];
     ck_assert_int_eq(cdyn_dae_rhs(dae, t, y, ydot), CDYN_OK);
     ck_assert(dbuf_guards_intact(ydot, 2));
-    ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
     linear_expected(m, t, integ, alg, y, ev, evdot);
     double tol = abs_tol + rel_tol * fmax(fabs(evdot[0]), fmax(fabs(evdot[1]), fabs(evdot[2])));
     for (int j = 0; j < 2; ++j) {
@@ -820,7 +820,7 @@ START_TEST(hidden_constraint_of_diag_1_0_is_plus_or_minus_the_second_force)
     double M[4] = {1, 0, 0, 0};
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
     const double pts[4][3] = {{0.0, 2.0, 1.0}, {1.5, -1.0, 3.0}, {-0.7, 0.5, -2.0},
                               {2.0, 3.0, 0.5}};
     double sign = 0.0;
@@ -853,7 +853,7 @@ START_TEST(hidden_constraint_of_a_nondiagonal_mass_is_the_difference_of_the_forc
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
     const double pts[3][3] = {{0.3, 2.0, 1.0}, {1.5, -1.0, 3.0}, {-0.7, 0.5, -2.0}};
     for (int p = 0; p < 3; ++p) {
         double t = pts[p][0], v[2] = {pts[p][1], pts[p][2]}, G0;
@@ -874,7 +874,7 @@ START_TEST(two_hidden_constraints_have_the_norm_of_the_massless_forces)
     cdyn_dae *dae = cdyn_dae_create(3, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, hidden_force, NULL, NULL, &hm), CDYN_OK);
     double v[3] = {1.5, -2.0, 0.75}, t = 0.5;
     double *G0 = dbuf(2);
     ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, v, G0), CDYN_OK);
@@ -960,7 +960,7 @@ START_TEST(regular_mass_matrix_is_an_ode_of_index_zero)
         cdyn_dae *dae = cdyn_dae_create(2, NULL);
         ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
         ck_assert_int_eq(
-            cdyn_dae_set_functions(dae, ode_force, exact ? ode_jacobian : NULL, NULL, NULL),
+            cdyn_dae_set_model(dae, ode_force, exact ? ode_jacobian : NULL, NULL, NULL),
             CDYN_OK);
         int idx = -5;
         ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_OK);
@@ -979,7 +979,7 @@ START_TEST(dae_whose_constraints_never_reach_full_rank_is_singular)
         cdyn_dae *dae = cdyn_dae_create(2, NULL);
         ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
         ck_assert_int_eq(cdyn_dae_rank(dae), 0);
-        ck_assert_int_eq(cdyn_dae_set_functions(dae, singular_force,
+        ck_assert_int_eq(cdyn_dae_set_model(dae, singular_force,
                                                 exact ? singular_jacobian : NULL, NULL, NULL),
                          CDYN_OK);
         ck_assert_str_eq(cdyn_dae_last_error(dae), "");
@@ -1031,7 +1031,7 @@ START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
         hydraulic_init(&h);
         cdyn_dae *dae = hydraulic_split(&h, exact);
         int *integ = ibuf(1), *alg = ibuf(3);
-        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
         ck_assert(ibuf_guards_intact(integ, 1));
         ck_assert(ibuf_guards_intact(alg, 3));
         ck_assert_int_eq(integ[0], 0);
@@ -1042,7 +1042,7 @@ START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
         }
         ck_assert(seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
         /* either output may be NULL */
-        ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_OK);
         ibuf_free(integ);
         ibuf_free(alg);
         cdyn_dae_free(dae);
@@ -1066,14 +1066,14 @@ START_TEST(split_takes_the_index_two_form_and_refuses_index_three)
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         ck_assert_int_eq(cdyn_dae_rank(dae), 2);
         int integ[1], alg[2];
-        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
         ck_assert_int_eq(integ[0], 1);
         ck_assert_int_eq(alg[0], 0); /* dependent */
         ck_assert_int_eq(alg[1], 2); /* multiplier */
         double y = 0.3, ydot = 0.0, vv[3], vdot[3];
         ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
         ck_assert_double_eq_tol(ydot, sin(t) - 0.3, 1e-14);
-        ck_assert_int_eq(cdyn_dae_state(dae, vv, vdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, vv, vdot), CDYN_OK);
         ck_assert_double_eq_tol(vv[0], sin(t), 1e-15);
         /* dG0/dt = -cos t by central differences (no dF/dt callback) */
         ck_assert_double_eq_tol(vv[2], cos(t) + sin(t), 1e-10);
@@ -1108,10 +1108,10 @@ START_TEST(regular_mass_splits_into_integrated_states_only_and_rhs_is_m_inverse_
     double M[4] = {2, 1, 1, 3}, v[2] = {1.0, 2.0};
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, ode_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, ode_force, NULL, NULL, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     int *integ = ibuf(2), *alg = ibuf(1);
-    ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
     ck_assert(ibuf_untouched(alg, 1));
     ck_assert(ibuf_guards_intact(integ, 2));
     ck_assert((integ[0] == 0 && integ[1] == 1) || (integ[0] == 1 && integ[1] == 0));
@@ -1152,7 +1152,7 @@ START_TEST(linear_dae_minimum_order_system_matches_the_hand_derived_k_and_d)
         double kv[2] = {-1.5 * vi[0] + 2.5 * vi[1] + sin(t) - t * t / 2.0,
                         -vi[0] - 2.0 * vi[1] + cos(t) - t * t};
         for (int j = 0; j < 2; ++j) ck_assert_double_eq_tol(ydot[j], kv[integ[j]], 1e-12);
-        ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
         ck_assert_double_eq_tol(v[2], -0.5 * vi[0] + 0.5 * vi[1] - t * t / 2.0, 1e-12);
         ck_assert_double_eq_tol(vdot[2], -0.5 * kv[0] + 0.5 * kv[1] - t, 1e-12);
         ck_assert_double_eq_tol(vdot[0], kv[0], 1e-12);
@@ -1227,7 +1227,7 @@ START_TEST(hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates)
         const double evd[4] = {q1d, 11.0 / 24.0 * q1d, 13.0 / 24.0 * q1d,
                                9.75 * 11.0 / 24.0 * q1d};
         ck_assert_double_eq_tol(ydot, q1d, tol);
-        ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
         ck_assert_double_le(max_abs_diff(4, v, ev), tol);
         ck_assert_double_le(max_abs_diff(4, vdot, evd), tol);
         ck_assert_int_eq(cdyn_dae_svd_rate_solves(dae), 0); /* regular G_a */
@@ -1259,7 +1259,7 @@ START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
     double y = 0.0, ydot, vs[4], vdot[4];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
     ck_assert_double_eq_tol(ydot, 4.5, 1e-12);
-    ck_assert_int_eq(cdyn_dae_state(dae, vs, vdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vdot), CDYN_OK);
     const double evd[4] = {4.5, 2.25, 2.25, 0.0};
     ck_assert_double_le(max_abs_diff(4, vdot, evd), 1e-12);
     ck_assert_int_eq(cdyn_dae_svd_rate_solves(dae), 1);
@@ -1316,7 +1316,7 @@ START_TEST(constraint_without_a_real_root_gives_noconv_within_the_cap)
     double M[4] = {1, 0, 0, 0};
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, impossible_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, impossible_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {1.0, 0.5};
     /* index 1 at v: dG0/dv1 = 2 v1 = 1 != 0 */
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
@@ -1341,7 +1341,7 @@ START_TEST(constraint_without_a_real_root_gives_noconv_within_the_cap)
     double y = 1.0, *ydot = dbuf(1);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, ydot), CDYN_ERR_NOCONV);
     ck_assert(dbuf_untouched(ydot, 1));
-    ck_assert_int_eq(cdyn_dae_state(dae, NULL, NULL), CDYN_ERR_ARG); /* no success yet */
+    ck_assert_int_eq(cdyn_dae_last_state(dae, NULL, NULL), CDYN_ERR_ARG); /* no success yet */
     dbuf_free(ydot);
     cdyn_dae_free(dae);
 }
@@ -1415,11 +1415,11 @@ static double cubic_error(double h)
     double M[4] = {1, 1, 0, 0};
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, cubic_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, cubic_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {1.0, 0.3};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     int integ = -1, alg = -1;
-    ck_assert_int_eq(cdyn_dae_states(dae, &integ, &alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, &integ, &alg), CDYN_OK);
     ck_assert_int_eq(integ, 0);
     ck_assert_int_eq(alg, 1);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
@@ -1432,7 +1432,7 @@ static double cubic_error(double h)
     /* the algebraic state and its rate at t = 1 */
     double xd, vs[2], vd[2];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 1.0, &x, &xd), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vd), CDYN_OK);
     ck_assert_double_eq_tol(vs[1], sin(1.0), 1e-9);
     ck_assert_double_eq_tol(vd[1], cos(1.0), 1e-6); /* finite differences */
     ck_assert_double_eq_tol(xd, -x + sin(1.0), 1e-9);
@@ -1450,7 +1450,7 @@ START_TEST(rk4_of_the_linear_index_one_dae_matches_the_analytic_solution)
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, cosine_force, cosine_jacobian, cosine_time, NULL), CDYN_OK);
+        cdyn_dae_set_model(dae, cosine_force, cosine_jacobian, cosine_time, NULL), CDYN_OK);
     double v[2] = {1.0, -3.0};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
@@ -1462,7 +1462,7 @@ START_TEST(rk4_of_the_linear_index_one_dae_matches_the_analytic_solution)
     ck_assert_double_eq_tol(x, exact, 1e-9);
     double xd, vs[2], vd[2];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 1.0, &x, &xd), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vd), CDYN_OK);
     ck_assert_double_eq_tol(vs[1], cos(1.0), 1e-12);
     ck_assert_double_eq_tol(vd[1], -sin(1.0), 1e-12);
     ck_assert_double_eq_tol(vd[0], -x + cos(1.0), 1e-12);
@@ -1535,7 +1535,7 @@ START_TEST(failing_or_nonfinite_callbacks_in_rhs_leave_ydot_and_state_alone)
                 ck_assert_int_eq(cdyn_dae_callback_code(dae), 0);
                 ck_assert_int_eq(cdyn_dae_rhs(dae, CB_T0, CB_Y0, ydot), CDYN_OK);
                 double v0[3], vd0[3];
-                ck_assert_int_eq(cdyn_dae_state(dae, v0, vd0), CDYN_OK);
+                ck_assert_int_eq(cdyn_dae_last_state(dae, v0, vd0), CDYN_OK);
 
                 arm_fault(&m.f, which, how, k);
                 double *yd = dbuf(2);
@@ -1546,7 +1546,7 @@ START_TEST(failing_or_nonfinite_callbacks_in_rhs_leave_ydot_and_state_alone)
                 ck_assert(dbuf_untouched(yd, 2));
                 /* the state of the last success is kept */
                 double v[3], vd[3], ev[3], evd[3];
-                ck_assert_int_eq(cdyn_dae_state(dae, v, vd), CDYN_OK);
+                ck_assert_int_eq(cdyn_dae_last_state(dae, v, vd), CDYN_OK);
                 linear_expected(&m, CB_T0, integ, alg, CB_Y0, ev, evd);
                 ck_assert_double_le(max_abs_diff(3, v, ev), 1e-12);
                 ck_assert_double_le(max_abs_diff(3, vd, evd), 1e-12);
@@ -1598,7 +1598,7 @@ START_TEST(failing_callbacks_in_analysis_constraints_split_and_consistent_are_re
 
     arm_fault(&m.f, 0, 0, 1);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_ERR_CALLBACK);
-    ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_ERR_ARG);
     arm_fault(&m.f, 0, 0, 0);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_OK);
 
@@ -1653,7 +1653,7 @@ START_TEST(null_object_is_rejected_by_every_function)
     ck_assert_int_eq(cdyn_dae_set_rank_tolerance(NULL, 1e-8), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_set_max_index(NULL, 3), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_set_mass(NULL, M, 2), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_set_functions(NULL, ode_force, NULL, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_set_model(NULL, ode_force, NULL, NULL, NULL), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_set_fd_step(NULL, 1e-7), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_rank(NULL), -1);
     ck_assert_int_eq(cdyn_dae_bases(NULL, out, 2, out2, 2), CDYN_ERR_ARG);
@@ -1663,10 +1663,10 @@ START_TEST(null_object_is_rejected_by_every_function)
     ck_assert_int_eq(cdyn_dae_constraints_at_level(NULL, 0), -1);
     ck_assert_int_eq(cdyn_dae_equation_levels(NULL, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_split(NULL, 0.0, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_states(NULL, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(NULL, iout, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_consistent(NULL, 0.0, out), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_rhs(NULL, 0.0, v, out), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_state(NULL, out, out2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_last_state(NULL, out, out2), CDYN_ERR_ARG);
     ck_assert_ptr_null(cdyn_dae_newton(NULL));
     ck_assert_int_eq(cdyn_dae_callback_code(NULL), 0);
     ck_assert_ptr_nonnull(cdyn_dae_last_error(NULL));
@@ -1708,7 +1708,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
     ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &idx), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, out), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, hydraulic_force, hydraulic_jacobian,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, hydraulic_force, hydraulic_jacobian,
                                             hydraulic_time, &h),
                      CDYN_OK);
 
@@ -1716,7 +1716,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
     ck_assert_int_eq(cdyn_dae_equation_levels(dae, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, 0), -1);
     /* no split yet */
-    ck_assert_int_eq(cdyn_dae_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
     ck_assert(memcmp(v, HYD_V, sizeof v) == 0);
     double y = 1.5;
@@ -1727,7 +1727,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
 
     /* split done, no rhs yet */
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, out, out2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, out, out2), CDYN_ERR_ARG);
     assert_message(dae);
     ck_assert(dbuf_untouched(out, 16));
     ck_assert(dbuf_untouched(out2, 16));
@@ -1736,7 +1736,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
     /* a new set_mass clears the split */
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, out), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
     ck_assert(dbuf_untouched(out, 16));
     ck_assert(ibuf_untouched(iout, 4));
@@ -1783,8 +1783,8 @@ START_TEST(null_arrays_and_short_leading_dimensions_are_rejected)
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, NULL), CDYN_ERR_ARG);
     ck_assert(dbuf_untouched(out, 12));
     hydraulic_check_rhs_at_hyd_v(dae, 1e-12);
-    ck_assert_int_eq(cdyn_dae_state(dae, NULL, NULL), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, NULL, out), CDYN_OK); /* vdot only */
+    ck_assert_int_eq(cdyn_dae_last_state(dae, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, NULL, out), CDYN_OK); /* vdot only */
     ck_assert(dbuf_guards_intact(out, 4));
     ck_assert_double_le(max_abs_diff(4, out, HYD_VDOT), 1e-12);
     for (int i = 4; i < 12; ++i) ck_assert_double_eq(out[i], SENTINEL);
@@ -1856,7 +1856,7 @@ START_TEST(setters_reject_out_of_range_values_and_keep_the_object_usable)
     const int bad_index[] = {0, -1, CDYN_DAE_MAX_INDEX + 1, 1000};
     for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; ++i)
         ck_assert_int_eq(cdyn_dae_set_max_index(dae, bad_index[i]), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, NULL, hydraulic_jacobian, NULL, &h),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, NULL, hydraulic_jacobian, NULL, &h),
                      CDYN_ERR_ARG);
     /* still the finite-difference model, still split: the hand values */
     hydraulic_check_rhs_at_hyd_v(dae, 1e-6);
@@ -1903,10 +1903,10 @@ START_TEST(per_step_calls_allocate_nothing)
         st[1] = cdyn_dae_analyze(dae, 0.0, HYD_V, &idx);
         st[2] = cdyn_dae_hidden_constraints(dae, 0.0, HYD_V, G0);
         st[3] = cdyn_dae_consistent(dae, 0.0, guess);
-        st[4] = cdyn_dae_state(dae, vs, vd);
+        st[4] = cdyn_dae_last_state(dae, vs, vd);
         y = 1.5;
         st[5] = cdyn_dae_rhs(dae, 0.5, &y, &ydot);
-        st[6] = cdyn_dae_state(dae, vs, vd);
+        st[6] = cdyn_dae_last_state(dae, vs, vd);
         long calls = alloc_count_stop();
         ck_assert_int_eq(calls, 0);
         for (int i = 0; i < 7; ++i) ck_assert_int_eq(st[i], CDYN_OK);

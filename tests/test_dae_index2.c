@@ -120,7 +120,7 @@ static cdyn_dae *net_dae(net *m, int exact)
     double M[25] = {0}, L[3] = {m->La, m->Lb, m->Lc};
     for (int i = 0; i < 3; ++i) M[i + 5 * i] = m->e[i] * L[i] / m->sq;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, net_force, exact ? net_jacobian : NULL,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, net_force, exact ? net_jacobian : NULL,
                                             m->with_time ? net_time : NULL, m),
                      CDYN_OK);
     return dae;
@@ -169,7 +169,7 @@ static cdyn_dae *net_split(net *m, int exact, double *v)
 static int integrated_flow(cdyn_dae *dae)
 {
     int integ[1];
-    ck_assert_int_eq(cdyn_dae_states(dae, integ, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, NULL), CDYN_OK);
     return integ[0];
 }
 
@@ -201,7 +201,7 @@ START_TEST(split_finds_the_index_two_form_of_the_network)
         ck_assert_int_eq(cdyn_dae_rank(dae), 3);
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         int integ[1], alg[4];
-        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
         /* q_c cannot be integrated (it is fixed by junction 2 alone once
          * q_a + q_b is); the multipliers are the two pressures */
         ck_assert(integ[0] == 0 || integ[0] == 1);
@@ -239,7 +239,7 @@ START_TEST(rates_and_pressures_match_the_loop_equation)
             double got = qa_dot_of(integ, &m, t, ydot);
             ck_assert_double_le(fabs(got - h.qdot[0]), tol * h.rate_scale);
             double vv[5], vdot[5];
-            ck_assert_int_eq(cdyn_dae_state(dae, vv, vdot), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, vv, vdot), CDYN_OK);
             for (int k = 0; k < 3; ++k) {
                 ck_assert_double_le(fabs(vv[k] - h.v[k]), 1e-14 * m.b0 * 3.0);
                 ck_assert_double_le(fabs(vdot[k] - h.qdot[k]), tol * h.rate_scale);
@@ -279,7 +279,7 @@ START_TEST(jacobian_matches_the_differentiated_loop_equation)
                                 1e-11 * (fabs(h.qdot[0]) + fabs(inflow_dot(&m, t))));
             /* the state is that of y again */
             double vv[5];
-            ck_assert_int_eq(cdyn_dae_state(dae, vv, NULL), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, vv, NULL), CDYN_OK);
             ck_assert_double_le(fabs(vv[integ] - y), 0.0);
         }
         cdyn_dae_free(dae);
@@ -309,11 +309,11 @@ START_TEST(verdicts_and_results_do_not_depend_on_units)
         ck_assert_int_eq(cdyn_dae_index2(dae), 1);
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         int integ = integrated_flow(dae), alg[4];
-        ck_assert_int_eq(cdyn_dae_states(dae, NULL, alg), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, alg), CDYN_OK);
         ck_assert(alg[2] == 3 && alg[3] == 4);
         double t = 2.5, qa = 1.5e-3, y = y_of(integ, &m, t, qa), ydot = 0.0, vv[5];
         ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_state(dae, vv, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, vv, NULL), CDYN_OK);
         hand h = hand_solution(&m, t, qa);
         double tol = exact ? 1e-11 : 1e-8; /* as in the SI test */
         ck_assert_double_le(fabs(qa_dot_of(integ, &m, t, ydot) - h.qdot[0]), tol * h.rate_scale);
@@ -352,7 +352,7 @@ START_TEST(fixed_step_run_through_the_valve_follows_the_loop_equation)
         worst_rate = fmax(worst_rate, fabs(qa_dot_of(integ, &m, t, k[0]) - here.qdot[0]) /
                                           here.rate_scale);
         double vv[5];
-        ck_assert_int_eq(cdyn_dae_state(dae, vv, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, vv, NULL), CDYN_OK);
         double b = inflow(&m, t);
         worst_balance = fmax(worst_balance, fabs(b - vv[0] - vv[1]) / b);
         worst_balance = fmax(worst_balance, fabs(vv[0] + vv[1] - vv[2]) / b);
@@ -411,7 +411,7 @@ START_TEST(a_mixed_index_network_is_refused_with_its_reason)
     M[0] = m.La;
     M[6] = m.Lc;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, mixed_force, NULL, NULL, &m), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, mixed_force, NULL, NULL, &m), CDYN_OK);
     double v[5] = {1e-3, 2e-3, 1e-3, 2e5, 1.8e5};
     int index = -1;
     ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, v, &index), CDYN_OK);
@@ -419,7 +419,7 @@ START_TEST(a_mixed_index_network_is_refused_with_its_reason)
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_SINGULAR);
     ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "not the index-2 form"));
     ck_assert_int_eq(cdyn_dae_index2(dae), 0);
-    ck_assert_int_eq(cdyn_dae_states(dae, NULL, NULL), CDYN_ERR_ARG); /* no split */
+    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_ERR_ARG); /* no split */
     cdyn_dae_free(dae);
 }
 END_TEST

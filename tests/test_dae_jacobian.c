@@ -85,7 +85,7 @@ static double a_exact_derivative(const model_a *a, double t, double x1)
 static int a_integrated(cdyn_dae *dae)
 {
     int integrated = -1;
-    ck_assert_int_eq(cdyn_dae_states(dae, &integrated, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, &integrated, NULL), CDYN_OK);
     ck_assert(integrated == 0 || integrated == 1);
     return integrated;
 }
@@ -109,7 +109,7 @@ static cdyn_dae *a_make(model_a *a, int with_jacobian, double t, double x1)
     double ms = a->m / a->s;
     double M[4] = {a->e1 * ms, 0.0, a->e1 * ms, 0.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, a_force, with_jacobian ? a_jacobian : NULL,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, a_force, with_jacobian ? a_jacobian : NULL,
                                             a_time, a),
                      CDYN_OK);
     double v[2] = {a->s * x1, a->s * (x1 * x1 * x1 + a->c * t)};
@@ -233,12 +233,12 @@ static cdyn_dae *b_make(model_b *b, int with_jacobian, double t, double *v)
     double M[16] = {0};
     for (int i = 0; i < 3; ++i) M[i + 4 * i] = b->L[i] * b->qu / b->pu;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, b_force, with_jacobian ? b_jacobian : NULL,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, b_force, with_jacobian ? b_jacobian : NULL,
                                             NULL, b),
                      CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
     int algebraic = -1;
-    cdyn_dae_states(dae, NULL, &algebraic);
+    cdyn_dae_split_states(dae, NULL, &algebraic);
     ck_assert_int_eq(algebraic, 3); /* the massless pressure */
     ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
     return dae;
@@ -256,7 +256,7 @@ START_TEST(hydraulic_junction_is_the_schur_complement)
             double y[3] = {v[0], v[1], v[2]}, J[9], Jexact[9];
             ck_assert_int_eq(cdyn_dae_rhs_jacobian(dae, t, y, NULL, J, 3), CDYN_OK);
             double vfull[4];
-            ck_assert_int_eq(cdyn_dae_state(dae, vfull, NULL), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, vfull, NULL), CDYN_OK);
             b_exact(&b, vfull, Jexact);
             double tol = with_jacobian ? 1e-12 : 1e-7, scale = 0.0;
             for (int i = 0; i < 9; ++i) scale = fmax(scale, fabs(Jexact[i]));
@@ -287,7 +287,7 @@ START_TEST(hydraulic_junction_input_matrix_by_hand)
             double Fu[8] = {1.0 / b.pu, 0, 0, 0, 0, 0, 0, 1.0 / b.qu}, B[6], y[3] = {v[0], v[1], v[2]};
             ck_assert_int_eq(cdyn_dae_input_matrix(dae, t, y, 2, Fu, 4, B, 3), CDYN_OK);
             double vfull[4], F[16];
-            ck_assert_int_eq(cdyn_dae_state(dae, vfull, NULL), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, vfull, NULL), CDYN_OK);
             b_jacobian(t, vfull, F, 4, &b);
             double tol = with_jacobian ? 1e-12 : 1e-7;
             for (int k = 0; k < 2; ++k) {
@@ -343,9 +343,9 @@ START_TEST(jacobian_may_alias_y_and_commits_like_rhs)
         ck_assert(padded[3 + 4 * j] == -7.0);
         for (int i = 0; i < 3; ++i) ck_assert(padded[i + 4 * j] == J[i + 3 * j]);
     }
-    /* the evaluation is committed: cdyn_dae_state gives its v and v' */
+    /* the evaluation is committed: cdyn_dae_last_state gives its v and v' */
     double vs[4], vd[4];
-    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vd), CDYN_OK);
     for (int i = 0; i < 3; ++i) ck_assert(vd[i] == ydot[i]);
     /* counters: three Jacobians (the refused call did not run) and as many
      * right-hand sides */
@@ -374,7 +374,7 @@ START_TEST(regular_mass_gives_m_inverse_dfdv)
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     double M[4] = {2.0, 1.0, 1.0, 3.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, d_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, d_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {0.7, -0.2};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     double J[4];
@@ -422,13 +422,13 @@ static cdyn_dae *c_make(model_a *a, int with_jacobian, double t, double *y, int 
 {
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, c_mass, NULL, t), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, a_force, with_jacobian ? a_jacobian : NULL,
+    ck_assert_int_eq(cdyn_dae_set_model(dae, a_force, with_jacobian ? a_jacobian : NULL,
                                             a_time, a),
                      CDYN_OK);
     ck_assert_int_eq(cdyn_dae_set_tolerances(dae, 1e-15, NULL), CDYN_OK);
     double v[2] = {0.3, 0.1};
     ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_states(dae, integrated, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integrated, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
     *y = v[*integrated];
     return dae;

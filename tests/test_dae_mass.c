@@ -77,7 +77,7 @@ static cdyn_dae *rotating_setup(rotating *r, double p0)
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_ptr_nonnull(dae);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, rotating_mass, r, 0.0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, rotating_force, NULL, NULL, r), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, rotating_force, NULL, NULL, r), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
     double v[2];
     rotating_exact(r, p0, 0.0, v);
@@ -91,7 +91,7 @@ START_TEST(rotating_null_space_matches_analytic_solution)
     const double p0 = 1.0;
     cdyn_dae *dae = rotating_setup(&r, p0);
     int integrated, algebraic;
-    ck_assert_int_eq(cdyn_dae_states(dae, &integrated, &algebraic), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, &integrated, &algebraic), CDYN_OK);
     /* at t = 0 dG0/dv = +-u_perp = +-(0, 1): v1 is the algebraic state */
     ck_assert_int_eq(integrated, 0);
     ck_assert_int_eq(algebraic, 1);
@@ -99,7 +99,7 @@ START_TEST(rotating_null_space_matches_analytic_solution)
     rotating_exact(&r, p0, 0.0, v);
     double y = v[0];
     ck_assert(integrate(dae, 1, &y, 0.0, 1.0, 200));
-    ck_assert_int_eq(cdyn_dae_state(dae, v, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
     rotating_exact(&r, p0, 1.0, exact);
     /* RK4 with h = 5e-3 on a rate-1 problem: ~1e-11; beta' by central
      * differences with h = 1.5e-8: ~1e-8 relative. */
@@ -138,7 +138,7 @@ START_TEST(scaled_mass_matches_scalar_ode)
 {
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, scaled_mass, NULL, 0.0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {0.2, 0.7};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
@@ -178,7 +178,7 @@ START_TEST(rank_change_is_reported_not_integrated)
 {
     cdyn_dae *dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, growing_mass, NULL, 0.0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {0.0, 1.0}, y = 0.0, ydot = 12345.0;
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.1, &y, &ydot), CDYN_OK);
@@ -216,7 +216,7 @@ START_TEST(mass_callback_failure_and_bad_input)
     dae = cdyn_dae_create(2, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, nan_mass, NULL, 1.0), CDYN_ERR_NONFINITE);
     ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, nan_mass, NULL, 0.0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, scaled_force, NULL, NULL, NULL), CDYN_OK);
     double v[2] = {0.0, 1.0};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 1.0, &y, &ydot), CDYN_ERR_NONFINITE);
@@ -231,7 +231,7 @@ START_TEST(time_varying_rhs_does_not_allocate)
     double y = 0.9, ydot = 0.0, v[2];
     alloc_count_start();
     cdyn_status st = cdyn_dae_rhs(dae, 0.1, &y, &ydot);
-    cdyn_status st2 = cdyn_dae_state(dae, v, NULL);
+    cdyn_status st2 = cdyn_dae_last_state(dae, v, NULL);
     long calls = alloc_count_stop();
     ck_assert_int_eq(st, CDYN_OK);
     ck_assert_int_eq(st2, CDYN_OK);

@@ -245,7 +245,7 @@ static int index_of(const double *mdiag, cdyn_dae_force_fn force, cdyn_dae_jacob
     double M[16] = {0};
     for (int i = 0; i < 4; ++i) M[i + 4 * i] = mdiag[i];
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, force, jac, zero_dfdt4, user), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, force, jac, zero_dfdt4, user), CDYN_OK);
     int index = -1;
     *status = cdyn_dae_analyze(dae, 0.0, v, &index);
     strncpy(msg, cdyn_dae_last_error(dae), len - 1);
@@ -350,7 +350,7 @@ START_TEST(regular_mass_with_condition_1e12_is_an_ode)
     const double M[4] = {1e6, 0.0, 0.0, 1e-6};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, light_heavy_force, light_heavy_jacobian, zero_dfdt2, NULL),
+        cdyn_dae_set_model(dae, light_heavy_force, light_heavy_jacobian, zero_dfdt2, NULL),
         CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 2);
     const double v0[2] = {0.5, 2.0}, vdot_ref[2] = {-0.3, -10.5};
@@ -498,7 +498,7 @@ START_TEST(dae_rhs_solves_small_algebraic_states_to_relative_accuracy)
     ck_assert_ptr_nonnull(dae);
     const double M[4] = {h.I, 0.0, 0.0, 0.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, lj_force, lj_jacobian, zero_dfdt2, (void *)&h),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, lj_force, lj_jacobian, zero_dfdt2, (void *)&h),
                      CDYN_OK);
     double v[2] = {1e-4, c * 1e-4};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
@@ -508,7 +508,7 @@ START_TEST(dae_rhs_solves_small_algebraic_states_to_relative_accuracy)
     y = 1e-4 + 5e-11;
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
     double vdot[2];
-    ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
     double q1dot = (h.p1 - (h.R1 + h.Rl * c) * y) / h.I;
     const double v_ref[2] = {y, c * y}, vdot_ref[2] = {q1dot, c * q1dot};
     ck_assert_msg(fabs(v[1] - v_ref[1]) <= 1e-8 * v_ref[1], "Ql = %.17g, hand %.17g (rel %.2e)",
@@ -857,7 +857,7 @@ START_TEST(dae_without_algebraic_solution_is_not_reported_consistent)
     ck_assert_ptr_nonnull(dae);
     const double M[9] = {1.0, 0, 0, 0, 0, 0, 0, 0, 0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, nosol_force, nosol_jacobian, nosol_time, NULL),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, nosol_force, nosol_jacobian, nosol_time, NULL),
                      CDYN_OK);
     double v0[3] = {0.0, 0.0, 1.0};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v0), CDYN_OK);
@@ -1284,7 +1284,7 @@ static cdyn_dae *unit_oj_dae(double I1)
     M[0] = I1;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, oj_force, oj_jacobian, zero_dfdt4, (void *)&UNIT_OJ),
+        cdyn_dae_set_model(dae, oj_force, oj_jacobian, zero_dfdt4, (void *)&UNIT_OJ),
         CDYN_OK);
     return dae;
 }
@@ -1343,11 +1343,11 @@ START_TEST(failed_set_mass_keeps_the_previous_mass_and_split)
     cdyn_dae *dae = unit_oj_dae(2.0);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, UNIT_OJ_V), CDYN_OK);
     int integ_ref[4], alg_ref[4];
-    ck_assert_int_eq(cdyn_dae_states(dae, integ_ref, alg_ref), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ_ref, alg_ref), CDYN_OK);
     double y = 1.5, ydot_ref, v_ref[4], vdot_ref[4];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot_ref), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot_ref), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, v_ref, vdot_ref), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v_ref, vdot_ref), CDYN_OK);
     double M_new[16] = {0};
     M_new[0] = 2.0;
     M_new[5] = 0.01; /* Qa gets an inertance: rank 2 */
@@ -1366,12 +1366,12 @@ START_TEST(failed_set_mass_keeps_the_previous_mass_and_split)
         ck_assert_msg(cdyn_dae_rank(dae) == 1, "k = %ld: rank %d after NOMEM", k,
                       cdyn_dae_rank(dae));
         int integ[4], alg[4];
-        ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
         ck_assert(integ[0] == integ_ref[0]);
         ck_assert(memcmp(alg, alg_ref, 3 * sizeof(int)) == 0);
         double ydot, v[4], vdot[4];
         ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_state(dae, v, vdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, v, vdot), CDYN_OK);
         ck_assert(memcmp(&ydot, &ydot_ref, sizeof ydot) == 0);
         ck_assert(memcmp(v, v_ref, sizeof v) == 0 && memcmp(vdot, vdot_ref, sizeof vdot) == 0);
     }
@@ -1669,7 +1669,7 @@ static cdyn_dae *reentrant_oj_dae(dae_reentry *r)
     M[0] = 2.0;
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, reentrant_oj_force, reentrant_oj_jacobian, zero_dfdt4, r),
+        cdyn_dae_set_model(dae, reentrant_oj_force, reentrant_oj_jacobian, zero_dfdt4, r),
         CDYN_OK);
     return dae;
 }
@@ -1698,13 +1698,13 @@ START_TEST(dae_refuses_reentry_from_its_force_callback)
     ck_assert_int_eq(cdyn_dae_rhs(twin, 0.0, &y, &yd_twin), CDYN_OK);
     ck_assert(memcmp(&yd, &yd_twin, sizeof yd) == 0);
     double v[4], vd[4], v_twin[4], vd_twin[4];
-    ck_assert_int_eq(cdyn_dae_state(dae, v, vd), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(twin, v_twin, vd_twin), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, vd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(twin, v_twin, vd_twin), CDYN_OK);
     ck_assert(memcmp(v, v_twin, sizeof v) == 0 && memcmp(vd, vd_twin, sizeof vd) == 0);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
     int integ[4], alg[4], integ_twin[4], alg_twin[4];
-    ck_assert_int_eq(cdyn_dae_states(dae, integ, alg), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_states(twin, integ_twin, alg_twin), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(twin, integ_twin, alg_twin), CDYN_OK);
     ck_assert(integ[0] == integ_twin[0] && memcmp(alg, alg_twin, 3 * sizeof(int)) == 0);
     /* usable afterwards */
     y = 1.4;
@@ -2413,7 +2413,7 @@ START_TEST(two_link_margin_warns_before_the_fold)
             if (margin < 1e-3) {
                 double P[2], lam[2];
                 tl_phi(t, y, P, &a);
-                ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, lam), CDYN_OK);
+                ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, lam), CDYN_OK);
                 t_stop = ts;
                 phi_stop = fmax(fabs(P[0]), fabs(P[1]));
                 lam_stop = fmax(fabs(lam[0]), fabs(lam[1]));
@@ -2735,13 +2735,13 @@ static void oj_verdicts(const oj_units *u, int *rank, int *index, int *alg, doub
     M[0] = u->R[0] * 2.0 * u->S[0];
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
     ck_assert_int_eq(
-        cdyn_dae_set_functions(dae, oj_units_force, oj_units_jacobian, zero_dfdt4, (void *)u),
+        cdyn_dae_set_model(dae, oj_units_force, oj_units_jacobian, zero_dfdt4, (void *)u),
         CDYN_OK);
     *rank = cdyn_dae_rank(dae);
     for (int i = 0; i < 4; ++i) vs[i] = UNIT_OJ_V[i] / u->S[i];
     ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, vs, index), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, vs), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_states(dae, NULL, alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, alg), CDYN_OK);
     for (int i = 0; i < 4; ++i) vs[i] = guess[i] / u->S[i];
     cdyn_status st = cdyn_dae_consistent(dae, 0.0, vs);
     ck_assert_msg(st == CDYN_OK, "consistent: status %d (%s)", st, cdyn_dae_last_error(dae));
@@ -2750,7 +2750,7 @@ static void oj_verdicts(const oj_units *u, int *rank, int *index, int *alg, doub
     st = cdyn_dae_rhs(dae, 0.0, &y, &yd);
     ck_assert_msg(st == CDYN_OK, "rhs: status %d (%s)", st, cdyn_dae_last_error(dae));
     *ydot = u->S[0] * yd;
-    ck_assert_int_eq(cdyn_dae_state(dae, vs, vd), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vd), CDYN_OK);
     for (int i = 0; i < 4; ++i) vdot[i] = u->S[i] * vd[i];
     cdyn_dae_free(dae);
 }
@@ -2824,7 +2824,7 @@ static int choice_rates(double s0, double *v, double *vdot)
     ck_assert_ptr_nonnull(dae);
     const double M[9] = {s0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, choice_force, choice_jacobian, NULL, &s0),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, choice_force, choice_jacobian, NULL, &s0),
                      CDYN_OK);
     double w[3] = {1.25 / s0, 1.1 * 0.5, 0.5}; /* v1 = (2 - 1.25) / 1.5 = 0.5 */
     int index = -1, alg = -1, integ[2];
@@ -2832,12 +2832,12 @@ static int choice_rates(double s0, double *v, double *vdot)
     ck_assert_int_eq(index, 1);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, w), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 2);
-    ck_assert_int_eq(cdyn_dae_states(dae, integ, &alg), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, &alg), CDYN_OK);
     if (alg == 0) w[0] = 1.1 * 1.25 / s0, w[1] = 0.5; /* the guess is off in v0 instead */
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, w), CDYN_OK);
     double y[2] = {w[integ[0]], w[integ[1]]}, ydot[2], wdot[3];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, y, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_state(dae, w, wdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, w, wdot), CDYN_OK);
     cdyn_dae_free(dae);
     for (int j = 0; j < 3; ++j) {
         v[j] = (j == 0 ? s0 : 1.0) * w[j];
@@ -3547,7 +3547,7 @@ static cdyn_mbs *rv_twice_model(const rv_twice *p)
  * best any q' can do leaves |row 0| + |row 1| / 2 >= 1, far above rounding.
  * Asserts: consistent: OK, q and q' within 4e-16 of the hand values (a few
  * roundings of numbers <= 1), Phi_q q' + Phi_t of the result within 1e-15,
- * and cdyn_mbs_residuals' velocity residual <= 1e-15; inconsistent:
+ * and cdyn_mbs_last_residuals' velocity residual <= 1e-15; inconsistent:
  * CDYN_ERR_SINGULAR, y bit for bit as given (positions included, though
  * they could be projected), the message names row 0 or row 1 (the rows
  * that disagree) and not row 2, and no residuals are reported (no
@@ -3571,7 +3571,7 @@ START_TEST(mbs_project_meets_redundant_constraints_or_refuses_inconsistent_speed
     ck_assert_msg(fabs(row0) <= 1e-15 && fabs(row1) <= 1e-15 && fabs(y[5]) <= 1e-15,
                   "consistent: Phi_q q' + Phi_t = (%.3e, %.3e, %.3e)", row0, row1, y[5]);
     double position = -1.0, velocity = -1.0;
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &position, &velocity), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &position, &velocity), CDYN_OK);
     ck_assert_msg(velocity >= 0.0 && velocity <= 1e-15, "velocity residual %.3e", velocity);
     cdyn_mbs_free(mbs);
 
@@ -3584,7 +3584,7 @@ START_TEST(mbs_project_meets_redundant_constraints_or_refuses_inconsistent_speed
     ck_assert_msg(memcmp(y, y0, sizeof y) == 0, "inconsistent: y changed");
     ck_assert_msg((strstr(msg, "row 0") || strstr(msg, "row 1")) && !strstr(msg, "row 2"),
                   "inconsistent: message does not name row 0 or 1: \"%s\"", msg);
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, NULL, NULL), CDYN_ERR_ARG);
     cdyn_mbs_free(mbs);
 }
 END_TEST
@@ -3917,7 +3917,7 @@ START_TEST(a_circuit_nudged_from_rest_gets_its_rates)
     ladder_mass(M);
     cdyn_dae *dae = cdyn_dae_create(LADDER, NULL);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, LADDER), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, ladder_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, ladder_force, NULL, NULL, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
     int ny = cdyn_dae_ode_size(dae);
@@ -3927,7 +3927,7 @@ START_TEST(a_circuit_nudged_from_rest_gets_its_rates)
         y[k] = 1e-18;
         cdyn_status st = cdyn_dae_rhs(dae, 1e-10, y, ydot);
         ck_assert_msg(st == CDYN_OK, "nudge %d: %s", k, cdyn_dae_last_error(dae));
-        ck_assert_int_eq(cdyn_dae_state(dae, full, rate), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, full, rate), CDYN_OK);
         ladder_rates(1e-10, full, expect);
         double scale = 0.0;
         for (int i = 0; i < LADDER; ++i) scale = fmax(scale, fabs(expect[i]));

@@ -674,17 +674,17 @@ static void check_pendulum_rhs(cdyn_mbs_formulation form, int with_xi, double rt
         ck_assert_double_eq(ydot[0], y[2]);
         ck_assert_double_eq(ydot[1], y[3]);
         expect_vec(2, ydot + 2, qdd, rtol, 0.0, "q''");
-        ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, &lam_got), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_got, &lam_got), CDYN_OK);
         expect_vec(1, &lam_got, &lam, rtol, 0.0, "lambda");
         expect_vec(2, gf_got, gf, rtol, 0.0, "Phi_q^T lambda");
         /* either output may be NULL */
         lam_got = SENTINEL;
-        ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam_got), CDYN_OK);
         expect_vec(1, &lam_got, &lam, rtol, 0.0, "lambda alone");
-        ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_got, NULL), CDYN_OK);
         /* the state is consistent: both residuals vanish to rounding */
         double rp = -1.0, rv = -1.0;
-        ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
         ck_assert_double_le(rp, 1e-14);
         ck_assert_double_le(rv, 1e-14);
         ck_assert_double_ge(rp, 0.0);
@@ -746,7 +746,7 @@ START_TEST(penalty_rhs_converges_to_the_pendulum_solution_as_one_over_alpha)
                 double rtol = (with_xi ? EXACT_RTOL : FD_RTOL) * den / m;
                 expect_vec(2, ydot + 2, want, rtol, 0.0, "penalty q''");
                 double lam_got;
-                ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+                ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam_got), CDYN_OK);
                 expect_near(lam_got, want_lam, rtol * fabs(want_lam), "penalty lambda");
                 /* O(1/alpha) and decreasing */
                 double err = hypot(ydot[2] - qdd[0], ydot[3] - qdd[1]);
@@ -792,7 +792,7 @@ START_TEST(stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_m
             double s = xi - gains[gsel][0] * Phid - gains[gsel][1] * Phi;
             double ydot[4], gf[2], lam;
             ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-            ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, &lam), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf, &lam), CDYN_OK);
             double lhs = 2.0 * y[0] * ydot[2] + 2.0 * y[1] * ydot[3];
             expect_near(lhs, s, 1e-12 * (fabs(s) + fabs(2.0 * y[0] * ydot[2]) +
                                          fabs(2.0 * y[1] * ydot[3])),
@@ -804,7 +804,7 @@ START_TEST(stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_m
             expect_near(gf[0], 2.0 * y[0] * lam, 1e-14 * fabs(gf[0]) + 1e-300, "force x");
             expect_near(gf[1], 2.0 * y[1] * lam, 1e-14 * fabs(gf[1]) + 1e-300, "force y");
             double rp, rv;
-            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
             expect_near(rp, fabs(Phi), 1e-15, "position residual");
             expect_near(rv, fabs(Phid), 1e-15, "velocity residual");
         }
@@ -832,7 +832,7 @@ START_TEST(slider_crank_rhs_matches_a_bordered_kkt_solve)
                 ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
                 expect_vec(3, ydot, y + 3, 0.0, 0.0, "q'");
                 expect_vec(3, ydot + 3, qdd, rtol, 0.0, "slider q''");
-                ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, lam_got), CDYN_OK);
+                ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf, lam_got), CDYN_OK);
                 expect_vec(2, lam_got, lam, rtol, 0.0, "slider lambda");
                 double W[6], want_gf[3];
                 slider_J(&sc, y, W, 2);
@@ -863,7 +863,7 @@ START_TEST(unconstrained_model_gives_m_inverse_q)
     ck_assert_double_eq_tol(ydot[3], -GRAV, 1e-14);
     ck_assert_int_eq(p.f.calls[CB_PHI], 0);
     ck_assert_int_eq(p.f.calls[CB_JAC], 0);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf, NULL), CDYN_OK);
     ck_assert_double_eq(gf[0], 0.0);
     ck_assert_double_eq(gf[1], 0.0);
     double yc[4];
@@ -891,12 +891,12 @@ static void check_rod_rhs(int with_phi_t, int with_xi, double rtol)
             rod_exact(&r, ts[k], rr[k], rd[k], qdd, &lam, gf);
             ck_assert_int_eq(cdyn_mbs_rhs(mbs, ts[k], y, ydot), CDYN_OK);
             expect_vec(2, ydot + 2, qdd, rtol, 0.0, "rod q''");
-            ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_got, &lam_got), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_got, &lam_got), CDYN_OK);
             expect_vec(1, &lam_got, &lam, rtol, 0.0, "rod lambda");
             expect_vec(2, gf_got, gf, rtol, 0.0, "rod Phi_q^T lambda");
             /* the state is consistent with Phi_t != 0 */
             double rv;
-            ck_assert_int_eq(cdyn_mbs_residuals(mbs, NULL, &rv), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, NULL, &rv), CDYN_OK);
             ck_assert_double_le(rv, with_phi_t ? 1e-14 : 1e-9);
         }
     }
@@ -976,7 +976,7 @@ START_TEST(projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circ
             ck_assert_double_le(fabs(dq[0] * ny - dq[1] * nx), 1e-10 * hypot(dq[0], dq[1]));
             ck_assert_double_le(fabs(dv[0] * ny - dv[1] * nx), 1e-10 * hypot(dv[0], dv[1]));
             double rp, rv;
-            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
             ck_assert_double_le(rp, 1e-12);
             ck_assert_double_le(rv, 1e-12);
         }
@@ -1014,7 +1014,7 @@ static proj_result project_slider(cdyn_mbs *mbs, const slider *sc, double scale)
     tu_matvec(2, 3, J, 2, y + 3, Jv);
     ck_assert_double_le(vmax_abs(2, Jv), 1e-12);
     double rp, rv;
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
     ck_assert_double_le(rp, 1e-12);
     ck_assert_double_le(rv, 1e-12);
     null3(J, 2, nv);
@@ -1108,7 +1108,7 @@ END_TEST
  * residuals |Phi(q)| (exactly the offset put in) and |Phi'| <= 1e-13
  * (1e-9). */
 /* A one-coordinate model whose phi callback calls back into its own
- * object (cdyn_mbs_residuals_at): the inner call must be refused. */
+ * object (cdyn_mbs_residuals): the inner call must be refused. */
 typedef struct reentry {
     cdyn_mbs *mbs;
     cdyn_status inner;
@@ -1129,7 +1129,7 @@ static int re_phi(double t, const double *q, double *Phi, void *user)
 {
     reentry *r = user;
     double y[2] = {0.0, 0.0}, pos;
-    r->inner = cdyn_mbs_residuals_at(r->mbs, t, y, &pos, NULL);
+    r->inner = cdyn_mbs_residuals(r->mbs, t, y, &pos, NULL);
     Phi[0] = q[0];
     return 0;
 }
@@ -1152,19 +1152,19 @@ START_TEST(residuals_at_a_given_state)
     double y[4], ydot[4], rp0, rv0, rp, rv;
     pendulum_state(&p, 0.3, 0.7, y);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp0, &rv0), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp0, &rv0), CDYN_OK);
     double off[4] = {1.1, -0.4, 0.25, 0.5}; /* off the manifold, both levels */
-    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, off, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, 0.0, off, &rp, &rv), CDYN_OK);
     expect_near(rp, fabs(1.1 * 1.1 + 0.4 * 0.4 - 1.5 * 1.5), 1e-15, "pendulum |Phi|");
     expect_near(rv, fabs(2.0 * (1.1 * 0.25 - 0.4 * 0.5)), 1e-15, "pendulum |Phi'|");
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
     ck_assert(rp == rp0 && rv == rv0);
-    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, off, NULL, NULL), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_residuals_at(NULL, 0.0, off, &rp, &rv), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, NULL, &rp, &rv), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, NAN, off, &rp, &rv), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, 0.0, off, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_residuals(NULL, 0.0, off, &rp, &rv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, 0.0, NULL, &rp, &rv), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, NAN, off, &rp, &rv), CDYN_ERR_NONFINITE);
     double bad[4] = {1.1, INFINITY, 0.0, 0.0};
-    ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, 0.0, bad, &rp, &rv), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_mbs_residuals(mbs, 0.0, bad, &rp, &rv), CDYN_ERR_NONFINITE);
     cdyn_mbs_free(mbs);
 
     /* from inside a callback: refused, no hang; the outer call goes on */
@@ -1173,7 +1173,7 @@ START_TEST(residuals_at_a_given_state)
     re.mbs = cdyn_mbs_create(1, 1, &st);
     ck_assert_int_eq(cdyn_mbs_set_model(re.mbs, re_mass, re_force, re_phi, re_jac, &re), CDYN_OK);
     double y1[2] = {0.5, 0.0};
-    ck_assert_int_eq(cdyn_mbs_residuals_at(re.mbs, 0.0, y1, &rp, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_residuals(re.mbs, 0.0, y1, &rp, NULL), CDYN_OK);
     ck_assert_int_eq(re.inner, CDYN_ERR_BUSY);
     expect_near(rp, 0.5, 0.0, "outer |Phi|");
     cdyn_mbs_free(re.mbs);
@@ -1186,7 +1186,7 @@ START_TEST(residuals_at_a_given_state)
         double phi = -q[0] * sin(wt) + q[1] * cos(wt);
         double phidot = -q[2] * sin(wt) + q[3] * cos(wt) -
                         r.omega * (q[0] * cos(wt) + q[1] * sin(wt));
-        ck_assert_int_eq(cdyn_mbs_residuals_at(mbs, t, q, &rp, &rv), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_residuals(mbs, t, q, &rp, &rv), CDYN_OK);
         expect_near(rp, fabs(phi), 1e-15, "rod |Phi|");
         expect_near(rv, fabs(phidot), exact ? 1e-15 : 1e-8, "rod |Phi'|");
         cdyn_mbs_free(mbs);
@@ -1220,7 +1220,7 @@ START_TEST(velocity_projection_moves_only_the_speeds)
             double tol = with_phi_t ? 1e-14 : 1e-9;
             expect_vec(2, y + 2, vp, tol, 0.0, "projected speed");
             double position = -1.0, velocity = -1.0;
-            ck_assert_int_eq(cdyn_mbs_residuals(mbs, &position, &velocity), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &position, &velocity), CDYN_OK);
             ck_assert_double_le(fabs(position - fabs(eth[0] * y0c[0] + eth[1] * y0c[1])), 1e-16);
             ck_assert_double_le(velocity, with_phi_t ? 1e-13 : 1e-9);
             cdyn_mbs_free(mbs);
@@ -1243,7 +1243,7 @@ static void check_partition_against_rhs(cdyn_mbs *mbs, int n, int m, double t, c
     double ydot[6], gf[3], lam[2], z[4], zdot[4], gf_p[3], lam_p[2], y_ps[6];
     int ind[3], dep[3];
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, t, y, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf, lam), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, t, y), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, ind, dep), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
@@ -1260,7 +1260,7 @@ static void check_partition_against_rhs(cdyn_mbs *mbs, int n, int m, double t, c
                     "partitioned acceleration");
     }
     ck_assert_double_eq(zdot[2 * d], SENTINEL); /* nothing past 2d */
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_p, lam_p), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_p, lam_p), CDYN_OK);
     expect_vec(m, lam_p, lam, rtol, 0.0, "partitioned lambda");
     expect_vec(n, gf_p, gf, rtol, 0.0, "partitioned Phi_q^T lambda");
     ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t, z, y_ps), CDYN_OK);
@@ -1269,7 +1269,7 @@ static void check_partition_against_rhs(cdyn_mbs *mbs, int n, int m, double t, c
     levels(model, t, y_ps, Phi);
     ck_assert_double_le(vmax_abs(m, Phi), 1e-12);
     double rp, rv;
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
     ck_assert_double_le(rp, 1e-12);
     ck_assert_double_le(rv, 1e-12);
 }
@@ -1331,7 +1331,7 @@ START_TEST(partitioned_pendulum_matches_the_kkt_rhs_and_the_analytic_solution)
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     pendulum_exact(&p, th, thd, qdd, &lam, gfv);
     expect_near(zdot[1], qdd[1], FD_RTOL * vmax_abs(2, qdd), "y''");
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &gf), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &gf), CDYN_OK);
     expect_near(gf, lam, FD_RTOL * lam, "lambda");
     ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     expect_vec(4, yps, y2, 1e-12, 1.0, "state on the same branch");
@@ -1393,7 +1393,7 @@ START_TEST(partitioned_rheonomic_model_takes_the_dependent_speed_from_phi_t)
     ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t2, z, yps), CDYN_OK);
     expect_vec(4, yps, y2, 1e-12, 1.0, "state with the dependent speed from Phi_t");
     double lam_got;
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_got), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam_got), CDYN_OK);
     expect_near(lam_got, lam, 1e-11 * fabs(lam), "rod lambda (partitioned)");
     cdyn_mbs_free(mbs);
 }
@@ -1592,7 +1592,7 @@ START_TEST(rk4_with_projection_keeps_the_pendulum_on_the_circle_and_gives_its_pe
         double Phi = y[0] * y[0] + y[1] * y[1] - l * l;
         max_phi = fmax(max_phi, fabs(Phi));
         double rp;
-        ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, NULL), CDYN_OK);
         ck_assert_double_le(rp, 1e-10);
         double E = 0.5 * m * (y[2] * y[2] + y[3] * y[3]) + m * g * y[1];
         max_drift = fmax(max_drift, fabs(E - E0));
@@ -1699,7 +1699,7 @@ START_TEST(rhs_reports_nan_from_each_callback_as_nonfinite)
     pendulum_state(&p, 0.7, 1.3, y);
     pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_before, &lam_before), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_before, &lam_before), CDYN_OK);
     for (int cb = 0; cb < CB_COUNT; ++cb) {
         fault_arm(&p.f, cb, 1, 1);
         fill(ydot, 4, SENTINEL);
@@ -1708,7 +1708,7 @@ START_TEST(rhs_reports_nan_from_each_callback_as_nonfinite)
         ck_assert(all_equal(ydot, 4, SENTINEL));
         /* the reactions of the last successful rhs are kept */
         double g2[2], l2;
-        ck_assert_int_eq(cdyn_mbs_reactions(mbs, g2, &l2), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, g2, &l2), CDYN_OK);
         ck_assert_double_eq(l2, lam_before);
         fault_reset(&p.f);
         ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
@@ -1832,9 +1832,9 @@ START_TEST(pendulum_at_the_pivot_is_singular_for_lagrange_and_fine_for_penalty)
     double good[4], ydot[4], lam_good;
     pendulum_state(&p, 0.7, 1.3, good);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam_good), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam_good), CDYN_OK);
     double rp0, rv0;
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp0, &rv0), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp0, &rv0), CDYN_OK);
     double y[4] = {0.0, 0.0, 0.3, 0.4};
     fill(ydot, 4, SENTINEL);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
@@ -1846,7 +1846,7 @@ START_TEST(pendulum_at_the_pivot_is_singular_for_lagrange_and_fine_for_penalty)
     ck_assert_str_ne(cdyn_mbs_last_error(mbs), "");
     /* residuals still describe the last successful rhs */
     double rp, rv, lam;
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
     ck_assert_double_eq(rp, rp0);
     ck_assert_double_eq(rv, rv0);
     /* the same pose under the penalty form */
@@ -1856,12 +1856,12 @@ START_TEST(pendulum_at_the_pivot_is_singular_for_lagrange_and_fine_for_penalty)
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
     ck_assert_double_eq_tol(ydot[2], 0.0, 1e-14);
     ck_assert_double_eq_tol(ydot[3], -GRAV, 1e-13);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam), CDYN_OK);
     expect_near(lam, 2.0 * alpha * 0.25, FD_RTOL * 5.0, "penalty lambda at the pivot");
     /* usable afterwards */
     ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_LAGRANGE), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, &lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam), CDYN_OK);
     expect_near(lam, lam_good, 1e-15 * lam_good, "lambda after the singular pose");
     cdyn_mbs_free(mbs);
 }
@@ -1879,11 +1879,11 @@ START_TEST(reactions_after_a_singular_rhs_are_those_of_the_last_successful_rhs)
     double good[4], ydot[4], gf_good[2], lam_good;
     pendulum_state(&p, 0.7, 1.3, good);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, good, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf_good, &lam_good), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_good, &lam_good), CDYN_OK);
     double y[4] = {0.0, 0.0, 0.3, 0.4};
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_ERR_SINGULAR);
     double gf[2] = {SENTINEL, SENTINEL}, lam = SENTINEL;
-    cdyn_status st = cdyn_mbs_reactions(mbs, gf, &lam);
+    cdyn_status st = cdyn_mbs_last_reactions(mbs, gf, &lam);
     ck_assert_msg(st == CDYN_OK, "reactions after a failed rhs: status %d (%s)", (int)st,
                   cdyn_mbs_last_error(mbs));
     ck_assert_double_eq(lam, lam_good);
@@ -1945,7 +1945,7 @@ START_TEST(folded_two_link_arm_is_singular_for_lagrange_and_runs_under_penalty)
      * size of the accelerations' terms, xi = 0.07 */
     expect_vec(2, ydot + 2, want, FD_RTOL, vmax_abs(2, xi), "penalty q'' at the folded pose");
     double lam[2], Jq[2];
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, NULL, lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, lam), CDYN_OK);
     tu_matvec(2, 2, J, 2, want, Jq);
     double want_lam[2] = {alpha[0] * (Jq[0] - xi[0]), alpha[1] * (Jq[1] - xi[1])};
     expect_vec(2, lam, want_lam, 1e-7, 1.0, "penalty multipliers at the folded pose");
@@ -1987,8 +1987,8 @@ START_TEST(null_object_is_rejected_everywhere)
     ck_assert_ptr_null(cdyn_mbs_newton(NULL));
     ck_assert_int_eq(cdyn_mbs_rhs(NULL, 0.0, y, v), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_project(NULL, 0.0, y), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_reactions(NULL, v, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_residuals(NULL, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(NULL, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(NULL, v, v), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition(NULL, 0.0, y), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(NULL, idx, idx + 1), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_mbs_partition_gather(NULL, y, z), CDYN_ERR_ARG);
@@ -2015,8 +2015,8 @@ START_TEST(calls_before_the_model_is_set_are_rejected)
     ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_ERR_ARG);
     ck_assert_int_eq(memcmp(y, yc, sizeof y), 0);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, v, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, v, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, v, v), CDYN_ERR_ARG);
     ck_assert(all_equal(v, 4, SENTINEL));
     /* set_model with a NULL callback is rejected and leaves no model */
     pendulum p;
@@ -2050,8 +2050,8 @@ START_TEST(bad_arrays_and_values_are_rejected_and_the_object_works_afterwards)
     memcpy(yc, y, sizeof y);
     /* reactions / residuals before any rhs */
     fill(v, 5, SENTINEL);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, v, v + 2), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_mbs_residuals(mbs, v, v + 1), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, v, v + 2), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, v, v + 1), CDYN_ERR_ARG);
     ck_assert(all_equal(v, 5, SENTINEL));
     /* NULL arrays */
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, NULL, v), CDYN_ERR_ARG);
@@ -2142,7 +2142,7 @@ START_TEST(bad_arrays_and_values_are_rejected_and_the_object_works_afterwards)
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yc, v), CDYN_OK);
     expect_vec(2, v + 2, qdd, EXACT_RTOL, 0.0, "q'' after bad input");
     ck_assert_double_eq(v[4], SENTINEL);
-    ck_assert_int_eq(cdyn_mbs_reactions(mbs, gf, &lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf, &lam), CDYN_OK);
     double lam_exact, gfe[2], qq[2];
     pendulum_exact(&p, 0.7, 1.3, qq, &lam_exact, gfe);
     expect_near(lam, lam_exact, EXACT_RTOL * lam_exact, "lambda (Lagrange still selected)");
@@ -2197,7 +2197,7 @@ START_TEST(per_step_calls_allocate_nothing)
         st[ns++] = cdyn_mbs_set_formulation(mbs, (cdyn_mbs_formulation)form);
         st[ns++] = cdyn_mbs_rhs(mbs, 0.0, y, ydot);
     }
-    st[ns++] = cdyn_mbs_reactions(mbs, gf, lam);
+    st[ns++] = cdyn_mbs_last_reactions(mbs, gf, lam);
     for (int metric = 0; metric < 2; ++metric) {
         memcpy(yp, y, sizeof y);
         yp[0] += 1e-3;
@@ -2205,12 +2205,12 @@ START_TEST(per_step_calls_allocate_nothing)
         st[ns++] = cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric);
         st[ns++] = cdyn_mbs_project(mbs, 0.0, yp);
     }
-    st[ns++] = cdyn_mbs_residuals(mbs, &rp, &rv);
+    st[ns++] = cdyn_mbs_last_residuals(mbs, &rp, &rv);
     z[0] += 1e-2;
     st[ns++] = cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot);
     st[ns++] = cdyn_mbs_partition_state(mbs, 0.0, z, ys);
     st[ns++] = cdyn_mbs_partition_gather(mbs, ys, z);
-    st[ns++] = cdyn_mbs_reactions(mbs, gf, lam);
+    st[ns++] = cdyn_mbs_last_reactions(mbs, gf, lam);
     long calls = alloc_count_stop();
     ck_assert_int_eq(calls, 0);
     for (int i = 0; i < ns; ++i) ck_assert_msg(st[i] == CDYN_OK, "call %d: status %d", i, st[i]);

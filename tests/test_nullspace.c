@@ -1382,7 +1382,7 @@ START_TEST(without_constraints_alpha_is_permutation_and_solve_is_M_inverse_F)
     problem p;
     problem_init(&p, n, 0, 0, 0, 9900);
     cdyn_nullspace *ns = create_ok(n, 0);
-    ck_assert_int_eq(cdyn_nullspace_constraints(ns), 0);
+    ck_assert_int_eq(cdyn_nullspace_rows(ns), 0);
     ck_assert_int_eq(cdyn_nullspace_factor(ns, NULL, 1), CDYN_OK); /* NULL W allowed when m = 0 */
     /* W is 0 x n: its (NaN) storage holds no entries and must not be read */
     ck_assert_int_eq(cdyn_nullspace_factor(ns, p.W, 1), CDYN_OK);
@@ -1557,12 +1557,12 @@ START_TEST(create_rejects_bad_sizes)
     }
     cdyn_nullspace *ns = cdyn_nullspace_create(1, 0, NULL); /* status may be NULL */
     ck_assert_ptr_nonnull(ns);
-    ck_assert_int_eq(cdyn_nullspace_states(ns), 1);
-    ck_assert_int_eq(cdyn_nullspace_constraints(ns), 0);
+    ck_assert_int_eq(cdyn_nullspace_size(ns), 1);
+    ck_assert_int_eq(cdyn_nullspace_rows(ns), 0);
     cdyn_nullspace_free(ns);
     ns = create_ok(12, 11);
-    ck_assert_int_eq(cdyn_nullspace_states(ns), 12);
-    ck_assert_int_eq(cdyn_nullspace_constraints(ns), 11);
+    ck_assert_int_eq(cdyn_nullspace_size(ns), 12);
+    ck_assert_int_eq(cdyn_nullspace_rows(ns), 11);
     ck_assert_str_eq(cdyn_nullspace_last_error(ns), ""); /* no failure yet */
     cdyn_nullspace_free(ns);
     cdyn_nullspace_free(NULL);
@@ -1576,8 +1576,8 @@ START_TEST(null_object_is_rejected_everywhere)
     int n = fx.n, m = fx.m, d = fx.d;
     problem *p = &fx.p;
     int changed = ISENTINEL;
-    ck_assert_int_eq(cdyn_nullspace_states(NULL), 0);
-    ck_assert_int_eq(cdyn_nullspace_constraints(NULL), 0);
+    ck_assert_int_eq(cdyn_nullspace_size(NULL), 0);
+    ck_assert_int_eq(cdyn_nullspace_rows(NULL), 0);
     ck_assert_double_eq(cdyn_nullspace_condition(NULL), -1.0);
     ck_assert_int_eq(cdyn_nullspace_redundant_rows(NULL, fx.rows), -1);
     ck_assert_int_eq(cdyn_nullspace_set_rank_tolerance(NULL, 1e-10), CDYN_ERR_ARG);

@@ -631,7 +631,7 @@ START_TEST(torque_free_body_conserves_momentum_and_energy)
     ck_assert_msg(errC <= 1e-9, "centre of mass off its line by %g", errC);
     /* every rhs gave the constraint loads of a free body: zero */
     double Fq[6];
-    ck_assert_int_eq(cdyn_rigid_constraint_loads(rb, Fq), CDYN_OK);
+    ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
     ck_assert_msg(maxabs(6, Fq) <= 1e-11, "free body has loads %g", maxabs(6, Fq));
     cdyn_rigid_free(rb);
 }
@@ -733,7 +733,7 @@ START_TEST(one_axis_rotation_is_the_compound_pendulum)
     for (size_t c = 0; c < sizeof states / sizeof states[0]; ++c) {
         double q = states[c][0], qd = states[c][1], y[2] = {q, qd}, ydot[2], Fq[6];
         ck_assert_int_eq(cdyn_rigid_rhs(rb, 0.5, y, ydot), CDYN_OK);
-        ck_assert_int_eq(cdyn_rigid_constraint_loads(rb, Fq), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
         double qdd = -b.m * G_ACC * d * sin(q) / (I_C + b.m * d * d);
         ck_assert_double_eq(ydot[0], qd);
         ck_assert_msg(fabs(ydot[1] - qdd) <= 1e-13 * (1 + fabs(qdd)), "q'' %g vs %g", ydot[1],
@@ -1016,7 +1016,7 @@ START_TEST(pure_sway_carriage_force_matches_hand_calculation)
         double t = samples[c][0], y[4], ydot[4], Fq[6];
         memcpy(y, samples[c] + 1, sizeof y);
         ck_assert_int_eq(cdyn_rigid_rhs(rb, t, y, ydot), CDYN_OK);
-        ck_assert_int_eq(cdyn_rigid_constraint_loads(rb, Fq), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
         double z = y[0], th = y[1], dth = y[3], m = body.m;
         double rx = cos(th) * rxb + sin(th) * rzb, rz = -sin(th) * rxb + cos(th) * rzb;
         double Fz = cm.B - m * G_ACC - cm.kz * z, ny = -cm.kth * th;
@@ -1420,7 +1420,7 @@ START_TEST(create_and_null_object)
     ck_assert_int_eq(cdyn_rigid_velocities(NULL, &in.k, in.qd, v, w), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_rigid_set_model(NULL, free_motion, NULL, NULL), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_rigid_rhs(NULL, 0.0, y, yd), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_rigid_constraint_loads(NULL, Fq), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_rigid_last_constraint_loads(NULL, Fq), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_rigid_callback_code(NULL), 0);
     ck_assert_ptr_nonnull(cdyn_rigid_last_error(NULL));
     ck_assert(dbuf_untouched(qdd, 2) && dbuf_untouched(Fq, 6) && dbuf_untouched(v, 3) &&
@@ -1728,15 +1728,15 @@ START_TEST(rhs_reports_callback_failures_and_bad_state)
     EXPECT_FAIL(cdyn_rigid_set_model(rb, NULL, moody_loads, &mood), CDYN_ERR_ARG, rb, "motion");
     ck_assert_int_eq(cdyn_rigid_set_model(rb, moody_motion, moody_loads, &mood), CDYN_OK);
     EXPECT_FAIL(cdyn_rigid_rhs(rb, 0.0, y, yd), CDYN_ERR_ARG, rb, "no body");
-    EXPECT_FAIL(cdyn_rigid_constraint_loads(rb, Fq), CDYN_ERR_ARG, rb, "no successful");
+    EXPECT_FAIL(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_ERR_ARG, rb, "no successful");
     ck_assert_int_eq(cdyn_rigid_set_body(rb, good_body.m, good_body.I, 3, good_body.r), CDYN_OK);
     ck_assert_int_eq(cdyn_rigid_rhs(rb, 0.0, y, good_yd), CDYN_OK);
-    ck_assert_int_eq(cdyn_rigid_constraint_loads(rb, good_Fq), CDYN_OK);
+    ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, good_Fq), CDYN_OK);
     /* a failed set_model keeps the model */
     EXPECT_FAIL(cdyn_rigid_set_model(rb, NULL, NULL, NULL), CDYN_ERR_ARG, rb, "motion");
     EXPECT_FAIL(cdyn_rigid_rhs(rb, 0.0, NULL, yd), CDYN_ERR_ARG, rb, "y");
     EXPECT_FAIL(cdyn_rigid_rhs(rb, 0.0, y, NULL), CDYN_ERR_ARG, rb, "ydot");
-    EXPECT_FAIL(cdyn_rigid_constraint_loads(rb, NULL), CDYN_ERR_ARG, rb, "F_q");
+    EXPECT_FAIL(cdyn_rigid_last_constraint_loads(rb, NULL), CDYN_ERR_ARG, rb, "F_q");
     EXPECT_FAIL(cdyn_rigid_rhs(rb, NAN, y, yd), CDYN_ERR_NONFINITE, rb, "t = ");
     double ynan[4] = {0.1, 0.2, 0.3, INFINITY};
     EXPECT_FAIL(cdyn_rigid_rhs(rb, 0.0, ynan, yd), CDYN_ERR_NONFINITE, rb, "y[3]");
@@ -1762,7 +1762,7 @@ START_TEST(rhs_reports_callback_failures_and_bad_state)
     mood.singular = 0;
     ck_assert(dbuf_untouched(yd, 4));
     /* the loads of the last successful rhs survive the failures */
-    ck_assert_int_eq(cdyn_rigid_constraint_loads(rb, Fq), CDYN_OK);
+    ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
     ck_assert(dbuf_guards_intact(Fq, 6) && memcmp(Fq, good_Fq, sizeof good_Fq) == 0);
     /* and the object still works */
     ck_assert_int_eq(cdyn_rigid_rhs(rb, 0.0, y, yd), CDYN_OK);
@@ -1808,7 +1808,7 @@ START_TEST(per_instant_calls_do_not_allocate)
     st[n++] = cdyn_rigid_accelerations(r6, &k, qd, in.F, qdd, NULL);
     st[n++] = cdyn_rigid_set_model(rb, moody_motion, moody_loads, &mood);
     st[n++] = cdyn_rigid_rhs(rb, 0.0, y, yd);
-    st[n++] = cdyn_rigid_constraint_loads(rb, Fq);
+    st[n++] = cdyn_rigid_last_constraint_loads(rb, Fq);
     const int nok = n;
     st[n++] = cdyn_rigid_set_body(rb, b.m, bad_I, 3, b.r);
     st[n++] = cdyn_rigid_set_body(rb, -1, b.I, 3, b.r);

@@ -367,7 +367,7 @@ static cdyn_dae *junction_dae(void)
     double M[16] = {0};
     for (int i = 0; i < 3; ++i) M[i + 4 * i] = JUNCTION.L[i];
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, junction_force, junction_jacobian, NULL, NULL),
+    ck_assert_int_eq(cdyn_dae_set_model(dae, junction_force, junction_jacobian, NULL, NULL),
                      CDYN_OK);
     double v[4] = {3e-4, 2.2e-4, 0.5e-4, 1.1e5};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
@@ -439,7 +439,7 @@ START_TEST(cvode_integrates_the_index_two_form_and_ida_refuses_it)
     cdyn_dae *dae = cdyn_dae_create(3, NULL);
     double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0}, v[3] = {0.0, 0.3, 1.0};
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_functions(dae, index2_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, index2_force, NULL, NULL, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);

@@ -76,7 +76,7 @@ static void workload(double *out)
         cdyn_dae *dae = cdyn_dae_create(2, NULL);
         bad += dae == NULL;
         CHECKED(cdyn_dae_set_mass(dae, mass, 2));
-        CHECKED(cdyn_dae_set_functions(dae, dae_force, NULL, NULL, NULL));
+        CHECKED(cdyn_dae_set_model(dae, dae_force, NULL, NULL, NULL));
         CHECKED(cdyn_dae_split(dae, 0.0, v));
         for (int k = 0; k < 50; ++k) {
             CHECKED(cdyn_dae_rhs(dae, 0.01 * k, &y, &ydot));

@@ -221,7 +221,7 @@ CDYN_API cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_vari
  * pseudo-inverse form lambda is the minimum-norm choice. CDYN_ERR_ARG if no
  * formulation has succeeded since the last load.
  */
-CDYN_API cdyn_status cdyn_constraint_force(cdyn_constraint *c, double *generalized_force,
+CDYN_API cdyn_status cdyn_constraint_force(const cdyn_constraint *c, double *generalized_force,
                                            double *multipliers);
 
 /**

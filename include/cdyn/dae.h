@@ -33,7 +33,7 @@
  * and the rates are the same either way, to the tolerances.
  *
  * Lifecycle: cdyn_dae_create(n) → cdyn_dae_set_mass() (factors M and
- * allocates the parts that depend on its rank) → cdyn_dae_set_functions() →
+ * allocates the parts that depend on its rank) → cdyn_dae_set_model() →
  * cdyn_dae_split() → cdyn_dae_consistent() → per step cdyn_dae_rhs()
  * (no allocation). One object must not be used from two threads at once.
  *
@@ -138,7 +138,7 @@ CDYN_API cdyn_status cdyn_dae_set_mass_fn(cdyn_dae *dae, cdyn_dae_mass_fn mass, 
  * (either may be NULL: differences, see cdyn_dae_set_fd_step()), and the
  * user pointer passed to all three.
  */
-CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn force,
+CDYN_API cdyn_status cdyn_dae_set_model(cdyn_dae *dae, cdyn_dae_force_fn force,
                                             cdyn_dae_jacobian_fn jacobian,
                                             cdyn_dae_time_fn time_derivative, void *user);
 
@@ -149,7 +149,7 @@ CDYN_API cdyn_status cdyn_dae_set_functions(cdyn_dae *dae, cdyn_dae_force_fn for
  * describes; t by eps^(1/3) max(|t|, 1)). The worst disagreement goes to
  * report (status.h, cdyn_jacobian_check; col = n for dF/dt; suspect = 1
  * above 1e-6 relative). For use when writing a model: F is called 4n
- * times for dF/dv and 4 for dF/dt; needs cdyn_dae_set_functions() only.
+ * times for dF/dv and 4 for dF/dt; needs cdyn_dae_set_model() only.
  * CDYN_OK when the check ran (whatever it found); CDYN_ERR_ARG (NULL, no
  * derivative callback given), CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK,
  * CDYN_ERR_BUSY; report is written only on CDYN_OK. Leaves the split and
@@ -214,7 +214,7 @@ CDYN_API int cdyn_dae_index2(const cdyn_dae *dae);
  * ldp >= n), orthonormal basis of the range of M. Either output may be NULL.
  * CDYN_ERR_ARG before set_mass, for NULL dae or bad leading dimensions.
  */
-CDYN_API cdyn_status cdyn_dae_bases(cdyn_dae *dae, double *beta, int ldbeta, double *P,
+CDYN_API cdyn_status cdyn_dae_bases(const cdyn_dae *dae, double *beta, int ldbeta, double *P,
                                     int ldp);
 
 /**
@@ -251,7 +251,7 @@ CDYN_API int cdyn_dae_constraints_at_level(const cdyn_dae *dae, int level);
  * at which it takes part in a hidden constraint (-1 if never): level 0
  * marks the purely algebraic equations. level_of_equation has n entries.
  */
-CDYN_API cdyn_status cdyn_dae_equation_levels(cdyn_dae *dae, int *level_of_equation);
+CDYN_API cdyn_status cdyn_dae_equation_levels(const cdyn_dae *dae, int *level_of_equation);
 
 /**
  * Split the states at (t, v) into r integrated and n - r algebraic ones
@@ -286,7 +286,7 @@ CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
  * the index-2 form it is the q dependent states, then the q multipliers.
  * Either may be NULL.
  */
-CDYN_API cdyn_status cdyn_dae_states(cdyn_dae *dae, int *integrated, int *algebraic);
+CDYN_API cdyn_status cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic);
 
 /**
  * Consistent initialisation: keep the integrated states of v, solve
@@ -349,7 +349,7 @@ CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, doub
  * within about 1e-7 (forward differences of F) and 1e-6 respectively.
  *
  * The evaluation is that of cdyn_dae_rhs() and is committed like one (warm
- * start, cdyn_dae_state()); ydot (r, may be NULL) receives its result.
+ * start, cdyn_dae_last_state()); ydot (r, may be NULL) receives its result.
  * Cost: one right-hand side plus r solves with its factorizations (no new
  * factorization) and the dF/dv for q = 0. Outputs are written last and may
  * alias y; ydot and J must not overlap.
@@ -400,7 +400,7 @@ CDYN_API cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double
  * (their columns of M are zero, so M v' is exact). CDYN_ERR_ARG if there
  * was none.
  */
-CDYN_API cdyn_status cdyn_dae_state(cdyn_dae *dae, double *v, double *vdot);
+CDYN_API cdyn_status cdyn_dae_last_state(const cdyn_dae *dae, double *v, double *vdot);
 
 /**
  * The Newton solver for the algebraic states: set its iteration cap and
@@ -432,7 +432,7 @@ typedef struct cdyn_dae_counters {
 } cdyn_dae_counters;
 
 /** Copy the counters. CDYN_ERR_ARG for NULL. Allowed from inside a callback. */
-CDYN_API cdyn_status cdyn_dae_get_counters(cdyn_dae *dae, cdyn_dae_counters *counters);
+CDYN_API cdyn_status cdyn_dae_get_counters(const cdyn_dae *dae, cdyn_dae_counters *counters);
 
 /** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
 CDYN_API cdyn_status cdyn_dae_reset_counters(cdyn_dae *dae);

@@ -180,7 +180,7 @@ CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
  * that a position projection would move by their own rounding). q' in y
  * (2n) is updated on success; CDYN_ERR_SINGULAR, y untouched, when the
  * velocity constraints cannot be met (as for cdyn_mbs_project()), and the
- * errors of cdyn_mbs_project(). cdyn_mbs_residuals() then reports ||Phi(q)||
+ * errors of cdyn_mbs_project(). cdyn_mbs_last_residuals() then reports ||Phi(q)||
  * and the velocity residual. No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y);
@@ -208,27 +208,27 @@ CDYN_API cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w);
  * multipliers are the minimum-norm choice; with the penalty form they are
  * its estimate alpha_c (Phi_q q'' - s). CDYN_ERR_ARG if there is none.
  */
-CDYN_API cdyn_status cdyn_mbs_reactions(cdyn_mbs *mbs, double *generalized_force,
+CDYN_API cdyn_status cdyn_mbs_last_reactions(const cdyn_mbs *mbs, double *generalized_force,
                                         double *multipliers);
 
 /**
  * Constraint residuals ||Phi||_inf and ||Phi_q q' + Phi_t||_inf at the state
  * of the last successful rhs or projection. Either pointer may be NULL.
  */
-CDYN_API cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double *position, double *velocity);
+CDYN_API cdyn_status cdyn_mbs_last_residuals(const cdyn_mbs *mbs, double *position, double *velocity);
 
 /**
  * Constraint residuals at a state the caller holds (T4.1): ||Phi(q, t)||_inf
  * and ||Phi_q(q, t) q' + Phi_t(q, t)||_inf at y = (q, q') (2n) and t, from
  * the model's callbacks (Phi_t by the set time terms, or differenced as in
  * cdyn_mbs_rhs()). Either output may be NULL; both are 0 for m = 0. Does not
- * change what cdyn_mbs_residuals() and cdyn_mbs_reactions() report (the
+ * change what cdyn_mbs_last_residuals() and cdyn_mbs_last_reactions() report (the
  * last rhs or projection); counts as phi and jacobian evaluations in the
  * counters. No allocation. Errors: CDYN_ERR_ARG (NULL mbs or y, no model),
  * CDYN_ERR_NONFINITE (t or y, or a callback's output), CDYN_ERR_CALLBACK,
  * CDYN_ERR_BUSY (called from inside one of this object's callbacks).
  */
-CDYN_API cdyn_status cdyn_mbs_residuals_at(cdyn_mbs *mbs, double t, const double *y,
+CDYN_API cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y,
                                            double *position, double *velocity);
 
 /**
@@ -241,7 +241,7 @@ CDYN_API cdyn_status cdyn_mbs_residuals_at(cdyn_mbs *mbs, double t, const double
 CDYN_API cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y);
 
 /** The independent (d) and dependent (m) coordinate indices; either may be NULL. */
-CDYN_API cdyn_status cdyn_mbs_partition_coordinates(cdyn_mbs *mbs, int *independent,
+CDYN_API cdyn_status cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent,
                                                     int *dependent);
 
 /** z = [q_ind; q'_ind] (2d) from y = [q; q'] (2n). */
@@ -376,7 +376,7 @@ CDYN_API int cdyn_mbs_partition_event(const cdyn_mbs *mbs);
  * the limit).
  * CDYN_ERR_ARG before the first cdyn_mbs_partition().
  */
-CDYN_API cdyn_status cdyn_mbs_partition_quality(cdyn_mbs *mbs, double *current, double *best);
+CDYN_API cdyn_status cdyn_mbs_partition_quality(const cdyn_mbs *mbs, double *current, double *best);
 
 /**
  * How many times worse than the best partition at the same configuration
@@ -411,7 +411,7 @@ typedef struct cdyn_mbs_counters {
 } cdyn_mbs_counters;
 
 /** Copy the counters. CDYN_ERR_ARG for NULL. Allowed from inside a callback. */
-CDYN_API cdyn_status cdyn_mbs_get_counters(cdyn_mbs *mbs, cdyn_mbs_counters *counters);
+CDYN_API cdyn_status cdyn_mbs_get_counters(const cdyn_mbs *mbs, cdyn_mbs_counters *counters);
 
 /** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
 CDYN_API cdyn_status cdyn_mbs_reset_counters(cdyn_mbs *mbs);

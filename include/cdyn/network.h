@@ -103,10 +103,10 @@ CDYN_API cdyn_network *cdyn_network_create(int n, int m, const int *colptr, cons
 CDYN_API void cdyn_network_free(cdyn_network *net);
 
 /** Number of states n (0 for NULL). */
-CDYN_API int cdyn_network_states(const cdyn_network *net);
+CDYN_API int cdyn_network_size(const cdyn_network *net);
 
 /** Number of constraint rows m (0 for NULL). */
-CDYN_API int cdyn_network_constraints(const cdyn_network *net);
+CDYN_API int cdyn_network_rows(const cdyn_network *net);
 
 /** Number of values of M that cdyn_network_load() reads: n for a diagonal M,
  * the sum of the squared block sizes otherwise (0 for NULL). */
@@ -148,7 +148,7 @@ CDYN_API cdyn_status cdyn_network_set_allow_redundant(cdyn_network *net, int all
  * The constraint rows the last load found dependent on the others (each a
  * junction balance implied by the rest, e.g. one per part of a network not
  * joined to the ambient), in the order found. Writes them to rows (may be
- * NULL; room for cdyn_network_constraints() entries) and returns their
+ * NULL; room for cdyn_network_rows() entries) and returns their
  * count: after a failed load, the rows that made it fail; after a
  * successful one, 0, or the rows kept out under
  * cdyn_network_set_allow_redundant(). 0 for NULL net.

@@ -261,13 +261,13 @@ typedef struct cdyn_newton_counters {
  * Copy the counters (cdyn_newton_counters). CDYN_ERR_ARG for NULL. A
  * read-only accessor: allowed from inside a callback.
  */
-CDYN_API cdyn_status cdyn_newton_get_counters(cdyn_newton *nt, cdyn_newton_counters *counters);
+CDYN_API cdyn_status cdyn_newton_get_counters(const cdyn_newton *nt, cdyn_newton_counters *counters);
 
 /** Set every counter to 0. CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY inside a callback. */
 CDYN_API cdyn_status cdyn_newton_reset_counters(cdyn_newton *nt);
 
 /** Copy the report of the last solve or step. CDYN_ERR_ARG for NULL nt or report. */
-CDYN_API cdyn_status cdyn_newton_get_report(cdyn_newton *nt, cdyn_newton_report *report);
+CDYN_API cdyn_status cdyn_newton_get_report(const cdyn_newton *nt, cdyn_newton_report *report);
 
 /**
  * Why J was singular at the last rank-deficient step: rows (may be NULL)

@@ -79,10 +79,10 @@ CDYN_API cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status
 CDYN_API void cdyn_nullspace_free(cdyn_nullspace *ns);
 
 /** Number of states n given at create time (0 for NULL). */
-CDYN_API int cdyn_nullspace_states(const cdyn_nullspace *ns);
+CDYN_API int cdyn_nullspace_size(const cdyn_nullspace *ns);
 
 /** Number of constraints m given at create time (0 for NULL). */
-CDYN_API int cdyn_nullspace_constraints(const cdyn_nullspace *ns);
+CDYN_API int cdyn_nullspace_rows(const cdyn_nullspace *ns);
 
 /**
  * Relative rank tolerance for W: a pivot |R_jj| <= tol * |R_11| of the
@@ -147,7 +147,7 @@ CDYN_API cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, 
  * order of vbar and of the dependent block used throughout.
  * Returns CDYN_ERR_ARG for NULL ns or when nothing has been factored.
  */
-CDYN_API cdyn_status cdyn_nullspace_partition(cdyn_nullspace *ns, int *independent,
+CDYN_API cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
                                               int *dependent);
 
 /**
@@ -192,7 +192,7 @@ CDYN_API int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows);
  * alpha  out: n x d, leading dimension ldalpha >= n.
  * Returns CDYN_OK, CDYN_ERR_ARG (NULL, bad ld, not factored). No allocation.
  */
-CDYN_API cdyn_status cdyn_nullspace_alpha(cdyn_nullspace *ns, double *alpha, int ldalpha);
+CDYN_API cdyn_status cdyn_nullspace_alpha(const cdyn_nullspace *ns, double *alpha, int ldalpha);
 
 /**
  * Time derivative of alpha for a time-varying W (THEORY T1.3):

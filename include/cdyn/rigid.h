@@ -175,7 +175,7 @@ CDYN_API cdyn_status cdyn_rigid_euler_zxz(const double *zxz, const double *zxz_r
 
 /**
  * A load F (6: force; moment about C, lab frame, as cdyn_rigid_accelerations()
- * and cdyn_rigid_constraint_loads() report it) with its moment taken about
+ * and cdyn_rigid_last_constraint_loads() report it) with its moment taken about
  * P instead: F_p = (f; n + r_PC,lab x f), r_PC,lab = R r_PC with R from k.
  * For the FIXED_POINT preset the constraint moment about the joint is zero
  * (a ball joint carries a force only). F_p (6) may alias F. Returns
@@ -202,7 +202,7 @@ CDYN_API cdyn_status cdyn_rigid_set_model(cdyn_rigid *rb, cdyn_rigid_motion_fn m
 CDYN_API cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *ydot);
 
 /** Constraint loads F_q (6) of the last successful rhs. CDYN_ERR_ARG if none. */
-CDYN_API cdyn_status cdyn_rigid_constraint_loads(cdyn_rigid *rb, double *F_q);
+CDYN_API cdyn_status cdyn_rigid_last_constraint_loads(const cdyn_rigid *rb, double *F_q);
 
 /** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_rigid_callback_code(const cdyn_rigid *rb);

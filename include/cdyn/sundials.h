@@ -163,12 +163,12 @@ CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
 /**
  * CVRhsFn for the minimum-order ODE of an index-1 DAE (THEORY T3.3) or
  * of the index-2 form (cdyn_dae_split()):
- * y = v_i (length cdyn_dae_ode_size(), in the order of cdyn_dae_states()'
+ * y = v_i (length cdyn_dae_ode_size(), in the order of cdyn_dae_split_states()'
  * integrated states) → ydot = v_i' by cdyn_dae_rhs(). user_data is the
  * cdyn_dae, after cdyn_dae_split() and cdyn_dae_consistent(). The
  * algebraic states are solved inside every evaluation (warm-started from
  * the last successful one); to get the full v at an output (t, y), call
- * cdyn_dae_rhs() there and then cdyn_dae_state(). CDYN_ERR_NOCONV (Newton
+ * cdyn_dae_rhs() there and then cdyn_dae_last_state(). CDYN_ERR_NOCONV (Newton
  * cap) is recoverable, CDYN_ERR_SINGULAR stops the integrator. No
  * allocation.
  */
@@ -211,7 +211,7 @@ typedef struct cdyn_ida_dae cdyn_ida_dae;
  * Allocate the IDA adapter for the n-state DAE `dae`, whose constant mass
  * matrix M and model callbacks the caller passes again here — the same M
  * as given to cdyn_dae_set_mass(), the same force, jacobian and user as
- * given to cdyn_dae_set_functions() (cdyn_dae keeps them private). M
+ * given to cdyn_dae_set_model() (cdyn_dae keeps them private). M
  * (n x n, ldm >= n) is copied; dae, force, jacobian and user are kept and
  * must outlive the adapter. jacobian may be NULL: then
  * cdyn_ida_attach_dae() leaves IDA's difference-quotient Jacobian in
@@ -257,7 +257,7 @@ CDYN_API int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N
 
 /**
  * The id vector for IDASetId (length n): 1 for the states cdyn integrates
- * (cdyn_dae_states() after cdyn_dae_split()), 0 for its algebraic states.
+ * (cdyn_dae_split_states() after cdyn_dae_split()), 0 for its algebraic states.
  * IDA uses it in IDACalcIC (IDA_YA_YDP_INIT) and, with
  * IDASetSuppressAlg(), to leave the algebraic states out of the error
  * test. When the algebraic states' columns of M are zero (e.g. a diagonal
@@ -274,7 +274,7 @@ CDYN_API cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *ida_dae, N_Vector id);
  * integrated states kept, algebraic ones the guess; v out: consistent
  * (cdyn_dae_consistent(), G0 = 0 to the Newton tolerance); v' out: the
  * rates of the minimum-order ODE at that point (cdyn_dae_rhs(), then
- * cdyn_dae_state()), so M v' = F(v, t0) holds to rounding and the
+ * cdyn_dae_last_state()), so M v' = F(v, t0) holds to rounding and the
  * algebraic rates satisfy d/dt G0 = 0. Returns the cdyn_dae's status
  * (CDYN_ERR_NOCONV: no consistent v found, v holds the best iterate and
  * v' is untouched); CDYN_ERR_ARG for NULL or wrong lengths.

@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,7 +289,7 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     if (status) *status = CDYN_ERR_ARG;
     if (!valid_pattern(n, m, colptr, rowind, blocks, nblocks)) return NULL;
     if (status) *status = CDYN_ERR_NOMEM;
-    cdyn_network *net = calloc(1, sizeof *net);
+    cdyn_network *net = cdyn__object_alloc(sizeof *net, offsetof(cdyn_network, msg));
     if (!net) return NULL;
     cholmod_start(&net->cm);
     net->cm.final_ll = 1; /* L L^T: the pivots are L's diagonal */
@@ -331,8 +332,8 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     return net;
 }
 
-int cdyn_network_states(const cdyn_network *net) { return net ? net->n : 0; }
-int cdyn_network_constraints(const cdyn_network *net) { return net ? net->m : 0; }
+int cdyn_network_size(const cdyn_network *net) { return net ? net->n : 0; }
+int cdyn_network_rows(const cdyn_network *net) { return net ? net->m : 0; }
 long cdyn_network_mass_values(const cdyn_network *net) { return net ? net->nmass : 0; }
 long cdyn_network_nonzeros(const cdyn_network *net) { return net ? net->nnz : 0; }
 double cdyn_network_pivot_ratio(const cdyn_network *net)

@@ -63,7 +63,7 @@ struct cdyn_network {
     cholmod_sparse *S;   /* P S P^T, equilibrated: one triangle (build_schur) */
     cholmod_factor *L;
 
-    char msg[CDYN__MSG_LEN];
+    char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
 /* y = s L^-1 s x for one block of M (b x b factor L of s M s, lower,

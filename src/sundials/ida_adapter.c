@@ -235,7 +235,7 @@ cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *a, N_Vector id)
                     a->n);
     if (cdyn_dae_index2(a->dae))
         return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: %s", INDEX2_REFUSAL);
-    cdyn_status st = cdyn_dae_states(a->dae, a->integrated, NULL);
+    cdyn_status st = cdyn_dae_split_states(a->dae, a->integrated, NULL);
     if (st != CDYN_OK)
         return fail(a, st, "cdyn_ida_dae_id: %s", cdyn_dae_last_error(a->dae));
     for (int i = 0; i < a->n; ++i) d[i] = 0.0;
@@ -260,12 +260,12 @@ cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v,
         memset(pd, 0, sizeof(double) * (size_t)n);
         return CDYN_OK;
     }
-    st = cdyn_dae_states(a->dae, a->integrated, NULL);
+    st = cdyn_dae_split_states(a->dae, a->integrated, NULL);
     if (st == CDYN_OK) {
         for (int j = 0; j < r; ++j) a->y[j] = a->v[a->integrated[j]];
         st = cdyn_dae_rhs(a->dae, t0, a->y, a->ydot);
     }
-    if (st == CDYN_OK) st = cdyn_dae_state(a->dae, a->v, a->vdot);
+    if (st == CDYN_OK) st = cdyn_dae_last_state(a->dae, a->v, a->vdot);
     if (st != CDYN_OK) return fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
     memcpy(vd, a->v, sizeof(double) * (size_t)n);
     memcpy(pd, a->vdot, sizeof(double) * (size_t)n);

@@ -377,15 +377,15 @@ static cdyn_dae *model_dae(model *m, int *integrated)
     if (!dae) die("cdyn_dae_create", cdyn_status_string(st));
     check_dae(cdyn_dae_set_mass(dae, m->M, m->n), dae, "cdyn_dae_set_mass", m->name);
     if (cdyn_dae_rank(dae) != m->r) die("unexpected rank of M", m->name);
-    check_dae(cdyn_dae_set_functions(dae, m->force, m->jacobian, m->time_derivative, m->user),
-              dae, "cdyn_dae_set_functions", m->name);
+    check_dae(cdyn_dae_set_model(dae, m->force, m->jacobian, m->time_derivative, m->user),
+              dae, "cdyn_dae_set_model", m->name);
     cdyn_newton *nt = cdyn_dae_newton(dae);
     if (!nt) die("cdyn_dae_newton returned NULL", m->name);
     apply_newton_settings(m, nt);
     check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
     int *algebraic = malloc(sizeof(int) * (size_t)m->q);
     if (!algebraic) die("out of memory", NULL);
-    check_dae(cdyn_dae_states(dae, integrated, algebraic), dae, "cdyn_dae_states", m->name);
+    check_dae(cdyn_dae_split_states(dae, integrated, algebraic), dae, "cdyn_dae_split_states", m->name);
     for (int k = 0; k < m->q; ++k)
         if (algebraic[k] < m->r) die("cdyn chose a massive state as algebraic", m->name);
     free(algebraic);
@@ -625,7 +625,7 @@ static void cross_check(rhs_ctx *cc, rhs_ctx *cf)
     if (!vdot) die("out of memory", NULL);
     cc->calls = cf->calls = 1;
     if (run_cdyn_rhs(cc) != 0) check_dae(cc->status, cc->dae, "cdyn_dae_rhs", m->name);
-    check_dae(cdyn_dae_state(cc->dae, NULL, vdot), cc->dae, "cdyn_dae_state", m->name);
+    check_dae(cdyn_dae_last_state(cc->dae, NULL, vdot), cc->dae, "cdyn_dae_last_state", m->name);
     if (run_baseline_rhs(cf) == 0) {
         const double *bv = cf->base->vdot;
         double diff = 0.0, scale = 0.0;
@@ -1007,13 +1007,13 @@ static cdyn_dae *model_dae_mass_fn(model *m, int *integrated)
     check_dae(cdyn_dae_set_mass_fn(dae, constant_mass_fn, m, m->t_split), dae,
               "cdyn_dae_set_mass_fn", m->name);
     if (cdyn_dae_rank(dae) != m->r) die("unexpected rank of M(t)", m->name);
-    check_dae(cdyn_dae_set_functions(dae, m->force, m->jacobian, m->time_derivative, m->user),
-              dae, "cdyn_dae_set_functions", m->name);
+    check_dae(cdyn_dae_set_model(dae, m->force, m->jacobian, m->time_derivative, m->user),
+              dae, "cdyn_dae_set_model", m->name);
     cdyn_newton *nt = cdyn_dae_newton(dae);
     if (!nt) die("cdyn_dae_newton returned NULL", m->name);
     apply_newton_settings(m, nt);
     check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
-    check_dae(cdyn_dae_states(dae, integrated, NULL), dae, "cdyn_dae_states", m->name);
+    check_dae(cdyn_dae_split_states(dae, integrated, NULL), dae, "cdyn_dae_split_states", m->name);
     prime_dae(m, dae);
     check_dae(cdyn_dae_consistent(dae, m->t, m->v0), dae, "cdyn_dae_consistent", m->name);
     return dae;
@@ -1047,8 +1047,8 @@ static int run_cache_rhs(void *p)
     c->call = "cdyn_dae_rhs";
     rc->status = cdyn_dae_rhs(rc->dae, m->t, rc->ycdyn, rc->ydot);
     if (rc->status != CDYN_OK) return 1;
-    c->call = "cdyn_dae_state";
-    rc->status = cdyn_dae_state(rc->dae, c->v_plan, NULL); /* next plan point */
+    c->call = "cdyn_dae_last_state";
+    rc->status = cdyn_dae_last_state(rc->dae, c->v_plan, NULL); /* next plan point */
     if (rc->status != CDYN_OK) return 1;
     cdyn_newton_report rep;
     cdyn_newton_get_report(cdyn_dae_newton(rc->dae), &rep);
@@ -1110,8 +1110,8 @@ static void cache_agreement(cache_ctx *c, double *diff)
             double *out = k ? got : ref;
             if (run_cache_rhs(&c[k]) != 0) cache_check(&c[k], m->name);
             memcpy(out, c[k].rc.ydot, sizeof(double) * (size_t)r);
-            check_dae(cdyn_dae_state(c[k].rc.dae, out + r, out + r + n), c[k].rc.dae,
-                      "cdyn_dae_state", m->name);
+            check_dae(cdyn_dae_last_state(c[k].rc.dae, out + r, out + r + n), c[k].rc.dae,
+                      "cdyn_dae_last_state", m->name);
             if (k) {
                 diff[k] = fmax(diff[k], rel_diff(m, r, c[0].rc.integrated, got, ref));
                 diff[k] = fmax(diff[k], rel_diff(m, n, NULL, got + r, ref + r));
@@ -1121,7 +1121,7 @@ static void cache_agreement(cache_ctx *c, double *diff)
     /* the re-planned split must still be the cached one */
     int *integrated = malloc(sizeof(int) * (size_t)r);
     if (!integrated) die("out of memory", NULL);
-    check_dae(cdyn_dae_states(c[1].rc.dae, integrated, NULL), c[1].rc.dae, "cdyn_dae_states",
+    check_dae(cdyn_dae_split_states(c[1].rc.dae, integrated, NULL), c[1].rc.dae, "cdyn_dae_split_states",
               m->name);
     if (memcmp(integrated, c[0].rc.integrated, sizeof(int) * (size_t)r) != 0)
         die("the re-planned split differs from the cached one", m->name);

@@ -329,7 +329,7 @@ static cdyn_dae *make_dae(const model *m)
 {
     cdyn_dae *dae = cdyn_dae_create(m->n, NULL);
     if (!dae || cdyn_dae_set_mass(dae, m->M, m->n) != CDYN_OK ||
-        cdyn_dae_set_functions(dae, m->force, m->jacobian, NULL, NULL) != CDYN_OK ||
+        cdyn_dae_set_model(dae, m->force, m->jacobian, NULL, NULL) != CDYN_OK ||
         cdyn_dae_split(dae, 0.0, m->v0) != CDYN_OK) {
         fprintf(stderr, "bench_stiff: %s: set-up failed: %s\n", m->name,
                 dae ? cdyn_dae_last_error(dae) : "no memory");
@@ -344,14 +344,14 @@ static void make_consistent(model *m)
     cdyn_dae *dae = make_dae(m);
     int r = cdyn_dae_ode_size(dae), integrated[NMAX];
     double y[NMAX], ydot[NMAX];
-    cdyn_dae_states(dae, integrated, NULL);
+    cdyn_dae_split_states(dae, integrated, NULL);
     if (cdyn_dae_consistent(dae, 0.0, m->v0) != CDYN_OK) {
         fprintf(stderr, "bench_stiff: %s: %s\n", m->name, cdyn_dae_last_error(dae));
         exit(EXIT_FAILURE);
     }
     for (int j = 0; j < r; ++j) y[j] = m->v0[integrated[j]];
     if (cdyn_dae_rhs(dae, 0.0, y, ydot) != CDYN_OK ||
-        cdyn_dae_state(dae, m->v0, m->vdot0) != CDYN_OK) {
+        cdyn_dae_last_state(dae, m->v0, m->vdot0) != CDYN_OK) {
         fprintf(stderr, "bench_stiff: %s: %s\n", m->name, cdyn_dae_last_error(dae));
         exit(EXIT_FAILURE);
     }
@@ -570,7 +570,7 @@ static int run_cvode(run *R)
     /* the full state at the end: one more evaluation there */
     double ydot[NMAX];
     if (flag >= 0 && (cdyn_dae_rhs(R->dae, t, N_VGetArrayPointer(y), ydot) != CDYN_OK ||
-                      cdyn_dae_state(R->dae, R->v_end, NULL) != CDYN_OK))
+                      cdyn_dae_last_state(R->dae, R->v_end, NULL) != CDYN_OK))
         flag = -1;
     cdyn_dae_get_counters(R->dae, &after);
     if (flag < 0)
@@ -612,7 +612,7 @@ static void bench_model(model *m, SUNContext ctx, int quick)
     make_consistent(m);
     cdyn_dae *dae_j = make_dae(m), *dae_dq = make_dae(m);
     int integrated[NMAX];
-    cdyn_dae_states(dae_j, integrated, NULL);
+    cdyn_dae_split_states(dae_j, integrated, NULL);
     int ny = cdyn_dae_ode_size(dae_j), kinds = m->W ? 4 : 3;
     printf("\n%s: n = %d, %d integrated, %d algebraic%s, t in [0, %g] s\n", m->name, m->n, ny,
            m->n - ny, cdyn_dae_index2(dae_j) ? " (index-2 form: dependent flows and pressures)" : "",

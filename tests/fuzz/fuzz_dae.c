@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_scale_matrix(md.b, n, n, NMAX, R, S2);
     fuzz_scale_vector(v, n, Sinv);
     if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
-        cdyn_dae_set_functions(dae, force, NULL, NULL, &md) == CDYN_OK) {
+        cdyn_dae_set_model(dae, force, NULL, NULL, &md) == CDYN_OK) {
         int index;
         cdyn_dae_analyze(dae, t, v, &index);
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
@@ -75,12 +75,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (nt) cdyn_newton_set_max_iterations(nt, 8);
             cdyn_dae_consistent(dae, t, v);
             int r = cdyn_dae_ode_size(dae), integrated[NMAX]; /* the length of y */
-            cdyn_dae_states(dae, integrated, NULL);
+            cdyn_dae_split_states(dae, integrated, NULL);
             for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
             fuzz_guard_set(ydot, (size_t)r);
             for (int step = 0; step < 3; ++step) cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot);
             if (!fuzz_guard_ok(ydot, (size_t)r)) abort();
-            cdyn_dae_state(dae, full, rate);
+            cdyn_dae_last_state(dae, full, rate);
         }
     }
     cdyn_dae_free(dae);

@@ -191,10 +191,10 @@ static void check_reactions(cdyn_mbs *mbs, int n, int m)
     fuzz_guard_set(force_out, (size_t)n);
     fuzz_guard_set(mult, (size_t)m);
     fuzz_guard_set(res, 2);
-    cdyn_status st = cdyn_mbs_reactions(mbs, force_out, mult);
+    cdyn_status st = cdyn_mbs_last_reactions(mbs, force_out, mult);
     check(mbs, st, force_out, n, NULL);
     check(mbs, st, mult, m, NULL);
-    st = cdyn_mbs_residuals(mbs, &res[0], &res[1]);
+    st = cdyn_mbs_last_residuals(mbs, &res[0], &res[1]);
     check(mbs, st, res, 2, NULL);
 }
 
@@ -309,7 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!mbs) abort();
     memcpy(before, ydot, sizeof before);
     check(mbs, cdyn_mbs_rhs(mbs, t, y, ydot), ydot, 2 * n, before); /* no model yet */
-    check(mbs, cdyn_mbs_reactions(mbs, NULL, NULL), NULL, 0, NULL);
+    check(mbs, cdyn_mbs_last_reactions(mbs, NULL, NULL), NULL, 0, NULL);
     if (cdyn_mbs_set_model(mbs, mass, NULL, phi, jacobian, &md) != CDYN_ERR_ARG) abort();
     check(mbs, cdyn_mbs_set_model(mbs, mass, force, phi, jacobian, &md), NULL, 0, NULL);
     check(mbs, cdyn_mbs_set_time_terms(mbs, (shape & 32) ? phi_t : NULL, (shape & 64) ? xi : NULL),
