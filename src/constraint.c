@@ -32,8 +32,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->k = k;
     c->rank_tol = CDYN__RANK_TOL;
     c->rank = -1;
-    c->sigma_min = -1.0;
-    c->margin = -1.0;
+    c->sigma_min = NAN;
+    c->margin = NAN;
     int lwork = cdyn__max(cdyn__geqp3_lwork(n, m1), cdyn__geqp3_lwork(m1, n));
     lwork = cdyn__max(lwork, cdyn__geqp3_lwork(m1, m1)); /* pseudo-inverse's null space */
     lwork = cdyn__max(lwork, cdyn__ormqr_lwork('R', 'N', m1, n, k));   /* reactions */
@@ -381,7 +381,7 @@ void cdyn__constraint_clear_facts(cdyn_constraint *c)
 {
     c->rank = -1;
     c->n_redundant = 0;
-    c->sigma_min = -1.0;
+    c->sigma_min = NAN;
 }
 
 /* ---- accessors ---------------------------------------------------------- */
@@ -409,7 +409,7 @@ int cdyn_constraint_rank(const cdyn_constraint *c) { return c ? c->rank : -1; }
 
 double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c)
 {
-    return c ? c->sigma_min : -1.0;
+    return c ? c->sigma_min : NAN;
 }
 
 int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
@@ -420,7 +420,11 @@ int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
     return c->n_redundant;
 }
 
-double cdyn_constraint_margin(const cdyn_constraint *c) { return c ? c->margin : -1.0; }
+double cdyn_constraint_margin(const cdyn_constraint *c) { return c ? c->margin : NAN; }
+
+int cdyn_constraint_size(const cdyn_constraint *c) { return c ? c->n : -1; }
+
+int cdyn_constraint_rows(const cdyn_constraint *c) { return c ? c->m : -1; }
 
 const char *cdyn_constraint_last_error(const cdyn_constraint *c)
 {

@@ -756,4 +756,6 @@ const char *cdyn_dae_last_error(const cdyn_dae *dae)
 
 cdyn_newton *cdyn_dae_newton(cdyn_dae *dae) { return dae ? dae->newton : NULL; }
 
-long cdyn_dae_svd_rate_solves(const cdyn_dae *dae) { return dae ? dae->svd_rate_solves : 0; }
+long cdyn_dae_svd_rate_solves(const cdyn_dae *dae) { return dae ? dae->svd_rate_solves : -1; }
+
+int cdyn_dae_size(const cdyn_dae *dae) { return dae ? dae->n : -1; }

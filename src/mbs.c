@@ -183,6 +183,10 @@ cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs) { return mbs ? mbs->kernel :
 cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs) { return mbs ? mbs->projector : NULL; }
 int cdyn_mbs_callback_code(const cdyn_mbs *mbs) { return mbs ? mbs->callback_code : 0; }
 
+int cdyn_mbs_size(const cdyn_mbs *mbs) { return mbs ? mbs->n : -1; }
+
+int cdyn_mbs_rows(const cdyn_mbs *mbs) { return mbs ? mbs->m : -1; }
+
 const char *cdyn_mbs_last_error(const cdyn_mbs *mbs)
 {
     return mbs ? mbs->msg : "cdyn_mbs: NULL object";

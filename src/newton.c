@@ -1058,6 +1058,10 @@ cdyn_status cdyn_newton_reset_counters(cdyn_newton *nt)
     return CDYN_OK;
 }
 
+int cdyn_newton_size(const cdyn_newton *nt) { return nt ? nt->p : -1; }
+
+int cdyn_newton_rows(const cdyn_newton *nt) { return nt ? nt->k : -1; }
+
 const char *cdyn_newton_last_error(const cdyn_newton *nt)
 {
     return nt ? nt->msg : "cdyn_newton: NULL object";

@@ -130,8 +130,8 @@ cdyn_status cdyn__nullspace_check_idle(const cdyn_nullspace *ns, const char *fn)
     return cdyn__guard_busy(&ns->guard) ? cdyn__busy(ns->msg, fn) : CDYN_OK;
 }
 
-int cdyn_nullspace_size(const cdyn_nullspace *ns) { return ns ? ns->n : 0; }
-int cdyn_nullspace_rows(const cdyn_nullspace *ns) { return ns ? ns->m : 0; }
+int cdyn_nullspace_size(const cdyn_nullspace *ns) { return ns ? ns->n : -1; }
+int cdyn_nullspace_rows(const cdyn_nullspace *ns) { return ns ? ns->m : -1; }
 
 cdyn_status cdyn_nullspace_set_rank_tolerance(cdyn_nullspace *ns, double tol)
 {
@@ -438,14 +438,14 @@ cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
 
 double cdyn_nullspace_condition(const cdyn_nullspace *ns)
 {
-    return (ns && ns->factored) ? ns->current.cond : -1.0;
+    return (ns && ns->factored) ? ns->current.cond : NAN;
 }
 
 int cdyn_nullspace_rank(const cdyn_nullspace *ns) { return ns ? ns->rank : -1; }
 
 double cdyn_nullspace_dependence(const cdyn_nullspace *ns)
 {
-    return (ns && ns->factored) ? ns->current.dependence : -1.0;
+    return (ns && ns->factored) ? ns->current.dependence : NAN;
 }
 
 int cdyn_nullspace_redundant_rows(const cdyn_nullspace *ns, int *rows)

@@ -61,6 +61,8 @@ cdyn_rigid *cdyn_rigid_create(int f, cdyn_status *status)
 
 void cdyn_rigid_free(cdyn_rigid *rb) { free(rb); }
 
+int cdyn_rigid_size(const cdyn_rigid *rb) { return rb ? rb->f : -1; }
+
 int cdyn_rigid_callback_code(const cdyn_rigid *rb) { return rb ? rb->callback_code : 0; }
 
 const char *cdyn_rigid_last_error(const cdyn_rigid *rb)

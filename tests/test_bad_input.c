@@ -479,9 +479,9 @@ static const fn_desc NS_FNS[] = {
      .call = w_ns_create},
     {.fn = "cdyn_nullspace_free", .ret = R_VOID, .has_obj = 1, .null_obj = XNONE,
      .flags = F_CONSUMES, .call = w_ns_free},
-    {.fn = "cdyn_nullspace_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
+    {.fn = "cdyn_nullspace_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .call = w_ns_states},
-    {.fn = "cdyn_nullspace_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
+    {.fn = "cdyn_nullspace_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .call = w_ns_constraints},
     {.fn = "cdyn_nullspace_set_rank_tolerance", OBJ, .sc = {SC_OPEN01("tol", 1e-11)},
      .call = w_ns_set_rank_tolerance},
@@ -497,9 +497,9 @@ static const fn_desc NS_FNS[] = {
      .sc = {SC_LD("ldw", 2)}, .call = w_ns_update},
     {.fn = "cdyn_nullspace_partition", OBJ,
      .arg = {A_IOUT_OPT("independent", 2), A_IOUT_OPT("dependent", 2)}, .call = w_ns_partition},
-    {.fn = "cdyn_nullspace_condition", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(-1),
+    {.fn = "cdyn_nullspace_condition", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(NAN),
      .call = w_ns_condition},
-    {.fn = "cdyn_nullspace_dependence", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(-1),
+    {.fn = "cdyn_nullspace_dependence", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(NAN),
      .call = w_ns_dependence},
     {.fn = "cdyn_nullspace_rank", .ret = R_INT, .has_obj = 1, .null_obj = XVU(-1),
      .call = w_ns_rank},
@@ -557,8 +557,8 @@ static const hand_row NS_HAND[] = {
     {.fn = "cdyn_nullspace_redundant_rows", .name = "after a rank-deficient factor", .ex = XV(1),
      .writes = 1, .prep = ns_factor_rankdef, .recover = ns_factor_valid},
     NS_UNFACTORED("cdyn_nullspace_partition", XARG),
-    NS_UNFACTORED("cdyn_nullspace_condition", XV(-1)),
-    NS_UNFACTORED("cdyn_nullspace_dependence", XV(-1)),
+    NS_UNFACTORED("cdyn_nullspace_condition", XV(NAN)),
+    NS_UNFACTORED("cdyn_nullspace_dependence", XV(NAN)),
     NS_UNFACTORED("cdyn_nullspace_rank", XV(-1)),
     NS_UNFACTORED("cdyn_nullspace_alpha", XARG),
     NS_UNFACTORED("cdyn_nullspace_alpha_dot", XARG),
@@ -723,6 +723,8 @@ WRAP(w_nt_check_jacobian)
 }
 WRAP(w_nt_get_report) { USE_ALL; o->st = cdyn_newton_get_report(obj, p[0]); }
 WRAP(w_nt_dependent_rows) { USE_ALL; o->val = cdyn_newton_dependent_rows(obj, p[0]); }
+WRAP(w_nt_size) { USE_ALL; o->val = cdyn_newton_size(obj); }
+WRAP(w_nt_rows) { USE_ALL; o->val = cdyn_newton_rows(obj); }
 WRAP(w_nt_dropped_columns) { USE_ALL; o->val = cdyn_newton_dropped_columns(obj, p[0]); }
 WRAP(w_nt_last_error) { USE_ALL; o->val = cdyn_newton_last_error(obj) != NULL; }
 WRAP(w_nt_get_counters) { USE_ALL; o->st = cdyn_newton_get_counters(obj, p[0]); }
@@ -763,6 +765,8 @@ static const fn_desc NT_FNS[] = {
     {.fn = "cdyn_newton_get_counters", OBJ, .arg = {A_OUT("counters", NTC_LEN)},
      .call = w_nt_get_counters},
     {.fn = "cdyn_newton_reset_counters", OBJ, .call = w_nt_reset_counters},
+    {.fn = "cdyn_newton_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_nt_size},
+    {.fn = "cdyn_newton_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_nt_rows},
     {.fn = "cdyn_newton_dependent_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("rows", 2)}, .call = w_nt_dependent_rows},
     {.fn = "cdyn_newton_dropped_columns", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
@@ -1050,6 +1054,7 @@ WRAP(w_dae_check_jacobian) { USE_ALL; o->st = cdyn_dae_check_jacobian(obj, sc[0]
 WRAP(w_dae_set_fd_step) { USE_ALL; o->st = cdyn_dae_set_fd_step(obj, sc[0]); }
 WRAP(w_dae_set_tolerances) { USE_ALL; o->st = cdyn_dae_set_tolerances(obj, sc[0], p[0]); }
 WRAP(w_dae_rank) { USE_ALL; o->val = cdyn_dae_rank(obj); }
+WRAP(w_dae_size) { USE_ALL; o->val = cdyn_dae_size(obj); }
 WRAP(w_dae_ode_size) { USE_ALL; o->val = cdyn_dae_ode_size(obj); }
 WRAP(w_dae_index2) { USE_ALL; o->val = cdyn_dae_index2(obj); }
 WRAP(w_dae_bases) { USE_ALL; o->st = cdyn_dae_bases(obj, p[0], SCI(0), p[1], SCI(1)); }
@@ -1104,6 +1109,7 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_set_fd_step", OBJ, .sc = {SC_OPEN01("h", 1e-7)}, .call = w_dae_set_fd_step},
     {.fn = "cdyn_dae_set_tolerances", OBJ, .arg = {A_IN_NONNEG_OPT("atol", 2, DAE_ATOL)},
      .sc = {SC_RTOL("rtol", 1e-9)}, .call = w_dae_set_tolerances},
+    {.fn = "cdyn_dae_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_dae_size},
     {.fn = "cdyn_dae_rank", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_dae_rank},
     {.fn = "cdyn_dae_ode_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .call = w_dae_ode_size},
@@ -1142,7 +1148,7 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_last_state", OBJ, .arg = {A_OUT_OPT("v", 2), A_OUT_OPT("vdot", 2)},
      .call = w_dae_state},
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
-    {.fn = "cdyn_dae_svd_rate_solves", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
+    {.fn = "cdyn_dae_svd_rate_solves", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .call = w_dae_svd_rate_solves},
     {.fn = "cdyn_dae_get_counters", OBJ, .arg = {A_OUT("counters", DAC_LEN)},
      .call = w_dae_get_counters},
@@ -1324,6 +1330,8 @@ WRAP(w_co_export_mult)
 }
 WRAP(w_co_force) { USE_ALL; o->st = cdyn_constraint_force(obj, p[0], p[1]); }
 WRAP(w_co_rank) { USE_ALL; o->val = cdyn_constraint_rank(obj); }
+WRAP(w_co_size) { USE_ALL; o->val = cdyn_constraint_size(obj); }
+WRAP(w_co_rows) { USE_ALL; o->val = cdyn_constraint_rows(obj); }
 WRAP(w_co_sigma) { USE_ALL; o->val = cdyn_constraint_smallest_singular_value(obj); }
 WRAP(w_co_redundant_rows) { USE_ALL; o->val = cdyn_constraint_redundant_rows(obj, p[0]); }
 WRAP(w_co_margin) { USE_ALL; o->val = cdyn_constraint_margin(obj); }
@@ -1372,13 +1380,15 @@ static const fn_desc CO_FNS[] = {
      .sc = {SC_LD("lda", 10)}, .call = w_co_export_mult},
     {.fn = "cdyn_constraint_force", OBJ,
      .arg = {A_OUT_OPT("generalized_force", 4), A_OUT_OPT("multipliers", 2)}, .call = w_co_force},
+    {.fn = "cdyn_constraint_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_co_size},
+    {.fn = "cdyn_constraint_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_co_rows},
     {.fn = "cdyn_constraint_rank", .ret = R_INT, .has_obj = 1, .null_obj = XVU(-1),
      .call = w_co_rank},
     {.fn = "cdyn_constraint_smallest_singular_value", .ret = R_DOUBLE, .has_obj = 1,
-     .null_obj = XVU(-1), .call = w_co_sigma},
+     .null_obj = XV(NAN), .call = w_co_sigma},
     {.fn = "cdyn_constraint_redundant_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("rows", 2)}, .call = w_co_redundant_rows},
-    {.fn = "cdyn_constraint_margin", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(-1),
+    {.fn = "cdyn_constraint_margin", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(NAN),
      .call = w_co_margin},
     {.fn = "cdyn_constraint_reset_scales", OBJ, .call = w_co_reset_scales},
     {.fn = "cdyn_constraint_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULLU,
@@ -1428,14 +1438,14 @@ static const hand_row CO_HAND[] = {
      .writes = 1, .prep = co_prep_rankdef_lagrange, .recover = co_recover},
     {.fn = "cdyn_constraint_rank", .name = "before any formulation", .ex = XV(-1),
      .make = co_make_created, .recover = co_recover},
-    {.fn = "cdyn_constraint_margin", .name = "before any load", .ex = XV(-1),
+    {.fn = "cdyn_constraint_margin", .name = "before any load", .ex = XV(NAN),
      .make = co_make_created, .recover = co_recover},
     {.fn = "cdyn_constraint_reset_scales", .name = "before any load (OK)", .ex = XOK,
      .make = co_make_created, .recover = co_recover},
-    {.fn = "cdyn_constraint_margin", .name = "after load, before any formulation", .ex = XV(-1),
+    {.fn = "cdyn_constraint_margin", .name = "after load, before any formulation", .ex = XV(NAN),
      .make = co_make_loaded, .recover = co_recover},
     {.fn = "cdyn_constraint_smallest_singular_value", .name = "after a full-rank lagrange",
-     .ex = XV(-1), .writes = 1},
+     .ex = XV(NAN), .writes = 1},
     CO_UNLOADED("cdyn_constraint_lagrange"),
     CO_UNLOADED("cdyn_constraint_reactions"),
     CO_UNLOADED("cdyn_constraint_pseudoinverse"),
@@ -1758,6 +1768,8 @@ WRAP(w_mb_partition_quality) { USE_ALL; o->st = cdyn_mbs_partition_quality(obj, 
 WRAP(w_mb_partition_event) { USE_ALL; o->val = cdyn_mbs_partition_event(obj); }
 WRAP(w_mb_set_partition_limit) { USE_ALL; o->st = cdyn_mbs_set_partition_limit(obj, sc[0]); }
 WRAP(w_mb_callback_code) { USE_ALL; o->val = cdyn_mbs_callback_code(obj); }
+WRAP(w_mb_size) { USE_ALL; o->val = cdyn_mbs_size(obj); }
+WRAP(w_mb_rows) { USE_ALL; o->val = cdyn_mbs_rows(obj); }
 WRAP(w_mb_last_error) { USE_ALL; o->val = cdyn_mbs_last_error(obj) != NULL; }
 
 static const fn_desc MB_FNS[] = {
@@ -1835,6 +1847,8 @@ static const fn_desc MB_FNS[] = {
      .sc = {SC("limit", 20.0, 5, BV(0.5, XARG), BV(0.0, XARG), BV(-2.0, XARG), BV(NAN, XARG),
                BV(-INFINITY, XARG))},
      .call = w_mb_set_partition_limit},
+    {.fn = "cdyn_mbs_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_mb_size},
+    {.fn = "cdyn_mbs_rows", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_mb_rows},
     {.fn = "cdyn_mbs_callback_code", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
      .call = w_mb_callback_code},
     {.fn = "cdyn_mbs_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULLU,
@@ -2189,6 +2203,7 @@ WRAP(w_rg_set_model)
 WRAP(w_rg_rhs) { USE_ALL; o->st = cdyn_rigid_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_last_constraint_loads(obj, p[0]); }
 WRAP(w_rg_callback_code) { USE_ALL; o->val = cdyn_rigid_callback_code(obj); }
+WRAP(w_rg_size) { USE_ALL; o->val = cdyn_rigid_size(obj); }
 WRAP(w_rg_last_error) { USE_ALL; o->val = cdyn_rigid_last_error(obj) != NULL; }
 
 #define RG_PRESET_SC SC("preset", CDYN_RIGID_FREE, 3, BV(6, XARG), BV(-1, XARG), BV(INT_MAX, XARG))
@@ -2250,6 +2265,7 @@ static const fn_desc RG_FNS[] = {
      .sc = {SC_T("t", 0.3)}, .call = w_rg_rhs},
     {.fn = "cdyn_rigid_last_constraint_loads", OBJ, .arg = {A_OUT("F_q", 6)},
      .call = w_rg_constraint_loads},
+    {.fn = "cdyn_rigid_size", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .call = w_rg_size},
     {.fn = "cdyn_rigid_callback_code", .ret = R_INT, .has_obj = 1, .null_obj = XV(0),
      .call = w_rg_callback_code},
     {.fn = "cdyn_rigid_last_error", .ret = R_STR, .has_obj = 1, .null_obj = XNONNULL,
@@ -2605,7 +2621,7 @@ static int ex_holds(const expect *e, const fn_desc *d, const outcome *o, const o
 {
     switch (e->kind) {
     case EX_STATUS: return o->st == e->st;
-    case EX_VALUE: return o->val == e->val;
+    case EX_VALUE: return o->val == e->val || (isnan(o->val) && isnan(e->val));
     case EX_NULL: return o->val == 0;
     case EX_NONNULL: return o->val == 1;
     case EX_NONE: return 1;

@@ -235,10 +235,16 @@ CDYN_API cdyn_status cdyn_constraint_force(const cdyn_constraint *c, double *gen
  */
 CDYN_API int cdyn_constraint_rank(const cdyn_constraint *c);
 
+/** Number of coordinates n given at create time (-1 for NULL). */
+CDYN_API int cdyn_constraint_size(const cdyn_constraint *c);
+
+/** Number of constraint rows m given at create time (-1 for NULL). */
+CDYN_API int cdyn_constraint_rows(const cdyn_constraint *c);
+
 /**
  * Smallest singular value of Phi_q in the caller's units (0 when m > n)
  * recorded with the last rank-loss report, kept as cdyn_constraint_rank()
- * is; -1 when there was none, after a failure of a formulation for another
+ * is; NaN when there was none, after a failure of a formulation for another
  * reason, or for NULL.
  */
 CDYN_API double cdyn_constraint_smallest_singular_value(const cdyn_constraint *c);
@@ -257,7 +263,7 @@ CDYN_API int cdyn_constraint_redundant_rows(const cdyn_constraint *c, int *rows)
  * largest, an estimate of sigma_min / sigma_max of Phi_q equilibrated as
  * for its history (unit-free; a pivoted QR's pivot ratio tracks the
  * singular value ratio within a modest factor in practice, 2^m at worst).
- * -1 before any success or for NULL. Of order 1 far from any
+ * NaN before any success or for NULL. Of order 1 far from any
  * singularity, it falls towards 0 as one approaches (in proportion to the
  * distance in time when a constraint gradient vanishes at a fold passed
  * at constant speed), and the decision declares rank loss when it reaches

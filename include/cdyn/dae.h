@@ -198,6 +198,9 @@ CDYN_API cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const d
 /** Rank r of M after cdyn_dae_set_mass() (-1 before, or for NULL). */
 CDYN_API int cdyn_dae_rank(const cdyn_dae *dae);
 
+/** Number of states n given at create time (-1 for NULL). */
+CDYN_API int cdyn_dae_size(const cdyn_dae *dae);
+
 /**
  * Length of y, the state of the minimum-order ODE: after cdyn_dae_split()
  * r for index 1 and r - q in the index-2 form (q = n - r constraints);
@@ -439,7 +442,7 @@ CDYN_API cdyn_status cdyn_dae_reset_counters(cdyn_dae *dae);
 
 /**
  * How many rate solves (G_a^# of cdyn_dae_rhs) took the SVD path since the
- * last split (0 for NULL); Newton iterations report their own count.
+ * last split (-1 for NULL); Newton iterations report their own count.
  */
 CDYN_API long cdyn_dae_svd_rate_solves(const cdyn_dae *dae);
 

@@ -422,6 +422,13 @@ CDYN_API int cdyn_mbs_callback_code(const cdyn_mbs *mbs);
 /** Message of the last failure ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_mbs_last_error(const cdyn_mbs *mbs);
 
+/** Number of coordinates n given at create time (-1 for NULL); y of
+ * cdyn_mbs_rhs() has 2n entries. */
+CDYN_API int cdyn_mbs_size(const cdyn_mbs *mbs);
+
+/** Number of constraint rows m given at create time (-1 for NULL). */
+CDYN_API int cdyn_mbs_rows(const cdyn_mbs *mbs);
+
 #ifdef __cplusplus
 }
 #endif

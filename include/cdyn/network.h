@@ -102,17 +102,17 @@ CDYN_API cdyn_network *cdyn_network_create(int n, int m, const int *colptr, cons
 /** Free the object; NULL is allowed. */
 CDYN_API void cdyn_network_free(cdyn_network *net);
 
-/** Number of states n (0 for NULL). */
+/** Number of states n (-1 for NULL). */
 CDYN_API int cdyn_network_size(const cdyn_network *net);
 
-/** Number of constraint rows m (0 for NULL). */
+/** Number of constraint rows m (-1 for NULL). */
 CDYN_API int cdyn_network_rows(const cdyn_network *net);
 
 /** Number of values of M that cdyn_network_load() reads: n for a diagonal M,
- * the sum of the squared block sizes otherwise (0 for NULL). */
+ * the sum of the squared block sizes otherwise (-1 for NULL). */
 CDYN_API long cdyn_network_mass_values(const cdyn_network *net);
 
-/** Number of stored entries of W, colptr[n] (0 for NULL). */
+/** Number of stored entries of W, colptr[n] (-1 for NULL). */
 CDYN_API long cdyn_network_nonzeros(const cdyn_network *net);
 
 /**
@@ -151,7 +151,7 @@ CDYN_API cdyn_status cdyn_network_set_allow_redundant(cdyn_network *net, int all
  * NULL; room for cdyn_network_rows() entries) and returns their
  * count: after a failed load, the rows that made it fail; after a
  * successful one, 0, or the rows kept out under
- * cdyn_network_set_allow_redundant(). 0 for NULL net.
+ * cdyn_network_set_allow_redundant(). -1 for NULL net.
  */
 CDYN_API int cdyn_network_redundant_rows(const cdyn_network *net, int *rows);
 

@@ -290,6 +290,12 @@ CDYN_API int cdyn_newton_dropped_columns(const cdyn_newton *nt, int *cols);
 /** Message of the last failure on this object ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_newton_last_error(const cdyn_newton *nt);
 
+/** Number of unknowns p given at create time (-1 for NULL). */
+CDYN_API int cdyn_newton_size(const cdyn_newton *nt);
+
+/** Number of equations k given at create time (-1 for NULL). */
+CDYN_API int cdyn_newton_rows(const cdyn_newton *nt);
+
 #ifdef __cplusplus
 }
 #endif

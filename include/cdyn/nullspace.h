@@ -78,10 +78,10 @@ CDYN_API cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status
 /** Free the object; NULL is allowed. */
 CDYN_API void cdyn_nullspace_free(cdyn_nullspace *ns);
 
-/** Number of states n given at create time (0 for NULL). */
+/** Number of states n given at create time (-1 for NULL). */
 CDYN_API int cdyn_nullspace_size(const cdyn_nullspace *ns);
 
-/** Number of constraints m given at create time (0 for NULL). */
+/** Number of constraints m given at create time (-1 for NULL). */
 CDYN_API int cdyn_nullspace_rows(const cdyn_nullspace *ns);
 
 /**
@@ -153,7 +153,7 @@ CDYN_API cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *ind
 /**
  * 1-norm condition estimate (dgecon) of the equilibrated W2 of the current
  * factorization (unit-free up to the power-of-two scaling: a factor of up
- * to about 16 between unit systems), 1 when m = 0, or -1 when nothing has
+ * to about 16 between unit systems), 1 when m = 0, or NaN when nothing has
  * been factored or ns is NULL.
  */
 CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
@@ -166,7 +166,7 @@ CDYN_API double cdyn_nullspace_condition(const cdyn_nullspace *ns);
  * without bound when the partition becomes a poor choice, even where W2
  * alone stays well conditioned, e.g. m = 1). Unit-free to rounding for
  * m = 1; for m > 1 a change of the states' units can move it by a factor
- * of up to about 4. 0 when m = 0, -1 when nothing has been factored or ns
+ * of up to about 4. 0 when m = 0, NaN when nothing has been factored or ns
  * is NULL.
  */
 CDYN_API double cdyn_nullspace_dependence(const cdyn_nullspace *ns);

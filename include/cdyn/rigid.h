@@ -207,6 +207,10 @@ CDYN_API cdyn_status cdyn_rigid_last_constraint_loads(const cdyn_rigid *rb, doub
 /** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_rigid_callback_code(const cdyn_rigid *rb);
 
+/** Number of degrees of freedom f given at create time (-1 for NULL); y of
+ * cdyn_rigid_rhs() has 2f entries. */
+CDYN_API int cdyn_rigid_size(const cdyn_rigid *rb);
+
 /** Message of the last failure ("" if none; a static text for NULL). */
 CDYN_API const char *cdyn_rigid_last_error(const cdyn_rigid *rb);
 

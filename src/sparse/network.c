@@ -332,10 +332,10 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     return net;
 }
 
-int cdyn_network_size(const cdyn_network *net) { return net ? net->n : 0; }
-int cdyn_network_rows(const cdyn_network *net) { return net ? net->m : 0; }
-long cdyn_network_mass_values(const cdyn_network *net) { return net ? net->nmass : 0; }
-long cdyn_network_nonzeros(const cdyn_network *net) { return net ? net->nnz : 0; }
+int cdyn_network_size(const cdyn_network *net) { return net ? net->n : -1; }
+int cdyn_network_rows(const cdyn_network *net) { return net ? net->m : -1; }
+long cdyn_network_mass_values(const cdyn_network *net) { return net ? net->nmass : -1; }
+long cdyn_network_nonzeros(const cdyn_network *net) { return net ? net->nnz : -1; }
 double cdyn_network_pivot_ratio(const cdyn_network *net)
 {
     return net && net->loaded ? net->pivot_ratio : NAN;
@@ -356,7 +356,7 @@ cdyn_status cdyn_network_set_allow_redundant(cdyn_network *net, int allow)
 
 int cdyn_network_redundant_rows(const cdyn_network *net, int *rows)
 {
-    if (!net) return 0;
+    if (!net) return -1;
     if (rows)
         for (int i = 0; i < net->nredundant; ++i) rows[i] = net->redundant[i];
     return net->nredundant;
