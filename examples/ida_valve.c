@@ -264,10 +264,7 @@ static int ida_run(network *net, const double *M, const run_result *ref, const s
     if (SUNContext_Create(SUN_NO_COMM, &ctx) != 0) return 0;
     cdyn_status st;
     cdyn_dae *dae = make_dae(net, M, 0);
-    cdyn_ida_dae *adapter = dae ? cdyn_ida_dae_create(dae, N, M, N, valve_force,
-                                                      opt->exact_jacobian ? valve_jacobian : NULL,
-                                                      net, &st)
-                                : NULL;
+    cdyn_ida_dae *adapter = dae ? cdyn_ida_dae_create(dae, &st) : NULL; /* model from dae */
     N_Vector v = N_VNew_Serial(N, ctx), vdot = N_VNew_Serial(N, ctx);
     N_Vector atol = N_VNew_Serial(N, ctx);
     SUNMatrix A = SUNDenseMatrix(N, N, ctx);
@@ -295,8 +292,10 @@ static int ida_run(network *net, const double *M, const run_result *ref, const s
             ok = ida_flag(IDAInit(mem, cdyn_ida_dae_residual, t, v, vdot), "IDAInit", 0) &&
                  ida_flag(IDASVtolerances(mem, opt->rtol, atol), "IDASVtolerances", 0) &&
                  ida_flag(IDASetLinearSolver(mem, LS, A), "IDASetLinearSolver", 0) &&
-                 /* user data, id vector, Jacobian (if the adapter has one) */
+                 /* user data, id vector, the DAE's Jacobian */
                  ida_flag(cdyn_ida_attach_dae(mem, adapter, v), "cdyn_ida_attach_dae", 0) &&
+                 (opt->exact_jacobian || /* else back to IDA's difference quotients */
+                  ida_flag(IDASetJacFn(mem, NULL), "IDASetJacFn", 0)) &&
                  ida_flag(IDASetSuppressAlg(mem, opt->suppress_alg), "IDASetSuppressAlg", 0) &&
                  ida_flag(IDASetMaxNumSteps(mem, 20000), "IDASetMaxNumSteps", 0);
         } else {

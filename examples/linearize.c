@@ -108,7 +108,8 @@ static int double_pendulum(void)
     int independent[2];
     st = cdyn_mbs_set_model(mbs, dp_mass, dp_force, dp_phi, dp_jacobian, &c);
     if (st == CDYN_OK) st = cdyn_mbs_partition(mbs, 0.0, y);
-    if (st == CDYN_OK) st = cdyn_mbs_partition_coordinates(mbs, independent, NULL);
+    if (st == CDYN_OK && cdyn_mbs_partition_coordinates(mbs, independent, NULL) != 2)
+        st = CDYN_ERR_ARG; /* d = n - m = 2 */
     if (st == CDYN_OK) st = cdyn_mbs_partition_gather(mbs, y, z);
     if (st == CDYN_OK) st = cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 4);
     if (st != CDYN_OK) {
@@ -193,7 +194,7 @@ static int hydraulic_line(void)
     if (st == CDYN_OK) st = cdyn_dae_set_model(dae, line_force, line_jacobian, NULL, &h);
     if (st == CDYN_OK) st = cdyn_dae_split(dae, 0.0, v);
     if (st == CDYN_OK) st = cdyn_dae_consistent(dae, 0.0, v);
-    if (st == CDYN_OK) st = cdyn_dae_split_states(dae, integrated, NULL);
+    if (st == CDYN_OK && cdyn_dae_split_states(dae, integrated, NULL) < 0) st = CDYN_ERR_ARG;
     if (st == CDYN_OK) {
         y[0] = v[integrated[0]];
         y[1] = v[integrated[1]];

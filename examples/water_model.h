@@ -190,7 +190,7 @@ static inline int open_sparse(sparse_run *r, const network *net)
     r->qdot = malloc(sizeof(double) * (size_t)net->n);
     r->p = malloc(sizeof(double) * (size_t)net->m);
     if (!r->indep || !r->q || !r->F || !r->qdot || !r->p) return 0;
-    if (cdyn_network_partition(r->obj, r->indep, NULL) != CDYN_OK) {
+    if (cdyn_network_partition(r->obj, r->indep, NULL) < 0) {
         fprintf(stderr, "partition: %s\n", cdyn_network_last_error(r->obj));
         return 0;
     }

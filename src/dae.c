@@ -65,6 +65,11 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->bound = doubles((size_t)n);
     dae->row_max = doubles((size_t)n);
     dae->rate_unit = doubles((size_t)n);
+    dae->resid_v = doubles((size_t)n);
+    dae->resid_f = doubles((size_t)n);
+    dae->resid_out = doubles((size_t)n);
+    dae->resid_mass = doubles(nn);
+    dae->resid_jac = doubles(nn);
     int ws_ok = cdyn__rank_ws_init(&dae->rank_ws, n, n, 1);
     if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
@@ -73,7 +78,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
-        !dae->row_max || !dae->rate_unit)
+        !dae->row_max || !dae->rate_unit || !dae->resid_v || !dae->resid_f ||
+        !dae->resid_out || !dae->resid_mass || !dae->resid_jac)
         goto fail;
     *status = CDYN_OK;
     return dae;
@@ -166,7 +172,8 @@ void cdyn_dae_free(cdyn_dae *dae)
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
-                        dae->row_max,   dae->rate_unit};
+                        dae->row_max,   dae->rate_unit, dae->resid_v,  dae->resid_f,
+                        dae->resid_out, dae->resid_mass, dae->resid_jac};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(dae->equation_level);
     free(dae->integrated);
@@ -541,24 +548,35 @@ double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j)
 
 cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v)
 {
+    return cdyn__dae_force_jacobian_to(dae, fn, t, v, dae->force_val, dae->force_shift,
+                                       dae->force_jac, dae->n);
+}
+
+cdyn_status cdyn__dae_force_jacobian_to(cdyn_dae *dae, const char *fn, double t, double *v,
+                                        const double *base, double *shift, double *out,
+                                        int ldo)
+{
     int n = dae->n;
+    const char *what = "dF/dv";
     if (dae->jacobian) {
         dae->guard.in_callback++;
         dae->counters.jacobian_evaluations++;
-        int code = dae->jacobian(t, v, dae->force_jac, n, dae->user);
+        int code = dae->jacobian(t, v, out, ldo, dae->user);
         dae->guard.in_callback--;
         if (code != 0) return callback_failed(dae, fn, "Jacobian", code);
-        return check_output(dae, fn, "dF/dv", n, n, dae->force_jac);
+    } else {
+        what = "the difference dF/dv";
+        for (int j = 0; j < n; ++j) {
+            double h = 0.0;
+            cdyn_status st = cdyn__dae_shifted_force(dae, fn, t, v, j, base, shift, &h);
+            if (st != CDYN_OK) return st;
+            for (int i = 0; i < n; ++i) out[i + (size_t)j * ldo] = (shift[i] - base[i]) / h;
+        }
     }
-    for (int j = 0; j < n; ++j) {
-        double h = 0.0;
-        cdyn_status st = cdyn__dae_shifted_force(dae, fn, t, v, j, dae->force_val,
-                                                 dae->force_shift, &h);
-        if (st != CDYN_OK) return st;
-        for (int i = 0; i < n; ++i)
-            dae->force_jac[i + (size_t)j * n] = (dae->force_shift[i] - dae->force_val[i]) / h;
-    }
-    return check_output(dae, fn, "the difference dF/dv", n, n, dae->force_jac);
+    long bad = cdyn__first_nonfinite(n, n, out, ldo);
+    if (bad < 0) return CDYN_OK;
+    return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: %s(%ld, %ld) is not finite", fn, what,
+                      bad % n, bad / n);
 }
 
 cdyn_status cdyn__dae_shifted_force(cdyn_dae *dae, const char *fn, double t, double *v, int j,

@@ -106,6 +106,9 @@ struct cdyn_dae {
     double *residual;       /* n, the certificate of the rates */
     double *bound;          /* n */
     double *row_max, *rate_unit; /* n, n: the rates' equilibrated frame */
+    /* the residual form's own (n, n, n, n x n, n x n), so it never disturbs what
+     * the last evaluation left for reuse */
+    double *resid_v, *resid_f, *resid_out, *resid_mass, *resid_jac;
     double *work;
     int lwork;
 
@@ -119,6 +122,12 @@ cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const doubl
 /* dF/dv at (t, v) into dae->force_jac (callback or forward differences
  * around F(v, t), which must be in dae->force_val). v is restored. */
 cdyn_status cdyn__dae_force_jacobian(cdyn_dae *dae, const char *fn, double t, double *v);
+
+/* The same into out (n x n, leading dimension ldo), with F(v) given in base
+ * (read only by the differences) and shift (n) as their workspace. */
+cdyn_status cdyn__dae_force_jacobian_to(cdyn_dae *dae, const char *fn, double t, double *v,
+                                        const double *base, double *shift, double *out,
+                                        int ldo);
 
 /* F at v with v_j shifted by a difference step (v is restored) into
  * shifted (n), the step taken into *h: fd_step times the state's

@@ -205,21 +205,25 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic)
+int cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic)
 {
-    if (!dae) return CDYN_ERR_ARG;
-    if (!dae->split_done)
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: call cdyn_dae_split first");
+    if (!dae) return -1;
+    if (!dae->split_done) {
+        cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: call cdyn_dae_split first");
+        return -1;
+    }
     int ny = dae->ny, q = dae->q;
     if (integrated && algebraic &&
         cdyn__overlap(integrated, sizeof(int) * (size_t)ny, algebraic,
-                      sizeof(int) * (size_t)(dae->n - ny)))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: the outputs overlap");
+                      sizeof(int) * (size_t)(dae->n - ny))) {
+        cdyn__fail(dae->msg, CDYN_ERR_ARG, "cdyn_dae_split_states: the outputs overlap");
+        return -1;
+    }
     if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)ny);
     if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)q);
     if (algebraic && dae->index2)
         memcpy(algebraic + q, dae->multiplier, sizeof(int) * (size_t)q);
-    return CDYN_OK;
+    return ny;
 }
 
 /* Consistent values in the index-2 form: x_d from G0 = 0 and the

@@ -65,14 +65,15 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent, int *dependent)
+int cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent, int *dependent)
 {
-    if (!mbs) return CDYN_ERR_ARG;
+    if (!mbs) return -1;
     const char *fn = "cdyn_mbs_partition_coordinates";
-    cdyn_status st = need_partition(mbs, fn);
-    if (!st) st = cdyn_nullspace_partition(mbs->partition, independent, dependent);
-    if (st) return cdyn__fail(mbs->msg, st, "%s: %s", fn, cdyn_nullspace_last_error(mbs->partition));
-    return CDYN_OK;
+    if (need_partition(mbs, fn)) return -1;
+    int count = cdyn_nullspace_partition(mbs->partition, independent, dependent);
+    if (count < 0)
+        cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s", fn, cdyn_nullspace_last_error(mbs->partition));
+    return count;
 }
 
 cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z)

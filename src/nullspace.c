@@ -419,21 +419,25 @@ cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, int ldw, 
     return CDYN_OK;
 }
 
-cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent, int *dependent)
+int cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent, int *dependent)
 {
-    if (!ns) return CDYN_ERR_ARG;
+    if (!ns) return -1;
     const char *fn = "cdyn_nullspace_partition";
-    if (!ns->factored)
-        return cdyn__fail(ns->msg, CDYN_ERR_ARG,
-                          "%s: no factorization yet; call cdyn_nullspace_factor first", fn);
+    if (!ns->factored) {
+        cdyn__fail(ns->msg, CDYN_ERR_ARG,
+                   "%s: no factorization yet; call cdyn_nullspace_factor first", fn);
+        return -1;
+    }
     if (independent && dependent &&
         cdyn__overlap(independent, sizeof(int) * (size_t)ns->d, dependent,
-                      sizeof(int) * (size_t)ns->m))
-        return cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: independent and dependent overlap", fn);
+                      sizeof(int) * (size_t)ns->m)) {
+        cdyn__fail(ns->msg, CDYN_ERR_ARG, "%s: independent and dependent overlap", fn);
+        return -1;
+    }
     if (independent) memcpy(independent, ns->current.order, sizeof(int) * (size_t)ns->d);
     if (dependent)
         memcpy(dependent, ns->current.order + ns->d, sizeof(int) * (size_t)ns->m);
-    return CDYN_OK;
+    return ns->d;
 }
 
 double cdyn_nullspace_condition(const cdyn_nullspace *ns)

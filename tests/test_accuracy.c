@@ -1042,7 +1042,7 @@ static void run_dae(tu_rng *rng, const draw *d, tally *t)
     ck_assert_ptr_nonnull(dae);
     cdyn_status st = dae_prepare(dae, &sys, v0);
     int rank = cdyn_dae_ode_size(dae); /* the length of y (r - q in the index-2 form) */
-    if (st == CDYN_OK) st = cdyn_dae_split_states(dae, integ, alg);
+    if (st == CDYN_OK && cdyn_dae_split_states(dae, integ, alg) != rank) st = CDYN_ERR_ARG;
     if (st == CDYN_OK) {
         for (int j = 0; j < rank; ++j) y[j] = v1[integ[j]];
         st = cdyn_dae_rhs(dae, 0.0, y, ydot);

@@ -439,7 +439,7 @@ WRAP(w_ns_set_condition_limit) { USE_ALL; o->st = cdyn_nullspace_set_condition_l
 WRAP(w_ns_set_preferred) { USE_ALL; o->st = cdyn_nullspace_set_preferred_dependent(obj, p[0]); }
 WRAP(w_ns_factor) { USE_ALL; o->st = cdyn_nullspace_factor(obj, p[0], SCI(0)); }
 WRAP(w_ns_update) { USE_ALL; o->st = cdyn_nullspace_update(obj, p[0], SCI(0), p[1]); }
-WRAP(w_ns_partition) { USE_ALL; o->st = cdyn_nullspace_partition(obj, p[0], p[1]); }
+WRAP(w_ns_partition) { USE_ALL; o->val = cdyn_nullspace_partition(obj, p[0], p[1]); }
 WRAP(w_ns_condition) { USE_ALL; o->val = cdyn_nullspace_condition(obj); }
 WRAP(w_ns_dependence) { USE_ALL; o->val = cdyn_nullspace_dependence(obj); }
 WRAP(w_ns_rank) { USE_ALL; o->val = cdyn_nullspace_rank(obj); }
@@ -495,7 +495,7 @@ static const fn_desc NS_FNS[] = {
      .call = w_ns_factor},
     {.fn = "cdyn_nullspace_update", OBJ, .arg = {A_IN("W", 8, 2, NS_W2), A_IOUT_OPT("changed", 1)},
      .sc = {SC_LD("ldw", 2)}, .call = w_ns_update},
-    {.fn = "cdyn_nullspace_partition", OBJ,
+    {.fn = "cdyn_nullspace_partition", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("independent", 2), A_IOUT_OPT("dependent", 2)}, .call = w_ns_partition},
     {.fn = "cdyn_nullspace_condition", .ret = R_DOUBLE, .has_obj = 1, .null_obj = XV(NAN),
      .call = w_ns_condition},
@@ -556,7 +556,7 @@ static const hand_row NS_HAND[] = {
      .writes = 1, .prep = ns_factor_rankdef, .recover = ns_factor_valid},
     {.fn = "cdyn_nullspace_redundant_rows", .name = "after a rank-deficient factor", .ex = XV(1),
      .writes = 1, .prep = ns_factor_rankdef, .recover = ns_factor_valid},
-    NS_UNFACTORED("cdyn_nullspace_partition", XARG),
+    NS_UNFACTORED("cdyn_nullspace_partition", XV(-1)),
     NS_UNFACTORED("cdyn_nullspace_condition", XV(NAN)),
     NS_UNFACTORED("cdyn_nullspace_dependence", XV(NAN)),
     NS_UNFACTORED("cdyn_nullspace_rank", XV(-1)),
@@ -1063,7 +1063,7 @@ WRAP(w_dae_analyze) { USE_ALL; o->st = cdyn_dae_analyze(obj, sc[0], p[0], p[1]);
 WRAP(w_dae_constraints_at_level) { USE_ALL; o->val = cdyn_dae_constraints_at_level(obj, SCI(0)); }
 WRAP(w_dae_equation_levels) { USE_ALL; o->st = cdyn_dae_equation_levels(obj, p[0]); }
 WRAP(w_dae_split) { USE_ALL; o->st = cdyn_dae_split(obj, sc[0], p[0]); }
-WRAP(w_dae_states) { USE_ALL; o->st = cdyn_dae_split_states(obj, p[0], p[1]); }
+WRAP(w_dae_states) { USE_ALL; o->val = cdyn_dae_split_states(obj, p[0], p[1]); }
 WRAP(w_dae_consistent) { USE_ALL; o->st = cdyn_dae_consistent(obj, sc[0], p[0]); }
 WRAP(w_dae_rhs) { USE_ALL; o->st = cdyn_dae_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_dae_rhs_jacobian)
@@ -1072,6 +1072,12 @@ WRAP(w_dae_rhs_jacobian)
     o->st = cdyn_dae_rhs_jacobian(obj, sc[0], p[0], p[1], p[2], SCI(1));
 }
 WRAP(w_dae_state) { USE_ALL; o->st = cdyn_dae_last_state(obj, p[0], p[1]); }
+WRAP(w_dae_residual) { USE_ALL; o->st = cdyn_dae_residual(obj, sc[0], p[0], p[1], p[2]); }
+WRAP(w_dae_residual_jacobian)
+{
+    USE_ALL;
+    o->st = cdyn_dae_residual_jacobian(obj, sc[0], sc[1], p[0], p[1], SCI(2));
+}
 WRAP(w_dae_input_matrix)
 {
     USE_ALL;
@@ -1129,7 +1135,7 @@ static const fn_desc DAE_FNS[] = {
      .call = w_dae_split},
     {.fn = "cdyn_dae_split", .variant = "M(t)", OBJ, .flags = F_CB_ONLY, .make = dae_make_massfn,
      .arg = {A_IN("v", 2, 0, DAE_V1)}, .sc = {SC_T("t", 0.3)}, .call = w_dae_split},
-    {.fn = "cdyn_dae_split_states", OBJ, .arg = {A_IOUT_OPT("integrated", 1), A_IOUT_OPT("algebraic", 1)},
+    {.fn = "cdyn_dae_split_states", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1), .arg = {A_IOUT_OPT("integrated", 1), A_IOUT_OPT("algebraic", 1)},
      .call = w_dae_states},
     {.fn = "cdyn_dae_consistent", OBJ, .arg = {A_INOUT("v", 2, DAE_V1)}, .sc = {SC_T("t", 0.3)},
      .call = w_dae_consistent},
@@ -1137,6 +1143,12 @@ static const fn_desc DAE_FNS[] = {
      .sc = {SC_T("t", 0.3)}, .call = w_dae_rhs},
     {.fn = "cdyn_dae_rhs", .variant = "M(t)", OBJ, .flags = F_CB_ONLY, .make = dae_make_massfn,
      .arg = {A_IN("y", 1, 0, DAE_Y1), A_OUT("ydot", 1)}, .sc = {SC_T("t", 0.3)}, .call = w_dae_rhs},
+    {.fn = "cdyn_dae_residual", OBJ,
+     .arg = {A_IN("v", 2, 0, DAE_V1), A_IN("vdot", 2, 0, DAE_V1), A_OUT("r", 2)},
+     .sc = {SC_T("t", 0.3)}, .call = w_dae_residual},
+    {.fn = "cdyn_dae_residual_jacobian", OBJ, .arg = {A_IN("v", 2, 0, DAE_V1), A_OUT("J", 4)},
+     .sc = {SC_T("t", 0.3), SC_T("c_j", 2.0), SC_LD("ldj", 2)},
+     .call = w_dae_residual_jacobian},
     {.fn = "cdyn_dae_rhs_jacobian", OBJ,
      .arg = {A_IN("y", 1, 0, DAE_Y1), A_OUT_OPT("ydot", 1), A_OUT("J", 1)},
      .sc = {SC_T("t", 0.3), SC_LD("ldj", 1)}, .call = w_dae_rhs_jacobian},
@@ -1186,7 +1198,7 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_analyze", dae_make_massed, XARG, "before set_functions"),
     DAE_EARLY("cdyn_dae_split", dae_make_massed, XARG, "before set_functions"),
     DAE_EARLY("cdyn_dae_equation_levels", dae_make_unanalyzed, XARG, "before analyze"),
-    DAE_EARLY("cdyn_dae_split_states", dae_make_unsplit, XARG, "before split"),
+    DAE_EARLY("cdyn_dae_split_states", dae_make_unsplit, XV(-1), "before split"),
     DAE_EARLY("cdyn_dae_consistent", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_rhs", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_last_state", dae_make_norhs, XARG, "before any rhs"),
@@ -1745,7 +1757,7 @@ WRAP(w_mb_reset_counters) { USE_ALL; o->st = cdyn_mbs_reset_counters(obj); }
 WRAP(w_mb_residuals) { USE_ALL; o->st = cdyn_mbs_last_residuals(obj, p[0], p[1]); }
 WRAP(w_mb_residuals_at) { USE_ALL; o->st = cdyn_mbs_residuals(obj, sc[0], p[0], p[1], p[2]); }
 WRAP(w_mb_partition) { USE_ALL; o->st = cdyn_mbs_partition(obj, sc[0], p[0]); }
-WRAP(w_mb_partition_coordinates) { USE_ALL; o->st = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
+WRAP(w_mb_partition_coordinates) { USE_ALL; o->val = cdyn_mbs_partition_coordinates(obj, p[0], p[1]); }
 WRAP(w_mb_partition_gather) { USE_ALL; o->st = cdyn_mbs_partition_gather(obj, p[0], p[1]); }
 WRAP(w_mb_partition_rhs) { USE_ALL; o->st = cdyn_mbs_partition_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_partition_jacobian)
@@ -1819,7 +1831,7 @@ static const fn_desc MB_FNS[] = {
     {.fn = "cdyn_mbs_reset_counters", OBJ, .call = w_mb_reset_counters},
     {.fn = "cdyn_mbs_partition", OBJ, .arg = {A_IN("y", 4, 0, MB_Y1)}, .sc = {SC_T("t", 0.0)},
      .call = w_mb_partition},
-    {.fn = "cdyn_mbs_partition_coordinates", OBJ,
+    {.fn = "cdyn_mbs_partition_coordinates", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .arg = {A_IOUT_OPT("independent", 1), A_IOUT_OPT("dependent", 1)},
      .call = w_mb_partition_coordinates},
     {.fn = "cdyn_mbs_partition_gather", OBJ, .arg = {A_IN("y", 4, 0, MB_Y1), A_OUT("z", 2)},
@@ -1876,7 +1888,7 @@ static const hand_row MB_HAND[] = {
     {.fn = "cdyn_mbs_newton", .name = "m = 0", .ex = XNULL, .make = mb_make_m0},
     MB_SIZE("cdyn_mbs_partition", mb_make_m0, "m = 0 (needs 0 < m < n)"),
     MB_SIZE("cdyn_mbs_partition", mb_make_m2, "m = n = 2 (needs 0 < m < n)"),
-    MB_SIZE("cdyn_mbs_partition_coordinates", mb_make_m2, "m = n = 2"),
+    {.fn = "cdyn_mbs_partition_coordinates", .name = "m = n = 2", .ex = XV(-1), .make = mb_make_m2},
     MB_SIZE("cdyn_mbs_partition_gather", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_rhs", mb_make_m2, "m = n = 2"),
     MB_SIZE("cdyn_mbs_partition_jacobian", mb_make_m2, "m = n = 2"),
@@ -1891,7 +1903,8 @@ static const hand_row MB_HAND[] = {
     MB_EARLY("cdyn_mbs_last_reactions", mb_make_modelled, "before any rhs"),
     MB_EARLY("cdyn_mbs_project_tangent", mb_make_modelled, "before any projection"),
     MB_EARLY("cdyn_mbs_last_residuals", mb_make_modelled, "before any rhs or projection"),
-    MB_EARLY("cdyn_mbs_partition_coordinates", mb_make_modelled, "before partition"),
+    {.fn = "cdyn_mbs_partition_coordinates", .name = "before partition", .ex = XV(-1),
+     .make = mb_make_modelled, .recover = mb_recover_lifecycle},
     MB_EARLY("cdyn_mbs_partition_gather", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_rhs", mb_make_modelled, "before partition"),
     MB_EARLY("cdyn_mbs_partition_jacobian", mb_make_modelled, "before partition"),

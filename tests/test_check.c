@@ -639,7 +639,7 @@ START_TEST(dae_check_leaves_state)
     double v0[3], vd0[3], v1[3], vd1[3];
     int in0[2], al0[1], in1[2], al1[1];
     ck_assert_int_eq(cdyn_dae_last_state(dae, v0, vd0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, in0, al0), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, in0, al0), 0);
 
     cdyn_jacobian_check c, ref;
     const double vc[3] = {0.1, -0.3, 0.7}; /* elsewhere, and not consistent */
@@ -650,7 +650,7 @@ START_TEST(dae_check_leaves_state)
     ck_assert_int_eq(ref.col, 1);
     ck_assert_int_eq(cdyn_dae_last_state(dae, v1, vd1), CDYN_OK);
     ck_assert(memcmp(v0, v1, sizeof v0) == 0 && memcmp(vd0, vd1, sizeof vd0) == 0);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, in1, al1), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, in1, al1), 0);
     ck_assert(memcmp(in0, in1, sizeof in0) == 0 && al0[0] == al1[0]);
 
     /* F fails on its 6th call: CDYN_ERR_CALLBACK, code kept, report untouched */

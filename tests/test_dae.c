@@ -540,7 +540,7 @@ static cdyn_dae *linear_ready(linear *m, int exact)
 /* The split of a linear model: integrated (2) and the algebraic state. */
 static void linear_states(cdyn_dae *dae, int *integ, int *alg)
 {
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
     ck_assert(integ[0] != integ[1] && integ[0] != *alg && integ[1] != *alg);
     ck_assert(*alg >= 0 && *alg < 3 && integ[0] >= 0 && integ[0] < 3 && integ[1] >= 0 &&
               integ[1] < 3);
@@ -1031,7 +1031,7 @@ START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
         hydraulic_init(&h);
         cdyn_dae *dae = hydraulic_split(&h, exact);
         int *integ = ibuf(1), *alg = ibuf(3);
-        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
         ck_assert(ibuf_guards_intact(integ, 1));
         ck_assert(ibuf_guards_intact(alg, 3));
         ck_assert_int_eq(integ[0], 0);
@@ -1042,7 +1042,7 @@ START_TEST(hydraulic_split_integrates_the_inertial_flow_and_solves_the_rest)
         }
         ck_assert(seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
         /* either output may be NULL */
-        ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, NULL, NULL), 0);
         ibuf_free(integ);
         ibuf_free(alg);
         cdyn_dae_free(dae);
@@ -1066,7 +1066,7 @@ START_TEST(split_takes_the_index_two_form_and_refuses_index_three)
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         ck_assert_int_eq(cdyn_dae_rank(dae), 2);
         int integ[1], alg[2];
-        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
         ck_assert_int_eq(integ[0], 1);
         ck_assert_int_eq(alg[0], 0); /* dependent */
         ck_assert_int_eq(alg[1], 2); /* multiplier */
@@ -1111,7 +1111,7 @@ START_TEST(regular_mass_splits_into_integrated_states_only_and_rhs_is_m_inverse_
     ck_assert_int_eq(cdyn_dae_set_model(dae, ode_force, NULL, NULL, NULL), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     int *integ = ibuf(2), *alg = ibuf(1);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
     ck_assert(ibuf_untouched(alg, 1));
     ck_assert(ibuf_guards_intact(integ, 2));
     ck_assert((integ[0] == 0 && integ[1] == 1) || (integ[0] == 1 && integ[1] == 0));
@@ -1419,7 +1419,7 @@ static double cubic_error(double h)
     double v[2] = {1.0, 0.3};
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
     int integ = -1, alg = -1;
-    ck_assert_int_eq(cdyn_dae_split_states(dae, &integ, &alg), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, &integ, &alg), 0);
     ck_assert_int_eq(integ, 0);
     ck_assert_int_eq(alg, 1);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
@@ -1598,7 +1598,7 @@ START_TEST(failing_callbacks_in_analysis_constraints_split_and_consistent_are_re
 
     arm_fault(&m.f, 0, 0, 1);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_ERR_CALLBACK);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), -1);
     arm_fault(&m.f, 0, 0, 0);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.3, v), CDYN_OK);
 
@@ -1663,7 +1663,7 @@ START_TEST(null_object_is_rejected_by_every_function)
     ck_assert_int_eq(cdyn_dae_constraints_at_level(NULL, 0), -1);
     ck_assert_int_eq(cdyn_dae_equation_levels(NULL, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_split(NULL, 0.0, v), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_split_states(NULL, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(NULL, iout, iout), -1);
     ck_assert_int_eq(cdyn_dae_consistent(NULL, 0.0, out), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_rhs(NULL, 0.0, v, out), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_last_state(NULL, out, out2), CDYN_ERR_ARG);
@@ -1716,7 +1716,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
     ck_assert_int_eq(cdyn_dae_equation_levels(dae, iout), CDYN_ERR_ARG);
     ck_assert_int_eq(cdyn_dae_constraints_at_level(dae, 0), -1);
     /* no split yet */
-    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), -1);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
     ck_assert(memcmp(v, HYD_V, sizeof v) == 0);
     double y = 1.5;
@@ -1736,7 +1736,7 @@ START_TEST(calls_out_of_order_are_rejected_with_a_message)
     /* a new set_mass clears the split */
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, out), CDYN_ERR_ARG);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_dae_split_states(dae, iout, iout), -1);
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_ERR_ARG);
     ck_assert(dbuf_untouched(out, 16));
     ck_assert(ibuf_untouched(iout, 4));

@@ -169,7 +169,7 @@ static cdyn_dae *net_split(net *m, int exact, double *v)
 static int integrated_flow(cdyn_dae *dae)
 {
     int integ[1];
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ, NULL), 0);
     return integ[0];
 }
 
@@ -201,7 +201,7 @@ START_TEST(split_finds_the_index_two_form_of_the_network)
         ck_assert_int_eq(cdyn_dae_rank(dae), 3);
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         int integ[1], alg[4];
-        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
         /* q_c cannot be integrated (it is fixed by junction 2 alone once
          * q_a + q_b is); the multipliers are the two pressures */
         ck_assert(integ[0] == 0 || integ[0] == 1);
@@ -309,7 +309,7 @@ START_TEST(verdicts_and_results_do_not_depend_on_units)
         ck_assert_int_eq(cdyn_dae_index2(dae), 1);
         ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
         int integ = integrated_flow(dae), alg[4];
-        ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, alg), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, NULL, alg), 0);
         ck_assert(alg[2] == 3 && alg[3] == 4);
         double t = 2.5, qa = 1.5e-3, y = y_of(integ, &m, t, qa), ydot = 0.0, vv[5];
         ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
@@ -419,7 +419,7 @@ START_TEST(a_mixed_index_network_is_refused_with_its_reason)
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_ERR_SINGULAR);
     ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "not the index-2 form"));
     ck_assert_int_eq(cdyn_dae_index2(dae), 0);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), CDYN_ERR_ARG); /* no split */
+    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, NULL), -1); /* no split */
     cdyn_dae_free(dae);
 }
 END_TEST

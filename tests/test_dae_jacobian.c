@@ -85,7 +85,7 @@ static double a_exact_derivative(const model_a *a, double t, double x1)
 static int a_integrated(cdyn_dae *dae)
 {
     int integrated = -1;
-    ck_assert_int_eq(cdyn_dae_split_states(dae, &integrated, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, &integrated, NULL), 0);
     ck_assert(integrated == 0 || integrated == 1);
     return integrated;
 }
@@ -428,7 +428,7 @@ static cdyn_dae *c_make(model_a *a, int with_jacobian, double t, double *y, int 
     ck_assert_int_eq(cdyn_dae_set_tolerances(dae, 1e-15, NULL), CDYN_OK);
     double v[2] = {0.3, 0.1};
     ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integrated, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integrated, NULL), 0);
     ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
     *y = v[*integrated];
     return dae;

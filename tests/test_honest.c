@@ -1236,7 +1236,7 @@ START_TEST(partition_event_stays_quiet_when_no_partition_is_limit_times_better)
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
     int ind = -1;
-    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), 0);
     long repartitions = 0, steps = lround(t_end / h);
     for (long n = 0; n < steps; ++n) {
         double t = n * h;
@@ -1253,7 +1253,7 @@ START_TEST(partition_event_stays_quiet_when_no_partition_is_limit_times_better)
             ++repartitions;
             ck_assert_int_eq(cdyn_mbs_partition(mbs, t + h, y), CDYN_OK);
             ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
-            ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), CDYN_OK);
+            ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, &ind, NULL), 0);
         }
     }
     double th_ref, thd_ref;
@@ -1343,7 +1343,7 @@ START_TEST(failed_set_mass_keeps_the_previous_mass_and_split)
     cdyn_dae *dae = unit_oj_dae(2.0);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, UNIT_OJ_V), CDYN_OK);
     int integ_ref[4], alg_ref[4];
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ_ref, alg_ref), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ_ref, alg_ref), 0);
     double y = 1.5, ydot_ref, v_ref[4], vdot_ref[4];
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot_ref), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot_ref), CDYN_OK);
@@ -1366,7 +1366,7 @@ START_TEST(failed_set_mass_keeps_the_previous_mass_and_split)
         ck_assert_msg(cdyn_dae_rank(dae) == 1, "k = %ld: rank %d after NOMEM", k,
                       cdyn_dae_rank(dae));
         int integ[4], alg[4];
-        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
+        ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
         ck_assert(integ[0] == integ_ref[0]);
         ck_assert(memcmp(alg, alg_ref, 3 * sizeof(int)) == 0);
         double ydot, v[4], vdot[4];
@@ -1390,7 +1390,7 @@ static cdyn_nullspace *ip_factored(int *ind)
     cdyn_nullspace *ns = cdyn_nullspace_create(4, 2, NULL);
     ck_assert_ptr_nonnull(ns);
     ck_assert_int_eq(cdyn_nullspace_factor(ns, IP_W, 2), CDYN_OK);
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, ind, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, ind, NULL), 0);
     return ns;
 }
 
@@ -1703,8 +1703,8 @@ START_TEST(dae_refuses_reentry_from_its_force_callback)
     ck_assert(memcmp(v, v_twin, sizeof v) == 0 && memcmp(vd, vd_twin, sizeof vd) == 0);
     ck_assert_int_eq(cdyn_dae_rank(dae), 1);
     int integ[4], alg[4], integ_twin[4], alg_twin[4];
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, alg), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_split_states(twin, integ_twin, alg_twin), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ, alg), 0);
+    ck_assert_int_ge(cdyn_dae_split_states(twin, integ_twin, alg_twin), 0);
     ck_assert(integ[0] == integ_twin[0] && memcmp(alg, alg_twin, 3 * sizeof(int)) == 0);
     /* usable afterwards */
     y = 1.4;
@@ -2216,7 +2216,7 @@ START_TEST(nullspace_rank_facts_follow_the_last_factorization)
     ck_assert_ptr_nonnull(ns);
     ck_assert_int_eq(cdyn_nullspace_factor(ns, IP_W, 2), CDYN_OK);
     int ind0[2], dep0[2], ind[2], dep[2];
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, ind0, dep0), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, ind0, dep0), 0);
     double vd0[4], lam0[2], vd[4], lam[2];
     ck_assert_int_eq(cdyn_nullspace_solve(ns, M, 4, F, NULL, vd0, lam0), CDYN_OK);
 
@@ -2228,7 +2228,7 @@ START_TEST(nullspace_rank_facts_follow_the_last_factorization)
     char msg[512];
     copy_message(msg, sizeof msg, cdyn_nullspace_last_error(ns));
     ck_assert_int_gt((int)strlen(msg), 0);
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, ind, dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, ind, dep), 0);
     ck_assert(memcmp(ind, ind0, sizeof ind) == 0 && memcmp(dep, dep0, sizeof dep) == 0);
     ck_assert_int_eq(cdyn_nullspace_solve(ns, M, 4, F, NULL, vd, lam), CDYN_OK);
     ck_assert(memcmp(vd, vd0, sizeof vd) == 0 && memcmp(lam, lam0, sizeof lam) == 0);
@@ -2466,7 +2466,7 @@ static void state_after_trial(cdyn_mbs *mbs, int n, double t0, const double *y0,
 {
     ck_assert_int_eq(cdyn_mbs_partition(mbs, t0, y0), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y0, z0), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, ind, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, ind, NULL), 0);
     double z1[2] = {z0[0] + dz[0], z0[1] + dz[1]}, zd[2];
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t1, z1, zd), CDYN_OK);
     for (int i = 0; i < 2 * n; ++i) y[i] = UNTOUCHED;
@@ -2609,7 +2609,7 @@ static void ns_system_scaled(const ns_system *s, const double *R, const double *
 static unsigned dependent_set(cdyn_nullspace *ns)
 {
     int dep[3];
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, NULL, dep), 0);
     return (1u << dep[0]) | (1u << dep[1]) | (1u << dep[2]);
 }
 
@@ -2741,7 +2741,7 @@ static void oj_verdicts(const oj_units *u, int *rank, int *index, int *alg, doub
     for (int i = 0; i < 4; ++i) vs[i] = UNIT_OJ_V[i] / u->S[i];
     ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, vs, index), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, vs), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, NULL, alg), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, NULL, alg), 0);
     for (int i = 0; i < 4; ++i) vs[i] = guess[i] / u->S[i];
     cdyn_status st = cdyn_dae_consistent(dae, 0.0, vs);
     ck_assert_msg(st == CDYN_OK, "consistent: status %d (%s)", st, cdyn_dae_last_error(dae));
@@ -2832,7 +2832,7 @@ static int choice_rates(double s0, double *v, double *vdot)
     ck_assert_int_eq(index, 1);
     ck_assert_int_eq(cdyn_dae_split(dae, 0.0, w), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_rank(dae), 2);
-    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, &alg), CDYN_OK);
+    ck_assert_int_ge(cdyn_dae_split_states(dae, integ, &alg), 0);
     if (alg == 0) w[0] = 1.1 * 1.25 / s0, w[1] = 0.5; /* the guess is off in v0 instead */
     ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, w), CDYN_OK);
     double y[2] = {w[integ[0]], w[integ[1]]}, ydot[2], wdot[3];
@@ -3159,7 +3159,7 @@ static cdyn_nullspace *hs_factored(double th, double cx, double cy)
     hs_pendulum_w(th, cx, cy, W);
     ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
     int dep = -1;
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, &dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, NULL, &dep), 0);
     ck_assert_int_eq(dep, 1);
     return ns;
 }
@@ -3209,7 +3209,7 @@ START_TEST(nullspace_dependence_grows_against_the_largest_sizes_since_factor)
                   "factor at th = 1.5: dependence %.17g, fresh value 1",
                   cdyn_nullspace_dependence(ns));
     int dep = -1;
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, &dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, NULL, &dep), 0);
     ck_assert_int_eq(dep, 1);
     hs_pendulum_w(1.2, 1.0, 1.0, W);
     ck_assert_int_eq(cdyn_nullspace_update(ns, W, 1, NULL), CDYN_OK);
@@ -3399,7 +3399,7 @@ START_TEST(partition_event_follows_limit_times_best_quality)
         double y[4] = {0.0, -p.l, p.l * rate, 0.0};
         ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
         int ind = -1, dep = -1;
-        ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), CDYN_OK);
+        ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), 0);
         ck_assert_msg(ind == 0 && dep == 1, "x independent at the bottom (got %d)", ind);
         int was = 0;
         for (int k = 0; k < 10; ++k) {
@@ -3684,8 +3684,8 @@ START_TEST(failed_nullspace_calls_keep_the_history)
     ck_assert_int_eq(cdyn_nullspace_factor(twin, W0, 2), CDYN_OK);
     ck_assert_int_eq(cdyn_nullspace_update(twin, W0, 2, NULL), CDYN_OK);
     int dep[2][2];
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, dep[0]), CDYN_OK);
-    ck_assert_int_eq(cdyn_nullspace_partition(twin, NULL, dep[1]), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, NULL, dep[0]), 0);
+    ck_assert_int_ge(cdyn_nullspace_partition(twin, NULL, dep[1]), 0);
     ck_assert(dep[0][0] == dep[1][0] && dep[0][1] == dep[1][1]);
     ck_assert_msg(cdyn_nullspace_condition(ns) == cdyn_nullspace_condition(twin) &&
                       cdyn_nullspace_dependence(ns) == cdyn_nullspace_dependence(twin),

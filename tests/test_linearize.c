@@ -93,7 +93,7 @@ START_TEST(double_pendulum_frequencies_by_hand)
     double y[8] = {0.0, -c.L, 0.0, -2.0 * c.L, 0.0, 0.0, 0.0, 0.0};
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
     int independent[2];
-    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, independent, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, independent, NULL), 0);
     ck_assert(independent[0] == 0 && independent[1] == 2); /* x1, x2: y's are pinned */
     double z[4], A[16];
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);

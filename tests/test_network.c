@@ -207,7 +207,7 @@ START_TEST(tree_and_dense_nullspace_agree)
     cdyn_network *net = case_network(&c);
     ck_assert_int_eq(cdyn_network_load(net, c.Mv, c.Wv), CDYN_OK);
     int indep[32], dep[32];
-    ck_assert_int_eq(cdyn_network_partition(net, indep, dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_network_partition(net, indep, dep), 0);
     /* each junction's tree pipe has an entry in its row; every pipe once */
     int seen[32] = {0};
     for (int i = 0; i < m; ++i) {
@@ -321,7 +321,7 @@ START_TEST(redundant_rows_named_in_any_units)
             ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "rank deficient"));
             double F[N] = {1, 2, 3, 4, 5}, vd[N];
             ck_assert_int_eq(cdyn_network_solve(net, F, NULL, vd, NULL), CDYN_ERR_ARG);
-            ck_assert_int_eq(cdyn_network_partition(net, NULL, NULL), CDYN_ERR_SINGULAR);
+            ck_assert_int_eq(cdyn_network_partition(net, NULL, NULL), -1);
 
             /* drop the named row: full rank, OK, and the solve satisfies
              * the remaining balances */
@@ -595,11 +595,11 @@ START_TEST(bad_input)
     ck_assert_double_le(rel_diff(3, Fin, vd), 0.0);
     /* the tree: pipe 0 joins junction 0 to the ambient, pipe 2 junction 1 */
     int indep[1], dep[2];
-    ck_assert_int_eq(cdyn_network_partition(net, indep, dep), CDYN_OK);
+    ck_assert_int_ge(cdyn_network_partition(net, indep, dep), 0);
     ck_assert_int_eq(dep[0], 0);
     ck_assert_int_eq(dep[1], 2);
     ck_assert_int_eq(indep[0], 1);
-    ck_assert_int_eq(cdyn_network_partition(NULL, indep, dep), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_network_partition(NULL, indep, dep), -1);
     ck_assert_int_eq(cdyn_network_complete(net, NULL, NULL), CDYN_ERR_ARG);
     double v[3] = {NAN, NAN, NAN};
     ck_assert_int_eq(cdyn_network_complete(net, v, NULL), CDYN_ERR_NONFINITE);
@@ -627,7 +627,7 @@ START_TEST(bad_input)
     int cp4[] = {0, 3, 4, 5, 6}, ri4[] = {0, 1, 2, 0, 1, 2};
     n3 = cdyn_network_create(4, 3, cp4, ri4, NULL, 0, &st);
     ck_assert_ptr_nonnull(n3);
-    ck_assert_int_eq(cdyn_network_partition(n3, NULL, NULL), CDYN_ERR_SINGULAR);
+    ck_assert_int_eq(cdyn_network_partition(n3, NULL, NULL), -1);
     ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(n3), "column 0"));
     cdyn_network_free(n3);
 }
@@ -650,7 +650,7 @@ START_TEST(no_allocation_per_step)
     double *F = malloc(sizeof(double) * (size_t)c.n), *vd = malloc(sizeof(double) * (size_t)c.n);
     double *la = malloc(sizeof(double) * (size_t)c.m);
     for (int k = 0; k < c.n; ++k) F[k] = tu_uniform(&r);
-    ck_assert_int_eq(cdyn_network_partition(net, NULL, NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_network_partition(net, NULL, NULL), 0);
     int bad = 0;
     long calls = 0, calls_complete = 0;
     for (int step = 0; step < 3; ++step) {

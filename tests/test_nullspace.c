@@ -388,7 +388,7 @@ static cdyn_nullspace *create_factored(const problem *p)
  * permutation of 0..n-1. indep holds d entries, dep max(1, m). */
 static void get_partition(cdyn_nullspace *ns, int n, int m, int *indep, int *dep)
 {
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, indep, m > 0 ? dep : NULL), CDYN_OK);
+    ck_assert_int_ge(cdyn_nullspace_partition(ns, indep, m > 0 ? dep : NULL), 0);
     int *seen = calloc((size_t)n, sizeof(int));
     ck_assert_ptr_nonnull(seen);
     for (int k = 0; k < n - m; ++k) {
@@ -825,9 +825,9 @@ START_TEST(alpha_dot_matches_central_difference_of_alpha)
         ck_assert_int_eq(cdyn_nullspace_update(ns_minus, Wh, m, &changed), CDYN_OK);
         ck_assert_int_eq(changed, 0);
         int *p0 = ibuf((size_t)n), *pp = ibuf((size_t)n), *pm = ibuf((size_t)n);
-        ck_assert_int_eq(cdyn_nullspace_partition(ns, p0, p0 + d), CDYN_OK);
-        ck_assert_int_eq(cdyn_nullspace_partition(ns_plus, pp, pp + d), CDYN_OK);
-        ck_assert_int_eq(cdyn_nullspace_partition(ns_minus, pm, pm + d), CDYN_OK);
+        ck_assert_int_ge(cdyn_nullspace_partition(ns, p0, p0 + d), 0);
+        ck_assert_int_ge(cdyn_nullspace_partition(ns_plus, pp, pp + d), 0);
+        ck_assert_int_ge(cdyn_nullspace_partition(ns_minus, pm, pm + d), 0);
         for (int i = 0; i < n; ++i) {
             ck_assert_int_eq(pp[i], p0[i]);
             ck_assert_int_eq(pm[i], p0[i]);
@@ -1319,7 +1319,7 @@ START_TEST(failed_first_factor_leaves_object_unfactored_and_usable)
     ck_assert_int_eq(cdyn_nullspace_factor(ns, p.W, p.ldw), CDYN_ERR_SINGULAR);
     ck_assert_int_eq(cdyn_nullspace_rank(ns), 1);
     int *part = ibuf((size_t)n);
-    ck_assert_int_eq(cdyn_nullspace_partition(ns, part, part + n - m), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, part, part + n - m), -1);
     ck_assert(ibuf_untouched(part, (size_t)n));
     ck_assert(isnan(cdyn_nullspace_condition(ns)));
     double *alpha = dbuf((size_t)n * (n - m));
@@ -1587,7 +1587,7 @@ START_TEST(null_object_is_rejected_everywhere)
     ck_assert_int_eq(changed, ISENTINEL);
     int part[7];
     for (int i = 0; i < n; ++i) part[i] = ISENTINEL;
-    ck_assert_int_eq(cdyn_nullspace_partition(NULL, part, part + d), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_nullspace_partition(NULL, part, part + d), -1);
     for (int i = 0; i < n; ++i) ck_assert_int_eq(part[i], ISENTINEL);
     expect_null_failure(&fx, cdyn_nullspace_alpha(NULL, fx.alpha, n), "alpha(NULL)");
     expect_null_failure(&fx, cdyn_nullspace_alpha_dot(NULL, fx.Wdot, m, fx.alpha_dot, n),
@@ -1864,7 +1864,7 @@ START_TEST(calls_before_factor_are_rejected)
     ck_assert(isnan(cdyn_nullspace_condition(fresh)));
     int part[7];
     for (int i = 0; i < n; ++i) part[i] = ISENTINEL;
-    ck_assert_int_eq(cdyn_nullspace_partition(fresh, part, part + d), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_nullspace_partition(fresh, part, part + d), -1);
     for (int i = 0; i < n; ++i) ck_assert_int_eq(part[i], ISENTINEL);
     assert_message_set(fresh, "partition(unfactored)");
 
@@ -1944,7 +1944,7 @@ START_TEST(per_step_calls_do_not_allocate)
     st[k++] = cdyn_nullspace_update(ns, Wpert, m, &changed[0]);
     st[k++] = cdyn_nullspace_update(ns, Wsing, m, &changed[1]); /* reselects */
     st[k++] = cdyn_nullspace_update(ns, p.W, m, &changed[2]);
-    st[k++] = cdyn_nullspace_partition(ns, part, part + d);
+    st[k++] = cdyn_nullspace_partition(ns, part, part + d) == d ? CDYN_OK : CDYN_ERR_ARG;
     cond = cdyn_nullspace_condition(ns);
     ranks[0] = cdyn_nullspace_rank(ns);
     ranks[1] = cdyn_nullspace_redundant_rows(ns, rows);
@@ -1974,7 +1974,7 @@ START_TEST(per_step_calls_do_not_allocate)
     st[k++] = cdyn_nullspace_solve(ns, Mneg, n, p.F, p.c, vdot, lambda);
     st[k++] = cdyn_nullspace_solve(ns, Mnan, n, p.F, p.c, vdot, lambda);
     st[k++] = cdyn_nullspace_set_rank_tolerance(ns, 2.0);
-    st[k++] = cdyn_nullspace_partition(NULL, part, part + d);
+    st[k++] = cdyn_nullspace_partition(NULL, part, part + d) == -1 ? CDYN_ERR_ARG : CDYN_OK;
     const char *msg = cdyn_nullspace_last_error(ns);
     long calls = alloc_count_stop();
 

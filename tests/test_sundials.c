@@ -468,7 +468,7 @@ START_TEST(cvode_integrates_the_index_two_form_and_ida_refuses_it)
     SUNMatDestroy(A);
 
     cdyn_status st;
-    cdyn_ida_dae *ida = cdyn_ida_dae_create(dae, 3, M, 3, index2_force, NULL, NULL, &st);
+    cdyn_ida_dae *ida = cdyn_ida_dae_create(dae, &st);
     ck_assert_ptr_nonnull(ida);
     N_Vector id = N_VNew_Serial(3, ctx);
     ck_assert_int_eq(cdyn_ida_dae_id(ida, id), CDYN_ERR_ARG);
@@ -553,6 +553,89 @@ static void pendulum_jacobian(const double *y, double *J)
             J[2 + i + 4 * (2 + j)] = -2.0 * q[i] * qd[j] / qq;
         }
 }
+
+
+/* The IDA adapter takes n, M and the callbacks from the cdyn_dae. Index 1,
+ * M = diag(1, 0), F = (-v0 + v1, sin t - v1): v1 = sin t and
+ * v0 = (sin t - cos t)/2 + 0.8 e^-t from v0(0) = 0.3. */
+static int ida1_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    F[0] = -v[0] + v[1];
+    F[1] = sin(t) - v[1];
+    return 0;
+}
+
+static int ida1_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t, (void)v, (void)user;
+    J[0] = -1.0; J[1] = 0.0;
+    J[ld] = 1.0; J[ld + 1] = -1.0;
+    return 0;
+}
+
+/* Asserts, with the jacobian callback and with cdyn's differences: the
+ * adapter's size is the DAE's; the id vector marks v0; consistent values
+ * at t = 0 give v1 = 0 and v0' = -0.3; IDA (rtol 1e-10) ends within 1e-7
+ * of the analytic v0 and v1 at t = 2; the residual adapter evaluates the
+ * DAE's force (its counter grows). NULL dae and a DAE without mass are
+ * refused. */
+START_TEST(ida_adapter_takes_the_model_from_the_dae)
+{
+    cdyn_status st;
+    ck_assert_ptr_null(cdyn_ida_dae_create(NULL, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_ida_dae_size(NULL), -1);
+    for (int exact = 0; exact < 2; ++exact) {
+        SUNContext ctx = NULL;
+        ck_assert_int_eq(SUNContext_Create(SUN_NO_COMM, &ctx), 0);
+        cdyn_dae *dae = cdyn_dae_create(2, NULL);
+        ck_assert_ptr_null(cdyn_ida_dae_create(dae, &st)); /* no mass yet */
+        ck_assert_int_eq(st, CDYN_ERR_ARG);
+        const double M[4] = {1.0, 0.0, 0.0, 0.0};
+        double v0[2] = {0.3, 0.5};
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, ida1_force, exact ? ida1_jacobian : NULL, NULL,
+                                            NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v0), CDYN_OK);
+        cdyn_ida_dae *ida = cdyn_ida_dae_create(dae, &st);
+        ck_assert_ptr_nonnull(ida);
+        ck_assert_int_eq(cdyn_ida_dae_size(ida), 2);
+        N_Vector v = N_VNew_Serial(2, ctx), vdot = N_VNew_Serial(2, ctx);
+        double *vd = N_VGetArrayPointer(v), *pd = N_VGetArrayPointer(vdot);
+        vd[0] = 0.3;
+        vd[1] = 0.5; /* a guess */
+        ck_assert_int_eq(cdyn_ida_dae_consistent(ida, 0.0, v, vdot), CDYN_OK);
+        ck_assert_double_le(fabs(vd[1]), 1e-12);
+        ck_assert_double_le(fabs(pd[0] + 0.3), 1e-12);
+        void *mem = IDACreate(ctx);
+        SUNMatrix A = SUNDenseMatrix(2, 2, ctx);
+        SUNLinearSolver LS = SUNLinSol_Dense(v, A, ctx);
+        ck_assert_int_eq(IDAInit(mem, cdyn_ida_dae_residual, 0.0, v, vdot), IDA_SUCCESS);
+        ck_assert_int_eq(IDASStolerances(mem, 1e-10, 1e-12), IDA_SUCCESS);
+        ck_assert_int_eq(IDASetLinearSolver(mem, LS, A), IDA_SUCCESS);
+        ck_assert_int_eq(cdyn_ida_attach_dae(mem, ida, v), IDA_SUCCESS);
+        cdyn_dae_counters before, after;
+        ck_assert_int_eq(cdyn_dae_get_counters(dae, &before), CDYN_OK);
+        double t = 0.0;
+        ck_assert_int_ge(IDASolve(mem, 2.0, &t, v, vdot, IDA_NORMAL), 0);
+        ck_assert_int_eq(cdyn_dae_get_counters(dae, &after), CDYN_OK);
+        ck_assert_int_gt(after.force_evaluations, before.force_evaluations);
+        double exact_v0 = (sin(t) - cos(t)) / 2.0 + 0.8 * exp(-t);
+        ck_assert_msg(fabs(vd[0] - exact_v0) <= 1e-7 && fabs(vd[1] - sin(t)) <= 1e-7,
+                      "t = %g: v = (%.12g, %.12g), exact (%.12g, %.12g)", t, vd[0], vd[1],
+                      exact_v0, sin(t));
+        IDAFree(&mem);
+        SUNLinSolFree(LS);
+        SUNMatDestroy(A);
+        N_VDestroy(v);
+        N_VDestroy(vdot);
+        cdyn_ida_dae_free(ida);
+        cdyn_dae_free(dae);
+        SUNContext_Free(&ctx);
+    }
+}
+END_TEST
 
 /* CVODE (BDF, rtol 1e-10) over 2 s with the given Jacobian function (NULL:
  * CVODE's difference quotients); returns y at the end and the counts */
@@ -691,6 +774,7 @@ static Suite *sundials_suite(void)
     tcase_add_test(tc, cvode_with_the_dae_jacobian);
     tcase_add_test(tc, cvode_integrates_the_index_two_form_and_ida_refuses_it);
     tcase_add_test(tc, mbs_jacobian_adapters_give_the_hand_jacobian_and_drive_cvode_and_ida);
+    tcase_add_test(tc, ida_adapter_takes_the_model_from_the_dae);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -287,9 +287,11 @@ CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
  * of y) and algebraic (the other n - cdyn_dae_ode_size() entries) state
  * indices, 0-based. For index 1 the algebraic list is v_a (q entries); in
  * the index-2 form it is the q dependent states, then the q multipliers.
- * Either may be NULL.
+ * Either may be NULL. Returns the length of the integrated list, or -1
+ * (with the message) for NULL dae, before cdyn_dae_split(), or when the
+ * two lists overlap.
  */
-CDYN_API cdyn_status cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic);
+CDYN_API int cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic);
 
 /**
  * Consistent initialisation: keep the integrated states of v, solve
@@ -395,6 +397,34 @@ CDYN_API cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double
  */
 CDYN_API cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int inputs,
                                            const double *Fu, int ldfu, double *B, int ldb);
+
+/**
+ * The DAE in residual form for an implicit integrator of its own (IDA,
+ * DASSL-type codes; THEORY T3.1): r = M(t) v' - F(t, v) at any v, v' (n
+ * each) and t the caller holds, with M the constant mass or the mass
+ * callback's M(t). Needs cdyn_dae_set_mass() (or _set_mass_fn()) and
+ * cdyn_dae_set_model(); no split. r (n) may alias v or vdot; on error it
+ * is untouched. It neither uses nor changes what the last cdyn_dae_rhs()
+ * reports (cdyn_dae_last_state()). One force (and, with M(t), one mass)
+ * evaluation, counted. No allocation.
+ * Errors: CDYN_ERR_ARG (NULL pointer, no mass or model), CDYN_ERR_NONFINITE
+ * (t, v, vdot or a callback's output), CDYN_ERR_CALLBACK (code in
+ * cdyn_dae_callback_code()), CDYN_ERR_BUSY (from inside a callback).
+ */
+CDYN_API cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v,
+                                       const double *vdot, double *r);
+
+/**
+ * The iteration matrix of the residual form: J = dr/dv + c_j dr/dv' =
+ * c_j M(t) - dF/dv (n x n, leading dimension ldj >= n) at (t, v), with
+ * dF/dv from the model's jacobian callback or, without one, forward
+ * differences (the step of cdyn_dae_set_fd_step()). J must not overlap v;
+ * on error it is untouched. Same requirements, counters and
+ * errors as cdyn_dae_residual(), plus CDYN_ERR_ARG for ldj < n and
+ * CDYN_ERR_NONFINITE for c_j. No allocation.
+ */
+CDYN_API cdyn_status cdyn_dae_residual_jacobian(cdyn_dae *dae, double t, double c_j,
+                                                const double *v, double *J, int ldj);
 
 /**
  * Full state v and rate v' (length n each; either may be NULL) of the last

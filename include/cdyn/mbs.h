@@ -240,9 +240,13 @@ CDYN_API cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y
  */
 CDYN_API cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y);
 
-/** The independent (d) and dependent (m) coordinate indices; either may be NULL. */
-CDYN_API cdyn_status cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent,
-                                                    int *dependent);
+/**
+ * The independent (d) and dependent (m) coordinate indices of the current
+ * partition; either may be NULL. Returns d, or -1 (with the message) for
+ * NULL mbs, before cdyn_mbs_partition(), or when the two lists overlap.
+ */
+CDYN_API int cdyn_mbs_partition_coordinates(const cdyn_mbs *mbs, int *independent,
+                                            int *dependent);
 
 /** z = [q_ind; q'_ind] (2d) from y = [q; q'] (2n). */
 CDYN_API cdyn_status cdyn_mbs_partition_gather(cdyn_mbs *mbs, const double *y, double *z);

@@ -188,14 +188,12 @@ CDYN_API double cdyn_network_backward_error(const cdyn_network *net);
  * independent states (n - m, the co-tree: one per loop, in increasing
  * order) and the dependent ones (m, the tree; dependent[i] is the pipe that
  * joins junction i to its parent, or to the ambient). Either output may be
- * NULL.
- * Errors: CDYN_ERR_ARG (net NULL), CDYN_ERR_SINGULAR (a column of W has
- * more than two entries, or a junction is not connected to the ambient:
- * then the rows have no spanning tree; the message names the first such
- * column or row).
+ * NULL. Returns n - m (the length of the independent list), or -1 for NULL
+ * net and, with the message, when the rows have no spanning tree (a column
+ * of W has more than two entries, or a junction is not connected to the
+ * ambient; the message names the first such column or row).
  */
-CDYN_API cdyn_status cdyn_network_partition(cdyn_network *net, int *independent,
-                                            int *dependent);
+CDYN_API int cdyn_network_partition(cdyn_network *net, int *independent, int *dependent);
 
 /**
  * Complete a state: overwrite the dependent entries of v (n; the tree

@@ -144,11 +144,12 @@ CDYN_API cdyn_status cdyn_nullspace_update(cdyn_nullspace *ns, const double *W, 
 /**
  * The current partition: independent[0..d-1] and dependent[0..m-1] receive
  * the 0-based state indices (either pointer may be NULL). The order is the
- * order of vbar and of the dependent block used throughout.
- * Returns CDYN_ERR_ARG for NULL ns or when nothing has been factored.
+ * order of vbar and of the dependent block used throughout. Returns d (the
+ * length of the independent list), or -1 (with the message) for NULL ns,
+ * when nothing has been factored, or when the two lists overlap.
  */
-CDYN_API cdyn_status cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
-                                              int *dependent);
+CDYN_API int cdyn_nullspace_partition(const cdyn_nullspace *ns, int *independent,
+                                      int *dependent);
 
 /**
  * 1-norm condition estimate (dgecon) of the equilibrated W2 of the current

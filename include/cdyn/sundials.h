@@ -208,48 +208,40 @@ CDYN_API int cdyn_cvode_attach_dae(void *cvode_mem, cdyn_dae *dae);
 typedef struct cdyn_ida_dae cdyn_ida_dae;
 
 /**
- * Allocate the IDA adapter for the n-state DAE `dae`, whose constant mass
- * matrix M and model callbacks the caller passes again here — the same M
- * as given to cdyn_dae_set_mass(), the same force, jacobian and user as
- * given to cdyn_dae_set_model() (cdyn_dae keeps them private). M
- * (n x n, ldm >= n) is copied; dae, force, jacobian and user are kept and
- * must outlive the adapter. jacobian may be NULL: then
- * cdyn_ida_attach_dae() leaves IDA's difference-quotient Jacobian in
- * place. M(t) (cdyn_dae_set_mass_fn) is not supported, nor a split in the
- * index-2 form (cdyn_ida_dae_id() and cdyn_ida_dae_consistent() return
- * CDYN_ERR_ARG: use the minimum-order ODE with CVODE).
- *
- * Checks: n >= 1, the DAE's rank r is set (cdyn_dae_set_mass() done), n
- * is the DAE's number of states (its n - r null-space columns are all
- * there and unit length), and beta^T M = 0 to 1e-8 max|M_ij| with the
- * DAE's left null-space basis beta — a different n or an M that is not the
- * DAE's one is refused with CDYN_ERR_ARG (a wrong n may also leave a
- * message in cdyn_dae_last_error()).
- * status (may be NULL): CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
+ * Allocate the IDA adapter for `dae`: n, the mass (constant or M(t)), the
+ * force and the jacobian callbacks all come from the cdyn_dae object
+ * (cdyn_dae_size(), cdyn_dae_residual(), cdyn_dae_residual_jacobian()),
+ * which must outlive the adapter and may have its model set or replaced
+ * until the integration starts. Needs cdyn_dae_set_mass() (or
+ * _set_mass_fn()) done. A split in the index-2 form is not supported
+ * (cdyn_ida_dae_id() and cdyn_ida_dae_consistent() return CDYN_ERR_ARG: use
+ * the minimum-order ODE with CVODE).
+ * status (may be NULL): CDYN_OK, CDYN_ERR_ARG (NULL dae or no mass yet),
  * CDYN_ERR_NOMEM. Returns NULL on error.
  */
-CDYN_API cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, int n, const double *M, int ldm,
-                                           cdyn_dae_force_fn force,
-                                           cdyn_dae_jacobian_fn jacobian, void *user,
-                                           cdyn_status *status);
+CDYN_API cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, cdyn_status *status);
+
+/** Number of states n of the adapter's DAE (-1 for NULL). */
+CDYN_API int cdyn_ida_dae_size(const cdyn_ida_dae *ida_dae);
 
 /** Free the adapter (not the cdyn_dae); NULL is allowed. */
 CDYN_API void cdyn_ida_dae_free(cdyn_ida_dae *ida_dae);
 
 /**
- * IDAResFn with user_data the cdyn_ida_dae: r = M v' - F(v, t) for v, v',
- * r of length n. Returns as described at the top (the force callback's
- * non-zero code decides the sign); a non-finite F is recoverable. No
- * allocation.
+ * IDAResFn with user_data the cdyn_ida_dae: r = M(t) v' - F(v, t) for v,
+ * v', r of length n (cdyn_dae_residual()). Returns as described at the top
+ * (a callback's non-zero code decides the sign; the message is in
+ * cdyn_ida_dae_last_error()); a non-finite F is recoverable. No allocation.
  */
 CDYN_API int cdyn_ida_dae_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r,
                                    void *user_data);
 
 /**
  * IDALsJacFn with user_data the cdyn_ida_dae, for a dense SUNMatrix
- * (SUNDenseMatrix(n, n)): J = dr/dv + c_j dr/dv' = c_j M - dF/dv from the
- * jacobian callback. -CDYN_ERR_ARG if the adapter has no jacobian callback
- * or J is not a dense n x n matrix. tmp1..tmp3 are not used.
+ * (SUNDenseMatrix(n, n)): J = dr/dv + c_j dr/dv' = c_j M(t) - dF/dv
+ * (cdyn_dae_residual_jacobian(): the jacobian callback, or forward
+ * differences without one). -CDYN_ERR_ARG if J is not a dense n x n
+ * matrix. tmp1..tmp3 are not used. No allocation.
  */
 CDYN_API int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector vdot,
                                    N_Vector r, SUNMatrix J, void *user_data, N_Vector tmp1,
@@ -287,8 +279,7 @@ CDYN_API cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *ida_dae, sunrealtype 
  * IDASetLinearSolver() (dense): IDASetUserData(ida_dae), IDASetId() with
  * the id vector of cdyn_ida_dae_id() (built in a clone of `like`, a vector
  * of length n, and freed again: IDA keeps its own copy), and
- * IDASetJacFn(cdyn_ida_dae_jacobian) when the adapter has a jacobian
- * callback. Returns IDA_SUCCESS, the flag of the IDA call that failed, or
+ * IDASetJacFn(cdyn_ida_dae_jacobian). Returns IDA_SUCCESS, the flag of the IDA call that failed, or
  * IDA_ILL_INPUT when the id vector could not be built (NULL arguments, no
  * split) and IDA_MEM_FAIL when the clone failed.
  */

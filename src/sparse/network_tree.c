@@ -55,17 +55,16 @@ cdyn_status cdyn__net_tree(cdyn_network *net)
     return CDYN_OK;
 }
 
-cdyn_status cdyn_network_partition(cdyn_network *net, int *independent, int *dependent)
+int cdyn_network_partition(cdyn_network *net, int *independent, int *dependent)
 {
-    if (!net) return CDYN_ERR_ARG;
+    if (!net) return -1;
     net->msg[0] = '\0';
-    cdyn_status st = cdyn__net_tree(net);
-    if (st != CDYN_OK) return st;
+    if (cdyn__net_tree(net) != CDYN_OK) return -1;
     if (dependent) memcpy(dependent, net->tree_pipe, sizeof(int) * (size_t)net->m);
     if (independent)
         for (int k = 0, c = 0; k < net->n; ++k)
             if (!net->dependent[k]) independent[c++] = k;
-    return CDYN_OK;
+    return net->n - net->m;
 }
 
 /* W's value at (row i, its tree pipe). */

@@ -19,14 +19,10 @@
 
 struct cdyn_ida_dae {
     cdyn_dae *dae; /* not owned */
-    int n, r;
-    double *M;     /* n x n copy, leading dimension n */
-    cdyn_dae_force_fn force;
-    cdyn_dae_jacobian_fn jacobian;
-    void *user;
-    double *F, *v, *vdot, *y, *ydot; /* n each */
-    int *integrated;                 /* n */
-    char msg[256];
+    int n;
+    double *v, *vdot, *y, *ydot; /* n each */
+    int *integrated;             /* n */
+    char msg[512];
 };
 
 static cdyn_status fail(cdyn_ida_dae *a, cdyn_status st, const char *fmt, ...)
@@ -49,98 +45,39 @@ static void set_status(cdyn_status *status, cdyn_status value)
     if (status) *status = value;
 }
 
-cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, int n, const double *M, int ldm,
-                                  cdyn_dae_force_fn force, cdyn_dae_jacobian_fn jacobian,
-                                  void *user, cdyn_status *status)
+cdyn_ida_dae *cdyn_ida_dae_create(cdyn_dae *dae, cdyn_status *status)
 {
-    if (!dae || n < 1 || !M || ldm < n || !force) {
+    int n = cdyn_dae_size(dae);
+    if (n < 1 || cdyn_dae_rank(dae) < 0) { /* NULL dae, or no cdyn_dae_set_mass() yet */
         set_status(status, CDYN_ERR_ARG);
         return NULL;
     }
-    int r = cdyn_dae_rank(dae);
-    if (r < 0 || r > n) { /* no cdyn_dae_set_mass() yet, or n too small */
-        set_status(status, CDYN_ERR_ARG);
-        return NULL;
-    }
-    double m_max = 0.0;
-    for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i) {
-            double x = M[i + (size_t)j * ldm];
-            if (!isfinite(x)) {
-                set_status(status, CDYN_ERR_NONFINITE);
-                return NULL;
-            }
-            m_max = fmax(m_max, fabs(x));
-        }
-
-    /* M must be the DAE's: its left null space beta (n x (n - r)) has
-     * orthonormal columns (all n - r of them written: a DAE with fewer
-     * states leaves some zero, one with more refuses ldbeta = n) and
-     * annihilates M. */
-    cdyn_status st = CDYN_OK;
-    int q = n - r;
-    if (q > 0) {
-        double *beta = calloc((size_t)n * (size_t)q, sizeof(double));
-        if (!beta) {
-            set_status(status, CDYN_ERR_NOMEM);
-            return NULL;
-        }
-        st = cdyn_dae_bases(dae, beta, n, NULL, n);
-        for (int k = 0; st == CDYN_OK && k < q; ++k) {
-            double norm2 = 0.0;
-            for (int i = 0; i < n; ++i) norm2 += beta[i + (size_t)k * n] * beta[i + (size_t)k * n];
-            if (fabs(norm2 - 1.0) > 1e-8) st = CDYN_ERR_ARG; /* n is not the DAE's */
-            for (int j = 0; st == CDYN_OK && j < n; ++j) {
-                double s = 0.0;
-                for (int i = 0; i < n; ++i) s += beta[i + (size_t)k * n] * M[i + (size_t)j * ldm];
-                if (fabs(s) > 1e-8 * m_max) st = CDYN_ERR_ARG; /* not the DAE's M */
-            }
-        }
-        free(beta);
-    } else {
-        /* full rank r = n: a DAE with more than n states refuses ldbeta = n
-         * before writing; one with exactly n has no column to write */
-        double unused = 0.0;
-        st = cdyn_dae_bases(dae, &unused, n, NULL, n);
-    }
-    if (st != CDYN_OK) {
-        set_status(status, st);
-        return NULL;
-    }
-
     cdyn_ida_dae *a = calloc(1, sizeof *a);
     if (a) {
-        a->M = malloc(sizeof(double) * (size_t)n * (size_t)n);
-        a->F = malloc(sizeof(double) * (size_t)n * 5);
+        a->v = malloc(sizeof(double) * (size_t)n * 4);
         a->integrated = malloc(sizeof(int) * (size_t)n);
     }
-    if (!a || !a->M || !a->F || !a->integrated) {
+    if (!a || !a->v || !a->integrated) {
         cdyn_ida_dae_free(a);
         set_status(status, CDYN_ERR_NOMEM);
         return NULL;
     }
     a->dae = dae;
     a->n = n;
-    a->r = r;
-    a->force = force;
-    a->jacobian = jacobian;
-    a->user = user;
-    a->v = a->F + n;
     a->vdot = a->v + n;
     a->y = a->vdot + n;
     a->ydot = a->y + n;
-    for (int j = 0; j < n; ++j)
-        memcpy(a->M + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
     a->msg[0] = '\0';
     set_status(status, CDYN_OK);
     return a;
 }
 
+int cdyn_ida_dae_size(const cdyn_ida_dae *a) { return a ? a->n : -1; }
+
 void cdyn_ida_dae_free(cdyn_ida_dae *a)
 {
     if (!a) return;
-    free(a->M);
-    free(a->F);
+    free(a->v);
     free(a->integrated);
     free(a);
 }
@@ -150,11 +87,11 @@ const char *cdyn_ida_dae_last_error(const cdyn_ida_dae *a)
     return a ? a->msg : "cdyn_ida_dae: NULL adapter";
 }
 
-/* SUNDIALS flag for a failed model callback (the sign from its code). */
-static int callback_flag(cdyn_ida_dae *a, const char *fn, const char *which, int code)
+/* The SUNDIALS flag for a failed cdyn_dae call, with its message kept. */
+static int dae_flag(cdyn_ida_dae *a, const char *fn, cdyn_status st)
 {
-    fail(a, CDYN_ERR_CALLBACK, "%s: %s callback returned %d", fn, which, code);
-    return cdyn__sundials_flag(CDYN_ERR_CALLBACK, code);
+    fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
+    return cdyn__sundials_flag(st, cdyn_dae_callback_code(a->dae));
 }
 
 int cdyn_ida_dae_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r,
@@ -170,22 +107,8 @@ int cdyn_ida_dae_residual(sunrealtype t, N_Vector v, N_Vector vdot, N_Vector r,
         fail(a, CDYN_ERR_ARG, "%s: a vector is NULL or not of length n = %d", fn, n);
         return -(int)CDYN_ERR_ARG;
     }
-    int code = a->force(t, vd, a->F, a->user);
-    if (code != 0) return callback_flag(a, fn, "force", code);
-    for (int i = 0; i < n; ++i) {
-        if (!isfinite(a->F[i])) {
-            fail(a, CDYN_ERR_NONFINITE, "%s: F[%d] is not finite at t = %g", fn, i, t);
-            return (int)CDYN_ERR_NONFINITE;
-        }
-        rd[i] = -a->F[i];
-    }
-    for (int j = 0; j < n; ++j) {
-        double pj = pd[j];
-        if (pj == 0.0) continue;
-        const double *col = a->M + (size_t)j * n;
-        for (int i = 0; i < n; ++i) rd[i] += col[i] * pj;
-    }
-    return 0;
+    cdyn_status st = cdyn_dae_residual(a->dae, t, vd, pd, rd);
+    return st == CDYN_OK ? 0 : dae_flag(a, fn, st);
 }
 
 int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector vdot,
@@ -198,26 +121,15 @@ int cdyn_ida_dae_jacobian(sunrealtype t, sunrealtype c_j, N_Vector v, N_Vector v
     const char *fn = "cdyn_ida_dae_jacobian";
     int n = a->n;
     const double *vd = vector_data(v, n);
-    if (!a->jacobian || !vd || !J || SUNMatGetID(J) != SUNMATRIX_DENSE ||
-        SUNDenseMatrix_Rows(J) != n || SUNDenseMatrix_Columns(J) != n) {
-        fail(a, CDYN_ERR_ARG, "%s: needs a jacobian callback, v of length %d and a dense "
-             "%d x %d SUNMatrix", fn, n, n, n);
+    if (!vd || !J || SUNMatGetID(J) != SUNMATRIX_DENSE || SUNDenseMatrix_Rows(J) != n ||
+        SUNDenseMatrix_Columns(J) != n) {
+        fail(a, CDYN_ERR_ARG, "%s: needs v of length %d and a dense %d x %d SUNMatrix", fn, n,
+             n, n);
         return -(int)CDYN_ERR_ARG;
     }
-    double *Jd = SUNDenseMatrix_Data(J); /* column-major, leading dimension n */
-    int code = a->jacobian(t, vd, Jd, n, a->user);
-    if (code != 0) return callback_flag(a, fn, "jacobian", code);
-    for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i) {
-            double *x = Jd + i + (size_t)j * n;
-            if (!isfinite(*x)) {
-                fail(a, CDYN_ERR_NONFINITE, "%s: dF/dv(%d, %d) is not finite at t = %g", fn, i,
-                     j, t);
-                return (int)CDYN_ERR_NONFINITE;
-            }
-            *x = c_j * a->M[i + (size_t)j * n] - *x;
-        }
-    return 0;
+    /* column-major, leading dimension n */
+    cdyn_status st = cdyn_dae_residual_jacobian(a->dae, t, c_j, vd, SUNDenseMatrix_Data(J), n);
+    return st == CDYN_OK ? 0 : dae_flag(a, fn, st);
 }
 
 /* The index-2 form has fewer integrated states than the rank: IDA gets the
@@ -235,11 +147,11 @@ cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *a, N_Vector id)
                     a->n);
     if (cdyn_dae_index2(a->dae))
         return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: %s", INDEX2_REFUSAL);
-    cdyn_status st = cdyn_dae_split_states(a->dae, a->integrated, NULL);
-    if (st != CDYN_OK)
-        return fail(a, st, "cdyn_ida_dae_id: %s", cdyn_dae_last_error(a->dae));
+    int r = cdyn_dae_split_states(a->dae, a->integrated, NULL);
+    if (r < 0)
+        return fail(a, CDYN_ERR_ARG, "cdyn_ida_dae_id: %s", cdyn_dae_last_error(a->dae));
     for (int i = 0; i < a->n; ++i) d[i] = 0.0;
-    for (int j = 0; j < a->r; ++j) d[a->integrated[j]] = 1.0;
+    for (int j = 0; j < r; ++j) d[a->integrated[j]] = 1.0;
     return CDYN_OK;
 }
 
@@ -247,7 +159,7 @@ cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v,
 {
     if (!a) return CDYN_ERR_ARG;
     const char *fn = "cdyn_ida_dae_consistent";
-    int n = a->n, r = a->r;
+    int n = a->n;
     double *vd = vector_data(v, n), *pd = vector_data(vdot, n);
     if (!vd || !pd)
         return fail(a, CDYN_ERR_ARG, "%s: v or vdot is NULL or not of length n = %d", fn, n);
@@ -256,11 +168,12 @@ cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v,
     cdyn_status st = cdyn_dae_consistent(a->dae, t0, a->v);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV) memcpy(vd, a->v, sizeof(double) * (size_t)n);
     if (st != CDYN_OK) return fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
+    int r = cdyn_dae_split_states(a->dae, a->integrated, NULL);
     if (r == 0) { /* purely algebraic: no rates to integrate */
         memset(pd, 0, sizeof(double) * (size_t)n);
         return CDYN_OK;
     }
-    st = cdyn_dae_split_states(a->dae, a->integrated, NULL);
+    st = r < 0 ? CDYN_ERR_ARG : CDYN_OK;
     if (st == CDYN_OK) {
         for (int j = 0; j < r; ++j) a->y[j] = a->v[a->integrated[j]];
         st = cdyn_dae_rhs(a->dae, t0, a->y, a->ydot);
@@ -287,8 +200,7 @@ int cdyn_ida_attach_dae(void *ida_mem, cdyn_ida_dae *a, N_Vector like)
     flag = IDASetId(ida_mem, id); /* IDA keeps its own copy */
     N_VDestroy(id);
     if (flag != IDA_SUCCESS) return flag;
-    if (a->jacobian) flag = IDASetJacFn(ida_mem, cdyn_ida_dae_jacobian);
-    return flag;
+    return IDASetJacFn(ida_mem, cdyn_ida_dae_jacobian);
 }
 
 int cdyn_ida_mbs_residual(sunrealtype t, N_Vector y, N_Vector ydot, N_Vector r,

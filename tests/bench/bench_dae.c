@@ -385,7 +385,7 @@ static cdyn_dae *model_dae(model *m, int *integrated)
     check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
     int *algebraic = malloc(sizeof(int) * (size_t)m->q);
     if (!algebraic) die("out of memory", NULL);
-    check_dae(cdyn_dae_split_states(dae, integrated, algebraic), dae, "cdyn_dae_split_states", m->name);
+    check_dae(cdyn_dae_split_states(dae, integrated, algebraic) < 0 ? CDYN_ERR_ARG : CDYN_OK, dae, "cdyn_dae_split_states", m->name);
     for (int k = 0; k < m->q; ++k)
         if (algebraic[k] < m->r) die("cdyn chose a massive state as algebraic", m->name);
     free(algebraic);
@@ -1013,7 +1013,7 @@ static cdyn_dae *model_dae_mass_fn(model *m, int *integrated)
     if (!nt) die("cdyn_dae_newton returned NULL", m->name);
     apply_newton_settings(m, nt);
     check_dae(cdyn_dae_split(dae, m->t_split, m->v_split), dae, "cdyn_dae_split", m->name);
-    check_dae(cdyn_dae_split_states(dae, integrated, NULL), dae, "cdyn_dae_split_states", m->name);
+    check_dae(cdyn_dae_split_states(dae, integrated, NULL) < 0 ? CDYN_ERR_ARG : CDYN_OK, dae, "cdyn_dae_split_states", m->name);
     prime_dae(m, dae);
     check_dae(cdyn_dae_consistent(dae, m->t, m->v0), dae, "cdyn_dae_consistent", m->name);
     return dae;
@@ -1121,7 +1121,7 @@ static void cache_agreement(cache_ctx *c, double *diff)
     /* the re-planned split must still be the cached one */
     int *integrated = malloc(sizeof(int) * (size_t)r);
     if (!integrated) die("out of memory", NULL);
-    check_dae(cdyn_dae_split_states(c[1].rc.dae, integrated, NULL), c[1].rc.dae, "cdyn_dae_split_states",
+    check_dae(cdyn_dae_split_states(c[1].rc.dae, integrated, NULL) < 0 ? CDYN_ERR_ARG : CDYN_OK, c[1].rc.dae, "cdyn_dae_split_states",
               m->name);
     if (memcmp(integrated, c[0].rc.integrated, sizeof(int) * (size_t)r) != 0)
         die("the re-planned split differs from the cached one", m->name);
