@@ -14,7 +14,7 @@ extern "C" {
 /** Major version: changes that break the API or ABI (cdyn_version() reports the version linked). */
 #define CDYN_VERSION_MAJOR 0
 /** Minor version: additions that keep the API and ABI. */
-#define CDYN_VERSION_MINOR 1
+#define CDYN_VERSION_MINOR 2
 /** Patch version: fixes only. */
 #define CDYN_VERSION_PATCH 0
 /** The version as one integer, 10000*major + 100*minor + patch. */
