@@ -25,5 +25,10 @@ int main(void)
     for (int i = 0; i < 3; ++i) err = fmax(err, fabs(vdot[i] - expect[i]));
     printf("cdyn %s: lambda = %g, v' = (%g, %g, %g), error %.1e\n", cdyn_version(), lambda,
            vdot[0], vdot[1], vdot[2], err);
+    if (cdyn_version_number() != CDYN_VERSION_NUMBER) { /* the header against the library */
+        fprintf(stderr, "consumer: compiled against %d, linked %d\n", CDYN_VERSION_NUMBER,
+                cdyn_version_number());
+        return 1;
+    }
     return err < 1e-14 ? 0 : 1;
 }
