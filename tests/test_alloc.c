@@ -1346,9 +1346,5 @@ int main(void)
     tcase_add_test(tc, rigid_calls_do_not_allocate_for_every_preset);
     tcase_add_test(tc, failing_calls_do_not_allocate);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -60,6 +60,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+
+#include "testutil.h"
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -3121,9 +3123,5 @@ int main(void)
 {
     mbs_data_init();
     print_summary();
-    SRunner *sr = srunner_create(bad_input_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(bad_input_suite());
 }

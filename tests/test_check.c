@@ -34,6 +34,8 @@
 #include <cdyn.h>
 
 #include <check.h>
+
+#include "testutil.h"
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -1045,9 +1047,5 @@ int main(void)
     tcase_add_test(fa, mbs_correct_phi_t_at_reversal_not_suspect);
     tcase_add_test(fa, dae_correct_dfdt_at_zero_not_suspect);
     suite_add_tcase(s, fa);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

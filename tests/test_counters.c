@@ -4,6 +4,8 @@
 #include <cdyn.h>
 
 #include <check.h>
+
+#include "testutil.h"
 #include <math.h>
 #include <string.h>
 
@@ -254,9 +256,5 @@ int main(void)
     tcase_add_test(tc, dae_counters_match_the_solver_and_the_calls);
     tcase_add_test(tc, mbs_counters_count_calls_and_callbacks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tu_run_suite(s);
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 #include "guarded.h"
 #include "cdyn.h"
 
@@ -2004,9 +2005,5 @@ int main(void)
     tcase_add_test(tc_alloc, per_step_calls_allocate_nothing);
     suite_add_tcase(s, tc_alloc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 #include "cdyn.h"
 
 typedef struct {
@@ -483,9 +484,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tu_run_suite(suite());
 }

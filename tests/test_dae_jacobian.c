@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 #include "cdyn.h"
 
 /* ------------------------------------------------------------------------ */
@@ -506,9 +507,5 @@ int main(void)
     tcase_add_test(tc, turning_null_space_matches_differences_of_rhs);
     tcase_add_test(tc, no_allocation_and_reentry_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

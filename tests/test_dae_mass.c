@@ -3,6 +3,7 @@
 #include <cdyn.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -250,9 +251,5 @@ int main(void)
     tcase_add_test(tc, mass_callback_failure_and_bad_input);
     tcase_add_test(tc, time_varying_rhs_does_not_allocate);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

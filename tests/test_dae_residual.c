@@ -6,6 +6,7 @@
 #include <cdyn.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -255,9 +256,5 @@ int main(void)
     tcase_add_test(tc, residual_calls_leave_the_last_evaluation_alone);
     tcase_add_test(tc, bad_input_and_reentry_are_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return tu_run_suite(s);
 }

@@ -1321,9 +1321,5 @@ int main(void)
     tcase_add_test(ts, wrappers_dispatch_at_the_small_boundary);
     tcase_add_test(ts, qr_wrappers_dispatch_at_the_small_boundary);
     suite_add_tcase(s, ts);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 #include "cdyn.h"
 
 static const double G = 9.81;
@@ -353,9 +354,5 @@ int main(void)
     tcase_add_test(tc, lagrange_rhs_jacobian_meets_the_differentiated_constraint);
     tcase_add_test(tc, no_allocation_and_state_of_the_operating_point);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -766,9 +766,5 @@ int main(void)
     tcase_add_test(tc, no_allocation_per_step);
     tcase_add_test(tc, supernodal_load_allocation);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "testutil.h"
 #include "cdyn/newton.h"
 #include "cdyn/status.h"
 
@@ -2401,9 +2402,5 @@ static Suite *newton_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(newton_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(newton_suite());
 }

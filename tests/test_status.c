@@ -2,6 +2,8 @@
 #include <cdyn.h>
 
 #include <check.h>
+
+#include "testutil.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +42,5 @@ int main(void)
     tcase_add_test(tc, every_status_has_a_distinct_message);
     tcase_add_test(tc, version_matches_the_header);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -19,6 +19,8 @@
  * cos 2t, 0) and xi = (-1.2 sin 2t, 0), so before t = 1/2 the exact motion
  * is x = 0.3 sin 2t, y = 1 (zero degrees of freedom). */
 #include <check.h>
+
+#include "testutil.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -781,9 +783,5 @@ static Suite *sundials_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(sundials_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(sundials_suite());
 }

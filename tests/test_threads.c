@@ -178,9 +178,5 @@ int main(void)
     tcase_add_test(tc, threads_with_own_objects_match_single_thread_bit_for_bit);
     tcase_add_test(tc, repeated_runs_are_deterministic);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tu_run_suite(s);
 }

@@ -6,6 +6,12 @@
 
 #include <stddef.h>
 
+/* Run a Check suite (CK_NORMAL) and free it: the exit status of a test
+ * program, 0 when every test passed (tests/suite_run.c; the suites only,
+ * not the benchmarks, link it). Suite is Check's. */
+struct Suite;
+int tu_run_suite(struct Suite *s);
+
 /* Deterministic generator (xorshift64*), uniform in [-1, 1). */
 typedef struct { unsigned long long s; } tu_rng;
 void tu_rng_seed(tu_rng *r, unsigned long long seed);
