@@ -5,6 +5,7 @@
 
 #include <check.h>
 
+#include "models.h"
 #include "testutil.h"
 #include <math.h>
 #include <string.h>
@@ -168,49 +169,10 @@ START_TEST(dae_counters_match_the_solver_and_the_calls)
 }
 END_TEST
 
-/* ---- mbs: Cartesian pendulum, Phi = x^2 + y^2 - l^2 ----------------------- */
+/* ---- mbs: the Cartesian pendulum of tests/models.h, m = l = 1 ------------ */
 
-static int pd_mass(double t, const double *q, double *M, int ld, void *user)
-{
-    (void)t, (void)q, (void)user;
-    M[0] = 1.0, M[ld] = 0.0, M[1] = 0.0, M[1 + ld] = 1.0;
-    return 0;
-}
+static const tm_pendulum PD = {1.0, 1.0, 9.81};
 
-static int pd_force(double t, const double *q, const double *qd, double *Q, void *user)
-{
-    (void)t, (void)q, (void)qd, (void)user;
-    Q[0] = 0.0, Q[1] = -9.81;
-    return 0;
-}
-
-static int pd_phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - 1.0;
-    return 0;
-}
-
-static int pd_jac(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0] = 2.0 * q[0], J[ld] = 2.0 * q[1];
-    return 0;
-}
-
-static int pd_phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = 0.0;
-    return 0;
-}
-
-static int pd_xi(double t, const double *q, const double *qd, double *xi, void *user)
-{
-    (void)t, (void)q, (void)user;
-    xi[0] = -2.0 * (qd[0] * qd[0] + qd[1] * qd[1]);
-    return 0;
-}
 
 /* With every callback given, one cdyn_mbs_rhs calls M, Q, Phi, Phi_q, Phi_t
  * and xi once each. Asserts: 4 rhs calls give 4 of each, a projection and a
@@ -220,8 +182,7 @@ START_TEST(mbs_counters_count_calls_and_callbacks)
 {
     cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
     ck_assert_ptr_nonnull(mbs);
-    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pd_mass, pd_force, pd_phi, pd_jac, NULL), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, pd_phi_t, pd_xi), CDYN_OK);
+    ck_assert_int_eq(tm_pendulum_set(mbs, &PD, 1), CDYN_OK);
     const double th = 0.4;
     double y[4] = {sin(th), -cos(th), 0.3 * cos(th), 0.3 * sin(th)}, ydot[4];
     for (int k = 0; k < 4; ++k) ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);

@@ -23,6 +23,7 @@
 
 #include "alloc_count.h"
 #include "cdyn.h"
+#include "models.h"
 #include "testutil.h"
 
 static const double PI = 3.14159265358979323846;
@@ -3273,74 +3274,9 @@ START_TEST(nullspace_dependence_along_a_motion_is_the_same_in_any_units)
 }
 END_TEST
 
-/* A pendulum in Cartesian coordinates: q = (x, y), mass m = 1 kg, rod
- * l = 1 m, g = 9.81: M = m I, Q = (0, -m g), Phi = x^2 + y^2 - l^2,
- * Phi_q = [2x 2y], Phi_t = 0, xi = -2 (x'^2 + y'^2). On the circle,
- * x = l sin th, y = -l cos th (th from the bottom), and th'' = -(g/l) sin th
- * gives x'' = -g sin th cos th - l th'^2 sin th. */
-typedef struct {
-    double m, l, g;
-} cart_pendulum;
-
-static int cp_mass(double t, const double *q, double *M, int ld, void *user)
-{
-    const cart_pendulum *p = user;
-    (void)t;
-    (void)q;
-    M[0] = p->m;
-    M[1] = 0.0;
-    M[ld] = 0.0;
-    M[1 + ld] = p->m;
-    return 0;
-}
-
-static int cp_force(double t, const double *q, const double *qd, double *Q, void *user)
-{
-    const cart_pendulum *p = user;
-    (void)t;
-    (void)q;
-    (void)qd;
-    Q[0] = 0.0;
-    Q[1] = -p->m * p->g;
-    return 0;
-}
-
-static int cp_phi(double t, const double *q, double *Phi, void *user)
-{
-    const cart_pendulum *p = user;
-    (void)t;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - p->l * p->l;
-    return 0;
-}
-
-static int cp_jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t;
-    (void)user;
-    J[0] = 2.0 * q[0];
-    J[ld] = 2.0 * q[1];
-    return 0;
-}
-
-static int cp_phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t;
-    (void)q;
-    (void)user;
-    Phi_t[0] = 0.0;
-    return 0;
-}
-
-static int cp_xi(double t, const double *q, const double *qd, double *xi, void *user)
-{
-    (void)t;
-    (void)q;
-    (void)user;
-    xi[0] = -2.0 * (qd[0] * qd[0] + qd[1] * qd[1]);
-    return 0;
-}
-
-/* The pendulum partitioned at the bottom (th = 0: Phi_q = [0 -2l], so the
+/* The Cartesian pendulum of tests/models.h with m = 1 kg, l = 1 m,
+ * g = 9.81 (th'' = -(g/l) sin th gives x'' = -g sin th cos th
+ * - l th'^2 sin th), partitioned at the bottom (th = 0: Phi_q = [0 -2l], so the
  * pivoted QR must make y dependent, x independent), then partition_rhs at
  * consistent states of rising angles (z = (x, x') from the geometry, rate
  * 0.5 rad/s), for limits 1.2 and 1.25, a fresh object each (references
@@ -3384,7 +3320,7 @@ static int cp_xi(double t, const double *q, const double *qd, double *xi, void *
  * current, event 0. */
 START_TEST(partition_event_follows_limit_times_best_quality)
 {
-    const cart_pendulum p = {1.0, 1.0, 9.81};
+    const tm_pendulum p = {1.0, 1.0, 9.81};
     const double deg = PI / 180.0, rate = 0.5;
     const double angles[10] = {10.0, 20.0, 30.0, 33.0, 34.0, 36.5, 37.2, 45.0, 60.0, 80.0};
     const double limits[2] = {1.2, 1.25};
@@ -3392,9 +3328,7 @@ START_TEST(partition_event_follows_limit_times_best_quality)
     for (int l = 0; l < 2; ++l) {
         cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
         ck_assert_ptr_nonnull(mbs);
-        ck_assert_int_eq(
-            cdyn_mbs_set_model(mbs, cp_mass, cp_force, cp_phi, cp_jacobian, (void *)&p), CDYN_OK);
-        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, cp_phi_t, cp_xi), CDYN_OK);
+        ck_assert_int_eq(tm_pendulum_set(mbs, &p, 1), CDYN_OK);
         ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, limits[l]), CDYN_OK);
         double y[4] = {0.0, -p.l, p.l * rate, 0.0};
         ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);

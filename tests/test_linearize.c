@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "models.h"
 #include "testutil.h"
 #include "cdyn.h"
 
@@ -119,93 +120,30 @@ END_TEST
 
 /* ---- single pendulum: q = (x, y) ------------------------------------------------ */
 
-typedef struct {
-    double m, L;
-} bob;
-
-static int sp_mass(double t, const double *q, double *M, int ld, void *user)
-{
-    (void)t, (void)q;
-    const bob *b = user;
-    M[0] = b->m;
-    M[1] = 0.0;
-    M[ld] = 0.0;
-    M[1 + ld] = b->m;
-    return 0;
-}
-
-static int sp_force(double t, const double *q, const double *qdot, double *Q, void *user)
-{
-    (void)t, (void)q, (void)qdot;
-    const bob *b = user;
-    Q[0] = 0.0;
-    Q[1] = -b->m * G;
-    return 0;
-}
-
-static int sp_phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t;
-    const bob *b = user;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - b->L * b->L;
-    return 0;
-}
-
-static int sp_jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0] = 2.0 * q[0];
-    J[ld] = 2.0 * q[1];
-    return 0;
-}
-
-static int sp_phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = 0.0;
-    return 0;
-}
-
-/* xi = -(Phi_q q')_q q' = -2 |q'|^2 */
-static int sp_xi(double t, const double *q, const double *qdot, double *xi, void *user)
-{
-    (void)t, (void)q, (void)user;
-    xi[0] = -2.0 * (qdot[0] * qdot[0] + qdot[1] * qdot[1]);
-    return 0;
-}
+typedef tm_pendulum bob; /* tests/models.h: m, l, g */
 
 /* with_time_terms 0: Phi_t and xi left to cdyn's differences */
 static cdyn_mbs *sp_make_with(bob *b, int with_time_terms)
 {
     cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
     ck_assert_ptr_nonnull(mbs);
-    ck_assert_int_eq(cdyn_mbs_set_model(mbs, sp_mass, sp_force, sp_phi, sp_jacobian, b), CDYN_OK);
-    if (with_time_terms)
-        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, sp_phi_t, sp_xi), CDYN_OK);
+    ck_assert_int_eq(tm_pendulum_set(mbs, b, with_time_terms), CDYN_OK);
     return mbs;
 }
 
 static cdyn_mbs *sp_make(bob *b) { return sp_make_with(b, 1); }
 
-/* the pendulum at angle theta from the vertical, angular speed omega */
-static void sp_state(const bob *b, double theta, double omega, double *y)
-{
-    y[0] = b->L * sin(theta);
-    y[1] = -b->L * cos(theta);
-    y[2] = b->L * cos(theta) * omega;
-    y[3] = b->L * sin(theta) * omega;
-}
 
 START_TEST(single_pendulum_state_matrix_by_hand)
 {
     const double lengths[] = {1.3, 1.3e-6, 1.3e6}; /* m: d f / d x spans 12 orders */
     for (int tt = 0; tt < 2; ++tt) {
         for (size_t u = 0; u < sizeof lengths / sizeof lengths[0]; ++u) {
-            bob b = {2.0, lengths[u]};
-            double L = b.L;
+            bob b = {2.0, lengths[u], G};
+            double L = b.l;
             cdyn_mbs *mbs = sp_make_with(&b, tt);
             double y[4];
-            sp_state(&b, 0.4, 0.7 * sqrt(G / L), y);
+            tm_pendulum_state(&b, 0.4, 0.7 * sqrt(G / L), y);
             ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
             int independent = -1;
             cdyn_mbs_partition_coordinates(mbs, &independent, NULL);
@@ -247,10 +185,10 @@ START_TEST(single_pendulum_input_matrix_by_hand)
 {
     const double lengths[] = {1.3, 1.3e-6, 1.3e6};
     for (size_t u = 0; u < sizeof lengths / sizeof lengths[0]; ++u) {
-        bob b = {2.0, lengths[u]};
+        bob b = {2.0, lengths[u], G};
         cdyn_mbs *mbs = sp_make(&b);
         double y[4], th = 0.4;
-        sp_state(&b, th, 0.7 * sqrt(G / b.L), y);
+        tm_pendulum_state(&b, th, 0.7 * sqrt(G / b.l), y);
         ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
         int independent = -1;
         cdyn_mbs_partition_coordinates(mbs, &independent, NULL);
@@ -263,7 +201,7 @@ START_TEST(single_pendulum_input_matrix_by_hand)
         for (int k = 0; k < 2; ++k) {
             ck_assert(B[0 + 3 * k] == 0.0);
             ck_assert_msg(fabs(B[1 + 3 * k] - expect[k]) <= 1e-12 / b.m,
-                          "L %g input %d: %.17g vs %.17g", b.L, k, B[1 + 3 * k], expect[k]);
+                          "L %g input %d: %.17g vs %.17g", b.l, k, B[1 + 3 * k], expect[k]);
             ck_assert(B[2 + 3 * k] == -7.0); /* padding below 2d untouched */
         }
         /* refused: overlap, sizes, NaN, no partition */
@@ -280,7 +218,7 @@ START_TEST(single_pendulum_input_matrix_by_hand)
                          CDYN_ERR_NONFINITE);
         cdyn_mbs_free(mbs);
     }
-    bob b = {2.0, 1.3};
+    bob b = {2.0, 1.3, G};
     cdyn_mbs *mbs = sp_make(&b);
     double z[2] = {0.3, 0.0}, Qu[2] = {1.0, 0.0}, B[2];
     ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 1, Qu, 2, B, 2), CDYN_ERR_ARG);
@@ -290,10 +228,10 @@ END_TEST
 
 START_TEST(lagrange_rhs_jacobian_meets_the_differentiated_constraint)
 {
-    bob b = {2.0, 1.3};
+    bob b = {2.0, 1.3, G};
     cdyn_mbs *mbs = sp_make(&b);
     double y[4], ydot[4], J[16];
-    sp_state(&b, 0.4, 1.1, y);
+    tm_pendulum_state(&b, 0.4, 1.1, y);
     ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
     for (int j = 0; j < 4; ++j) /* top half: d q' / d y = [0 I] */
@@ -304,7 +242,7 @@ START_TEST(lagrange_rhs_jacobian_meets_the_differentiated_constraint)
     for (int j = 0; j < 4; ++j) {
         double lhs = 2.0 * y[0] * J[2 + 4 * j] + 2.0 * y[1] * J[3 + 4 * j];
         double rhs = j < 2 ? -2.0 * ydot[2 + j] : -4.0 * y[j];
-        ck_assert_msg(fabs(lhs - rhs) <= 1e-7 * size * b.L, "column %d: %.15g vs %.15g", j, lhs,
+        ck_assert_msg(fabs(lhs - rhs) <= 1e-7 * size * b.l, "column %d: %.15g vs %.15g", j, lhs,
                       rhs);
     }
     cdyn_mbs_free(mbs);
@@ -313,10 +251,10 @@ END_TEST
 
 START_TEST(no_allocation_and_state_of_the_operating_point)
 {
-    bob b = {2.0, 1.3};
+    bob b = {2.0, 1.3, G};
     cdyn_mbs *mbs = sp_make(&b);
     double y[4], z[2], A[4], J[16], zdot[2];
-    sp_state(&b, 0.4, 1.1, y);
+    tm_pendulum_state(&b, 0.4, 1.1, y);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
     cdyn_status st[3];

@@ -20,6 +20,7 @@
  * is x = 0.3 sin 2t, y = 1 (zero degrees of freedom). */
 #include <check.h>
 
+#include "models.h"
 #include "testutil.h"
 #include <math.h>
 #include <stdio.h>
@@ -489,55 +490,15 @@ END_TEST
  * in the default formulation (KKT, no stabilization). By hand:
  *   q'' = g - c q,  c = (q.g + |q'|^2) / |q|^2,  g = (0, -9.81),
  *   dq''/dq = -c I - q (g - 2 c q)^T / |q|^2,  dq''/dq' = -2 q q'^T / |q|^2. */
-static const double PM = 1.5, PL = 1.2;
+static const double PL = 1.2;
+static const tm_pendulum PEND = {1.5, 1.2, 9.81}; /* tests/models.h: m, PL, G */
 
-static int pend_mass(double t, const double *q, double *M, int ld, void *user)
-{
-    (void)t, (void)q, (void)user;
-    M[0] = M[1 + ld] = PM;
-    M[1] = M[ld] = 0.0;
-    return 0;
-}
-static int pend_force(double t, const double *q, const double *qd, double *Q, void *user)
-{
-    (void)t, (void)q, (void)qd, (void)user;
-    Q[0] = 0.0;
-    Q[1] = -PM * G;
-    return 0;
-}
-static int pend_phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - PL * PL;
-    return 0;
-}
-static int pend_phi_q(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0] = 2.0 * q[0];
-    J[ld] = 2.0 * q[1];
-    return 0;
-}
-static int pend_phi_t(double t, const double *q, double *Phi_t, void *user)
-{
-    (void)t, (void)q, (void)user;
-    Phi_t[0] = 0.0;
-    return 0;
-}
-static int pend_xi(double t, const double *q, const double *qd, double *xi, void *user)
-{
-    (void)t, (void)q, (void)user;
-    xi[0] = -2.0 * (qd[0] * qd[0] + qd[1] * qd[1]);
-    return 0;
-}
 
 static cdyn_mbs *pendulum_model(void)
 {
     cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
     ck_assert_ptr_nonnull(mbs);
-    ck_assert_int_eq(cdyn_mbs_set_model(mbs, pend_mass, pend_force, pend_phi, pend_phi_q, NULL),
-                     CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, pend_phi_t, pend_xi), CDYN_OK);
+    ck_assert_int_eq(tm_pendulum_set(mbs, &PEND, 1), CDYN_OK);
     return mbs;
 }
 
