@@ -211,8 +211,7 @@ typedef struct cdyn_ida_dae cdyn_ida_dae;
  * Allocate the IDA adapter for `dae`: n, the mass (constant or M(t)), the
  * force and the jacobian callbacks all come from the cdyn_dae object
  * (cdyn_dae_size(), cdyn_dae_residual(), cdyn_dae_residual_jacobian()),
- * which must outlive the adapter and may have its model set or replaced
- * until the integration starts. Needs cdyn_dae_set_mass() (or
+ * which must outlive the adapter. Needs cdyn_dae_set_mass() (or
  * _set_mass_fn()) done. A split in the index-2 form is not supported
  * (cdyn_ida_dae_id() and cdyn_ida_dae_consistent() return CDYN_ERR_ARG: use
  * the minimum-order ODE with CVODE).
