@@ -256,6 +256,8 @@ static cdyn_constraint *make(int n, int m)
     cdyn_constraint *c = cdyn_constraint_create(n, m, &st);
     ck_assert_ptr_nonnull(c);
     ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_size(c), n);
+    ck_assert_int_eq(cdyn_constraint_rows(c), m);
     return c;
 }
 

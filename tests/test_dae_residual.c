@@ -69,6 +69,7 @@ static cdyn_dae *make(model *m, int with_jacobian)
     cdyn_dae *dae = cdyn_dae_create(3, NULL);
     ck_assert_ptr_nonnull(dae);
     m->dae = dae;
+    ck_assert_int_eq(cdyn_dae_size(dae), 3);
     ck_assert_int_eq(cdyn_dae_set_mass(dae, M0, 3), CDYN_OK);
     ck_assert_int_eq(cdyn_dae_set_model(dae, force, with_jacobian ? jacobian : NULL, NULL, m),
                      CDYN_OK);

@@ -89,6 +89,8 @@ static cdyn_newton *create_ok(int k, int p)
     cdyn_newton *nt = cdyn_newton_create(k, p, &st);
     ck_assert_ptr_nonnull(nt);
     ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_rows(nt), k); /* equations */
+    ck_assert_int_eq(cdyn_newton_size(nt), p); /* unknowns */
     return nt;
 }
 

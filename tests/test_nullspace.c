@@ -388,7 +388,8 @@ static cdyn_nullspace *create_factored(const problem *p)
  * permutation of 0..n-1. indep holds d entries, dep max(1, m). */
 static void get_partition(cdyn_nullspace *ns, int n, int m, int *indep, int *dep)
 {
-    ck_assert_int_ge(cdyn_nullspace_partition(ns, indep, m > 0 ? dep : NULL), 0);
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, indep, m > 0 ? dep : NULL), n - m);
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, NULL), n - m); /* the length only */
     int *seen = calloc((size_t)n, sizeof(int));
     ck_assert_ptr_nonnull(seen);
     for (int k = 0; k < n - m; ++k) {

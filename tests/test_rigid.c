@@ -179,6 +179,7 @@ static cdyn_rigid *make_rigid(int f, const body_t *b)
     cdyn_rigid *rb = cdyn_rigid_create(f, &st);
     ck_assert_int_eq(st, CDYN_OK);
     ck_assert_ptr_nonnull(rb);
+    ck_assert_int_eq(cdyn_rigid_size(rb), f);
     ck_assert_int_eq(cdyn_rigid_set_body(rb, b->m, b->I, 3, b->r), CDYN_OK);
     return rb;
 }
