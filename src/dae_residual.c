@@ -39,6 +39,10 @@ cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v, const do
         const double *col = dae->resid_mass + (size_t)j * n;
         for (int i = 0; i < n; ++i) out[i] += col[i] * vj;
     }
+    bad = cdyn__first_nonfinite(n, 1, out, n);
+    if (bad >= 0) /* finite inputs, but M v' - F overflowed */
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: r[%ld] overflows at t = %g", fn,
+                          bad, t);
     memcpy(r, out, sizeof(double) * (size_t)n);
     return CDYN_OK;
 }
@@ -63,11 +67,13 @@ cdyn_status cdyn_dae_residual_jacobian(cdyn_dae *dae, double t, double c_j, cons
         st = cdyn__dae_force_jacobian_to(dae, fn, t, vv, dae->resid_f, dae->resid_out,
                                          dae->resid_jac, n);
     if (st != CDYN_OK) return st; /* J untouched */
-    for (int j = 0; j < n; ++j) {
-        double *col = J + (size_t)j * ldj;
-        const double *mcol = dae->resid_mass + (size_t)j * n;
-        const double *fcol = dae->resid_jac + (size_t)j * n;
-        for (int i = 0; i < n; ++i) col[i] = c_j * mcol[i] - fcol[i];
-    }
+    double *A = dae->resid_jac; /* c_j M - dF/dv in place, then to J */
+    for (size_t k = 0; k < (size_t)n * (size_t)n; ++k) A[k] = c_j * dae->resid_mass[k] - A[k];
+    long bad = cdyn__first_nonfinite(n, n, A, n);
+    if (bad >= 0) /* finite inputs, but c_j M - dF/dv overflowed */
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: J(%ld, %ld) overflows at t = %g",
+                          fn, bad % n, bad / n, t);
+    for (int j = 0; j < n; ++j)
+        memcpy(J + (size_t)j * ldj, A + (size_t)j * n, sizeof(double) * (size_t)n);
     return CDYN_OK;
 }

@@ -204,7 +204,8 @@ START_TEST(residual_calls_leave_the_last_evaluation_alone)
 END_TEST
 
 /* Asserts: NULL pointers, no mass, no model, ldj < n, non-finite t, v,
- * vdot and c_j are refused with their status and a message, r untouched;
+ * vdot and c_j, and results that overflow, are refused with their status
+ * and a message, r and J untouched;
  * a residual call from the force callback is refused (CDYN_ERR_BUSY) and
  * the outer call still succeeds. */
 START_TEST(bad_input_and_reentry_are_refused)
@@ -236,6 +237,14 @@ START_TEST(bad_input_and_reentry_are_refused)
     ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "ldj"));
     ck_assert_int_eq(cdyn_dae_residual_jacobian(dae, 0.0, NAN, v, J, 3), CDYN_ERR_NONFINITE);
     ck_assert_int_eq(cdyn_dae_residual_jacobian(dae, 0.0, 1.0, bad, J, 3), CDYN_ERR_NONFINITE);
+    /* finite inputs whose M v' or c_j M overflows: refused, outputs untouched */
+    const double huge[3] = {1e308, 1e308, 0.0};
+    ck_assert_int_eq(cdyn_dae_residual(dae, 0.0, v, huge, r), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "overflows"));
+    ck_assert(r[0] == 9 && r[1] == 9 && r[2] == 9);
+    for (int i = 0; i < 9; ++i) J[i] = 7.0;
+    ck_assert_int_eq(cdyn_dae_residual_jacobian(dae, 0.0, 1e308, v, J, 3), CDYN_ERR_NONFINITE);
+    for (int i = 0; i < 9; ++i) ck_assert(J[i] == 7.0);
 
     m.reenter = 1;
     m.inner = CDYN_OK;

@@ -408,7 +408,7 @@ CDYN_API cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double
  * reports (cdyn_dae_last_state()). One force (and, with M(t), one mass)
  * evaluation, counted. No allocation.
  * Errors: CDYN_ERR_ARG (NULL pointer, no mass or model), CDYN_ERR_NONFINITE
- * (t, v, vdot or a callback's output), CDYN_ERR_CALLBACK (code in
+ * (t, v, vdot or a callback's output, or an r that overflows), CDYN_ERR_CALLBACK (code in
  * cdyn_dae_callback_code()), CDYN_ERR_BUSY (from inside a callback).
  */
 CDYN_API cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v,
@@ -421,7 +421,7 @@ CDYN_API cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v,
  * differences (the step of cdyn_dae_set_fd_step()). J must not overlap v;
  * on error it is untouched. Same requirements, counters and
  * errors as cdyn_dae_residual(), plus CDYN_ERR_ARG for ldj < n and
- * CDYN_ERR_NONFINITE for c_j. No allocation.
+ * CDYN_ERR_NONFINITE for c_j or a J that overflows. No allocation.
  */
 CDYN_API cdyn_status cdyn_dae_residual_jacobian(cdyn_dae *dae, double t, double c_j,
                                                 const double *v, double *J, int ldj);

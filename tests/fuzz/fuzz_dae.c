@@ -1,7 +1,8 @@
 /* libFuzzer harness: cdyn_dae with a decoded mass matrix and a decoded
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
- * set_mass, analyze, split (index 1 or the index-2 form), consistent, rhs,
- * state; in decoded units,
+ * set_mass, the residual form (its CDYN_OK checked against M v' - F
+ * computed here), analyze, split (index 1 or the index-2 form), consistent,
+ * rhs, state; in decoded units,
  * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
@@ -25,6 +26,30 @@ static int force(double t, const double *v, double *F, void *user)
         F[i] = s;
     }
     return 0;
+}
+
+/* The residual form at (t, v, v' = v): outputs stay in bounds, and an OK
+ * r is M v - F(v) to the rounding of its terms. */
+static void check_residual(cdyn_dae *dae, const model *md, const double *M, double t,
+                           const double *v)
+{
+    int n = md->n;
+    double r[NMAX + FUZZ_GUARD], J[NMAX * NMAX + FUZZ_GUARD], F[NMAX];
+    fuzz_guard_set(r, (size_t)n);
+    fuzz_guard_set(J, (size_t)n * n);
+    cdyn_status st = cdyn_dae_residual(dae, t, v, v, r);
+    cdyn_dae_residual_jacobian(dae, t, 3.0, v, J, n);
+    if (!fuzz_guard_ok(r, (size_t)n) || !fuzz_guard_ok(J, (size_t)n * n)) abort();
+    if (st != CDYN_OK) return;
+    force(t, v, F, (void *)md);
+    for (int i = 0; i < n; ++i) {
+        double want = -F[i], size = fabs(F[i]);
+        for (int j = 0; j < n; ++j) {
+            want += M[i + n * j] * v[j];
+            size += fabs(M[i + n * j] * v[j]);
+        }
+        if (isfinite(size) && !(fabs(r[i] - want) <= 4.0 * (n + 2) * 2.3e-16 * size)) abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_scale_vector(v, n, Sinv);
     if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
         cdyn_dae_set_model(dae, force, NULL, NULL, &md) == CDYN_OK) {
+        check_residual(dae, &md, M, t, v);
         int index;
         cdyn_dae_analyze(dae, t, v, &index);
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
