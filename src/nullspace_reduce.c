@@ -121,6 +121,10 @@ cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot, int
         }
     }
     for (int j = 0; j < d; ++j) cdyn__nullspace_w2_solve(ns, 'N', block + (size_t)j * m);
+    long bad = cdyn__first_nonfinite(m, d, block, m);
+    if (bad >= 0) /* finite inputs, but alpha' overflows */
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
+                          "%s: alpha_dot(%d, %ld) overflows", fn, p->order[d + bad % m], bad / m);
     for (int j = 0; j < d; ++j) { /* written last: alpha_dot may alias Wdot */
         double *col = alpha_dot + (size_t)j * ldalpha_dot;
         memset(col, 0, sizeof(double) * (size_t)n);
@@ -169,6 +173,11 @@ cdyn_status cdyn_nullspace_complete(cdyn_nullspace *ns, const double *vbar, cons
     if (!st) st = check_finite(ns, fn, ns->m, 1, c, ns->m, "c");
     if (st) return st;
     complete_into(ns, vbar, c, ns->vec_n3);
+    long bad = cdyn__first_nonfinite(ns->n, 1, ns->vec_n3, ns->n);
+    if (bad >= 0) /* finite inputs, but a dependent state overflows */
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
+                          "%s: v[%ld] overflows (the dependent states exceed the range of "
+                          "double)", fn, bad);
     memcpy(v, ns->vec_n3, sizeof(double) * (size_t)ns->n);
     return CDYN_OK;
 }

@@ -1853,6 +1853,46 @@ START_TEST(solve_reports_indefinite_reduced_mass)
 }
 END_TEST
 
+/* W = [-1, -1e-300, 1] in units where the middle state is tiny: the
+ * equilibrated columns are equal, and the state of index 1 may be the
+ * dependent one (v1 = 1e300 (v2 - v0)). With vbar = (1e308, 1e308) the
+ * exact v1 is 0, but beta vbar = 1e300 (1e308 - 1e308) is formed as
+ * Inf - Inf in floating point. Asserts: whatever the partition, expand,
+ * complete and alpha_dot either succeed with finite outputs or refuse with
+ * CDYN_ERR_NONFINITE, a message that says "overflows", and the outputs
+ * untouched (all three when the middle state is the dependent one); never
+ * CDYN_OK with a NaN. */
+START_TEST(results_that_overflow_are_refused_not_returned)
+{
+    cdyn_nullspace *ns = cdyn_nullspace_create(3, 1, NULL);
+    ck_assert_ptr_nonnull(ns);
+    const double W[3] = {-1.0, -1e-300, 1.0};
+    ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
+    int dep = -1;
+    ck_assert_int_eq(cdyn_nullspace_partition(ns, NULL, &dep), 2);
+    const double vbar[2] = {1e308, 1e308}, c[1] = {1e308};
+    const double Wdot[3] = {1e308, 1e308, 1e308};
+    int refused = 0;
+    for (int k = 0; k < 3; ++k) {
+        double out[6] = {7, 7, 7, 7, 7, 7};
+        cdyn_status st = k == 0   ? cdyn_nullspace_expand(ns, vbar, out)
+                         : k == 1 ? cdyn_nullspace_complete(ns, vbar, c, out)
+                                  : cdyn_nullspace_alpha_dot(ns, Wdot, 1, out, 3);
+        if (st == CDYN_OK) {
+            for (int i = 0; i < 6 && (k == 2 || i < 3); ++i) ck_assert(isfinite(out[i]));
+            continue;
+        }
+        refused++;
+        ck_assert_int_eq(st, CDYN_ERR_NONFINITE);
+        ck_assert_ptr_nonnull(strstr(cdyn_nullspace_last_error(ns), "overflows"));
+        for (int i = 0; i < 6; ++i) ck_assert(out[i] == 7.0);
+    }
+    /* with the middle state dependent all three overflow */
+    if (dep == 1) ck_assert_int_eq(refused, 3);
+    cdyn_nullspace_free(ns);
+}
+END_TEST
+
 START_TEST(calls_before_factor_are_rejected)
 {
     fixture fx;
@@ -2097,6 +2137,7 @@ static Suite *nullspace_suite(void)
     suite_add_tcase(s, rank);
 
     TCase *bad = tcase_create("bad_input");
+    tcase_add_test(bad, results_that_overflow_are_refused_not_returned);
     tcase_set_timeout(bad, 60);
     tcase_add_test(bad, create_rejects_bad_sizes);
     tcase_add_test(bad, null_object_is_rejected_everywhere);

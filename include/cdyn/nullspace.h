@@ -201,7 +201,8 @@ CDYN_API cdyn_status cdyn_nullspace_alpha(const cdyn_nullspace *ns, double *alph
  *
  * Wdot       m x n, the derivative W' at the factored instant, ldwdot >= max(1, m).
  * alpha_dot  out: n x d, leading dimension ldalpha_dot >= n.
- * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE (Wdot, or an alpha' that
+ * overflows; alpha_dot untouched). No allocation.
  */
 CDYN_API cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *Wdot,
                                               int ldwdot, double *alpha_dot,
@@ -209,7 +210,8 @@ CDYN_API cdyn_status cdyn_nullspace_alpha_dot(cdyn_nullspace *ns, const double *
 
 /**
  * Full state from the independent one: v = alpha vbar (THEORY T1.2).
- * vbar (d) in, v (n) out. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE.
+ * vbar (d) in, v (n) out. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE
+ * (vbar, or a dependent state that overflows; v untouched).
  */
 CDYN_API cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vbar, double *v);
 
@@ -218,7 +220,8 @@ CDYN_API cdyn_status cdyn_nullspace_expand(cdyn_nullspace *ns, const double *vba
  * independent part, v = Pi [vbar; beta vbar - W2^{-1} c] (THEORY T1.2, T1.5;
  * for a mechanism c = Phi_t gives the speeds of Phi_q q' + Phi_t = 0,
  * T4.10). c NULL is cdyn_nullspace_expand(). vbar (d), c (m) in, v (n) out.
- * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE. No allocation.
+ * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE (vbar, c, or a dependent
+ * state that overflows; v untouched). No allocation.
  */
 CDYN_API cdyn_status cdyn_nullspace_complete(cdyn_nullspace *ns, const double *vbar,
                                              const double *c, double *v);
