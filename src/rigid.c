@@ -308,6 +308,9 @@ cdyn_status cdyn_rigid_load_about_p(cdyn_rigid *rb, const cdyn_rigid_kinematics 
     mat3_vec(k->rotation, rb->r_pc, r);
     cross(r, F, m);
     double out[6] = {F[0], F[1], F[2], F[3] + m[0], F[4] + m[1], F[5] + m[2]};
+    long bad = cdyn__first_nonfinite(6, 1, out, 6);
+    if (bad >= 0) /* finite inputs, but the moment overflows */
+        return cdyn__fail(rb->msg, CDYN_ERR_NONFINITE, "%s: F_p[%ld] overflows", fn, bad);
     memcpy(F_p, out, sizeof out); /* last: F_p may alias F */
     return CDYN_OK;
 }
@@ -327,15 +330,22 @@ cdyn_status cdyn_rigid_velocities(cdyn_rigid *rb, const cdyn_rigid_kinematics *k
     if (!st) st = check_vec(rb, fn, "", "k->w0", 3, k->w0);
     if (!st) st = check_vec(rb, fn, "", "qdot", f, qdot);
     if (st) return st;
+    double out[6]; /* v_P, omega */
     for (int i = 0; i < 3; ++i) {
         double v = k->v0[i], w = k->w0[i];
         for (int c = 0; c < f; ++c) {
             v += k->J_T[i + 3 * c] * qdot[c];
             w += k->J_R[i + 3 * c] * qdot[c];
         }
-        if (v_p) v_p[i] = v;
-        if (omega) omega[i] = w;
+        out[i] = v;
+        out[3 + i] = w;
     }
+    long bad = cdyn__first_nonfinite(6, 1, out, 6);
+    if (bad >= 0) /* finite inputs, but a velocity overflows */
+        return cdyn__fail(rb->msg, CDYN_ERR_NONFINITE, "%s: %s[%ld] overflows", fn,
+                          bad < 3 ? "v_p" : "omega", bad % 3);
+    if (v_p) memcpy(v_p, out, sizeof(double) * 3); /* last: may alias the inputs */
+    if (omega) memcpy(omega, out + 3, sizeof(double) * 3);
     return CDYN_OK;
 }
 

@@ -227,6 +227,8 @@ cdyn_status cdyn_rigid_euler_zxz(const double *zxz, const double *zxz_rate, doub
     double dphi = (cp * w[0] + sp * w[1]) / ct;
     double dtheta = -sp * w[0] + cp * w[1];
     double dpsi = w[2] + st * dphi;
+    double rates[3] = {dphi, dtheta, dpsi};
+    if (!all_finite(3, rates)) return CDYN_ERR_NONFINITE; /* finite rates that overflow */
     q[0] = phi, q[1] = theta, q[2] = psi; /* written last: may alias the inputs */
     qdot[0] = dphi, qdot[1] = dtheta, qdot[2] = dpsi;
     return CDYN_OK;

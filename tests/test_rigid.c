@@ -850,6 +850,10 @@ START_TEST(classical_euler_angles_convert_to_the_fixed_point_coordinates)
     double q[3] = {7, 7, 7}, qd[3] = {7, 7, 7};
     ck_assert_int_eq(cdyn_rigid_euler_zxz(sing, rate, q, qd), CDYN_ERR_SINGULAR);
     ck_assert(q[0] == 7.0 && qd[0] == 7.0);
+    /* finite rates whose z-y-x rates overflow: refused, not returned */
+    double zxz[3] = {0.1, 0.5, 0.2}, huge[3] = {1e308, 1e308, 1e308};
+    ck_assert_int_eq(cdyn_rigid_euler_zxz(zxz, huge, q, qd), CDYN_ERR_NONFINITE);
+    ck_assert(q[0] == 7.0 && qd[0] == 7.0 && qd[2] == 7.0);
 }
 END_TEST
 
@@ -1362,6 +1366,34 @@ static const body_t good_body = {.m = 2.0,
                                  .I = {1.0, 0.1, 0.0, 0.1, 2.0, 0.2, 0.0, 0.2, 3.0},
                                  .r = {0.1, -0.1, 0.2}};
 
+
+/* Finite inputs whose results overflow: v_P = J_T q' with J_T(0, 0) = 10
+ * and q' = 1e308, and F_p's moment r_PC x f with r_PC = 1e300 m and
+ * f = 1e308 N. Asserts: CDYN_ERR_NONFINITE, a message that says
+ * "overflows", the outputs untouched; never CDYN_OK with an Inf. */
+START_TEST(velocities_and_moments_that_overflow_are_refused)
+{
+    const body_t b = {1.0, {1, 0, 0, 0, 1, 0, 0, 0, 1}, {1e300, 0.0, 0.0}};
+    cdyn_rigid *rb = make_rigid(6, &b);
+    cdyn_rigid_preset_params p;
+    memset(&p, 0, sizeof p);
+    double q[6] = {0}, qd[6] = {1e308, 0, 0, 0, 0, 0};
+    cdyn_rigid_kinematics k;
+    ck_assert_int_eq(cdyn_rigid_preset_eval(CDYN_RIGID_FREE, &p, 0.0, q, qd, &k), CDYN_OK);
+    k.J_T[0] = 10.0;
+    double v[3] = {7, 7, 7}, w[3] = {7, 7, 7};
+    ck_assert_int_eq(cdyn_rigid_velocities(rb, &k, qd, v, w), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_rigid_last_error(rb), "overflows"));
+    for (int i = 0; i < 3; ++i) ck_assert(v[i] == 7.0 && w[i] == 7.0);
+    const double F[6] = {0.0, 1e308, 0.0, 0.0, 0.0, 0.0};
+    double Fp[6] = {7, 7, 7, 7, 7, 7};
+    ck_assert_int_eq(cdyn_rigid_load_about_p(rb, &k, F, Fp), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_rigid_last_error(rb), "overflows"));
+    for (int i = 0; i < 6; ++i) ck_assert(Fp[i] == 7.0);
+    cdyn_rigid_free(rb);
+}
+END_TEST
+
 /* A fixed instant for f = 2 and its result, to prove objects stay usable. */
 typedef struct {
     cdyn_rigid_kinematics k;
@@ -1862,6 +1894,7 @@ static Suite *rigid_suite(void)
     tcase_add_test(bad, set_body_rejects_bad_bodies_and_keeps_the_old_one);
     tcase_add_test(bad, accelerations_and_velocities_reject_bad_input_and_write_nothing);
     tcase_add_test(bad, preset_eval_rejects_bad_input_and_writes_nothing);
+    tcase_add_test(bad, velocities_and_moments_that_overflow_are_refused);
     tcase_add_test(bad, rhs_reports_callback_failures_and_bad_state);
     suite_add_tcase(s, bad);
 

@@ -137,8 +137,10 @@ CDYN_API cdyn_status cdyn_rigid_accelerations(cdyn_rigid *rb, const cdyn_rigid_k
 
 /**
  * Velocity of P and angular velocity (3 each, lab frame; either may be
- * NULL): v_P = J_T q' + v0, omega = J_R q' + w0 (T5.1). Returns
- * CDYN_ERR_ARG (NULL k or qdot), CDYN_ERR_NONFINITE. Needs no body.
+ * NULL): v_P = J_T q' + v0, omega = J_R q' + w0 (T5.1). The outputs are
+ * written last and may alias qdot. Returns CDYN_ERR_ARG (NULL k or qdot),
+ * CDYN_ERR_NONFINITE (an input, or a velocity that overflows; outputs
+ * untouched). Needs no body.
  */
 CDYN_API cdyn_status cdyn_rigid_velocities(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
                                            const double *qdot, double *v_p, double *omega);
@@ -165,7 +167,8 @@ CDYN_API int cdyn_rigid_preset_dof(cdyn_rigid_preset preset);
  * zxz_rate their rates (3 each, rad and rad/s). q = (phi, theta, psi) gets
  * the same R as cdyn's z-y-x angles (R = Rz(psi) Ry(theta) Rx(phi)) and
  * qdot the same angular velocity. q and qdot (3 each) are written last and
- * may alias the inputs. Returns CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE,
+ * may alias the inputs. Returns CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE (an
+ * input, or rates that overflow; outputs untouched),
  * CDYN_ERR_SINGULAR when that R has a pitch of +-pi/2 to within 1e-8 (the
  * z-y-x angles are singular there: choose another reference frame for the
  * body). No allocation.
@@ -179,8 +182,9 @@ CDYN_API cdyn_status cdyn_rigid_euler_zxz(const double *zxz, const double *zxz_r
  * P instead: F_p = (f; n + r_PC,lab x f), r_PC,lab = R r_PC with R from k.
  * For the FIXED_POINT preset the constraint moment about the joint is zero
  * (a ball joint carries a force only). F_p (6) may alias F. Returns
- * CDYN_ERR_ARG (NULL, no body set: r_PC is the body's), CDYN_ERR_NONFINITE,
- * CDYN_ERR_BUSY. No allocation.
+ * CDYN_ERR_ARG (NULL, no body set: r_PC is the body's), CDYN_ERR_NONFINITE
+ * (an input, or a moment that overflows; F_p untouched), CDYN_ERR_BUSY. No
+ * allocation.
  */
 CDYN_API cdyn_status cdyn_rigid_load_about_p(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
                                              const double *F, double *F_p);
