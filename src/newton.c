@@ -519,6 +519,9 @@ cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const do
     report_reset(nt);
     cdyn_status st = newton_direction(nt, J, ldj, G, nt->b.dx);
     if (st) return st;
+    bad = cdyn__first_nonfinite(nt->p, 1, nt->b.dx, nt->p);
+    if (bad >= 0) /* finite J and G, but the step overflows (J nearly singular in its units) */
+        return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE, "%s: dx[%ld] overflows", fn, bad);
     nt->report.iterations = 1;
     nt->counters.steps++;
     nt->report.step_norm = norm_inf(nt->p, nt->b.dx);

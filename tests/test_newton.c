@@ -1679,6 +1679,12 @@ START_TEST(step_rejects_bad_arguments_leaving_dx_untouched)
         }
         ck_assert_str_ne(cdyn_newton_last_error(nt), "");
     }
+    /* finite J and G whose step overflows: J = [1e-300 0 0; 0 1 1] (full
+     * rank in any units), G = (1e300, 0): dx0 = -1e600 */
+    const double Jt[6] = {1e-300, 0, 0, 1, 0, 1}, Gt[2] = {1e300, 0};
+    ck_assert_int_eq(cdyn_newton_step(nt, Jt, 2, Gt, dx), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_newton_last_error(nt), "overflows"));
+    ck_assert(same_bits(3 + 2 * GUARD, db, saved));
     /* still correct afterwards: dx = (-2, 1, -1) (hand solution above) */
     ck_assert_int_eq(cdyn_newton_step(nt, J, 2, G, dx), CDYN_OK);
     ck_assert_double_eq_tol(dx[0], -2.0, 1e-14);

@@ -216,7 +216,8 @@ CDYN_API cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residua
  * J   k x p, leading dimension ldj >= k (not modified).  G length k.
  * dx  out: length p.
  * Returns CDYN_OK (also for a rank-deficient J: see the report's rank);
- * CDYN_ERR_ARG; CDYN_ERR_NONFINITE. The report is updated (iterations = 1).
+ * CDYN_ERR_ARG; CDYN_ERR_NONFINITE (J or G, or a step that overflows; dx
+ * untouched). The report is updated (iterations = 1).
  */
 CDYN_API cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj,
                                       const double *G, double *dx);
