@@ -616,6 +616,25 @@ START_TEST(bad_input)
     ck_assert_int_eq(cdyn_network_complete(net, v, NULL), CDYN_ERR_SINGULAR);
     cdyn_network_free(net);
     cdyn_network_free(NULL);
+
+    /* finite inputs whose dependent flow overflows: one junction, three
+     * pipes, W = [1e-300 -1 -1] with pipe 0 on the tree, so
+     * Q0 = (Q1 + Q2) / 1e-300: refused, v untouched */
+    int cp1[] = {0, 1, 2, 3}, ri1[] = {0, 0, 0}, dep1 = -1;
+    cdyn_network *n1 = cdyn_network_create(3, 1, cp1, ri1, NULL, 0, &st);
+    ck_assert_ptr_nonnull(n1);
+    const double M1[3] = {1, 1, 1}, W1[3] = {1e-300, -1.0, -1.0};
+    ck_assert_int_eq(cdyn_network_load(n1, M1, W1), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_partition(n1, NULL, &dep1), 2);
+    ck_assert_int_eq(dep1, 0); /* the pattern's tree: the first pipe of the row */
+    double q1[3] = {5.0, 1e10, 0.0};
+    ck_assert_int_eq(cdyn_network_complete(n1, q1, NULL), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(n1), "overflows"));
+    ck_assert(q1[0] == 5.0 && q1[1] == 1e10 && q1[2] == 0.0);
+    q1[1] = 1e-290; /* Q0 = 1e10: finite, and W v = 0 */
+    ck_assert_int_eq(cdyn_network_complete(n1, q1, NULL), CDYN_OK);
+    ck_assert_double_eq_tol(q1[0], 1e10, 1e-5);
+    cdyn_network_free(n1);
     ck_assert_int_eq(cdyn_network_size(NULL), -1);
     ck_assert_int_eq(cdyn_network_redundant_rows(NULL, NULL), -1);
     ck_assert_ptr_nonnull(cdyn_network_last_error(NULL));

@@ -203,7 +203,8 @@ CDYN_API int cdyn_network_partition(cdyn_network *net, int *independent, int *de
  *
  * b   m right-hand sides (prescribed inflows), or NULL for 0.
  * Errors: CDYN_ERR_ARG (NULL v, no successful load), CDYN_ERR_NONFINITE
- * (v's independent entries or b), CDYN_ERR_SINGULAR (no spanning tree, as
+ * (v's independent entries or b, or a dependent flow that overflows),
+ * CDYN_ERR_SINGULAR (no spanning tree, as
  * for cdyn_network_partition(); or a tree entry of W is 0). v is untouched
  * on error.
  */

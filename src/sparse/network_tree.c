@@ -101,7 +101,10 @@ cdyn_status cdyn_network_complete(cdyn_network *net, double *v, const double *b)
                               "cdyn_network_complete: W(%d, %d) on the tree is 0", i,
                               net->tree_pipe[i]);
     /* leaves first: every other pipe of junction i is a loop pipe or the
-     * tree pipe of a child, already known */
+     * tree pipe of a child, already known; in net->t (n), so that v stays
+     * untouched if a flow overflows */
+    double *u = net->t;
+    memcpy(u, v, sizeof(double) * (size_t)n);
     for (int h = m - 1; h >= 0; --h) {
         int i = net->tree_order[h], e = net->tree_pipe[i];
         double sum = b ? b[i] : 0.0, diag = 0.0;
@@ -109,9 +112,13 @@ cdyn_status cdyn_network_complete(cdyn_network *net, double *v, const double *b)
             int k = net->rowcol[q];
             double w = net->Wval[net->rowpos[q]];
             if (k == e) diag = w;
-            else sum -= w * v[k];
+            else sum -= w * u[k];
         }
-        v[e] = sum / diag;
+        u[e] = sum / diag;
+        if (!isfinite(u[e])) /* finite inputs, but the flow overflows */
+            return cdyn__fail(net->msg, CDYN_ERR_NONFINITE,
+                              "cdyn_network_complete: v[%d] overflows", e);
     }
+    for (int i = 0; i < m; ++i) v[net->tree_pipe[i]] = u[net->tree_pipe[i]];
     return CDYN_OK;
 }
