@@ -188,6 +188,30 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
     return CDYN_OK;
 }
 
+/* The rates' response v' (n, in dae->force_shift) to one input column fu
+ * at the evaluated state: G_a dv_a = -beta^T fu (the evaluation's
+ * factorization of G_a), then P^T M_i dv_i' = P^T (fu + F_v(:, a) dv_a);
+ * the constraint rows move only v_a'. */
+static const double *input_response(cdyn_dae *dae, const double *fu)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    double *g = dae->tau, *column = dae->residual, *top = dae->row_max;
+    double *zero = dae->rate_unit, *out = dae->force_shift;
+    memset(zero, 0, sizeof(double) * (size_t)n);
+    memcpy(column, fu, sizeof(double) * (size_t)n);
+    if (q > 0) {
+        cdyn__dae_beta_t(dae, 1, fu, n, -1.0, g, q);
+        cdyn__newton_apply(dae->newton, g, g);
+        for (int a = 0; a < q; ++a) {
+            const double *fv = dae->force_jac + (size_t)dae->algebraic[a] * n;
+            for (int i = 0; i < n; ++i) column[i] += fv[i] * g[a];
+        }
+    }
+    cdyn__dae_range_t(dae, 1, column, n, 1.0, top, r);
+    cdyn__dae_solve_rates(dae, top, zero, out);
+    return out;
+}
+
 cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int inputs,
                                   const double *Fu, int ldfu, double *B, int ldb)
 {
@@ -196,7 +220,7 @@ cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int 
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
     if (!dae->split_done)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: call cdyn_dae_split first", fn);
-    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny;
+    int n = dae->n, q = dae->q, ny = dae->ny;
     if (dae->index2)
         return cdyn__fail(dae->msg, CDYN_ERR_ARG,
                           "%s: not available for the index-2 form (the response of the "
@@ -224,26 +248,17 @@ cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int 
                           "(P^T M_a != 0): the input matrix then needs second derivatives of F "
                           "in u, which Fu does not give",
                           fn);
-    /* at fixed y: G_a dv_a = -beta^T F_u du (the evaluation's factorization
-     * of G_a), then P^T M_i dv_i' = P^T (F_u + F_v(:, a) dv_a) du; the
-     * constraint rows move only v_a' */
-    double *g = dae->tau, *column = dae->residual, *top = dae->row_max;
-    double *zero = dae->rate_unit, *out = dae->force_shift;
-    memset(zero, 0, sizeof(double) * (size_t)n);
-    for (int k = 0; k < inputs; ++k) {
-        const double *fu = Fu + (size_t)k * ldfu;
-        memcpy(column, fu, sizeof(double) * (size_t)n);
-        if (q > 0) {
-            cdyn__dae_beta_t(dae, 1, fu, n, -1.0, g, q);
-            cdyn__newton_apply(dae->newton, g, g);
-            for (int a = 0; a < q; ++a) {
-                const double *fv = dae->force_jac + (size_t)dae->algebraic[a] * n;
-                for (int i = 0; i < n; ++i) column[i] += fv[i] * g[a];
+    /* two passes, so that B stays untouched when a column overflows: the
+     * first only looks, the second writes */
+    for (int pass = 0; pass < 2; ++pass)
+        for (int k = 0; k < inputs; ++k) {
+            const double *out = input_response(dae, Fu + (size_t)k * ldfu);
+            if (pass == 1) {
+                for (int j = 0; j < ny; ++j) B[j + (size_t)k * ldb] = out[dae->integrated[j]];
+            } else if (cdyn__first_nonfinite(n, 1, out, n) >= 0) {
+                return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                                  "%s: column %d of B overflows at t = %g", fn, k, t);
             }
         }
-        cdyn__dae_range_t(dae, 1, column, n, 1.0, top, r);
-        cdyn__dae_solve_rates(dae, top, zero, out);
-        for (int j = 0; j < ny; ++j) B[j + (size_t)k * ldb] = out[dae->integrated[j]];
-    }
     return CDYN_OK;
 }

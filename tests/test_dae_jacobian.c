@@ -270,6 +270,37 @@ START_TEST(hydraulic_junction_is_the_schur_complement)
 }
 END_TEST
 
+/* One state, M = 1e-10, F = -v + u: B = dv'/du = 1e10 exactly. With
+ * inputs Fu = (1, 1e300) the second column, 1e310, overflows. Asserts: the
+ * finite case is 1e10 to rounding; the overflow is refused with
+ * CDYN_ERR_NONFINITE and B untouched (its first column too). */
+static int decay_force(double t, const double *v, double *F, void *user)
+{
+    (void)t, (void)user;
+    F[0] = -v[0];
+    return 0;
+}
+
+START_TEST(input_matrix_that_overflows_is_refused_with_b_untouched)
+{
+    cdyn_dae *dae = cdyn_dae_create(1, NULL);
+    const double M = 1e-10;
+    double v = 0.5;
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, &M, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, decay_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, &v), CDYN_OK);
+    const double Fu[2] = {1.0, 1e300};
+    double B[2] = {7.0, 7.0};
+    ck_assert_int_eq(cdyn_dae_input_matrix(dae, 0.0, &v, 1, Fu, 1, B, 1), CDYN_OK);
+    ck_assert_double_eq_tol(B[0], 1e10, 1e-5);
+    B[0] = 7.0;
+    ck_assert_int_eq(cdyn_dae_input_matrix(dae, 0.0, &v, 2, Fu, 1, B, 1), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "overflows"));
+    ck_assert(B[0] == 7.0 && B[1] == 7.0);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 /* Input matrix of model B: u1 = the supply pressure (enters pipe 1's
  * equation), u2 = a flow injected at the junction (enters the
  * continuity). With a massless junction, at fixed y the pressure moves by
@@ -502,6 +533,7 @@ int main(void)
     tcase_add_test(tc, coupled_mass_matches_the_analytic_derivative);
     tcase_add_test(tc, hydraulic_junction_is_the_schur_complement);
     tcase_add_test(tc, hydraulic_junction_input_matrix_by_hand);
+    tcase_add_test(tc, input_matrix_that_overflows_is_refused_with_b_untouched);
     tcase_add_test(tc, jacobian_may_alias_y_and_commits_like_rhs);
     tcase_add_test(tc, regular_mass_gives_m_inverse_dfdv);
     tcase_add_test(tc, turning_null_space_matches_differences_of_rhs);

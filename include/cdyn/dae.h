@@ -393,7 +393,9 @@ CDYN_API cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double
  * cdyn_dae_rhs()). B must not overlap y or Fu. Returns the statuses of
  * cdyn_dae_rhs(); CDYN_ERR_ARG for NULL, inputs < 1, a bad leading
  * dimension, overlapping B, no split, or the cases above;
- * CDYN_ERR_NONFINITE for a non-finite Fu. No allocation.
+ * CDYN_ERR_NONFINITE for a non-finite Fu or a column of B that overflows
+ * (B is written only when every column is finite: each response is solved
+ * twice, once to look and once to write). No allocation.
  */
 CDYN_API cdyn_status cdyn_dae_input_matrix(cdyn_dae *dae, double t, const double *y, int inputs,
                                            const double *Fu, int ldfu, double *B, int ldb);
