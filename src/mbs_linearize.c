@@ -193,17 +193,21 @@ cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, const doubl
      * response to input k is the solve with F = dQ/du_k and c = 0 */
     double *zdot = mbs->lin_work, *response = zdot + size;
     cdyn_status st = cdyn_mbs_partition_rhs(mbs, t, z, zdot);
-    for (int k = 0; st == CDYN_OK && k < inputs; ++k) {
-        st = cdyn_nullspace_solve(mbs->partition, mbs->M, n, Qu + (size_t)k * ldqu, NULL,
-                                  response, NULL);
-        if (st != CDYN_OK)
-            return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
-                              cdyn_nullspace_last_error(mbs->partition));
-        double *col = B + (size_t)k * ldb;
-        for (int j = 0; j < d; ++j) {
-            col[j] = 0.0;
-            col[d + j] = response[mbs->ind_index[j]];
+    /* two passes, so that B stays untouched when a solve fails: the first
+     * only looks, the second (the same solves again) writes */
+    for (int pass = 0; st == CDYN_OK && pass < 2; ++pass)
+        for (int k = 0; st == CDYN_OK && k < inputs; ++k) {
+            st = cdyn_nullspace_solve(mbs->partition, mbs->M, n, Qu + (size_t)k * ldqu, NULL,
+                                      response, NULL);
+            if (st != CDYN_OK)
+                return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
+                                  cdyn_nullspace_last_error(mbs->partition));
+            if (pass == 0) continue;
+            double *col = B + (size_t)k * ldb;
+            for (int j = 0; j < d; ++j) {
+                col[j] = 0.0;
+                col[d + j] = response[mbs->ind_index[j]];
+            }
         }
-    }
     return st;
 }

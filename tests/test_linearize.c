@@ -216,6 +216,12 @@ START_TEST(single_pendulum_input_matrix_by_hand)
         double bad[2] = {NAN, 0.0};
         ck_assert_int_eq(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 1, bad, 2, B, 3),
                          CDYN_ERR_NONFINITE);
+        /* a second column whose solve fails (a load of 1e308 N on a mass
+         * of 2 kg overflows): refused with B untouched, first column too */
+        double Qbig[4] = {1.0, 0.0, 1e308, -1e308}, Bk[6] = {5, 5, 5, 5, 5, 5};
+        ck_assert_int_ne(cdyn_mbs_partition_input_matrix(mbs, 0.0, z, 2, Qbig, 2, Bk, 3),
+                         CDYN_OK);
+        for (int i = 0; i < 6; ++i) ck_assert(Bk[i] == 5.0);
         cdyn_mbs_free(mbs);
     }
     bob b = {2.0, 1.3, G};

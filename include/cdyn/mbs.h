@@ -327,8 +327,10 @@ CDYN_API cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const 
  * B must not overlap z or Qu. Returns the statuses of
  * cdyn_mbs_partition_rhs(); CDYN_ERR_ARG for NULL, inputs < 1, a bad
  * leading dimension, overlapping B, or no partition yet;
- * CDYN_ERR_NONFINITE for a non-finite Qu. B is written column by column:
- * a failing solve leaves the columns before it written. No allocation.
+ * CDYN_ERR_NONFINITE for a non-finite Qu, and the status of a failing
+ * solve. B is written only when every column's solve succeeds (each runs
+ * twice: once to look, once to write); on error it is untouched. No
+ * allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, const double *z,
                                                      int inputs, const double *Qu, int ldqu,
