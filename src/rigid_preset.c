@@ -35,6 +35,14 @@ static int all_finite(int n, const double *x)
     return 1;
 }
 
+static int kinematics_finite(const cdyn_rigid_kinematics *k)
+{
+    return all_finite(18, k->J_T) && all_finite(18, k->J_R) && all_finite(3, k->L_T) &&
+           all_finite(3, k->L_R) && all_finite(3, k->v0) && all_finite(3, k->v0_dot) &&
+           all_finite(3, k->w0) && all_finite(3, k->w0_dot) && all_finite(9, k->rotation) &&
+           all_finite(3, k->position);
+}
+
 static void set3(double *v, double x, double y, double z)
 {
     v[0] = x;
@@ -198,6 +206,8 @@ cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
         break;
     }
     }
+    if (!kinematics_finite(&out)) /* finite inputs, but a |q'|^2 term overflows */
+        return CDYN_ERR_NONFINITE;
     *k = out;
     return CDYN_OK;
 }

@@ -1369,8 +1369,9 @@ static const body_t good_body = {.m = 2.0,
 
 /* Finite inputs whose results overflow: v_P = J_T q' with J_T(0, 0) = 10
  * and q' = 1e308, and F_p's moment r_PC x f with r_PC = 1e300 m and
- * f = 1e308 N. Asserts: CDYN_ERR_NONFINITE, a message that says
- * "overflows", the outputs untouched; never CDYN_OK with an Inf. */
+ * f = 1e308 N, and the FREE preset's |q'|^2 terms at q' = 1e200. Asserts:
+ * CDYN_ERR_NONFINITE, a message that says "overflows" (the preset has no
+ * object to hold one), the outputs untouched; never CDYN_OK with an Inf. */
 START_TEST(velocities_and_moments_that_overflow_are_refused)
 {
     const body_t b = {1.0, {1, 0, 0, 0, 1, 0, 0, 0, 1}, {1e300, 0.0, 0.0}};
@@ -1390,6 +1391,12 @@ START_TEST(velocities_and_moments_that_overflow_are_refused)
     ck_assert_int_eq(cdyn_rigid_load_about_p(rb, &k, F, Fp), CDYN_ERR_NONFINITE);
     ck_assert_ptr_nonnull(strstr(cdyn_rigid_last_error(rb), "overflows"));
     for (int i = 0; i < 6; ++i) ck_assert(Fp[i] == 7.0);
+    /* the presets' velocity products |q'|^2 overflow at q' = 1e200 */
+    const double qbig[6] = {1e200, 1e200, 1e200, 1e200, 1e200, 1e200};
+    cdyn_rigid_kinematics before = k;
+    ck_assert_int_eq(cdyn_rigid_preset_eval(CDYN_RIGID_FREE, &p, 0.0, q, qbig, &k),
+                     CDYN_ERR_NONFINITE);
+    ck_assert(memcmp(&before, &k, sizeof k) == 0);
     cdyn_rigid_free(rb);
 }
 END_TEST

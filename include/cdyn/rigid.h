@@ -149,8 +149,9 @@ CDYN_API cdyn_status cdyn_rigid_velocities(cdyn_rigid *rb, const cdyn_rigid_kine
  * Fill k for a ready-made motion at (t, q, q') (T5.4); f must match the
  * preset (see cdyn_rigid_preset); params may be NULL for FREE. Having no
  * object, it reports the status only (no message). Returns CDYN_ERR_ARG (NULL, unknown
- * preset, zero axis, missing carriage callback), CDYN_ERR_NONFINITE,
- * CDYN_ERR_CALLBACK (carriage callback failed). Allocates nothing.
+ * preset, zero axis, missing carriage callback), CDYN_ERR_NONFINITE (an
+ * input, the carriage's output, or a velocity product that overflows; k
+ * untouched), CDYN_ERR_CALLBACK (carriage callback failed). Allocates nothing.
  */
 CDYN_API cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
                                             const cdyn_rigid_preset_params *params, double t,
