@@ -644,8 +644,14 @@ cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v
     st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, dae->force_val);
     if (st != CDYN_OK) return st;
-    /* T3.1: G0 = beta^T F (written last: G0 may alias v) */
-    cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G0, dae->q);
+    /* T3.1: G0 = beta^T F, in workspace (written last: G0 may alias v) */
+    double *g = dae->resid_out;
+    cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, g, dae->q);
+    long bad = dae->q > 0 ? cdyn__first_nonfinite(dae->q, 1, g, dae->q) : -1;
+    if (bad >= 0) /* a finite F, but beta^T F overflows */
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: G0[%ld] overflows at t = %g", fn,
+                          bad, t);
+    if (dae->q > 0) memcpy(G0, g, sizeof(double) * (size_t)dae->q);
     return CDYN_OK;
 }
 

@@ -2,7 +2,8 @@
  * residual form M(t) v' - F(t, v) and its iteration matrix against hand
  * values, with a constant and a time-varying mass, the jacobian callback
  * and the differences; aliasing, the last evaluation left alone, re-entry,
- * no allocation. */
+ * no allocation. Also results that overflow from finite inputs, here and
+ * in cdyn_dae_hidden_constraints. */
 #include <cdyn.h>
 
 #include "alloc_count.h"
@@ -257,6 +258,32 @@ START_TEST(bad_input_and_reentry_are_refused)
 }
 END_TEST
 
+/* M = [1 1; 1 1] (beta = (1, -1)/sqrt 2 up to sign) and F = (1.7e308,
+ * -1.7e308): beta^T F is 2.4e308, beyond double. Asserts: the hidden
+ * constraint is refused with CDYN_ERR_NONFINITE and G0 untouched, never
+ * CDYN_OK with an Inf. */
+static int opposed_force(double t, const double *v, double *F, void *user)
+{
+    (void)t, (void)v, (void)user;
+    F[0] = 1.7e308;
+    F[1] = -1.7e308;
+    return 0;
+}
+
+START_TEST(hidden_constraint_that_overflows_is_refused)
+{
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    const double M[4] = {1, 1, 1, 1};
+    double v[2] = {1.0, 2.0}, G0[1] = {7.0};
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, opposed_force, NULL, NULL, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, 0.0, v, G0), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "overflows"));
+    ck_assert(G0[0] == 7.0);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dae_residual");
@@ -265,6 +292,7 @@ int main(void)
     tcase_add_test(tc, residual_uses_the_mass_callback_at_the_given_time);
     tcase_add_test(tc, residual_calls_leave_the_last_evaluation_alone);
     tcase_add_test(tc, bad_input_and_reentry_are_refused);
+    tcase_add_test(tc, hidden_constraint_that_overflows_is_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

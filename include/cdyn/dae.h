@@ -222,7 +222,9 @@ CDYN_API cdyn_status cdyn_dae_bases(const cdyn_dae *dae, double *beta, int ldbet
 
 /**
  * Hidden constraints G0 = beta^T F(v, t) (length n - r) at (t, v) (T3.1).
- * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK.
+ * G0 is written last and may alias v. Returns CDYN_OK, CDYN_ERR_ARG,
+ * CDYN_ERR_NONFINITE (v, F, or a G0 that overflows; G0 untouched),
+ * CDYN_ERR_CALLBACK.
  */
 CDYN_API cdyn_status cdyn_dae_hidden_constraints(cdyn_dae *dae, double t, const double *v,
                                                  double *G0);
