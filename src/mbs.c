@@ -596,13 +596,19 @@ cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w)
     /* each half h <- h - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q h = h - L^-T J^# (Phi_q h)
      * (W = I, or M^-1 = L^-T L^-1 with J = Phi_q L^-T): the projection's
      * speed step without Phi_t, with its factorization */
+    double *out = mbs->lin_work; /* 2n: w stays untouched if a component overflows */
     for (int half = 0; half < 2; ++half) {
-        double *h = w + (size_t)half * n, *dq = mbs->qdot_work;
+        const double *h = w + (size_t)half * n;
+        double *dq = mbs->qdot_work, *o = out + (size_t)half * n;
         cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, h, 0.0, mbs->vec_m2);
         cdyn__newton_apply(mbs->projector, mbs->vec_m2, dq);
         if (mbs->metric == CDYN_PROJECT_MASS)
             cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, dq, n);
-        for (int j = 0; j < n; ++j) h[j] -= dq[j];
+        for (int j = 0; j < n; ++j) o[j] = h[j] - dq[j];
     }
+    bad = cdyn__first_nonfinite(2 * n, 1, out, 2 * n);
+    if (bad >= 0) /* a finite w, but its projection overflows */
+        return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: w[%ld] overflows", fn, bad);
+    memcpy(w, out, sizeof(double) * 2 * (size_t)n);
     return CDYN_OK;
 }

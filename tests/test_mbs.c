@@ -29,6 +29,7 @@
 #include "cdyn/mbs.h"
 
 #include "alloc_count.h"
+#include "models.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -2286,6 +2287,30 @@ START_TEST(project_tangent_is_the_metric_projection)
 END_TEST
 
 
+
+/* The pendulum of tests/models.h (l = 1.2 m) projected at q = (l, 0):
+ * Phi_q = [2l 0], so the tangent projection of w = (w0, 0) is 0. Asserts:
+ * w0 = 1e307 projects to 0 (to 1e-9 relative); w0 = 1e308 makes the
+ * intermediate Phi_q w = 2.4e308 overflow: refused with CDYN_ERR_NONFINITE,
+ * a message, and w untouched, never CDYN_OK with a NaN. */
+START_TEST(project_tangent_refuses_an_overflowing_projection)
+{
+    const tm_pendulum p = {1.0, 1.2, 9.81};
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_int_eq(tm_pendulum_set(mbs, &p, 1), CDYN_OK);
+    double y[4] = {1.2, 0.0, 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+    double w[4] = {1e307, 0.0, 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, w), CDYN_OK);
+    ck_assert_double_le(fabs(w[0]), 1e-9 * 1e307);
+    double big[4] = {1e308, 0.0, 0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, big), CDYN_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), "overflows"));
+    ck_assert(big[0] == 1e308 && big[1] == 0.0 && big[2] == 0.0 && big[3] == 0.0);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* A prescribed motion x = A sin(w t) beside a free coordinate y that
  * creeps (y = 1e6, y' = 1e-12: the motion's own time scale |q|/|q'| is
  * 1e18 s) at t = pi / (2 w), where x' = 0. Phi_t and xi are left to
@@ -2368,6 +2393,7 @@ int main(void)
     TCase *tc_proj = tcase_create("projection");
     tcase_add_test(tc_proj, projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circle);
     tcase_add_test(tc_proj, project_tangent_is_the_metric_projection);
+    tcase_add_test(tc_proj, project_tangent_refuses_an_overflowing_projection);
     tcase_add_test(tc_proj, time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate);
     tcase_add_test(tc_proj,
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);

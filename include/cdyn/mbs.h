@@ -197,7 +197,8 @@ CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double
  * no model callback (THEORY T4.9). w may be any vector; on error it is
  * untouched. Returns CDYN_OK (also for m = 0: w unchanged); CDYN_ERR_ARG
  * (NULL, no such projection just before); CDYN_ERR_NONFINITE (NaN/Inf in
- * w); CDYN_ERR_BUSY. No allocation.
+ * w, or an intermediate Phi_q w that overflows); CDYN_ERR_BUSY. No
+ * allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w);
 
