@@ -635,6 +635,26 @@ START_TEST(bad_input)
     ck_assert_int_eq(cdyn_network_complete(n1, q1, NULL), CDYN_OK);
     ck_assert_double_eq_tol(q1[0], 1e10, 1e-5);
     cdyn_network_free(n1);
+
+    /* two junctions that no pipe reaches (W = 0, found by fuzz_network):
+     * both rows are redundant, each named once; kept out, their
+     * multipliers are 0 and v' = M^-1 F. (The smallest positive pivot of
+     * S = 0 was undefined: the same row was named twice, the other left in,
+     * and its multiplier came back NaN with CDYN_OK.) */
+    int cp0[] = {0, 0, 0}, ri0[] = {0};
+    cdyn_network *n0 = cdyn_network_create(2, 2, cp0, ri0, NULL, 0, &st);
+    ck_assert_ptr_nonnull(n0);
+    const double M0[2] = {1.0, 4.0}, F0[2] = {1.0, 2.0};
+    ck_assert_int_eq(cdyn_network_load(n0, M0, NULL), CDYN_ERR_SINGULAR);
+    int red[2] = {-1, -1};
+    ck_assert_int_eq(cdyn_network_redundant_rows(n0, red), 2);
+    ck_assert(red[0] != red[1] && red[0] >= 0 && red[0] < 2 && red[1] >= 0 && red[1] < 2);
+    ck_assert_int_eq(cdyn_network_set_allow_redundant(n0, 1), CDYN_OK);
+    ck_assert_int_eq(cdyn_network_load(n0, M0, NULL), CDYN_OK);
+    double vd0[2], lam0[2] = {7.0, 7.0};
+    ck_assert_int_eq(cdyn_network_solve(n0, F0, NULL, vd0, lam0), CDYN_OK);
+    ck_assert(vd0[0] == 1.0 && vd0[1] == 0.5 && lam0[0] == 0.0 && lam0[1] == 0.0);
+    cdyn_network_free(n0);
     ck_assert_int_eq(cdyn_network_size(NULL), -1);
     ck_assert_int_eq(cdyn_network_redundant_rows(NULL, NULL), -1);
     ck_assert_ptr_nonnull(cdyn_network_last_error(NULL));

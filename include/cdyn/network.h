@@ -173,7 +173,7 @@ CDYN_API double cdyn_network_pivot_ratio(const cdyn_network *net);
  * vdot    out: n rates; lambda out: m multipliers (may be NULL when not
  *         wanted). Outputs may alias inputs but not each other.
  * Errors: CDYN_ERR_ARG (NULL, overlapping outputs, no successful load),
- * CDYN_ERR_NONFINITE, CDYN_ERR_SINGULAR (the backward error stays above
+ * CDYN_ERR_NONFINITE (F or g, or a solution that overflows), CDYN_ERR_SINGULAR (the backward error stays above
  * its tolerance: S too ill-conditioned for the answer to be trusted).
  */
 CDYN_API cdyn_status cdyn_network_solve(cdyn_network *net, const double *F, const double *g,

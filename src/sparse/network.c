@@ -520,6 +520,11 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
     const double *Sx = net->S->x;
     for (int k = 0; k < net->m; ++k)
         if (Sx[net->sdiag[k]] > 0.0) smallest = fmin(smallest, Sx[net->sdiag[k]]);
+    /* S = 0 (no row has an entry): every row is redundant, and the rows
+     * taken out become those of the identity, so 1 is the scale to judge
+     * the pivots against (with INFINITY the same row would be named again
+     * and again and the others never taken out) */
+    if (!(smallest < INFINITY)) smallest = 1.0;
 
     /* rank loss: name the dependent row (pivot k is row perm[k] of W), take
      * it out, go on (at most m) */

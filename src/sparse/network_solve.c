@@ -109,7 +109,7 @@ static void range_solve(cdyn_network *net, const double *f, const double *g, dou
             y[net->rowind[p]] -= net->Wval[p] * x[k];
     for (int i = 0; i < m; ++i) y[i] *= net->dropped[i] ? 0.0 : net->Sscale[i];
     schur_solve(net->L, net->perm, y, net->t);
-    for (int i = 0; i < m; ++i) y[i] *= net->Sscale[i];
+    for (int i = 0; i < m; ++i) y[i] *= net->dropped[i] ? 0.0 : net->Sscale[i]; /* kept out: 0 */
     double *t = net->t;
     for (int k = 0; k < n; ++k) {
         double sum = 0.0;
@@ -220,6 +220,12 @@ cdyn_status cdyn_network_solve(cdyn_network *net, const double *F, const double 
                           "after %d refinement steps: W M^-1 W^T is too ill-conditioned "
                           "(pivot ratio %.3g)",
                           e, net->berr_tol, CDYN__NET_REFINE, net->pivot_ratio);
+    /* the certificate judges each row by its own terms: a multiplier that no
+     * row sees (a row without entries) must still be finite */
+    if (cdyn__first_nonfinite(n, 1, x, n) >= 0 || (m > 0 && cdyn__first_nonfinite(m, 1, y, m) >= 0))
+        return cdyn__fail(net->msg, CDYN_ERR_NONFINITE,
+                          "cdyn_network_solve: the solution overflows (F or g too large for "
+                          "W M^-1 W^T)");
     net->berr = e;
     memcpy(vdot, x, sizeof(double) * (size_t)n);
     if (lambda && m > 0) memcpy(lambda, y, sizeof(double) * (size_t)m);

@@ -56,12 +56,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_guard_set(B, (size_t)size2);
     st = cdyn_constraint_load(c, M, n, Q, J, m1, (opts & 32) ? Phi : NULL, Phid, xi);
     if (st == CDYN_OK) {
-        cdyn_constraint_lagrange(c, qdd, lam);
-        cdyn_constraint_reactions(c, C, m1, qdd, lam);
-        cdyn_constraint_pseudoinverse(c, qdd, lam);
-        cdyn_constraint_penalty(c, qdd, lam);
-        cdyn_constraint_export(c, (cdyn_export_variant)(opts >> 6), C, m1, Q, A, size2, B);
-        cdyn_constraint_force(c, qdd, lam);
+        st = cdyn_constraint_lagrange(c, qdd, lam);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+        st = cdyn_constraint_reactions(c, C, m1, qdd, lam);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+        st = cdyn_constraint_pseudoinverse(c, qdd, lam);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+        st = cdyn_constraint_penalty(c, qdd, lam);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+        st = cdyn_constraint_export(c, (cdyn_export_variant)(opts >> 6), C, m1, Q, A, size2, B);
+        fuzz_ok_finite(fuzz_ok_finite(st, A, (size_t)size2 * size2), B, (size_t)size2);
+        st = cdyn_constraint_force(c, qdd, lam);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
     }
     int rows[16];
     cdyn_constraint_redundant_rows(c, m <= 16 ? rows : NULL);

@@ -37,8 +37,8 @@ static void check_residual(cdyn_dae *dae, const model *md, const double *M, doub
     double r[NMAX + FUZZ_GUARD], J[NMAX * NMAX + FUZZ_GUARD], F[NMAX];
     fuzz_guard_set(r, (size_t)n);
     fuzz_guard_set(J, (size_t)n * n);
-    cdyn_status st = cdyn_dae_residual(dae, t, v, v, r);
-    cdyn_dae_residual_jacobian(dae, t, 3.0, v, J, n);
+    cdyn_status st = fuzz_ok_finite(cdyn_dae_residual(dae, t, v, v, r), r, (size_t)n);
+    fuzz_ok_finite(cdyn_dae_residual_jacobian(dae, t, 3.0, v, J, n), J, (size_t)n * n);
     if (!fuzz_guard_ok(r, (size_t)n) || !fuzz_guard_ok(J, (size_t)n * n)) abort();
     if (st != CDYN_OK) return;
     force(t, v, F, (void *)md);
@@ -104,7 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cdyn_dae_split_states(dae, integrated, NULL);
             for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
             fuzz_guard_set(ydot, (size_t)r);
-            for (int step = 0; step < 3; ++step) cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot);
+            for (int step = 0; step < 3; ++step)
+                fuzz_ok_finite(cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot), ydot, (size_t)r);
             if (!fuzz_guard_ok(ydot, (size_t)r)) abort();
             cdyn_dae_last_state(dae, full, rate);
         }

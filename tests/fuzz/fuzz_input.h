@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -91,6 +92,16 @@ static inline int fuzz_guard_ok(const double *x, size_t count)
     for (size_t i = 0; i < FUZZ_GUARD; ++i)
         if (x[count + i] != 1234.5) return 0;
     return 1;
+}
+
+/* CDYN_OK means a finite result: abort on an OK call whose output (count
+ * entries, x may be NULL) holds NaN or Inf. Returns status. */
+static inline int fuzz_ok_finite(int status, const double *x, size_t count)
+{
+    if (status != 0 || !x) return status;
+    for (size_t i = 0; i < count; ++i)
+        if (!(x[i] - x[i] == 0.0)) abort(); /* NaN or Inf */
+    return status;
 }
 
 #endif

@@ -75,11 +75,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (opts & 32) cdyn_network_set_allow_redundant(net, 1);
     st = cdyn_network_load(net, M, W);
     if (cdyn_network_redundant_rows(net, rows) > m) abort();
-    cdyn_network_solve(net, F, (opts & 8) ? g : NULL, vdot, lambda);
+    st = cdyn_network_solve(net, F, (opts & 8) ? g : NULL, vdot, lambda);
+    fuzz_ok_finite(fuzz_ok_finite(st, vdot, (size_t)n), lambda, (size_t)m);
     if (cdyn_network_partition(net, indep, dep) >= 0)
         for (int i = 0; i < m; ++i)
             if (dep[i] < 0 || dep[i] >= n) abort();
-    cdyn_network_complete(net, v, (opts & 16) ? g : NULL);
+    fuzz_ok_finite(cdyn_network_complete(net, v, (opts & 16) ? g : NULL), v, (size_t)n);
     cdyn_network_solve(net, F, g, F, NULL); /* in place */
     if (!fuzz_guard_ok(vdot, (size_t)n) || !fuzz_guard_ok(lambda, (size_t)m) ||
         !fuzz_guard_ok(v, (size_t)n))

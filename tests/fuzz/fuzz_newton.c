@@ -69,9 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_scale_matrix(sys.coef + 8 + 64, p, k, p, S2, R);    /* b -> R b S^2 */
     fuzz_scale_vector(x, p, Sinv);
     fuzz_guard_set(dx, (size_t)p);
-    cdyn_newton_step(nt, J, k + (opts >> 6), G, dx);
+    fuzz_ok_finite(cdyn_newton_step(nt, J, k + (opts >> 6), G, dx), dx, (size_t)p);
     if (!fuzz_guard_ok(dx, (size_t)p)) abort();
-    cdyn_newton_solve(nt, residual, NULL, &sys, x);
+    fuzz_ok_finite(cdyn_newton_solve(nt, residual, NULL, &sys, x), x, (size_t)p);
     cdyn_newton_report report;
     cdyn_newton_get_report(nt, &report);
     int rows[8], cols[8];

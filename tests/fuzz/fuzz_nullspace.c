@@ -45,12 +45,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_guard_set(alpha, (size_t)n * d);
     st = (opts & 4) ? cdyn_nullspace_update(ns, W, ldw, NULL) : cdyn_nullspace_factor(ns, W, ldw);
     if (st == CDYN_OK) {
-        cdyn_nullspace_alpha(ns, alpha, n);
-        cdyn_nullspace_solve(ns, M, n, F, (opts & 8) ? c : NULL, vdot, lambda);
-        cdyn_nullspace_reduce(ns, M, n, F, c, Mbar, d > 0 ? d : 1, vdot);
-        cdyn_nullspace_alpha_dot(ns, W, ldw, alpha, n);
+        fuzz_ok_finite(cdyn_nullspace_alpha(ns, alpha, n), alpha, (size_t)n * d);
+        st = cdyn_nullspace_solve(ns, M, n, F, (opts & 8) ? c : NULL, vdot, lambda);
+        fuzz_ok_finite(fuzz_ok_finite(st, vdot, (size_t)n), lambda, (size_t)m);
+        st = cdyn_nullspace_reduce(ns, M, n, F, c, Mbar, d > 0 ? d : 1, vdot);
+        fuzz_ok_finite(fuzz_ok_finite(st, Mbar, (size_t)d * d), vdot, (size_t)d);
+        fuzz_ok_finite(cdyn_nullspace_alpha_dot(ns, W, ldw, alpha, n), alpha, (size_t)n * d);
+        fuzz_ok_finite(cdyn_nullspace_complete(ns, F, c, vdot), vdot, (size_t)n); /* vbar = F[0..d) */
         cdyn_nullspace_update(ns, W, ldw, NULL); /* refactor the same W */
-        cdyn_nullspace_solve(ns, M, n, F, c, vdot, lambda);
+        st = cdyn_nullspace_solve(ns, M, n, F, c, vdot, lambda);
+        fuzz_ok_finite(fuzz_ok_finite(st, vdot, (size_t)n), lambda, (size_t)m);
     }
     if (!fuzz_guard_ok(vdot, (size_t)n) || !fuzz_guard_ok(lambda, (size_t)m) ||
         !fuzz_guard_ok(Mbar, (size_t)d * d) || !fuzz_guard_ok(alpha, (size_t)n * d))

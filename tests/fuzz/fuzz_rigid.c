@@ -63,11 +63,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cdyn_rigid_set_body(rb, mass, inertia, 3, (fuzz_byte(&in) & 1) ? r_pc : NULL);
     st = cdyn_rigid_preset_eval((cdyn_rigid_preset)preset, &params, fuzz_double(&in), q, qdot, &k);
     if (st == CDYN_OK) {
-        cdyn_rigid_accelerations(rb, &k, qdot, F_i, qdd, F_q);
-        cdyn_rigid_velocities(rb, &k, qdot, v, w);
+        fuzz_ok_finite(st, k.L_T, 3);
+        fuzz_ok_finite(st, k.L_R, 3);
+        st = cdyn_rigid_accelerations(rb, &k, qdot, F_i, qdd, F_q);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)f), F_q, 6);
+        st = cdyn_rigid_velocities(rb, &k, qdot, v, w);
+        fuzz_ok_finite(fuzz_ok_finite(st, v, 3), w, 3);
     } else { /* user-defined kinematics: raw decoded values */
         fuzz_fill(&in, (double *)&k, sizeof k / sizeof(double));
-        cdyn_rigid_accelerations(rb, &k, qdot, F_i, qdd, F_q);
+        st = cdyn_rigid_accelerations(rb, &k, qdot, F_i, qdd, F_q);
+        fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)f), F_q, 6);
     }
     if (!fuzz_guard_ok(qdd, (size_t)f) || !fuzz_guard_ok(F_q, 6)) abort();
     cdyn_rigid_free(rb);
