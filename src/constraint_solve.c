@@ -391,9 +391,11 @@ static cdyn_status commit(cdyn_constraint *c, const char *fn, const double *G, i
                           double *qdd, double *mult_out)
 {
     int n = c->n, m = c->m;
-    cdyn__gemv('T', m, n, 1.0, G, ldg, c->mult_result, 0.0, c->gen_force);
-    cdyn_status st = check_overflow(c, fn, "the constraint force", n, 1, c->gen_force, n);
+    /* in workspace first: a failure keeps the last success's force */
+    cdyn__gemv('T', m, n, 1.0, G, ldg, c->mult_result, 0.0, c->w);
+    cdyn_status st = check_overflow(c, fn, "the constraint force", n, 1, c->w, n);
     if (st) return st;
+    memcpy(c->gen_force, c->w, sizeof(double) * (size_t)n);
     if (m > 0) memcpy(c->multipliers, c->mult_result, sizeof(double) * (size_t)m);
     memcpy(qdd, c->q_result, sizeof(double) * (size_t)n);
     if (mult_out && m > 0) memcpy(mult_out, c->mult_result, sizeof(double) * (size_t)m);

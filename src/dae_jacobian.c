@@ -143,6 +143,9 @@ cdyn_status cdyn_dae_rhs_jacobian(cdyn_dae *dae, double t, const double *y, doub
         double *columns = dae->u; /* ny x ny */
         st = cdyn__dae_index2_jacobian(dae, fn, t, y, columns);
         if (st != CDYN_OK) return st;
+        if (cdyn__first_nonfinite(ny, ny, columns, ny) >= 0) /* finite rates, whose differences overflow */
+            return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                              "%s: the Jacobian overflowed at t = %g", fn, t);
         for (int j = 0; j < ny; ++j) /* outputs last (either may alias y) */
             memcpy(J + (size_t)j * ldj, columns + (size_t)j * ny, sizeof(double) * (size_t)ny);
         if (ydot)

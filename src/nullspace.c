@@ -220,7 +220,9 @@ static void column_sizes(cdyn_nullspace *ns, double *size)
  * so that a coordinate whose column shrinks (the pendulum's y as it nears
  * the horizontal, where dy/dx = -x/y grows) shows in cond and dependence,
  * which scaling by the present sizes would hide. For a fresh history the
- * two coincide. Returns the LU's info (> 0: W2 exactly singular). */
+ * two coincide. Returns the LU's info (> 0: W2 exactly singular), or -1
+ * when beta overflows in the caller's units (finite W whose columns differ
+ * by more than the range of double). */
 static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
 {
     partition *p = &ns->scratch;
@@ -263,6 +265,7 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
             if (size[ind[j]] > 0.0)
                 p->dependence = fmax(p->dependence, fabs(*b) * size[dep[i]] / size[ind[j]]);
         }
+    if (cdyn__first_nonfinite(m, d, p->beta, m) >= 0) return -1;
     return 0;
 }
 
@@ -338,7 +341,12 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     for (int j = 0; j < d; ++j) order[j] = ns->ws.jpvt[m + j];
     sort_indices(order, d, n, ns->mark);
     sort_indices(order + d, m, n, ns->mark);
-    if (factor_scratch(ns, W, ldw) != 0)
+    int info = factor_scratch(ns, W, ldw);
+    if (info < 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
+                          "%s: beta = -W2^-1 W1 overflows (W's columns differ by more than the "
+                          "range of double)", fn);
+    if (info != 0)
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
                           "%s: W2 chosen by pivoted QR is exactly singular", fn);
     return CDYN_OK;

@@ -1975,6 +1975,33 @@ static void still_correct(cdyn_constraint *c, const bad_ref *b, const char *afte
                   "after %s: penalty differs (%g)", after, reldiff(BN, q, b->qp));
 }
 
+
+/* A failed formulation keeps the last success's constraint force (found
+ * by a random search once fuzz_constraint checked that CDYN_OK means a
+ * finite output): after a Lagrange success, a penalty form whose force
+ * Phi_q^T lambda overflows (alpha_c = 3.7e-209 with these magnitudes) is
+ * refused, and cdyn_constraint_force() still reports
+ * the Lagrange force, where it used to report Inf with CDYN_OK. */
+START_TEST(failed_formulation_keeps_the_last_force)
+{
+    cdyn_constraint *c = cdyn_constraint_create(1, 1, NULL);
+    const double M = 5.1649623141247634e-139, Q = 5.7724068439660875e+149;
+    const double J = -4.9603082807845201e+22, Phi = -4.1073102894795871e-80;
+    const double Pd = -1.3569069775231129e-184, xi = -1.1660770816041462e+251;
+    const double alpha = 3.7491827509972069e-209;
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, &alpha), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_load(c, &M, 1, &Q, &J, 1, &Phi, &Pd, &xi), CDYN_OK);
+    double qdd, lam, f0, l0, f = 0.0, l = 0.0;
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, &qdd, &lam), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_force(c, &f0, &l0), CDYN_OK);
+    ck_assert(isfinite(f0) && isfinite(l0));
+    ck_assert_int_eq(cdyn_constraint_penalty(c, &qdd, &lam), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_constraint_force(c, &f, &l), CDYN_OK);
+    ck_assert(f == f0 && l == l0);
+    cdyn_constraint_free(c);
+}
+END_TEST
+
 /* Settings survive: reload (s depends on the gains) and compare. */
 static void settings_kept(cdyn_constraint *c, const bad_ref *b, const char *after)
 {
@@ -2530,6 +2557,7 @@ static Suite *constraint_suite(void)
     TCase *bad = tcase_create("bad_input");
     tcase_set_timeout(bad, 120);
     tcase_add_test(bad, create_rejects_bad_sizes);
+    tcase_add_test(bad, failed_formulation_keeps_the_last_force);
     tcase_add_test(bad, null_object_is_rejected_everywhere);
     tcase_add_test(bad, setters_reject_out_of_range_values_and_keep_settings);
     tcase_add_test(bad, set_gains_refuses_a_non_symmetric_gain_either_way);

@@ -120,7 +120,8 @@ CDYN_API cdyn_status cdyn_nullspace_set_preferred_dependent(cdyn_nullspace *ns,
  * W    m x n, column-major, leading dimension ldw >= max(1, m); not modified.
  *
  * Returns CDYN_OK; CDYN_ERR_ARG (NULL W with m > 0, bad ldw);
- * CDYN_ERR_NONFINITE (NaN/Inf in W); CDYN_ERR_SINGULAR when W is rank
+ * CDYN_ERR_NONFINITE (NaN/Inf in W, or a finite W whose beta = -W2^-1 W1
+ * overflows); CDYN_ERR_SINGULAR when W is rank
  * deficient: cdyn_nullspace_rank() and cdyn_nullspace_redundant_rows() then
  * say which constraint rows are dependent. No allocation.
  */

@@ -1,8 +1,9 @@
 /* libFuzzer harness: cdyn_dae with a decoded mass matrix and a decoded
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
  * set_mass, the residual form (its CDYN_OK checked against M v' - F
- * computed here), analyze, split (index 1 or the index-2 form), consistent,
- * rhs, state; in decoded units,
+ * computed here), hidden constraints, analyze, split (index 1 or the
+ * index-2 form), consistent, rhs, its Jacobian, state, every CDYN_OK
+ * output finite; in decoded units,
  * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
@@ -94,6 +95,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
         cdyn_dae_set_model(dae, force, NULL, NULL, &md) == CDYN_OK) {
         check_residual(dae, &md, M, t, v);
+        double G0[NMAX + FUZZ_GUARD];
+        int q = n - cdyn_dae_rank(dae);
+        fuzz_guard_set(G0, (size_t)q);
+        fuzz_ok_finite(cdyn_dae_hidden_constraints(dae, t, v, G0), G0, (size_t)q);
+        if (!fuzz_guard_ok(G0, (size_t)q)) abort();
         int index;
         cdyn_dae_analyze(dae, t, v, &index);
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
@@ -106,8 +112,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_guard_set(ydot, (size_t)r);
             for (int step = 0; step < 3; ++step)
                 fuzz_ok_finite(cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot), ydot, (size_t)r);
-            if (!fuzz_guard_ok(ydot, (size_t)r)) abort();
-            cdyn_dae_last_state(dae, full, rate);
+            double Jy[NMAX * NMAX + FUZZ_GUARD];
+            fuzz_guard_set(Jy, (size_t)r * r);
+            fuzz_ok_finite(cdyn_dae_rhs_jacobian(dae, t, y, NULL, Jy, r > 0 ? r : 1), Jy,
+                           (size_t)r * r);
+            if (!fuzz_guard_ok(ydot, (size_t)r) || !fuzz_guard_ok(Jy, (size_t)r * r)) abort();
+            fuzz_ok_finite(fuzz_ok_finite(cdyn_dae_last_state(dae, full, rate), full, (size_t)n),
+                           rate, (size_t)n);
         }
     }
     cdyn_dae_free(dae);
