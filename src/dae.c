@@ -333,6 +333,9 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
             if (st == CDYN_OK && !*nt) {
                 *nt = cdyn_newton_create(q, q, &st);
                 if (*nt) cdyn__newton_set_owner(*nt, &dae->guard.in_callback);
+                /* consecutive right-hand sides solve nearby systems: start
+                 * each from the last factorization (newton_internal.h) */
+                if (*nt) cdyn__newton_set_chord(*nt, 1);
             }
         }
         if (st != CDYN_OK) {

@@ -456,6 +456,7 @@ cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, c
     memcpy(saved, dae->v_last, sizeof(double) * (size_t)n);
     memcpy(saved_rate, dae->vdot_last, sizeof(double) * (size_t)n);
     cdyn_status st = CDYN_OK;
+    dae->hold_chord = 1; /* every column starts from the evaluation at y */
     for (int j = 0; j < ny && st == CDYN_OK; ++j) {
         double h = INDEX2_JAC_STEP * cdyn__dae_step_scale(dae, saved, dae->integrated[j]);
         memcpy(shifted, y, sizeof(double) * (size_t)ny);
@@ -469,6 +470,7 @@ cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, c
         for (int i = 0; st == CDYN_OK && i < ny; ++i)
             J[i + (size_t)j * ny] = (plus[i] - dae->vdot_last[dae->integrated[i]]) / (up + down);
     }
+    dae->hold_chord = 0;
     /* the object's state is that of the evaluation at y again */
     memcpy(dae->v_last, saved, sizeof(double) * (size_t)n);
     memcpy(dae->vdot_last, saved_rate, sizeof(double) * (size_t)n);

@@ -79,6 +79,7 @@ struct cdyn_dae {
     int *integrated;        /* r */
     int *algebraic;         /* q */
     int index2;             /* the split is the index-2 form (dae_index2.c) */
+    int hold_chord;         /* evaluations inside a Jacobian leave the chord starts alone */
     int ny;                 /* length of y: r (index 1) or r - q (index 2) */
     int *multiplier;        /* q (index-2 form): the massless states absent from G0 */
     cdyn_newton *newton_z;  /* q x q: the multipliers in the index-2 form */
@@ -114,6 +115,10 @@ struct cdyn_dae {
 
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
+
+/* The Newton solvers' factorizations of a committed evaluation start the
+ * next evaluation's chord steps (newton_internal.h), unless hold_chord. */
+void cdyn__dae_keep_factorizations(cdyn_dae *dae);
 
 /* F(v, t) into out; CDYN_ERR_CALLBACK / CDYN_ERR_NONFINITE with a message. */
 cdyn_status cdyn__dae_force(cdyn_dae *dae, const char *fn, double t, const double *v,

@@ -134,6 +134,13 @@ static void install_tolerances(cdyn_dae *dae)
     cdyn_newton_set_tolerances(dae->newton_z, dae->rtol, dae->has_atol ? atol : NULL);
 }
 
+void cdyn__dae_keep_factorizations(cdyn_dae *dae)
+{
+    if (dae->q == 0 || dae->hold_chord) return;
+    cdyn__newton_keep_for_chord(dae->newton);
+    if (dae->index2) cdyn__newton_keep_for_chord(dae->newton_z);
+}
+
 /* Remember the magnitudes of a consistent state (difference steps): the
  * integrated states as they are; the solved ones (algebraic, multipliers)
  * as their Newton solver learned them, which leaves out values it solved
@@ -273,6 +280,7 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
     if (st == CDYN_OK) {
         memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
         learn_magnitudes(dae, v);
+        cdyn__dae_keep_factorizations(dae);
     }
     return st;
 }
@@ -540,6 +548,7 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     memcpy(dae->vdot_last, vdot, sizeof(double) * (size_t)n);
     memcpy(dae->v_last, dae->v_trial, sizeof(double) * (size_t)n);
     learn_magnitudes(dae, dae->v_last);
+    cdyn__dae_keep_factorizations(dae);
     if (dae->mass_fn) memcpy(p->beta_ref, p->beta, sizeof(double) * (size_t)n * q);
     dae->state_valid = 1;
     return CDYN_OK;

@@ -47,6 +47,11 @@ static const int one = 1;
 /* Every dimension small enough for the plain loops of linalg_small.c? */
 static int small2(int a, int b) { return a <= CDYN__SMALL && b <= CDYN__SMALL; }
 static int small3(int a, int b, int c) { return small2(a, b) && c <= CDYN__SMALL; }
+/* ... or one vector of length <= CDYN__SMALL_VECTOR (count == 1)? */
+static int one_vector(int count, int a, int b)
+{
+    return count == 1 && a <= CDYN__SMALL_VECTOR && b <= CDYN__SMALL_VECTOR;
+}
 
 void cdyn__gemm(char transa, char transb, int m, int n, int k, double alpha,
                 const double *A, int lda, const double *B, int ldb, double beta, double *C,
@@ -92,7 +97,7 @@ void cdyn__trsm(char side, char uplo, char transa, char diag, int m, int n, doub
                 const double *A, int lda, double *B, int ldb)
 {
     if (m == 0 || n == 0) return;
-    if (small2(m, n)) {
+    if (small2(m, n) || (side == 'L' ? one_vector(n, m, m) : one_vector(m, n, n))) {
         cdyn__small_trsm(side, uplo, transa, diag, m, n, alpha, A, lda, B, ldb);
         return;
     }
@@ -123,7 +128,7 @@ int cdyn__ormqr(char side, char trans, int m, int n, int k, const double *A, int
                 const double *tau, double *C, int ldc, double *work, int lwork)
 {
     int info = 0;
-    if (small3(m, n, k)) {
+    if (small3(m, n, k) || (side == 'L' ? one_vector(n, m, k) : one_vector(m, n, k))) {
         cdyn__small_ormqr(side, trans, m, n, k, A, lda, tau, C, ldc);
         return 0;
     }
@@ -197,7 +202,7 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 {
     int info = 0;
     if (n == 0 || nrhs == 0) return 0;
-    if (small2(n, nrhs)) {
+    if (small2(n, nrhs) || one_vector(nrhs, n, n)) {
         cdyn__small_getrs(trans, n, nrhs, LU, ldlu, ipiv, B, ldb);
         return 0;
     }

@@ -96,6 +96,11 @@ double cdyn__norm1(int m, int n, const double *A, int lda);
  * a fraction of a BLAS call. Declared here so the tests can compare them
  * with the Fortran routines. */
 #define CDYN__SMALL 16
+/* One right-hand side (a triangular solve, an LU solve or Q^T applied to a
+ * single vector) goes to the plain loops up to this size: there a BLAS-2
+ * call per reflector or per solve costs more than the arithmetic. */
+#define CDYN__SMALL_VECTOR 32
+_Static_assert(CDYN__SMALL_VECTOR >= CDYN__SMALL, "the kernels' buffers hold either size");
 void cdyn__small_gemm(char transa, char transb, int m, int n, int k, double alpha,
                       const double *A, int lda, const double *B, int ldb, double beta,
                       double *C, int ldc);

@@ -135,7 +135,7 @@ void cdyn__small_trsm(char side, char uplo, char transa, char diag, int m, int n
     size_t tr, tc; /* strides of op(A) */
     strides(transa, lda, &tr, &tc);
     int lower = (uplo == 'L') != (transa == 'T'), dim = side == 'L' ? m : n;
-    double inv[CDYN__SMALL];
+    double inv[CDYN__SMALL_VECTOR]; /* >= CDYN__SMALL: one vector goes up to that size */
     if (diag != 'U') reciprocal_diagonal(dim, A, (size_t)lda + 1, inv);
     const double *d = diag == 'U' ? NULL : inv;
     if (side == 'L') { /* op(A) X = alpha B, one column of B at a time */
@@ -233,7 +233,7 @@ int cdyn__small_getrf(int n, double *A, int lda, int *ipiv)
 void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
                        const int *ipiv, double *B, int ldb)
 {
-    double inv[CDYN__SMALL];
+    double inv[CDYN__SMALL_VECTOR]; /* >= CDYN__SMALL: one vector goes up to that size */
     reciprocal_diagonal(n, LU, (size_t)ldlu + 1, inv);
     size_t ld = (size_t)ldlu;
     for (int j = 0; j < nrhs; ++j) {

@@ -41,6 +41,10 @@ typedef struct buffers {
     double *scratch;            /* max(k, p) */
     int *dependent_rows;        /* k */
     int *dropped_cols;          /* p */
+    /* the square QR kept for chord starts (cdyn__newton_keep_for_chord) */
+    double *kept_qr, *kept_jac; /* k x p (k x k used, ld k) */
+    double *kept_tau, *kept_row_scale, *kept_col_scale; /* k, k, p */
+    int *kept_jpvt;             /* p */
 } buffers;
 
 struct cdyn_newton {
@@ -62,6 +66,8 @@ struct cdyn_newton {
     int has_known;              /* b.known holds the owner's terms for the next solve */
     int factored_valid;         /* b.factored is the J of the current factorization */
     int factored_result;        /* what cdyn__newton_factor returned for it */
+    int chord;                  /* start solves with chord steps (cdyn__newton_set_chord) */
+    int kept_valid;             /* b.kept_* hold a factorization for them */
     cdyn__guard guard;
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
@@ -75,10 +81,13 @@ static void buffers_free(buffers *b)
                         b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
-                        b->g_keep,    b->dx_prev,   b->known,   b->factored};
+                        b->g_keep,    b->dx_prev,   b->known,   b->factored,
+                        b->kept_qr,   b->kept_jac,  b->kept_tau, b->kept_row_scale,
+                        b->kept_col_scale};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->dependent_rows);
     free(b->dropped_cols);
+    free(b->kept_jpvt);
     memset(b, 0, sizeof *b);
 }
 
@@ -122,11 +131,18 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->scratch = doubles(big);
     b->dependent_rows = calloc(kk, sizeof(int));
     b->dropped_cols = calloc(pp, sizeof(int));
+    b->kept_qr = doubles(kk * pp);
+    b->kept_jac = doubles(kk * pp);
+    b->kept_tau = doubles(kk);
+    b->kept_row_scale = doubles(kk);
+    b->kept_col_scale = doubles(pp);
+    b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->factored &&
-         b->dependent_rows && b->dropped_cols;
+         b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
+         b->kept_row_scale && b->kept_col_scale && b->kept_jpvt;
     if (!ok) buffers_free(b);
     return ok;
 }
@@ -183,7 +199,7 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
     }
     nt->k = k;
     nt->p = p;
-    nt->factored_valid = 0;
+    nt->factored_valid = nt->kept_valid = 0;
     clear_problem_settings(nt);
     memset(&nt->report, 0, sizeof nt->report);
     nt->n_dependent_rows = nt->n_dropped_cols = 0;
@@ -192,6 +208,7 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
 
 void cdyn__newton_forget_magnitudes(cdyn_newton *nt)
 {
+    nt->kept_valid = 0; /* nor may a chord start use the old J */
     memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
 }
 
@@ -203,6 +220,23 @@ void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
 {
     nt->has_known = terms != NULL;
     if (terms) memcpy(nt->b.known, terms, sizeof(double) * (size_t)nt->k);
+}
+
+void cdyn__newton_set_chord(cdyn_newton *nt, int on) { nt->chord = on != 0; }
+
+void cdyn__newton_keep_for_chord(cdyn_newton *nt)
+{
+    buffers *b = &nt->b;
+    size_t k = (size_t)nt->k;
+    nt->kept_valid = nt->chord && nt->factored_valid && nt->factored_result == 0 &&
+                     nt->mode == MODE_QR_SQUARE;
+    if (!nt->kept_valid) return;
+    memcpy(b->kept_qr, b->ws.qr, sizeof(double) * k * k);
+    memcpy(b->kept_jac, b->factored, sizeof(double) * k * k);
+    memcpy(b->kept_tau, b->ws.tau, sizeof(double) * k);
+    memcpy(b->kept_row_scale, b->row_scale, sizeof(double) * k);
+    memcpy(b->kept_col_scale, b->col_scale, sizeof(double) * k);
+    memcpy(b->kept_jpvt, b->ws.jpvt, sizeof(int) * k);
 }
 
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback)
@@ -279,7 +313,7 @@ cdyn_status cdyn_newton_set_rank_tolerance(cdyn_newton *nt, double tol)
     if (!(tol > 0.0 && tol < 1.0))
         return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     nt->rank_tol = tol;
-    nt->factored_valid = 0; /* the next J is decided with the new tolerance */
+    nt->factored_valid = nt->kept_valid = 0; /* the next J is decided with the new tolerance */
     return CDYN_OK;
 }
 
@@ -409,6 +443,21 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
     return factor_svd(nt, J, ldj);
 }
 
+/* x = J^-1 b from the QR of a square J's equilibrated B = D_r J D_c,
+ * B E = Q R: R z = Q^T D_r b, x = D_c E z. x and b may alias. */
+static void apply_square(cdyn_newton *nt, const double *qr, const double *tau, const int *jpvt,
+                         const double *row_scale, const double *col_scale, const double *b_in,
+                         double *x)
+{
+    cdyn__rank_ws *w = &nt->b.ws;
+    double *y = nt->b.rhs;
+    int k = nt->k;
+    for (int i = 0; i < k; ++i) y[i] = row_scale[i] * b_in[i];
+    cdyn__ormqr('L', 'T', k, 1, k, qr, k, tau, y, k, w->work, w->lwork);
+    cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, qr, k, y, k);
+    for (int i = 0; i < k; ++i) x[jpvt[i]] = col_scale[jpvt[i]] * y[i];
+}
+
 void cdyn__newton_apply(cdyn_newton *nt, const double *b_in, double *x)
 {
     buffers *b = &nt->b;
@@ -416,11 +465,8 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b_in, double *x)
     int k = nt->k, p = nt->p;
     double *y = b->rhs; /* p */
     switch (nt->mode) {
-    case MODE_QR_SQUARE: /* B = D_r J D_c, B E = Q R: R z = Q^T D_r b, x = D_c E z */
-        for (int i = 0; i < k; ++i) y[i] = b->row_scale[i] * b_in[i];
-        cdyn__ormqr('L', 'T', k, 1, k, w->qr, k, w->tau, y, k, w->work, w->lwork);
-        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, w->qr, k, y, k);
-        for (int i = 0; i < k; ++i) x[w->jpvt[i]] = b->col_scale[w->jpvt[i]] * y[i];
+    case MODE_QR_SQUARE:
+        apply_square(nt, w->qr, w->tau, w->jpvt, b->row_scale, b->col_scale, b_in, x);
         break;
     case MODE_QR_WIDE: /* B = D_r J, B^T E = Q R: R^T z = E^T D_r b, x = Q [z; 0] */
         for (int i = 0; i < k; ++i) y[i] = b->row_scale[w->jpvt[i]] * b_in[w->jpvt[i]];
@@ -681,41 +727,44 @@ cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_fn residua
 
 /* ---- convergence (weighted norms) ---------------------------------------- */
 
-/* Tolerances at x with J = b->jac (see newton.h): tol_x_j = rtol |x_j| +
- * atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
-static void tolerances(cdyn_newton *nt, const double *x)
+/* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
+ * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
+static void tolerances(cdyn_newton *nt, const double *J, const double *x)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
-    const double *J = b->jac;
+    double rtol = nt->rtol;
     for (int j = 0; j < p; ++j)
-        b->tol_x[j] = nt->rtol * fabs(x[j]) +
-                      (nt->has_atol ? b->atol[j] : nt->rtol * b->nominal[j]);
+        b->tol_x[j] = rtol * fabs(x[j]) + (nt->has_atol ? b->atol[j] : rtol * b->nominal[j]);
     if (!nt->has_atol) {
         /* unknowns of unknown magnitude (never seen non-zero in a converged
          * solution): at least the change that moves each equation they
          * enter by rtol of its other terms (those of the other unknowns,
          * and those of no unknown: g_start). Without this floor an unknown
          * heading for a root at 0 would need a relative accuracy it can
-         * never have. */
-        for (int i = 0; i < k; ++i) {
-            double terms = nt->rtol * b->g_start[i];
-            for (int j = 0; j < p; ++j)
-                terms += fabs(J[i + (size_t)j * k]) * nt->rtol * fmax(fabs(x[j]), b->nominal[j]);
-            b->g_trial[i] = terms;
+         * never have. J is walked by columns; every x, J and g_start here
+         * is finite, so plain comparisons stand for fmax. */
+        double *terms = b->g_trial;
+        for (int i = 0; i < k; ++i) terms[i] = rtol * b->g_start[i];
+        for (int j = 0; j < p; ++j) {
+            const double *col = J + (size_t)j * k;
+            double ax = fabs(x[j]), w = rtol * (ax > b->nominal[j] ? ax : b->nominal[j]);
+            for (int i = 0; i < k; ++i) terms[i] += fabs(col[i]) * w;
         }
         for (int j = 0; j < p; ++j) {
             if (b->nominal[j] > 0.0) continue;
-            double best = INFINITY, widest = 0.0;
+            const double *col = J + (size_t)j * k;
+            double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]);
             for (int i = 0; i < k; ++i) {
-                double a = fabs(J[i + (size_t)j * k]);
+                double a = fabs(col[i]);
                 /* the other terms: an equation whose only term is this
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
                  * scale */
-                double others = b->g_trial[i] - a * nt->rtol * fabs(x[j]);
-                if (a > 0.0 && others > 4.0 * DBL_EPSILON * b->g_trial[i]) {
-                    best = fmin(best, others / a);
-                    widest = fmax(widest, others / a);
+                double others = terms[i] - a * own;
+                if (a > 0.0 && others > 4.0 * DBL_EPSILON * terms[i]) {
+                    double ratio = others / a;
+                    best = ratio < best ? ratio : best;
+                    widest = ratio > widest ? ratio : widest;
                 }
             }
             /* and never below the rounding of the largest equation that
@@ -723,18 +772,22 @@ static void tolerances(cdyn_newton *nt, const double *x)
              * the unknown's units): an equation whose terms all vanish (a
              * junction on a path without flow) asks for an accuracy no
              * iteration can reach */
-            if (isfinite(best))
-                b->tol_x[j] = fmax(b->tol_x[j], fmax(best, 8.0 * DBL_EPSILON * widest / nt->rtol));
+            if (isfinite(best)) {
+                double floor = 8.0 * DBL_EPSILON * widest / rtol;
+                double least = best > floor ? best : floor;
+                if (least > b->tol_x[j]) b->tol_x[j] = least;
+            }
         }
     }
-    for (int i = 0; i < k; ++i) {
-        if (nt->has_gtol) {
-            b->tol_g[i] = b->gtol[i];
-            continue;
-        }
-        double sum = 0.0;
-        for (int j = 0; j < p; ++j) sum += fabs(J[i + (size_t)j * k]) * b->tol_x[j];
-        b->tol_g[i] = sum;
+    if (nt->has_gtol) {
+        memcpy(b->tol_g, b->gtol, sizeof(double) * (size_t)k);
+        return;
+    }
+    memset(b->tol_g, 0, sizeof(double) * (size_t)k);
+    for (int j = 0; j < p; ++j) {
+        const double *col = J + (size_t)j * k;
+        double t = b->tol_x[j];
+        for (int i = 0; i < k; ++i) b->tol_g[i] += fabs(col[i]) * t;
     }
 }
 
@@ -742,14 +795,15 @@ static void tolerances(cdyn_newton *nt, const double *x)
  * initial guess: what of |G_i| the unknowns' terms |J_ij x_j| do not account
  * for (exact for equations linear in x; 0 for an equation made only of
  * unknowns' terms, such as k Q|Q| at a closed valve, whose |G| must not pass
- * for a scale of its own). On entry g_start = |G(x0)|, J = J(x0). */
-static void constant_terms(cdyn_newton *nt, const double *x)
+ * for a scale of its own). On entry g_start = |G(x0)|; J (ld k) is J(x0), or
+ * for a chord start the Jacobian of the factorization at hand. */
+static void constant_terms(cdyn_newton *nt, const double *J, const double *x)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     for (int i = 0; i < k; ++i) {
         double terms = 0.0;
-        for (int j = 0; j < p; ++j) terms += fabs(b->jac[i + (size_t)j * k] * x[j]);
+        for (int j = 0; j < p; ++j) terms += fabs(J[i + (size_t)j * k] * x[j]);
         b->g_start[i] = fmax(0.0, b->g_start[i] - terms);
         /* terms that cancel in G(x0) (two equal flows into and out of a
          * junction) hide their size from the guess; an owner that knows them
@@ -869,6 +923,57 @@ static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, doubl
     return CDYN_OK;
 }
 
+/* Can a solve start with chord steps? The owner asked for them and kept a
+ * factorization for them. */
+static int chord_ready(const cdyn_newton *nt)
+{
+    return nt->chord && nt->kept_valid && nt->max_iterations > 2;
+}
+
+/* Chord steps (simplified Newton): x += -J0^-1 G(x) with the factorization
+ * the owner kept, J0 its Jacobian at an earlier, nearby point (the last
+ * solution it committed), without a new Jacobian or factorization. They go on while the
+ * corrections shrink by at least half and lower the residual, at most
+ * CHORD_STEPS times, and stop as soon as a correction is within tolerance;
+ * a trial that does not lower the residual is undone. The regular
+ * iteration then judges x with a fresh Jacobian exactly as it judges any
+ * iterate, so the chord changes what a solve costs, never what it accepts.
+ * A residual callback that fails at a trial fails the solve, as in the line
+ * search. On entry b->g = G(x). */
+enum { CHORD_STEPS = 4 };
+
+static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user, double *x)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    const double *J0 = b->kept_jac;
+    constant_terms(nt, J0, x);
+    int steps = nt->max_iterations - 2 < CHORD_STEPS ? nt->max_iterations - 2 : CHORD_STEPS;
+    double previous = INFINITY;
+    for (int s = 0; s < steps; ++s) {
+        for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
+        apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
+                     b->kept_col_scale, b->scratch, b->dx);
+        tolerances(nt, J0, x);
+        double err = weighted_max(p, b->dx, b->tol_x);
+        if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;
+        double current = merit(k, b->g, b->tol_g);
+        memcpy(b->x_prev, x, sizeof(double) * (size_t)p);
+        memcpy(b->g_best, b->g, sizeof(double) * (size_t)k);
+        for (int j = 0; j < p; ++j) x[j] += b->dx[j];
+        nt->report.iterations++;
+        cdyn_status st = eval_residual(nt, residual, user, x, b->g);
+        if (st != CDYN_OK) return st;
+        if (!(merit(k, b->g, b->tol_g) < current)) { /* the regular iteration starts back */
+            memcpy(x, b->x_prev, sizeof(double) * (size_t)p);
+            memcpy(b->g, b->g_best, sizeof(double) * (size_t)k);
+            break;
+        }
+        previous = err;
+    }
+    return CDYN_OK;
+}
+
 static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobian_fn jacobian,
                          void *user, double *x);
 
@@ -913,12 +1018,17 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     int previous_met = 0; /* the previous iterate met the residual test */
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
-    for (int fresh = 1; st == CDYN_OK; fresh = 0) {
+    int fresh = 1;
+    if (st == CDYN_OK && chord_ready(nt)) {
+        st = chord(nt, residual, user, x);
+        fresh = 0;
+    }
+    for (; st == CDYN_OK; fresh = 0) {
         st = eval_jacobian(nt, residual, jacobian, user, x);
-        if (st == CDYN_OK && fresh) constant_terms(nt, x);
+        if (st == CDYN_OK && fresh) constant_terms(nt, b->jac, x);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
-        tolerances(nt, x);
+        tolerances(nt, b->jac, x);
         double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
         nt->report.residual_norm = norm_inf(k, b->g);
         nt->report.residual_ratio = res;

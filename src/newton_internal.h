@@ -43,8 +43,9 @@ int cdyn__newton_solution_factored(const cdyn_newton *nt);
  * size changes. */
 cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
 
-/* Forget the magnitudes learned from earlier solutions (the unknowns now
- * mean something else, e.g. after a new split of a DAE). */
+/* Forget what earlier solutions left: the magnitudes learned from them and
+ * the factorization a chord start would use (the unknowns now mean
+ * something else, e.g. after a new split of a DAE). */
 void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
 
 /* For the next cdyn_newton_solve() only: terms (k values >= 0, NULL for
@@ -62,6 +63,20 @@ const double *cdyn__newton_nominal(const cdyn_newton *nt);
 
 /* The per-unknown tolerances of the last iteration (p values). */
 const double *cdyn__newton_tolerance(const cdyn_newton *nt);
+
+/* on != 0: every cdyn_newton_solve() starts with chord steps on the
+ * factorization kept by cdyn__newton_keep_for_chord() (the owner's Jacobian
+ * of the same equations at an earlier point, e.g. its last committed
+ * solution), and takes a fresh Jacobian only to judge the result: the same
+ * acceptance test, usually one factorization per solve instead of one per
+ * iteration. The report's iterations count the chord steps. Off at create. */
+void cdyn__newton_set_chord(cdyn_newton *nt, int on);
+
+/* Keep the current factorization as the start of later solves' chord steps
+ * (when chords are on and it is a full-rank QR of a square J; else keep
+ * none). An owner calls it where it commits a result, so that a call that
+ * fails leaves the next solve exactly as it would have been. */
+void cdyn__newton_keep_for_chord(cdyn_newton *nt);
 
 /* Make nt refuse calls (CDYN_ERR_BUSY) whenever *owner_in_callback > 0. */
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback);

@@ -199,7 +199,7 @@ void dsyev_(const char *jobz, const char *uplo, const int *n, double *A, const i
             double *work, const int *lwork, int *info, flen, flen);
 
 #define OUT_PAD (-7777.25)               /* marks output memory a routine must not write */
-enum { LDX = 24, BUFN = LDX * LDX + 8 }; /* room for 20 x 20 with ld 23, and a tail */
+enum { LDX = 40, BUFN = LDX * LDX + 8 }; /* room for 33 x 33 with ld 36, and a tail */
 
 static const int SMALL_SIZES[] = {0, 1, 2, 5, CDYN__SMALL};
 #define NSIZES ((int)(sizeof SMALL_SIZES / sizeof SMALL_SIZES[0]))
@@ -907,7 +907,9 @@ static int same_bits(int rows, int cols, const double *a, int lda, const double 
 START_TEST(wrappers_dispatch_at_the_small_boundary)
 {
     static const int dims[][3] = {{16, 16, 16}, {17, 16, 16}, {16, 17, 16}, {16, 16, 17},
-                                  {20, 20, 20}, {3, 3, 20},   {20, 2, 3}};
+                                  {20, 20, 20}, {3, 3, 20},   {20, 2, 3},
+                                  /* one vector: trsm's B is 1 x n, getrs has nrhs = 1 */
+                                  {1, 32, 32},  {1, 33, 33},  {32, 32, 1},  {33, 33, 1}};
     const int nd = (int)(sizeof dims / sizeof dims[0]), one = 1;
     tu_rng r;
     tu_rng_seed(&r, 110);
@@ -960,8 +962,8 @@ START_TEST(wrappers_dispatch_at_the_small_boundary)
             dsyrk_("L", "N", &n, &k, &alpha, A, &lda3, &beta, Cr, &ldc3, 1, 1);
         ck_assert_msg(same_bits(n, n, Cw, ldc3, Cr, ldc3), "syrk n=%d k=%d: not the %s path", n, k,
                       small ? "kernel" : "dsyrk");
-        /* trsm (R, U, T, N): B m x n, A n x n */
-        small = m <= CDYN__SMALL && n <= CDYN__SMALL;
+        /* trsm (R, U, T, N): B m x n, A n x n; one row of B is one vector */
+        small = (m <= CDYN__SMALL && n <= CDYN__SMALL) || (m == 1 && n <= CDYN__SMALL_VECTOR);
         int lda4 = n + 2, ldb4 = m + 1;
         fill_triangle(&r, n, 'U', 'N', A, lda4);
         fill(&r, m, n, Bw, ldb4, OUT_PAD);
@@ -1036,7 +1038,8 @@ START_TEST(wrappers_dispatch_at_the_small_boundary)
         ck_assert_msg(same_bits(nn, nn, Cw, ld5, Cr, ld5) &&
                           memcmp(ipw, ipr, sizeof(int) * nn) == 0,
                       "getrf n=%d: not the %s path", nn, small ? "kernel" : "dgetrf");
-        small = nn <= CDYN__SMALL && nrhs <= CDYN__SMALL;
+        small = (nn <= CDYN__SMALL && nrhs <= CDYN__SMALL) ||
+                (nrhs == 1 && nn <= CDYN__SMALL_VECTOR);
         fill(&r, nn, nrhs, Bw, ld5, OUT_PAD);
         memcpy(Bk, Bw, sizeof Bw);
         ck_assert_int_eq(cdyn__getrs('T', nn, nrhs, Cw, ld5, ipw, Bw, ld5), 0);
@@ -1155,7 +1158,9 @@ END_TEST
 
 START_TEST(qr_wrappers_dispatch_at_the_small_boundary)
 {
-    static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3}, {3, 20}};
+    static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3},
+                                  {3, 20},  {32, 32}, {33, 33}};
+    const int one = 1;
     tu_rng r;
     tu_rng_seed(&r, 122);
     double A0[BUFN], Aw[BUFN], Ar[BUFN], tw[LDX], tr[LDX], work[64 * LDX];
@@ -1187,6 +1192,18 @@ START_TEST(qr_wrappers_dispatch_at_the_small_boundary)
         else
             dormqr_("L", "T", &m, &two, &k, Aw, &ld, tw, Cr, &m, work, &lwork, &info, 1, 1);
         ck_assert_msg(same_bits(m, 2, Cw, m, Cr, m), "ormqr %dx2 k=%d: not the %s path", m, k,
+                      small ? "kernel" : "dormqr");
+        /* Q^T c for one vector c */
+        fill(&r, m, 1, Cw, m, OUT_PAD);
+        memcpy(Cr, Cw, sizeof Cw);
+        ck_assert_int_eq(cdyn__ormqr('L', 'T', m, 1, k, Aw, ld, tw, Cw, m, work, lwork), 0);
+        small = (m <= CDYN__SMALL && k <= CDYN__SMALL) ||
+                (m <= CDYN__SMALL_VECTOR && k <= CDYN__SMALL_VECTOR);
+        if (small)
+            cdyn__small_ormqr('L', 'T', m, 1, k, Aw, ld, tw, Cr, m);
+        else
+            dormqr_("L", "T", &m, &one, &k, Aw, &ld, tw, Cr, &m, work, &lwork, &info, 1, 1);
+        ck_assert_msg(same_bits(m, 1, Cw, m, Cr, m), "ormqr %dx1 k=%d: not the %s path", m, k,
                       small ? "kernel" : "dormqr");
     }
 }
