@@ -363,6 +363,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     }
     part_free(&dae->part);
     dae->part = fresh;
+    dae->reduced_factored = 0;
     dae->r = r;
     dae->q = q;
     dae->split_done = dae->state_valid = dae->analyzed = 0;

@@ -307,12 +307,14 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
     cdyn__dae_beta_t(dae, 1, dae->force_dt, n, -1.0, p->vec_q2, q);
+    if (dae->reduced_factored) return CDYN_OK; /* B is fixed by the split (constant M) */
     for (int j = 0; j < r; ++j)
         memcpy(p->reduced + (size_t)j * r, p->range_t_mass + (size_t)x_state(dae, j) * r,
                sizeof(double) * (size_t)r);
     if (cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: P^T M of the states with mass is singular at t = %g", fn, t);
+    dae->reduced_factored = 1;
     return CDYN_OK;
 }
 

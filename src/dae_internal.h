@@ -80,6 +80,8 @@ struct cdyn_dae {
     int *algebraic;         /* q */
     int index2;             /* the split is the index-2 form (dae_index2.c) */
     int hold_chord;         /* evaluations inside a Jacobian leave the chord starts alone */
+    int reduced_factored;   /* part.reduced holds the LU of a matrix fixed by the split and a
+                             * constant M (P^T M_i, decoupled; P^T M_x, index-2 form) */
     int ny;                 /* length of y: r (index 1) or r - q (index 2) */
     int *multiplier;        /* q (index-2 form): the massless states absent from G0 */
     cdyn_newton *newton_z;  /* q x q: the multipliers in the index-2 form */

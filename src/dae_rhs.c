@@ -201,6 +201,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     }
     if (q > 0) cdyn__newton_forget_magnitudes(dae->newton);
     if (q > 0) cdyn__newton_forget_magnitudes(dae->newton_z);
+    dae->reduced_factored = 0;
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */
         dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
@@ -470,20 +471,27 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     const double *ptm = p->range_t_mass; /* r x n */
-    for (int j = 0; j < r; ++j) { /* P^T M Pi [I; coef] (P^T M_i when decoupled) */
-        double *col = p->reduced + (size_t)j * r;
-        memcpy(col, ptm + (size_t)dae->integrated[j] * r, sizeof(double) * (size_t)r);
-        for (int k = 0; q > 0 && !dae->decoupled && k < q; ++k) {
-            double c = p->coef[k + (size_t)j * q];
-            const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
-            for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
+    /* decoupled with a constant M the matrix is P^T M_i, fixed by the split:
+     * its LU from an earlier evaluation stands */
+    int fixed = (q == 0 || dae->decoupled) && !dae->mass_fn;
+    if (!fixed || !dae->reduced_factored) {
+        dae->reduced_factored = 0;
+        for (int j = 0; j < r; ++j) { /* P^T M Pi [I; coef] (P^T M_i when decoupled) */
+            double *col = p->reduced + (size_t)j * r;
+            memcpy(col, ptm + (size_t)dae->integrated[j] * r, sizeof(double) * (size_t)r);
+            for (int k = 0; q > 0 && !dae->decoupled && k < q; ++k) {
+                double c = p->coef[k + (size_t)j * q];
+                const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
+                for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
+            }
         }
+        if (r > 0 && cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
+            return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                              "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular "
+                              "at t = %g",
+                              fn, t);
+        dae->reduced_factored = fixed;
     }
-    if (r > 0 && cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
-        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
-                          "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular at "
-                          "t = %g",
-                          fn, t);
     double *ptf = dae->force_shift; /* P^T F; free after the Newton solve */
     cdyn__dae_range_t(dae, 1, dae->force_val, n, 1.0, ptf, r);
     cdyn__dae_solve_rates(dae, ptf, p->vec_q2, vdot);

@@ -1242,6 +1242,88 @@ START_TEST(hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates)
 }
 END_TEST
 
+/* Model 1's hand solution for Q1 >= sqrt(0.75) (both branches forward):
+ * 3 (Qa^2 - Qb^2) = 2.25 gives Qa - Qb = 0.75 / Q1, then pJ = 1 + 3 Qa^2 and
+ * Q1' = (10 - 0.5 Q1 - pJ) / 2 (at Q1 = 1.5: HYD_V, 2.625). */
+static void hydraulic_exact(double q1, double *v, double *q1dot)
+{
+    double d = 0.75 / q1;
+    v[0] = q1;
+    v[1] = 0.5 * (q1 + d);
+    v[2] = 0.5 * (q1 - d);
+    v[3] = 1.0 + 3.0 * v[1] * v[1];
+    *q1dot = (10.0 - 0.5 * q1 - v[3]) / 2.0;
+}
+
+/* rhs at Q1 = y against the hand solution, relative to each value's size. */
+static void hydraulic_check_exact(cdyn_dae *dae, double y)
+{
+    double ydot = SENTINEL, v[4], ev[4], eydot;
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+    hydraulic_exact(y, ev, &eydot);
+    ck_assert_double_le(fabs(ydot - eydot), 1e-9 * fmax(1.0, fabs(eydot)));
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+    for (int i = 0; i < 4; ++i)
+        ck_assert_double_le(fabs(v[i] - ev[i]), 1e-9 * fmax(1.0, fabs(ev[i])));
+}
+
+/* Each rhs starts its Newton solve with chord steps on the factorization of
+ * the last committed evaluation (newton_internal.h). That changes what a
+ * right-hand side costs, never its answer: along a slow trajectory every rhs
+ * takes one Jacobian, the fresh one that judges the result, instead of one
+ * per iteration; after jumps across the whole range, where the kept
+ * factorization is far off, the answers are the hand solution's; and a
+ * failed evaluation leaves the next one bit for bit what it is in an object
+ * that never saw it. */
+START_TEST(chord_start_changes_the_cost_of_a_rhs_never_its_answer)
+{
+    hydraulic h;
+    hydraulic_init(&h);
+    cdyn_dae *dae = hydraulic_split(&h, 1);
+    cdyn_newton *nt = cdyn_dae_newton(dae);
+    hydraulic_check_exact(dae, 1.5);
+    ck_assert_int_eq(cdyn_newton_reset_counters(nt), CDYN_OK);
+    for (int i = 1; i <= 50; ++i) hydraulic_check_exact(dae, 1.5 + 1e-4 * i);
+    cdyn_newton_counters c;
+    ck_assert_int_eq(cdyn_newton_get_counters(nt, &c), CDYN_OK);
+    ck_assert_int_eq(c.solves, 50);
+    ck_assert_int_eq(c.failures, 0);
+    ck_assert_int_eq(c.jacobian_evaluations, 50); /* one per rhs */
+    ck_assert_int_ge(c.iterations, 50);           /* Q1 moved: the chord did the work */
+    static const double jumps[] = {5.0, 0.9, 3.0, 1.2, 8.0, 1.0, 1.0 + 1e-9};
+    for (size_t i = 0; i < sizeof jumps / sizeof jumps[0]; ++i)
+        hydraulic_check_exact(dae, jumps[i]);
+    cdyn_dae_free(dae);
+
+    /* twins with the same history; one of them sees a failed evaluation */
+    hydraulic ha, hb;
+    hydraulic_init(&ha);
+    hydraulic_init(&hb);
+    cdyn_dae *a = hydraulic_split(&ha, 1), *b = hydraulic_split(&hb, 1);
+    double y, ydot_a, ydot_b, va[4], vb[4];
+    for (int k = 0; k < 2; ++k) {
+        y = 1.5 + 0.1 * k;
+        ck_assert_int_eq(cdyn_dae_rhs(a, 0.0, &y, &ydot_a), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_rhs(b, 0.0, &y, &ydot_b), CDYN_OK);
+    }
+    for (int at = 1; at <= 3; ++at) { /* a chord trial, a later one, the fresh check */
+        ha.f.force_fail_at = ha.f.force_calls + at;
+        y = 4.0;
+        ck_assert_int_eq(cdyn_dae_rhs(a, 0.0, &y, &ydot_a), CDYN_ERR_CALLBACK);
+        ha.f.force_fail_at = 0;
+    }
+    y = 2.0;
+    ck_assert_int_eq(cdyn_dae_rhs(a, 0.0, &y, &ydot_a), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_rhs(b, 0.0, &y, &ydot_b), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(a, va, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(b, vb, NULL), CDYN_OK);
+    ck_assert(memcmp(&ydot_a, &ydot_b, sizeof ydot_a) == 0);
+    ck_assert(memcmp(va, vb, sizeof va) == 0);
+    cdyn_dae_free(a);
+    cdyn_dae_free(b);
+}
+END_TEST
+
 START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
 {
     /* p2 = p3 = 1 and Q1 = 0: Qa = Qb = 0, pJ = 1 is consistent, and
@@ -1971,6 +2053,7 @@ int main(void)
     tcase_add_test(tc_rhs, linear_dae_with_mixed_coordinates_matches_the_hand_solution);
     tcase_add_test(tc_rhs, linear_dae_with_finite_differences_matches_the_hand_solution_to_1e_6);
     tcase_add_test(tc_rhs, hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates);
+    tcase_add_test(tc_rhs, chord_start_changes_the_cost_of_a_rhs_never_its_answer);
     tcase_add_test(tc_rhs, closed_branches_take_the_svd_path_and_give_minimum_norm_rates);
     suite_add_tcase(s, tc_rhs);
 
