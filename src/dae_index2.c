@@ -445,6 +445,58 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     return CDYN_OK;
 }
 
+/* d ydot/dy by the implicit function theorem (the evaluation at y must be
+ * the last one, with the Jacobian callback). Along a column e_j of y the
+ * dependent states move by D = -G_d^-1 G_i (the x_d solve's factorization),
+ * so dx = [e_j; D e_j]. Differentiating B x' = P^T F(x, z, t) and the
+ * constraints' rate G_x x' + G_t = 0 at fixed t:
+ *     B dx' = P^T (F_x dx + F_z dz),   G_x dx' + K dx = 0,
+ * K = d/dx (G_x w + G_t) at w = x' (zero for affine balances), hence
+ *     H_z dz = -(G_x B^-1 P^T F_x dx + K dx),   dx' = B^-1 P^T F_x dx + X_z dz,
+ * with H_z = G_x X_z and X_z = B^-1 P^T F_z as the multipliers' solve left
+ * them at the solution. ydot's rows are the first ny of dx'. */
+static cdyn_status exact_jacobian(cdyn_dae *dae, const char *fn, double t, double *J)
+{
+    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny;
+    const cdyn__dae_part *p = &dae->part;
+    double *diff = dae->prod, *kx = dae->aug, *d = dae->aug_rhs, two_h = 0.0;
+    cdyn_status st = cdyn__dae_jacobian_along_motion(dae, fn, t, diff, &two_h);
+    if (st != CDYN_OK) return st;
+    for (int j = 0; j < r; ++j) /* K (q x r, B's column order) */
+        cdyn__dae_beta_t(dae, 1, diff + (size_t)x_state(dae, j) * n, n, 1.0 / two_h,
+                         kx + (size_t)j * q, q);
+    st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_last); /* F_v at the state */
+    if (st != CDYN_OK) return st;
+    for (int j = 0; j < ny; ++j) /* D = -G_d^-1 G_i (q x ny) */
+        for (int k = 0; k < q; ++k)
+            d[k + (size_t)j * q] = -p->constraint_jac[k + (size_t)dae->integrated[j] * q];
+    cdyn__newton_apply_many(dae->newton, d, q, ny, d, q);
+    double *dx = dae->origin, *u = dae->scratch, *s = dae->residual, *g = dae->bound;
+    const double *x_z = p->rate_of_multiplier;
+    for (int j = 0; j < ny; ++j) {
+        for (int l = 0; l < r; ++l) dx[l] = l < ny ? (l == j) : d[(l - ny) + (size_t)j * q];
+        memset(u, 0, sizeof(double) * (size_t)n); /* F_x dx */
+        for (int l = 0; l < r; ++l) {
+            const double *col = dae->force_jac + (size_t)x_state(dae, l) * n;
+            for (int i = 0; dx[l] != 0.0 && i < n; ++i) u[i] += col[i] * dx[l];
+        }
+        rates_of_x(dae, u, dae->force_shift, s); /* s = B^-1 P^T F_x dx */
+        for (int k = 0; k < q; ++k) g[k] = 0.0; /* -(G_x s + K dx) */
+        for (int l = 0; l < r; ++l) {
+            const double *gx = p->constraint_jac + (size_t)x_state(dae, l) * q;
+            const double *kl = kx + (size_t)l * q;
+            for (int k = 0; k < q; ++k) g[k] -= gx[k] * s[l] + kl[k] * dx[l];
+        }
+        cdyn__newton_apply(dae->newton_z, g, g); /* dz */
+        for (int i = 0; i < ny; ++i) {
+            double c = s[i];
+            for (int k = 0; k < q; ++k) c += x_z[i + (size_t)k * r] * g[k];
+            J[i + (size_t)j * ny] = c;
+        }
+    }
+    return CDYN_OK;
+}
+
 /* Step of the central differences in the Jacobian: eps^(1/3) of the
  * state's magnitude (truncation and rounding then balance near eps^(2/3)). */
 #define INDEX2_JAC_STEP 6.0e-6
@@ -452,6 +504,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
 cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, const double *y,
                                       double *J)
 {
+    if (dae->jacobian) return exact_jacobian(dae, fn, t, J);
     int n = dae->n, ny = dae->ny;
     double *saved = dae->origin, *saved_rate = saved + n; /* n x n >= 2 n */
     double *shifted = dae->aug_rhs, *plus = shifted + ny; /* 2 ny < n n */

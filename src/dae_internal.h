@@ -264,10 +264,20 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t);
 cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot);
 
 /* After a successful evaluation at (t, y) in the index-2 form: d ydot/dy
- * (ny x ny, ld ny) into J (not aliasing y) by central differences of the
- * right-hand side (2 ny evaluations); the object's state is left at y. */
+ * (ny x ny, ld ny) into J (not aliasing y). With the Jacobian callback by
+ * the implicit function theorem on the evaluation's factorizations (exact
+ * up to the central difference of dF/dv along the motion that the
+ * constraints' second derivatives need); without it by central differences
+ * of the right-hand side (2 ny evaluations). The object's state is left at
+ * y. */
 cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, const double *y,
                                       double *J);
+
+/* At the last evaluation (v_last, w = vdot_last): dF/dv(v + h w, t + h) -
+ * dF/dv(v - h w, t - h) into diff (n x n) and 2 h into two_h, from the
+ * Jacobian callback (which must be set). Uses tau; overwrites force_jac. */
+cdyn_status cdyn__dae_jacobian_along_motion(cdyn_dae *dae, const char *fn, double t,
+                                            double *diff, double *two_h);
 
 /* CDYN_ERR_BUSY when called from inside a callback of dae. */
 cdyn_status cdyn__dae_check_idle(cdyn_dae *dae, const char *fn);

@@ -70,13 +70,12 @@ static void shifted_state(const cdyn_dae *dae, double a, const double *d, double
         shifted[i] = dae->v_last[i] + a * dae->vdot_last[i] + (d ? b * d[i] : 0.0);
 }
 
-/* bottom (q x r) = beta^T (d/de F_v(v + e w, t + e)) D by central
- * differences of the Jacobian callback (2 calls). Uses prod, scratch is
- * F_v D and must survive; force_jac is overwritten. */
-static cdyn_status k_from_jacobian(cdyn_dae *dae, const char *fn, double t, double *bottom)
+/* cdyn__dae_jacobian_along_motion: dae_internal.h. */
+cdyn_status cdyn__dae_jacobian_along_motion(cdyn_dae *dae, const char *fn, double t,
+                                            double *diff, double *two_h)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
-    double *shifted = dae->tau, *diff = dae->prod, *diff_d = dae->aug;
+    int n = dae->n;
+    double *shifted = dae->tau;
     double h = step_along(dae, dae->vdot_last, 1, t, JAC_STEP_CENTRAL);
     shifted_state(dae, h, NULL, 0.0, shifted);
     cdyn_status st = cdyn__dae_force_jacobian(dae, fn, t + h, shifted);
@@ -86,8 +85,21 @@ static cdyn_status k_from_jacobian(cdyn_dae *dae, const char *fn, double t, doub
     st = cdyn__dae_force_jacobian(dae, fn, t - h, shifted);
     if (st != CDYN_OK) return st;
     for (size_t i = 0; i < (size_t)n * n; ++i) diff[i] -= dae->force_jac[i];
+    *two_h = 2.0 * h;
+    return CDYN_OK;
+}
+
+/* bottom (q x r) = beta^T (d/de F_v(v + e w, t + e)) D by central
+ * differences of the Jacobian callback (2 calls). Uses prod, scratch is
+ * F_v D and must survive; force_jac is overwritten. */
+static cdyn_status k_from_jacobian(cdyn_dae *dae, const char *fn, double t, double *bottom)
+{
+    int n = dae->n, q = dae->q, r = dae->r;
+    double *diff = dae->prod, *diff_d = dae->aug, two_h = 0.0;
+    cdyn_status st = cdyn__dae_jacobian_along_motion(dae, fn, t, diff, &two_h);
+    if (st != CDYN_OK) return st;
     times_d(dae, diff, diff_d);
-    cdyn__dae_beta_t(dae, r, diff_d, n, 1.0 / (2.0 * h), bottom, q);
+    cdyn__dae_beta_t(dae, r, diff_d, n, 1.0 / two_h, bottom, q);
     return CDYN_OK;
 }
 

@@ -361,11 +361,19 @@ CDYN_API cdyn_status cdyn_dae_rhs(cdyn_dae *dae, double t, const double *y, doub
  * factorization) and the dF/dv for q = 0. Outputs are written last and may
  * alias y; ydot and J must not overlap.
  *
- * In the index-2 form (cdyn_dae_split()), J is a central difference of
- * the right-hand side instead (2 ny more evaluations, counted as
- * right-hand sides; steps 6e-6 of each state's magnitude): measured
- * within 3e-11 relative on test_dae_index2's network (losses quadratic in
- * the flows); the object's state is left at y.
+ * In the index-2 form (cdyn_dae_split()) with the Jacobian callback, J
+ * also follows from the implicit function theorem on the evaluation's
+ * factorizations (the dependent states' G_d, the multipliers' H_z, B's LU),
+ * with the balances' second derivatives along the motion from central
+ * differences of the callback (3 callback calls in all, no new
+ * factorization): exact to rounding for affine balances (test_dae_index2's
+ * network: 1e-12), within the states' Newton tolerance (7e-12 measured) on
+ * a curved constraint. Without the callback J is a central difference of
+ * the right-hand side (2 ny more evaluations, counted as right-hand sides;
+ * steps 6e-6 of each state's magnitude): 3e-11 on the network, whose
+ * balances the solves meet to rounding, but 4e-6 on the curved constraint,
+ * whose solved states carry the Newton tolerance into the quotient. The
+ * object's state is left at y.
  *
  * Returns the statuses of
  * cdyn_dae_rhs() and CDYN_ERR_ARG for a NULL J (when ny > 0) or a bad ldj;
