@@ -313,7 +313,12 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
  * cdyn_dae_ode_size(): r, or r - q in the index-2 form of cdyn_dae_split(),
  * where the multipliers are solved after v_a and the rates are certified
  * the same way) → ydot = v_i'. Solves G0 = 0 for v_a (warm start from the last
- * successful evaluation, the Newton cap applies), then
+ * successful evaluation, the Newton cap applies; the solve starts with up
+ * to four chord steps on the factorization of G_a that the last successful
+ * evaluation left, and a fresh Jacobian and factorization at the end judge
+ * the result with the unchanged convergence test: the Newton report's
+ * iterations count the chord steps, and a failed call leaves the next one
+ * as it would have been), then
  *   [P^T M Pi [I; A]] v_i' = P^T (F - M Pi [0; b]),
  *   A = -G_a^# G_i,  b = -G_a^# G_t,  v_a' = A v_i' + b,
  * with G_a^# the rank-revealing inverse of cdyn_newton (SVD outer inverse
