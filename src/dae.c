@@ -97,13 +97,15 @@ static void part_free(cdyn__dae_part *p)
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
                         p->coef,      p->vec_q,        p->vec_q2,
                         p->reduced,   p->reduced_rhs, p->rate_of_multiplier,
-                        p->range_t_fz};
+                        p->range_t_fz, p->top_value, p->top_inverse, p->top_column};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
     free(p->range_signs);
     free(p->massless);
     free(p->ipiv);
+    free(p->top_start);
+    free(p->top_row);
     cdyn_nullspace_free(p->split_ns);
     memset(p, 0, sizeof *p);
 }
@@ -145,6 +147,11 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->ipiv = malloc(sizeof(int) * r1);
     p->rate_of_multiplier = doubles(r1 * q1);
     p->range_t_fz = doubles(r1 * q1);
+    p->top_start = malloc(sizeof(int) * ((size_t)n + 1));
+    p->top_row = malloc(sizeof(int) * r1 * (size_t)n);
+    p->top_value = doubles(r1 * (size_t)n);
+    p->top_inverse = doubles(r1);
+    p->top_column = doubles((size_t)n);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -153,7 +160,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
-             p->rate_of_multiplier && p->range_t_fz;
+             p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
+             p->top_value && p->top_inverse && p->top_column;
     if (!ok) part_free(p);
     return ok;
 }

@@ -41,6 +41,13 @@ typedef struct cdyn__dae_part {
     int *ipiv;              /* r */
     double *rate_of_multiplier; /* r x q, (P^T M_x)^-1 P^T dF/dz (index-2 form) */
     double *range_t_fz;     /* r x q, P^T dF/dz (index-2 form) */
+    /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
+     * its non-zeros by columns, 1 / its row maxima and each column's largest
+     * |entry| / row maximum; built once for a constant M (top_valid) */
+    int *top_start, *top_row;  /* n + 1, r x n */
+    double *top_value;         /* r x n */
+    double *top_inverse, *top_column; /* r, n */
+    int top_valid;
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
 } cdyn__dae_part;
 

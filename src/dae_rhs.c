@@ -391,12 +391,39 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
 /* The larger of a and b for finite values (fmax's NaN rules cost a call). */
 static inline double larger(double a, double b) { return a > b ? a : b; }
 
-/* Column j of the rates' matrix [P^T M; G_v] (n x n, never formed) is
- * column j of P^T M (r entries) over column j of G_v (q entries). */
-static inline const double *top_column(const cdyn_dae *dae, int j)
+/* The certificate's view of the top block P^T M (r x n): its non-zeros by
+ * columns, 1 / its row maxima (0 for a zero row) and, per column, the
+ * largest |entry| / row maximum. Fixed for a constant M, so built once per
+ * mass; for M(t) at every call. */
+static void top_frame(cdyn_dae *dae)
 {
-    return dae->part.range_t_mass + (size_t)j * dae->r;
+    cdyn__dae_part *p = &dae->part;
+    if (p->top_valid && !dae->mass_fn) return;
+    int n = dae->n, r = dae->r, count = 0;
+    double *inverse = p->top_inverse;
+    memset(inverse, 0, sizeof(double) * (size_t)r); /* the row maxima first */
+    for (int j = 0; j < n; ++j) {
+        const double *a = p->range_t_mass + (size_t)j * r;
+        p->top_start[j] = count;
+        for (int i = 0; i < r; ++i) {
+            if (a[i] == 0.0) continue;
+            inverse[i] = larger(inverse[i], fabs(a[i]));
+            p->top_row[count] = i;
+            p->top_value[count++] = a[i];
+        }
+    }
+    p->top_start[n] = count;
+    for (int i = 0; i < r; ++i) inverse[i] = inverse[i] > 0.0 ? 1.0 / inverse[i] : 0.0;
+    for (int j = 0; j < n; ++j) {
+        double largest = 0.0;
+        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
+            largest = larger(largest, fabs(p->top_value[e]) * inverse[p->top_row[e]]);
+        p->top_column[j] = largest;
+    }
+    p->top_valid = 1;
 }
+
+/* Column j of the constraint block G_v (q entries). */
 static inline const double *bottom_column(const cdyn_dae *dae, int j)
 {
     return dae->part.constraint_jac + (size_t)j * dae->q;
@@ -407,28 +434,27 @@ static inline const double *bottom_column(const cdyn_dae *dae, int j)
  * measure: the unknowns' units are those of the equilibrated matrix (row maxima, then
  * column maxima of the row-scaled matrix), so that a rate that is zero up
  * to rounding (a closed valve's flow rate) is judged against the rounding
- * of the others, in any units. The matrix is walked by columns of its two
- * blocks. */
+ * of the others, in any units. The top block is walked by its non-zeros
+ * (top_frame), the bottom one by columns. */
 double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max;
     double *unit = dae->rate_unit, *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
-    memset(row_max, 0, sizeof(double) * (size_t)n);
+    top_frame(dae);
+    memset(row_max_b, 0, sizeof(double) * (size_t)q);
     for (int j = 0; j < n; ++j) {
-        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
-        for (int i = 0; i < r; ++i) row_max[i] = larger(row_max[i], fabs(a[i]));
+        const double *g = bottom_column(dae, j);
         for (int i = 0; i < q; ++i) row_max_b[i] = larger(row_max_b[i], fabs(g[i]));
     }
-    double *inverse = dae->bound; /* 1 / row maxima, 0 for a zero row (bound is set below) */
-    for (int i = 0; i < n; ++i) inverse[i] = row_max[i] > 0.0 ? 1.0 / row_max[i] : 0.0;
+    double *inverse = row_max_b; /* 1 / row maxima of G_v, 0 for a zero row */
+    for (int i = 0; i < q; ++i) inverse[i] = row_max_b[i] > 0.0 ? 1.0 / row_max_b[i] : 0.0;
     double eta = 0.0;
     for (int j = 0; j < n; ++j) {
-        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
-        double largest = 0.0;
-        for (int i = 0; i < r; ++i) largest = larger(largest, fabs(a[i]) * inverse[i]);
-        for (int i = 0; i < q; ++i) largest = larger(largest, fabs(g[i]) * inverse[r + i]);
+        const double *g = bottom_column(dae, j);
+        double largest = p->top_column[j];
+        for (int i = 0; i < q; ++i) largest = larger(largest, fabs(g[i]) * inverse[i]);
         unit[j] = largest > 0.0 ? 1.0 / largest : 1.0;
         eta = larger(eta, fabs(vdot[j]) / unit[j]);
     }
@@ -443,11 +469,12 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
         bound[r + k] = fabs(p->vec_q2[k]);
     }
     for (int j = 0; j < n; ++j) {
-        const double *a = top_column(dae, j), *g = bottom_column(dae, j);
+        const double *g = bottom_column(dae, j);
         double x = vdot[j], floor = fabs(x) + unit[j] * eta;
-        for (int i = 0; i < r; ++i) {
-            res[i] -= a[i] * x;
-            bound[i] += fabs(a[i]) * floor;
+        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e) {
+            int i = p->top_row[e];
+            res[i] -= p->top_value[e] * x;
+            bound[i] += fabs(p->top_value[e]) * floor;
         }
         for (int i = 0; i < q; ++i) {
             res[r + i] -= g[i] * x;
