@@ -796,7 +796,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
  * for (exact for equations linear in x; 0 for an equation made only of
  * unknowns' terms, such as k Q|Q| at a closed valve, whose |G| must not pass
  * for a scale of its own). On entry g_start = |G(x0)|; J (ld k) is J(x0), or
- * for a chord start the Jacobian of the factorization at hand. */
+ * for a chord start the kept Jacobian. */
 static void constant_terms(cdyn_newton *nt, const double *J, const double *x)
 {
     buffers *b = &nt->b;
@@ -932,9 +932,10 @@ static int chord_ready(const cdyn_newton *nt)
 
 /* Chord steps (simplified Newton): x += -J0^-1 G(x) with the factorization
  * the owner kept, J0 its Jacobian at an earlier, nearby point (the last
- * solution it committed), without a new Jacobian or factorization. They go on while the
- * corrections shrink by at least half and lower the residual, at most
- * CHORD_STEPS times, and stop as soon as a correction is within tolerance;
+ * solution it committed), without a new Jacobian or factorization. They go
+ * on while the corrections shrink by at least half and lower the residual,
+ * at most CHORD_STEPS times, and stop as soon as a correction is within
+ * tolerance;
  * a trial that does not lower the residual is undone. The regular
  * iteration then judges x with a fresh Jacobian exactly as it judges any
  * iterate, so the chord changes what a solve costs, never what it accepts.
