@@ -97,7 +97,8 @@ static void part_free(cdyn__dae_part *p)
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
                         p->coef,      p->vec_q,        p->vec_q2,
                         p->reduced,   p->reduced_rhs, p->rate_of_multiplier,
-                        p->range_t_fz, p->top_value, p->top_inverse, p->top_column};
+                        p->range_t_fz, p->top_value, p->top_inverse, p->top_column,
+                        p->hz_last,   p->gx_last,     p->fz_next};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
@@ -152,6 +153,9 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->top_value = doubles(r1 * (size_t)n);
     p->top_inverse = doubles(r1);
     p->top_column = doubles((size_t)n);
+    p->hz_last = doubles(q1 * q1);
+    p->gx_last = doubles(q1 * r1);
+    p->fz_next = doubles(r1 * q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -161,7 +165,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
              p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
-             p->top_value && p->top_inverse && p->top_column;
+             p->top_value && p->top_inverse && p->top_column && p->hz_last && p->gx_last &&
+             p->fz_next;
     if (!ok) part_free(p);
     return ok;
 }

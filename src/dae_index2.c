@@ -43,6 +43,11 @@ static int absent_from_constraints(const cdyn_dae *dae, int j)
 {
     int n = dae->n, q = dae->q;
     const double *g = dae->part.constraint_jac + (size_t)j * q;
+    if (dae->part.beta_is_selection) { /* each entry is one product: rounding-free */
+        for (int k = 0; k < q; ++k)
+            if (g[k] != 0.0) return 0;
+        return 1;
+    }
     const double *fv = dae->force_jac + (size_t)j * n;
     for (int k = 0; k < q; ++k) {
         const double *b = dae->part.beta + (size_t)k * n;
@@ -196,19 +201,34 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
         for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
         if (code != 0) return code;
     }
-    double *x_z = dae->part.rate_of_multiplier; /* r x q */
-    cdyn__dae_range_t(dae, q, fz, n, 1.0, dae->part.range_t_fz, r);
-    memcpy(x_z, dae->part.range_t_fz, sizeof(double) * (size_t)r * q);
-    cdyn__getrs('N', r, q, dae->part.reduced, r, dae->part.ipiv, x_z, r);
-    for (int l = 0; l < q; ++l) {
-        double *col = J + (size_t)l * ldj;
-        memset(col, 0, sizeof(double) * (size_t)q);
-        for (int j = 0; j < r; ++j) {
-            const double *g = dae->part.constraint_jac + (size_t)x_state(dae, j) * q;
-            double c = x_z[j + (size_t)l * r];
-            for (int k = 0; k < q; ++k) col[k] += g[k] * c;
+    cdyn__dae_part *p = &dae->part;
+    double *x_z = p->rate_of_multiplier; /* r x q */
+    size_t fz_bytes = sizeof(double) * (size_t)r * q;
+    cdyn__dae_range_t(dae, q, fz, n, 1.0, p->fz_next, r);
+    int same = p->hz_valid && memcmp(p->fz_next, p->range_t_fz, fz_bytes) == 0;
+    for (int j = 0; same && j < r; ++j)
+        same = memcmp(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
+                      sizeof(double) * (size_t)q) == 0;
+    if (!same) { /* X_z = B^-1 P^T F_z, H_z = G_x X_z (else both as last time) */
+        memcpy(p->range_t_fz, p->fz_next, fz_bytes);
+        memcpy(x_z, p->range_t_fz, fz_bytes);
+        cdyn__getrs('N', r, q, p->reduced, r, p->ipiv, x_z, r);
+        for (int j = 0; j < r; ++j)
+            memcpy(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
+                   sizeof(double) * (size_t)q);
+        memset(p->hz_last, 0, sizeof(double) * (size_t)q * q);
+        for (int l = 0; l < q; ++l) {
+            double *col = p->hz_last + (size_t)l * q;
+            for (int j = 0; j < r; ++j) {
+                const double *g = p->gx_last + (size_t)j * q;
+                double c = x_z[j + (size_t)l * r];
+                for (int k = 0; k < q; ++k) col[k] += g[k] * c;
+            }
         }
+        p->hz_valid = 1;
     }
+    for (int l = 0; l < q; ++l)
+        memcpy(J + (size_t)l * ldj, p->hz_last + (size_t)l * q, sizeof(double) * (size_t)q);
     return 0;
 }
 

@@ -41,6 +41,12 @@ typedef struct cdyn__dae_part {
     int *ipiv;              /* r */
     double *rate_of_multiplier; /* r x q, (P^T M_x)^-1 P^T dF/dz (index-2 form) */
     double *range_t_fz;     /* r x q, P^T dF/dz (index-2 form) */
+    /* the multipliers' Jacobian H_z (q x q) of the last multiplier_jacobian
+     * with the G_x (q x r, B's column order) it was formed from, and room
+     * for the next P^T dF/dz (r x q): an unchanged P^T F_z and G_x (F affine
+     * in the pressures, affine balances) give the same H_z and X_z */
+    double *hz_last, *gx_last, *fz_next;
+    int hz_valid;
     /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
      * its non-zeros by columns, 1 / its row maxima and each column's largest
      * |entry| / row maximum; built once for a constant M (top_valid) */
