@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "linalg.h"
 #include "rank.h"
+#include "rigid_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -24,8 +25,12 @@ struct cdyn_rigid {
     int has_body;
     double mass;
     double inertia[9]; /* about C, body frame, symmetrized */
+    double inertia_l[9], inertia_s[3]; /* its equilibrated Cholesky factor (rank.h) */
     double r_pc[3];    /* P to C, body frame */
-    /* the model layer */
+    /* the model layer: a motion callback, or a preset cdyn evaluates */
+    int has_preset;
+    cdyn_rigid_preset preset;
+    cdyn_rigid_preset_params params;
     cdyn_rigid_motion_fn motion;
     cdyn_rigid_loads_fn loads;
     void *user;
@@ -131,6 +136,8 @@ cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const double *inert
                           "%s: inertia is not positive definite (leading minor %d)", fn, info);
     rb->mass = mass;
     memcpy(rb->inertia, sym, sizeof sym);
+    memcpy(rb->inertia_l, chol, sizeof chol);
+    memcpy(rb->inertia_s, scale3, sizeof scale3);
     for (int i = 0; i < 3; ++i) rb->r_pc[i] = r_pc ? r_pc[i] : 0.0;
     rb->has_body = 1;
     return CDYN_OK;
@@ -359,8 +366,39 @@ cdyn_status cdyn_rigid_set_model(cdyn_rigid *rb, cdyn_rigid_motion_fn motion,
     if (!motion)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "cdyn_rigid_set_model: motion callback is NULL");
     rb->motion = motion;
+    rb->has_preset = 0;
     rb->loads = loads;
     rb->user = user;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_rigid_set_preset(cdyn_rigid *rb, cdyn_rigid_preset preset,
+                                  const cdyn_rigid_preset_params *params,
+                                  cdyn_rigid_loads_fn loads, void *user)
+{
+    if (!rb) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_rigid_set_preset";
+    if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
+    int dof = cdyn_rigid_preset_dof(preset);
+    if (dof < 0) return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: unknown preset %d", fn, (int)preset);
+    if (dof != rb->f)
+        return cdyn__fail(rb->msg, CDYN_ERR_ARG,
+                          "%s: the preset has %d coordinates, this object %d", fn, dof, rb->f);
+    cdyn_status st = cdyn__rigid_preset_check(preset, params);
+    if (st != CDYN_OK)
+        return cdyn__fail(rb->msg, st,
+                          "%s: the preset's parameters are %s", fn,
+                          st == CDYN_ERR_NONFINITE ? "not finite"
+                                                   : "missing (NULL params, a zero axis or no "
+                                                     "carriage callback)");
+    memset(&rb->params, 0, sizeof rb->params);
+    if (params) rb->params = *params;
+    rb->preset = preset;
+    rb->has_preset = 1;
+    rb->motion = NULL;
+    rb->loads = loads;
+    rb->user = user;
+    memset(&rb->kin, 0, sizeof rb->kin); /* the free body writes only its non-zeros */
     return CDYN_OK;
 }
 
@@ -372,14 +410,102 @@ static cdyn_status callback_failed(cdyn_rigid *rb, const char *fn, const char *w
                       which, code, t);
 }
 
+/* The kinematics at (t, q, q') into rb->kin: the motion callback's, or
+ * the preset's (a CARRIAGE's callback runs under the guard), checked. */
+static cdyn_status motion_at(cdyn_rigid *rb, const char *fn, double t, const double *q,
+                             const double *qdot)
+{
+    memset(&rb->kin, 0, sizeof rb->kin);
+    rb->guard.in_callback++;
+    int code = 0;
+    cdyn_status st = CDYN_OK;
+    if (rb->has_preset)
+        st = cdyn_rigid_preset_eval(rb->preset, &rb->params, t, q, qdot, &rb->kin);
+    else
+        code = rb->motion(t, q, qdot, &rb->kin, rb->user);
+    rb->guard.in_callback--;
+    if (code != 0) return callback_failed(rb, fn, "motion", code, t);
+    if (st == CDYN_ERR_CALLBACK) return callback_failed(rb, fn, "carriage", 1, t);
+    if (st != CDYN_OK) /* finite q, q': a velocity product or the carriage overflowed */
+        return cdyn__fail(rb->msg, st, "%s: the preset's kinematics at t = %g are not finite",
+                          fn, t);
+    return check_kinematics(rb, fn, "motion callback gave NaN/Inf: ", &rb->kin);
+}
+
+/* F_i from the loads callback (0 without one), checked. */
+static cdyn_status loads_at(cdyn_rigid *rb, const char *fn, double t, const double *q,
+                            const double *qdot)
+{
+    memset(rb->F_i, 0, sizeof rb->F_i);
+    if (!rb->loads) return CDYN_OK;
+    rb->guard.in_callback++;
+    int code = rb->loads(t, q, qdot, &rb->kin, rb->F_i, rb->user);
+    rb->guard.in_callback--;
+    if (code != 0) return callback_failed(rb, fn, "loads", code, t);
+    return check_vec(rb, fn, "loads callback gave NaN/Inf: ", "F_i", 6, rb->F_i);
+}
+
+/* The free body (preset FREE): nothing constrains it, so the equations of
+ * T5.2 decouple about C. With F_i = (f; n) and omega = J_R q'_rot:
+ *   omega' = R I^-1 (R^T n - w_b x I w_b),  w_b = R^T omega (Euler, body frame),
+ *   a_C = f / m,   a_P = a_C - omega' x r - omega x (omega x r),  r = R r_PC,
+ * and omega' = J_R q''_rot + L_R solved in closed form for the z-y-x
+ * angles (J_R = [e_phi e_theta e_z], det J_R = cos theta). F_q = 0. The
+ * angles are singular where cos^2 theta, the determinant of the Gram
+ * matrix J_R^T J_R of J_R's unit columns, fails the definiteness policy
+ * (rank.h): CDYN_ERR_SINGULAR. Results into rb->qdd, rb->F_q. */
+static cdyn_status free_solve(cdyn_rigid *rb, const char *fn, const double *qdot)
+{
+    const cdyn_rigid_kinematics *k = &rb->kin;
+    const double *R = k->rotation, *e_phi = k->J_R + 9, *e_theta = k->J_R + 12, *n = rb->F_i + 3;
+    double sp = -e_theta[0], cp = e_theta[1], st = -e_phi[2];
+    double ct = cp * e_phi[0] + sp * e_phi[1];
+    if (!(ct * ct > CDYN__DEFINITE_TOL))
+        return cdyn__fail(rb->msg, CDYN_ERR_SINGULAR,
+                          "%s: the Euler angles are singular at theta = %.17g (cos theta = %g): "
+                          "J_R loses rank",
+                          fn, atan2(st, ct), ct);
+    double w[3], wb[3], nb[3], Iw[3], alpha_b[3], alpha[3], r[3];
+    for (int i = 0; i < 3; ++i) w[i] = e_phi[i] * qdot[3] + e_theta[i] * qdot[4];
+    w[2] += qdot[5];
+    for (int i = 0; i < 3; ++i) { /* R^T, to the body frame */
+        wb[i] = R[3 * i] * w[0] + R[3 * i + 1] * w[1] + R[3 * i + 2] * w[2];
+        nb[i] = R[3 * i] * n[0] + R[3 * i + 1] * n[1] + R[3 * i + 2] * n[2];
+    }
+    mat3_vec(rb->inertia, wb, Iw);
+    cross(wb, Iw, alpha_b);
+    for (int i = 0; i < 3; ++i) alpha_b[i] = rb->inertia_s[i] * (nb[i] - alpha_b[i]);
+    cdyn__potrs(3, 1, rb->inertia_l, 3, alpha_b, 3); /* I^-1 through its scaled factor */
+    for (int i = 0; i < 3; ++i) alpha_b[i] *= rb->inertia_s[i];
+    mat3_vec(R, alpha_b, alpha);
+    mat3_vec(R, rb->r_pc, r);
+    double axr[3], wxr[3], wxwxr[3], a[3];
+    cross(alpha, r, axr);
+    cross(w, r, wxr);
+    cross(w, wxr, wxwxr);
+    for (int i = 0; i < 3; ++i) {
+        rb->qdd[i] = rb->F_i[i] / rb->mass - axr[i] - wxwxr[i];
+        a[i] = alpha[i] - k->L_R[i];
+    }
+    rb->qdd[3] = (cp * a[0] + sp * a[1]) / ct;
+    rb->qdd[4] = -sp * a[0] + cp * a[1];
+    rb->qdd[5] = a[2] + st * rb->qdd[3];
+    memset(rb->F_q, 0, sizeof rb->F_q);
+    if (cdyn__first_nonfinite(6, 1, rb->qdd, 6) >= 0)
+        return cdyn__fail(rb->msg, CDYN_ERR_NONFINITE,
+                          "%s: the result overflowed (inputs too large)", fn);
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *ydot)
 {
     if (!rb) return CDYN_ERR_ARG;
     const char *fn = "cdyn_rigid_rhs";
     if (cdyn__guard_busy(&rb->guard)) return cdyn__busy(rb->msg, fn);
     const int f = rb->f;
-    if (!rb->motion)
-        return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: no model set; call cdyn_rigid_set_model",
+    if (!rb->motion && !rb->has_preset)
+        return cdyn__fail(rb->msg, CDYN_ERR_ARG,
+                          "%s: no model set; call cdyn_rigid_set_model or cdyn_rigid_set_preset",
                           fn);
     cdyn_status st = check_body(rb, fn);
     if (st) return st;
@@ -390,23 +516,15 @@ cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *yd
     st = check_vec(rb, fn, "", "y", 2 * f, y);
     if (st) return st;
     const double *q = y, *qdot = y + f;
-    memset(&rb->kin, 0, sizeof rb->kin);
-    rb->guard.in_callback++;
-    int code = rb->motion(t, q, qdot, &rb->kin, rb->user);
-    rb->guard.in_callback--;
-    if (code != 0) return callback_failed(rb, fn, "motion", code, t);
-    st = check_kinematics(rb, fn, "motion callback gave NaN/Inf: ", &rb->kin);
-    if (st) return st;
-    memset(rb->F_i, 0, sizeof rb->F_i);
-    if (rb->loads) {
-        rb->guard.in_callback++;
-        code = rb->loads(t, q, qdot, &rb->kin, rb->F_i, rb->user);
-        rb->guard.in_callback--;
-        if (code != 0) return callback_failed(rb, fn, "loads", code, t);
-        st = check_vec(rb, fn, "loads callback gave NaN/Inf: ", "F_i", 6, rb->F_i);
-        if (st) return st;
+    int free_body = rb->has_preset && rb->preset == CDYN_RIGID_FREE;
+    if (free_body) { /* |q'|^2 terms of finite rates can overflow */
+        cdyn__rigid_free_motion(q, qdot, &rb->kin);
+        st = check_vec(rb, fn, "the free body's ", "k->L_R", 3, rb->kin.L_R);
+    } else {
+        st = motion_at(rb, fn, t, q, qdot);
     }
-    st = solve(rb, fn, &rb->kin, qdot, rb->F_i);
+    if (!st) st = loads_at(rb, fn, t, q, qdot);
+    if (!st) st = free_body ? free_solve(rb, fn, qdot) : solve(rb, fn, &rb->kin, qdot, rb->F_i);
     if (st) return st;
     for (int i = 0; i < f; ++i) ydot[i] = y[f + i]; /* forward: ydot may be y */
     memcpy(ydot + f, rb->qdd, sizeof(double) * (size_t)f);

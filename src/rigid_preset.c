@@ -11,6 +11,7 @@
  *   d/dt e_phi = (-s_th c_ps th' - c_th s_ps ps', -s_th s_ps th' + c_th c_ps ps', -c_th th'),
  *   d/dt e_theta = (-c_ps ps', -s_ps ps', 0). */
 #include "cdyn/rigid.h"
+#include "rigid_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static void euler_motion(const double *a, const double *da, double *J_R, cdyn_ri
          dph * (-st * sp * dth + ct * cp * dps) - dth * sp * dps, -dph * ct * dth);
 }
 
-static void free_motion(const double *q, const double *qd, cdyn_rigid_kinematics *k)
+void cdyn__rigid_free_motion(const double *q, const double *qd, cdyn_rigid_kinematics *k)
 {
     set3(k->position, q[0], q[1], q[2]);
     for (int i = 0; i < 3; ++i) k->J_T[i + 3 * i] = 1.0;
@@ -156,6 +157,31 @@ static void carriage_motion(double phi0, const double *pos, const double *vel,
     set3(k->L_R, -vel[2] * cp * qd[1], -vel[2] * sp * qd[1], 0.0);
 }
 
+cdyn_status cdyn__rigid_preset_check(cdyn_rigid_preset preset,
+                                     const cdyn_rigid_preset_params *params)
+{
+    if (cdyn_rigid_preset_dof(preset) < 0) return CDYN_ERR_ARG;
+    if (preset == CDYN_RIGID_FREE) return CDYN_OK;
+    if (!params) return CDYN_ERR_ARG;
+    switch (preset) {
+    case CDYN_RIGID_MANEUVER4:
+        return isfinite(params->z0) && isfinite(params->theta0) ? CDYN_OK : CDYN_ERR_NONFINITE;
+    case CDYN_RIGID_ROTATION:
+    case CDYN_RIGID_TRANSLATION: {
+        if (!all_finite(3, params->axis) || !all_finite(3, params->origin))
+            return CDYN_ERR_NONFINITE;
+        const double *a = params->axis;
+        return fmax(fabs(a[0]), fmax(fabs(a[1]), fabs(a[2]))) > 0.0 ? CDYN_OK : CDYN_ERR_ARG;
+    }
+    case CDYN_RIGID_FIXED_POINT:
+        return all_finite(3, params->origin) ? CDYN_OK : CDYN_ERR_NONFINITE;
+    case CDYN_RIGID_CARRIAGE:
+        if (!isfinite(params->phi0)) return CDYN_ERR_NONFINITE;
+        return params->carriage ? CDYN_OK : CDYN_ERR_ARG;
+    default: return CDYN_OK;
+    }
+}
+
 cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
                                    const cdyn_rigid_preset_params *params, double t,
                                    const double *q, const double *qdot,
@@ -163,24 +189,19 @@ cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
 {
     int f = cdyn_rigid_preset_dof(preset);
     if (!k || !q || !qdot || f < 0) return CDYN_ERR_ARG;
-    if (!params && preset != CDYN_RIGID_FREE) return CDYN_ERR_ARG;
+    cdyn_status st = cdyn__rigid_preset_check(preset, params);
+    if (st != CDYN_OK) return st;
     if (!isfinite(t) || !all_finite(f, q) || !all_finite(f, qdot)) return CDYN_ERR_NONFINITE;
     cdyn_rigid_kinematics out;
     memset(&out, 0, sizeof out);
     double axis[3];
     switch (preset) {
-    case CDYN_RIGID_FREE: free_motion(q, qdot, &out); break;
-    case CDYN_RIGID_MANEUVER4:
-        if (!isfinite(params->z0) || !isfinite(params->theta0)) return CDYN_ERR_NONFINITE;
-        maneuver4_motion(params, q, qdot, &out);
-        break;
+    case CDYN_RIGID_FREE: cdyn__rigid_free_motion(q, qdot, &out); break;
+    case CDYN_RIGID_MANEUVER4: maneuver4_motion(params, q, qdot, &out); break;
     case CDYN_RIGID_ROTATION:
     case CDYN_RIGID_TRANSLATION: {
-        if (!all_finite(3, params->axis) || !all_finite(3, params->origin))
-            return CDYN_ERR_NONFINITE;
         const double *a = params->axis;
         double amax = fmax(fabs(a[0]), fmax(fabs(a[1]), fabs(a[2])));
-        if (!(amax > 0.0)) return CDYN_ERR_ARG; /* zero axis */
         for (int i = 0; i < 3; ++i) axis[i] = a[i] / amax; /* no overflow */
         double norm = sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]);
         for (int i = 0; i < 3; ++i) axis[i] /= norm;
@@ -190,13 +211,8 @@ cdyn_status cdyn_rigid_preset_eval(cdyn_rigid_preset preset,
             translation_motion(axis, params->origin, q[0], &out);
         break;
     }
-    case CDYN_RIGID_FIXED_POINT:
-        if (!all_finite(3, params->origin)) return CDYN_ERR_NONFINITE;
-        fixed_point_motion(params->origin, q, qdot, &out);
-        break;
+    case CDYN_RIGID_FIXED_POINT: fixed_point_motion(params->origin, q, qdot, &out); break;
     case CDYN_RIGID_CARRIAGE: {
-        if (!isfinite(params->phi0)) return CDYN_ERR_NONFINITE;
-        if (!params->carriage) return CDYN_ERR_ARG;
         double pos[3] = {0.0, 0.0, 0.0}, vel[3] = {0.0, 0.0, 0.0}, acc[3] = {0.0, 0.0, 0.0};
         if (params->carriage(t, pos, vel, acc, params->carriage_user) != 0)
             return CDYN_ERR_CALLBACK;

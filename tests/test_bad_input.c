@@ -2215,6 +2215,18 @@ WRAP(w_rg_set_model)
     USE_ALL;
     o->st = cdyn_rigid_set_model(obj, p[0] ? rg_motion : NULL, p[1] ? rg_loads : NULL, NULL);
 }
+/* the module's own motion (rg_motion) as a preset: CARRIAGE, phi0 = 0.15 */
+WRAP(w_rg_set_preset)
+{
+    USE_ALL;
+    cdyn_rigid_preset_params prm;
+    rg_nan_params(&prm);
+    const double *ph = p[0];
+    if (ph) prm.phi0 = ph[0];
+    prm.carriage = p[1] ? rg_carriage : NULL;
+    o->st = cdyn_rigid_set_preset(obj, (cdyn_rigid_preset)SCI(0), ph ? &prm : NULL,
+                                  p[2] ? rg_loads : NULL, NULL);
+}
 WRAP(w_rg_rhs) { USE_ALL; o->st = cdyn_rigid_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_rg_constraint_loads) { USE_ALL; o->st = cdyn_rigid_last_constraint_loads(obj, p[0]); }
 WRAP(w_rg_callback_code) { USE_ALL; o->val = cdyn_rigid_callback_code(obj); }
@@ -2276,6 +2288,11 @@ static const fn_desc RG_FNS[] = {
      .call = w_rg_load_about_p},
     {.fn = "cdyn_rigid_set_model", OBJ, .arg = {A_FN("motion"), A_FN_OPT("loads")},
      .call = w_rg_set_model},
+    {.fn = "cdyn_rigid_set_preset", OBJ,
+     .arg = {A_IN("params (phi0)", 1, 0, RG_PHI0), A_FN("params.carriage"), A_FN_OPT("loads")},
+     .sc = {SC("preset", CDYN_RIGID_CARRIAGE, 3, BV(99, XARG), BV(-1, XARG),
+               BV(CDYN_RIGID_FREE, XARG))},
+     .call = w_rg_set_preset},
     {.fn = "cdyn_rigid_rhs", OBJ, .arg = {A_IN("y", 4, 0, RG_Y), A_OUT("ydot", 4)},
      .sc = {SC_T("t", 0.3)}, .call = w_rg_rhs},
     {.fn = "cdyn_rigid_last_constraint_loads", OBJ, .arg = {A_OUT("F_q", 6)},

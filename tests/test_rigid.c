@@ -585,56 +585,70 @@ static void euler_rates(double theta, double psi, const double *w, double *rates
     rates[2] = w[2] + st * phid;
 }
 
+/* The FREE motion as the caller's callback (the general projected
+ * equations) or as the preset cdyn evaluates itself (the free body's own
+ * equations, cdyn_rigid_set_preset). */
+static void set_free_model(cdyn_rigid *rb, int via_preset, cdyn_rigid_loads_fn loads, void *user)
+{
+    if (via_preset)
+        ck_assert_int_eq(cdyn_rigid_set_preset(rb, CDYN_RIGID_FREE, NULL, loads, user), CDYN_OK);
+    else
+        ck_assert_int_eq(cdyn_rigid_set_model(rb, free_motion, loads, user), CDYN_OK);
+}
+
 START_TEST(torque_free_body_conserves_momentum_and_energy)
 {
     /* offset centre of rotation: translation and rotation couple through r_PC */
     body_t b = {.m = 3.0,
                 .I = {2.0, 0.1, 0.0, 0.1, 3.0, 0.05, 0.0, 0.05, 4.0},
                 .r = {0.1, -0.2, 0.05}};
-    cdyn_rigid *rb = make_rigid(6, &b);
-    ck_assert_int_eq(cdyn_rigid_set_model(rb, free_motion, NULL, NULL), CDYN_OK);
-    double y[12] = {0.5, -0.2, 1.0, 0.1, -0.2, 0.3};
-    /* spin mostly about the body axis of largest inertia (stable, so theta
-     * stays far from +-pi/2): omega = R (0.3, -0.2, 2.0)_body */
-    double R[9], wb[3] = {0.3, -0.2, 2.0}, w[3], r[3], wxr[3], vC[3] = {0.5, -0.3, 0.2};
-    euler_zyx(y[3], y[4], y[5], R);
-    m3_vec(R, wb, w);
-    m3_vec(R, b.r, r);
-    cross3(w, r, wxr);
-    for (int i = 0; i < 3; ++i) y[6 + i] = vC[i] - wxr[i]; /* v_P = v_C - omega x r */
-    euler_rates(y[4], y[5], w, y + 9);
-    double L0[3], p0[3], E0, C0[3], L[3], p[3], E, C[3];
-    free_invariants(&b, y, L0, p0, &E0, C0);
-    const double h = 2e-3, T = 40.0;
-    const int steps = (int)lround(T / h);
-    double errL = 0, errp = 0, errE = 0, errC = 0, max_theta = 0, psi0 = y[5];
-    for (int s = 0; s < steps; ++s) {
-        rk4_step(rb, 12, s * h, h, y);
-        free_invariants(&b, y, L, p, &E, C);
-        double t = (s + 1) * h, dL[3], dp[3], dC[3];
-        for (int i = 0; i < 3; ++i) {
-            dL[i] = L[i] - L0[i];
-            dp[i] = p[i] - p0[i];
-            dC[i] = C[i] - (C0[i] + vC[i] * t); /* C moves uniformly */
+    for (int via_preset = 0; via_preset < 2; ++via_preset) {
+        cdyn_rigid *rb = make_rigid(6, &b);
+        set_free_model(rb, via_preset, NULL, NULL);
+        double y[12] = {0.5, -0.2, 1.0, 0.1, -0.2, 0.3};
+        /* spin mostly about the body axis of largest inertia (stable, so theta
+         * stays far from +-pi/2): omega = R (0.3, -0.2, 2.0)_body */
+        double R[9], wb[3] = {0.3, -0.2, 2.0}, w[3], r[3], wxr[3], vC[3] = {0.5, -0.3, 0.2};
+        euler_zyx(y[3], y[4], y[5], R);
+        m3_vec(R, wb, w);
+        m3_vec(R, b.r, r);
+        cross3(w, r, wxr);
+        for (int i = 0; i < 3; ++i) y[6 + i] = vC[i] - wxr[i]; /* v_P = v_C - omega x r */
+        euler_rates(y[4], y[5], w, y + 9);
+        double L0[3], p0[3], E0, C0[3], L[3], p[3], E, C[3];
+        free_invariants(&b, y, L0, p0, &E0, C0);
+        const double h = 2e-3, T = 40.0;
+        const int steps = (int)lround(T / h);
+        double errL = 0, errp = 0, errE = 0, errC = 0, max_theta = 0, psi0 = y[5];
+        for (int s = 0; s < steps; ++s) {
+            rk4_step(rb, 12, s * h, h, y);
+            free_invariants(&b, y, L, p, &E, C);
+            double t = (s + 1) * h, dL[3], dp[3], dC[3];
+            for (int i = 0; i < 3; ++i) {
+                dL[i] = L[i] - L0[i];
+                dp[i] = p[i] - p0[i];
+                dC[i] = C[i] - (C0[i] + vC[i] * t); /* C moves uniformly */
+            }
+            errL = fmax(errL, norm3(dL) / norm3(L0));
+            errp = fmax(errp, norm3(dp) / norm3(p0));
+            errE = fmax(errE, fabs(E - E0) / E0);
+            errC = fmax(errC, norm3(dC));
+            max_theta = fmax(max_theta, fabs(y[4]));
         }
-        errL = fmax(errL, norm3(dL) / norm3(L0));
-        errp = fmax(errp, norm3(dp) / norm3(p0));
-        errE = fmax(errE, fabs(E - E0) / E0);
-        errC = fmax(errC, norm3(dC));
-        max_theta = fmax(max_theta, fabs(y[4]));
+        double turns = fabs(y[5] - psi0) / (2 * PI);
+        ck_assert_msg(turns > 10.0, "only %g turns", turns);
+        ck_assert_msg(max_theta < 1.0, "theta reached %g", max_theta);
+        ck_assert_msg(errL <= 1e-9, "angular momentum drift %g", errL);
+        ck_assert_msg(errp <= 1e-9, "linear momentum drift %g", errp);
+        ck_assert_msg(errE <= 1e-9, "energy drift %g", errE);
+        ck_assert_msg(errC <= 1e-9, "centre of mass off its line by %g", errC);
+        /* every rhs gave the constraint loads of a free body: zero */
+        double Fq[6];
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
+        ck_assert_msg(maxabs(6, Fq) <= 1e-11, "free body has loads %g", maxabs(6, Fq));
+        if (via_preset) ck_assert_double_eq(maxabs(6, Fq), 0.0); /* nothing constrains it */
+        cdyn_rigid_free(rb);
     }
-    double turns = fabs(y[5] - psi0) / (2 * PI);
-    ck_assert_msg(turns > 10.0, "only %g turns", turns);
-    ck_assert_msg(max_theta < 1.0, "theta reached %g", max_theta);
-    ck_assert_msg(errL <= 1e-9, "angular momentum drift %g", errL);
-    ck_assert_msg(errp <= 1e-9, "linear momentum drift %g", errp);
-    ck_assert_msg(errE <= 1e-9, "energy drift %g", errE);
-    ck_assert_msg(errC <= 1e-9, "centre of mass off its line by %g", errC);
-    /* every rhs gave the constraint loads of a free body: zero */
-    double Fq[6];
-    ck_assert_int_eq(cdyn_rigid_last_constraint_loads(rb, Fq), CDYN_OK);
-    ck_assert_msg(maxabs(6, Fq) <= 1e-11, "free body has loads %g", maxabs(6, Fq));
-    cdyn_rigid_free(rb);
 }
 END_TEST
 
@@ -648,32 +662,206 @@ START_TEST(axisymmetric_body_precesses_at_the_analytic_rate)
 {
     const double I1 = 2.0, I3 = 1.0, beta = 0.5, L0 = 3.0;
     body_t b = {.m = 1.5, .I = {I1, 0, 0, 0, I1, 0, 0, 0, I3}, .r = {0, 0, 0}};
-    cdyn_rigid *rb = make_rigid(6, &b);
-    ck_assert_int_eq(cdyn_rigid_set_model(rb, free_motion, NULL, NULL), CDYN_OK);
-    /* start tilted by beta about x (phi = beta, theta = psi = 0), L = L0 e_z */
-    double y[12] = {0, 0, 0, beta, 0, 0}, R0[9], Lb[3], wb[3], w[3], Lz[3] = {0, 0, L0};
-    euler_zyx(beta, 0, 0, R0);
-    m3_tvec(R0, Lz, Lb); /* body components of L */
-    wb[0] = Lb[0] / I1, wb[1] = Lb[1] / I1, wb[2] = Lb[2] / I3;
-    m3_vec(R0, wb, w);
-    euler_rates(0, 0, w, y + 9);
-    const double Omega = L0 / I1, h = 1e-3;
-    double e30[3] = {R0[6], R0[7], R0[8]}, worst = 0.0, worst_nut = 0.0;
-    int steps = 15000, sample = 500;
-    for (int s = 1; s <= steps; ++s) {
-        rk4_step(rb, 12, (s - 1) * h, h, y);
-        if (s % sample) continue;
-        double t = s * h, R[9], Rz[9], e3_ref[3];
-        euler_zyx(y[3], y[4], y[5], R);
-        rot_z(Omega * t, Rz);
-        m3_vec(Rz, e30, e3_ref);
-        double d[3] = {R[6] - e3_ref[0], R[7] - e3_ref[1], R[8] - e3_ref[2]};
-        worst = fmax(worst, norm3(d));
-        worst_nut = fmax(worst_nut, fabs(acos(R[8]) - beta));
+    for (int via_preset = 0; via_preset < 2; ++via_preset) {
+        cdyn_rigid *rb = make_rigid(6, &b);
+        set_free_model(rb, via_preset, NULL, NULL);
+        /* start tilted by beta about x (phi = beta, theta = psi = 0), L = L0 e_z */
+        double y[12] = {0, 0, 0, beta, 0, 0}, R0[9], Lb[3], wb[3], w[3], Lz[3] = {0, 0, L0};
+        euler_zyx(beta, 0, 0, R0);
+        m3_tvec(R0, Lz, Lb); /* body components of L */
+        wb[0] = Lb[0] / I1, wb[1] = Lb[1] / I1, wb[2] = Lb[2] / I3;
+        m3_vec(R0, wb, w);
+        euler_rates(0, 0, w, y + 9);
+        const double Omega = L0 / I1, h = 1e-3;
+        double e30[3] = {R0[6], R0[7], R0[8]}, worst = 0.0, worst_nut = 0.0;
+        int steps = 15000, sample = 500;
+        for (int s = 1; s <= steps; ++s) {
+            rk4_step(rb, 12, (s - 1) * h, h, y);
+            if (s % sample) continue;
+            double t = s * h, R[9], Rz[9], e3_ref[3];
+            euler_zyx(y[3], y[4], y[5], R);
+            rot_z(Omega * t, Rz);
+            m3_vec(Rz, e30, e3_ref);
+            double d[3] = {R[6] - e3_ref[0], R[7] - e3_ref[1], R[8] - e3_ref[2]};
+            worst = fmax(worst, norm3(d));
+            worst_nut = fmax(worst_nut, fabs(acos(R[8]) - beta));
+        }
+        ck_assert_msg(Omega * steps * h > 4 * PI, "fewer than two precession periods");
+        ck_assert_msg(worst <= 1e-10, "symmetry axis off the precession cone by %g", worst);
+        ck_assert_msg(worst_nut <= 1e-10, "nutation angle drifted by %g", worst_nut);
+        cdyn_rigid_free(rb);
     }
-    ck_assert_msg(Omega * steps * h > 4 * PI, "fewer than two precession periods");
-    ck_assert_msg(worst <= 1e-10, "symmetry axis off the precession cone by %g", worst);
-    ck_assert_msg(worst_nut <= 1e-10, "nutation angle drifted by %g", worst_nut);
+}
+END_TEST
+
+/* Loads that read the kinematics they are given: gravity at C, a lab
+ * moment, a force along the body's x axis (R's first column) and a drag on
+ * the translation; each call checks k against cdyn_rigid_preset_eval's
+ * FREE kinematics bit for bit (the preset path must hand the loads the
+ * same k). */
+typedef struct {
+    double m, F_i[6]; /* the loads of the last call */
+    int mismatches, calls;
+} free_loads_t;
+
+static int free_loads(double t, const double *q, const double *qd,
+                      const cdyn_rigid_kinematics *k, double *F_i, void *user)
+{
+    free_loads_t *u = user; /* no Check assertion here: it would allocate */
+    cdyn_rigid_kinematics ref;
+    u->mismatches += cdyn_rigid_preset_eval(CDYN_RIGID_FREE, NULL, t, q, qd, &ref) != CDYN_OK ||
+                     memcmp(&ref, k, sizeof ref) != 0;
+    u->calls++;
+    for (int i = 0; i < 3; ++i) F_i[i] = 2.0 * k->rotation[i] - 0.3 * qd[i];
+    F_i[2] -= u->m * G_ACC;
+    F_i[3] = 0.2, F_i[4] = -0.4, F_i[5] = 0.1 * sin(t);
+    memcpy(u->F_i, F_i, sizeof u->F_i);
+    return 0;
+}
+
+/* The free body's q'' in long double, written here from the Newton-Euler
+ * equations about C: omega' = R I^-1 (R^T n - w_b x I w_b) (I^-1 by
+ * Cramer's rule), a_P = f / m - omega' x r - omega x (omega x r), and the
+ * Euler-angle rates inverted in closed form (test_rigid's euler_rates). */
+static void free_reference(const body_t *b, const double *y, const double *F, long double *qdd)
+{
+    long double ph = y[3], th = y[4], ps = y[5], d0 = y[9], d1 = y[10], d2 = y[11];
+    long double cf = cosl(ph), sf = sinl(ph), ct = cosl(th), st = sinl(th), cp = cosl(ps),
+                sp = sinl(ps);
+    long double R[9] = {cp * ct, sp * ct, -st, cp * st * sf - sp * cf, sp * st * sf + cp * cf,
+                        ct * sf, cp * st * cf + sp * sf, sp * st * cf - cp * sf, ct * cf};
+    long double w[3] = {ct * cp * d0 - sp * d1, ct * sp * d0 + cp * d1, -st * d0 + d2};
+    long double LR[3] = {d0 * (-st * cp * d1 - ct * sp * d2) - d1 * cp * d2,
+                         d0 * (-st * sp * d1 + ct * cp * d2) - d1 * sp * d2, -d0 * ct * d1};
+    long double wb[3], nb[3], Iw[3], rhs[3], ab[3], al[3], r[3];
+    for (int i = 0; i < 3; ++i) {
+        wb[i] = R[3 * i] * w[0] + R[3 * i + 1] * w[1] + R[3 * i + 2] * w[2];
+        nb[i] = R[3 * i] * F[3] + R[3 * i + 1] * F[4] + R[3 * i + 2] * F[5];
+    }
+    const double *I = b->I;
+    for (int i = 0; i < 3; ++i)
+        Iw[i] = (long double)I[i] * wb[0] + (long double)I[i + 3] * wb[1] +
+                (long double)I[i + 6] * wb[2];
+    rhs[0] = nb[0] - (wb[1] * Iw[2] - wb[2] * Iw[1]);
+    rhs[1] = nb[1] - (wb[2] * Iw[0] - wb[0] * Iw[2]);
+    rhs[2] = nb[2] - (wb[0] * Iw[1] - wb[1] * Iw[0]);
+    long double A[9];
+    for (int i = 0; i < 9; ++i) A[i] = I[i];
+    long double det = A[0] * (A[4] * A[8] - A[7] * A[5]) - A[3] * (A[1] * A[8] - A[7] * A[2]) +
+                      A[6] * (A[1] * A[5] - A[4] * A[2]);
+    for (int c = 0; c < 3; ++c) { /* Cramer: column c replaced by rhs */
+        long double M[9];
+        for (int i = 0; i < 9; ++i) M[i] = A[i];
+        for (int i = 0; i < 3; ++i) M[i + 3 * c] = rhs[i];
+        ab[c] = (M[0] * (M[4] * M[8] - M[7] * M[5]) - M[3] * (M[1] * M[8] - M[7] * M[2]) +
+                 M[6] * (M[1] * M[5] - M[4] * M[2])) / det;
+    }
+    for (int i = 0; i < 3; ++i) {
+        al[i] = R[i] * ab[0] + R[i + 3] * ab[1] + R[i + 6] * ab[2];
+        r[i] = R[i] * b->r[0] + R[i + 3] * b->r[1] + R[i + 6] * b->r[2];
+    }
+    long double axr[3] = {al[1] * r[2] - al[2] * r[1], al[2] * r[0] - al[0] * r[2],
+                          al[0] * r[1] - al[1] * r[0]};
+    long double wxr[3] = {w[1] * r[2] - w[2] * r[1], w[2] * r[0] - w[0] * r[2],
+                          w[0] * r[1] - w[1] * r[0]};
+    long double wwr[3] = {w[1] * wxr[2] - w[2] * wxr[1], w[2] * wxr[0] - w[0] * wxr[2],
+                          w[0] * wxr[1] - w[1] * wxr[0]};
+    long double a[3];
+    for (int i = 0; i < 3; ++i) {
+        qdd[i] = F[i] / (long double)b->m - axr[i] - wwr[i];
+        a[i] = al[i] - LR[i];
+    }
+    qdd[3] = (cp * a[0] + sp * a[1]) / ct;
+    qdd[4] = -sp * a[0] + cp * a[1];
+    qdd[5] = a[2] + st * qdd[3];
+}
+
+/* cdyn_rigid_set_preset(FREE) against the same motion through the general
+ * projected equations (a motion callback): random bodies (P off C, full
+ * inertia) and states, in SI and with mass and length rescaled by 1e+-8 (the
+ * same verdicts; q'' scaled as the units say); pitches near +-pi/2 (both
+ * accept at 1e-3 away, both refuse at the singularity); no allocation. */
+START_TEST(free_preset_is_the_general_free_motion)
+{
+    tu_rng g;
+    tu_rng_seed(&g, 7031);
+    const double units[][2] = {{1.0, 1.0}, {1e8, 1e-8}, {1e-8, 1e8}, {1e8, 1e8}};
+    for (int trial = 0; trial < 40; ++trial) {
+        body_t b;
+        random_body(&g, &b);
+        int u = trial % 4;
+        double mu = units[u][0], lu = units[u][1]; /* mass and length units */
+        body_t bs = b;
+        bs.m *= mu;
+        for (int i = 0; i < 9; ++i) bs.I[i] *= mu * lu * lu;
+        for (int i = 0; i < 3; ++i) bs.r[i] *= lu;
+        cdyn_rigid *general = make_rigid(6, &bs), *preset = make_rigid(6, &bs);
+        free_loads_t lg = {.m = bs.m}, lp = {.m = bs.m};
+        set_free_model(general, 0, free_loads, &lg);
+        set_free_model(preset, 1, free_loads, &lp);
+        double y[12], yg[12], yp[12];
+        for (int i = 0; i < 12; ++i) y[i] = 2.0 * tu_uniform(&g) - 1.0;
+        for (int i = 0; i < 3; ++i) y[i] *= lu, y[6 + i] *= lu;
+        if (trial % 5 == 0) y[4] = (trial % 2 ? -1.0 : 1.0) * (0.5 * PI - 1e-3);
+        ck_assert_int_eq(cdyn_rigid_rhs(general, 0.3, y, yg), CDYN_OK);
+        alloc_count_start();
+        cdyn_status st = cdyn_rigid_rhs(preset, 0.3, y, yp);
+        ck_assert_int_eq(alloc_count_stop(), 0);
+        ck_assert_int_eq(st, CDYN_OK);
+        /* q'' by parts (translation in the length unit, angles in rad)
+         * against the long double reference: the free body's equations to
+         * rounding (condition 1 / cos theta from the angle rates); the
+         * general path, which solves the coupled J^T Mbar J with moments of
+         * the forces about P that cancel, to 1e-12 in SI and within 1e-6 in
+         * the rescaled units (measured 2.8e-10 at mass 1e-8, length 1e8) */
+        long double ref[6];
+        free_reference(&bs, y, lp.F_i, ref);
+        double rt = 0.0, rr = 0.0;
+        for (int i = 0; i < 3; ++i) {
+            rt = fmax(rt, fabs((double)ref[i]));
+            rr = fmax(rr, fabs((double)ref[3 + i]));
+        }
+        double amp = 1.0 / fabs(cos(y[4])), general_tol = u == 0 ? 1e-12 : 1e-6;
+        for (int i = 0; i < 3; ++i) {
+            ck_assert_double_le(fabsl(yp[6 + i] - ref[i]), 1e-13 * amp * rt);
+            ck_assert_double_le(fabsl(yp[9 + i] - ref[3 + i]), 1e-13 * amp * rr);
+            ck_assert_double_le(fabsl(yg[6 + i] - ref[i]), general_tol * amp * amp * rt);
+            ck_assert_double_le(fabsl(yg[9 + i] - ref[3 + i]), general_tol * amp * amp * rr);
+        }
+        for (int i = 0; i < 6; ++i) ck_assert(yp[i] == y[6 + i]);
+        double Fg[6], Fp[6];
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(general, Fg), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(preset, Fp), CDYN_OK);
+        ck_assert_double_eq(maxabs(6, Fp), 0.0);
+        ck_assert_int_eq(lp.mismatches, 0);
+        ck_assert_int_eq(lp.calls, 1);
+        /* the singular pitch: refused by both, outputs untouched */
+        y[4] = trial % 2 ? -0.5 * PI : 0.5 * PI;
+        double keep[12];
+        memcpy(keep, yp, sizeof keep);
+        ck_assert_int_eq(cdyn_rigid_rhs(general, 0.3, y, yg), CDYN_ERR_SINGULAR);
+        ck_assert_int_eq(cdyn_rigid_rhs(preset, 0.3, y, yp), CDYN_ERR_SINGULAR);
+        ck_assert(memcmp(keep, yp, sizeof keep) == 0);
+        ck_assert(strstr(cdyn_rigid_last_error(preset), "singular") != NULL);
+        cdyn_rigid_free(general);
+        cdyn_rigid_free(preset);
+    }
+}
+END_TEST
+
+/* A hand calculation: no loads, spin w about the body z axis (principal),
+ * P one unit of length from C along body x (r_PC = (1, 0, 0)), all angles
+ * 0. Then omega' = 0 and P circles C: a_P = -omega x (omega x r) = (w^2, 0, 0). */
+START_TEST(free_preset_spin_about_a_principal_axis)
+{
+    const double w = 3.0;
+    body_t b = {.m = 2.0, .I = {1.0, 0, 0, 0, 2.0, 0, 0, 0, 3.0}, .r = {1.0, 0, 0}};
+    cdyn_rigid *rb = make_rigid(6, &b);
+    set_free_model(rb, 1, NULL, NULL);
+    double y[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, w}, yd[12];
+    ck_assert_int_eq(cdyn_rigid_rhs(rb, 0.0, y, yd), CDYN_OK);
+    const double expected[6] = {w * w, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 6; ++i) ck_assert_double_le(fabs(yd[6 + i] - expected[i]), 1e-14);
     cdyn_rigid_free(rb);
 }
 END_TEST
@@ -1213,6 +1401,71 @@ START_TEST(presets_agree_with_free_body_plus_constraints)
         cr.S[0 + 6 * 2] = 1.0;
         cr.S[1 + 6 * 4] = 1.0;
         equiv_check(&cr, &b, F);
+    }
+}
+END_TEST
+
+/* The other presets through cdyn_rigid_set_preset are the same computation
+ * as a motion callback calling cdyn_rigid_preset_eval: bit for bit. A
+ * carriage callback that fails gives CDYN_ERR_CALLBACK with code 1; the
+ * model layers replace each other. */
+START_TEST(presets_through_set_preset_are_the_callback_route)
+{
+    body_t b = {.m = 4.0,
+                .I = {2.0, 0.1, 0.0, 0.1, 3.0, 0.05, 0.0, 0.05, 4.0},
+                .r = {0.2, -0.1, 0.3}};
+    preset_user cases[3];
+    memset(cases, 0, sizeof cases);
+    cases[0].preset = CDYN_RIGID_MANEUVER4;
+    cases[0].p.z0 = 0.5, cases[0].p.theta0 = 0.1;
+    cases[1].preset = CDYN_RIGID_FIXED_POINT;
+    cases[1].p.origin[0] = 1.0, cases[1].p.origin[2] = -2.0;
+    cases[2].preset = CDYN_RIGID_CARRIAGE;
+    static sway_t sway = {.amp = 0.3, .omega = 1.7};
+    cases[2].p.phi0 = 0.05, cases[2].p.carriage = carriage_sway;
+    cases[2].p.carriage_user = &sway;
+    for (int c = 0; c < 3; ++c) {
+        int f = cdyn_rigid_preset_dof(cases[c].preset);
+        cases[c].m = b.m;
+        cdyn_rigid *cb = make_rigid(f, &b), *pr = make_rigid(f, &b);
+        ck_assert_int_eq(cdyn_rigid_set_model(cb, preset_motion, gravity_loads, &cases[c]),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_set_preset(pr, cases[c].preset, &cases[c].p, gravity_loads,
+                                               &cases[c]),
+                         CDYN_OK);
+        double y[8] = {0.1, -0.2, 0.3, 0.2, 0.5, -0.4, 0.3, 0.1}, ya[8], yb[8];
+        ck_assert_int_eq(cdyn_rigid_rhs(cb, 0.7, y, ya), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_rhs(pr, 0.7, y, yb), CDYN_OK);
+        ck_assert(memcmp(ya, yb, sizeof(double) * 2 * (size_t)f) == 0);
+        double Fa[6], Fb[6];
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(cb, Fa), CDYN_OK);
+        ck_assert_int_eq(cdyn_rigid_last_constraint_loads(pr, Fb), CDYN_OK);
+        ck_assert(memcmp(Fa, Fb, sizeof Fa) == 0);
+        if (cases[c].preset == CDYN_RIGID_CARRIAGE) {
+            cdyn_rigid_preset_params bad = cases[c].p;
+            bad.carriage = carriage_fails;
+            ck_assert_int_eq(cdyn_rigid_set_preset(pr, CDYN_RIGID_CARRIAGE, &bad, NULL, NULL),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_rigid_rhs(pr, 0.7, y, yb), CDYN_ERR_CALLBACK);
+            ck_assert_int_eq(cdyn_rigid_callback_code(pr), 1);
+            ck_assert(strstr(cdyn_rigid_last_error(pr), "carriage") != NULL);
+            /* the callback route again, then the preset */
+            ck_assert_int_eq(cdyn_rigid_set_model(pr, preset_motion, gravity_loads, &cases[c]),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_rigid_rhs(pr, 0.7, y, yb), CDYN_OK);
+            ck_assert(memcmp(ya, yb, sizeof(double) * 2 * (size_t)f) == 0);
+        }
+        /* refused: another preset's size, unknown preset, NULL params; the model stays */
+        ck_assert_int_eq(cdyn_rigid_set_preset(pr, CDYN_RIGID_FREE, NULL, NULL, NULL),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_rigid_set_preset(pr, (cdyn_rigid_preset)42, NULL, NULL, NULL),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_rigid_set_preset(pr, cases[c].preset, NULL, NULL, NULL),
+                         CDYN_ERR_ARG);
+        ck_assert_int_eq(cdyn_rigid_rhs(pr, 0.7, y, yb), CDYN_OK);
+        ck_assert(memcmp(ya, yb, sizeof(double) * 2 * (size_t)f) == 0);
+        cdyn_rigid_free(cb);
+        cdyn_rigid_free(pr);
     }
 }
 END_TEST
@@ -1884,6 +2137,9 @@ static Suite *rigid_suite(void)
     tcase_set_timeout(dyn, 300);
     tcase_add_test(dyn, torque_free_body_conserves_momentum_and_energy);
     tcase_add_test(dyn, axisymmetric_body_precesses_at_the_analytic_rate);
+    tcase_add_test(dyn, free_preset_is_the_general_free_motion);
+    tcase_add_test(dyn, free_preset_spin_about_a_principal_axis);
+    tcase_add_test(dyn, presets_through_set_preset_are_the_callback_route);
     tcase_add_test(dyn, one_axis_rotation_is_the_compound_pendulum);
     tcase_add_test(dyn, classical_euler_angles_convert_to_the_fixed_point_coordinates);
     tcase_add_test(dyn, heavy_top_in_steady_precession);

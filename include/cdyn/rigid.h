@@ -19,8 +19,9 @@
  * Ready-made motions fill it (cdyn_rigid_preset_eval), or the caller does.
  *
  * Lifecycle: cdyn_rigid_create(f) → cdyn_rigid_set_body() → per instant
- * cdyn_rigid_accelerations(), or, with callbacks (cdyn_rigid_set_model()),
- * cdyn_rigid_rhs() for an integrator. No call after
+ * cdyn_rigid_accelerations(), or, with callbacks (cdyn_rigid_set_model())
+ * or a ready-made motion (cdyn_rigid_set_preset()), cdyn_rigid_rhs() for an
+ * integrator. No call after
  * create allocates. One object must not be used from two threads at once.
  * On any error the outputs are untouched and the object stays usable.
  *
@@ -198,10 +199,32 @@ CDYN_API cdyn_status cdyn_rigid_set_model(cdyn_rigid *rb, cdyn_rigid_motion_fn m
                                           cdyn_rigid_loads_fn loads, void *user);
 
 /**
+ * Model layer with a ready-made motion (T5.4) that cdyn evaluates itself:
+ * cdyn_rigid_rhs() then computes what it would with a motion callback that
+ * calls cdyn_rigid_preset_eval(preset, params, ...), without that callback.
+ * The preset must have f coordinates (cdyn_rigid_preset_dof()); params may
+ * be NULL for FREE and is copied (a CARRIAGE callback and its user pointer
+ * must stay valid; the carriage callback runs under the same rules as the
+ * others). For FREE the right-hand side uses the free body's own equations
+ * (Euler's equations about C, the translation of C, the angle rates in
+ * closed form): the same q'' to rounding, with constraint loads exactly 0,
+ * and CDYN_ERR_SINGULAR where cos^2(theta) fails the definiteness policy
+ * (the Euler angles' Jacobian loses rank). loads may be NULL (F_i = 0).
+ * Replaces a model set by cdyn_rigid_set_model() and the reverse. Returns
+ * CDYN_ERR_ARG (unknown preset, f not the preset's, NULL params for a preset
+ * that reads them, a zero axis, no carriage callback), CDYN_ERR_NONFINITE
+ * (params), CDYN_ERR_BUSY; the previous model stays on error. No allocation.
+ */
+CDYN_API cdyn_status cdyn_rigid_set_preset(cdyn_rigid *rb, cdyn_rigid_preset preset,
+                                           const cdyn_rigid_preset_params *params,
+                                           cdyn_rigid_loads_fn loads, void *user);
+
+/**
  * Right-hand side for an integrator: y = [q; q'] (2f) → ydot = [q'; q''].
  * Returns the statuses of cdyn_rigid_accelerations(), CDYN_ERR_ARG (no
- * model set, NULL y or ydot), CDYN_ERR_NONFINITE (y, or a callback's
- * output) and CDYN_ERR_CALLBACK (code in cdyn_rigid_callback_code()).
+ * model set, NULL y or ydot), CDYN_ERR_NONFINITE (y, or a callback's or
+ * the preset's output) and CDYN_ERR_CALLBACK (code in
+ * cdyn_rigid_callback_code(); a preset's failed carriage callback gives 1).
  * ydot may be y. No allocation.
  */
 CDYN_API cdyn_status cdyn_rigid_rhs(cdyn_rigid *rb, double t, const double *y, double *ydot);
