@@ -481,7 +481,7 @@ static void rigid_case(const char *name, cdyn_rigid_preset preset, double unit)
 typedef struct {
     double mass, inertia[9], inertia_inv[9], force[3], moment[3];
     double y[12], ydot[12];
-    cdyn_rigid *rb;
+    cdyn_rigid *rb, *rb_preset; /* FREE by a motion callback; by cdyn_rigid_set_preset */
 } free_body;
 
 static void free_body_loads_into(const free_body *b, double *F_i)
@@ -550,6 +550,12 @@ static void free_body_cdyn(void *ctx)
     if (cdyn_rigid_rhs(b->rb, 0.0, b->y, b->ydot) != CDYN_OK) ++g_failures;
 }
 
+static void free_body_preset(void *ctx)
+{
+    free_body *b = ctx;
+    if (cdyn_rigid_rhs(b->rb_preset, 0.0, b->y, b->ydot) != CDYN_OK) ++g_failures;
+}
+
 /* The 3 x 3 inverse by cofactors (the hand version's one-time set-up). */
 static void inverse3(const double *A, double *X)
 {
@@ -581,21 +587,34 @@ static void section_rigid_hand(void)
     if (!b.rb || cdyn_rigid_set_body(b.rb, b.mass, inertia, 3, at_c) != CDYN_OK ||
         cdyn_rigid_set_model(b.rb, free_motion_cb, free_loads_cb, &b) != CDYN_OK)
         die("free body set-up", b.rb ? cdyn_rigid_last_error(b.rb) : cdyn_status_string(st));
-    double hand[12], worst = 0.0, scale = 0.0;
+    b.rb_preset = cdyn_rigid_create(6, &st);
+    if (!b.rb_preset || cdyn_rigid_set_body(b.rb_preset, b.mass, inertia, 3, at_c) != CDYN_OK ||
+        cdyn_rigid_set_preset(b.rb_preset, CDYN_RIGID_FREE, NULL, free_loads_cb, &b) != CDYN_OK)
+        die("free body set-up (preset)",
+            b.rb_preset ? cdyn_rigid_last_error(b.rb_preset) : cdyn_status_string(st));
+    double hand[12];
     free_body_hand(&b);
     memcpy(hand, b.ydot, sizeof hand);
-    free_body_cdyn(&b);
-    for (int i = 0; i < 12; ++i) {
-        worst = fmax(worst, fabs(b.ydot[i] - hand[i]));
-        scale = fmax(scale, fabs(hand[i]));
+    void (*routes[2])(void *) = {free_body_cdyn, free_body_preset};
+    for (int k = 0; k < 2; ++k) { /* both routes checked against the hand equations */
+        double worst = 0.0, scale = 0.0;
+        routes[k](&b);
+        for (int i = 0; i < 12; ++i) {
+            worst = fmax(worst, fabs(b.ydot[i] - hand[i]));
+            scale = fmax(scale, fabs(hand[i]));
+        }
+        if (!(worst <= 1e-12 * scale))
+            die("free body: cdyn_rigid_rhs and the hand Euler equations disagree", NULL);
     }
-    if (!(worst <= 1e-12 * scale))
-        die("free body: cdyn_rigid_rhs and the hand Euler equations disagree", NULL);
-    timing th = measure(free_body_hand, &b), tc = measure(free_body_cdyn, &b);
+    timing th = measure(free_body_hand, &b), tc = measure(free_body_cdyn, &b),
+           tp = measure(free_body_preset, &b);
     report("3", "hand Euler eqs, free body (baseline)", 6, 0, th, "hand_rigid", 1.0, NULL, 0);
     report("3", "cdyn_rigid_rhs FREE preset", 6, 0, tc, "hand_rigid", tc.median / th.median,
            NULL, 0);
+    report("3", "cdyn_rigid_rhs FREE by set_preset", 6, 0, tp, "hand_rigid",
+           tp.median / th.median, NULL, 0);
     cdyn_rigid_free(b.rb);
+    cdyn_rigid_free(b.rb_preset);
 }
 
 static void section_calls(double dgesv5_time)
