@@ -1,12 +1,23 @@
 /* libFuzzer harness: cdyn_rigid presets and accelerations on decoded body
  * data, kinematics, speeds and loads; body and loads in decoded mass and
  * length units mu, L (mass mu, inertia mu L^2, r_pc L, force mu L, moment
- * mu L^2). */
+ * mu L^2); then the same preset through cdyn_rigid_set_preset and
+ * cdyn_rigid_rhs. */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* Loads callback: the decoded F_i (user) as they are. */
+static int fixed_loads(double t, const double *q, const double *qd,
+                       const cdyn_rigid_kinematics *k, double *F_i, void *user)
+{
+    (void)t, (void)q, (void)qd, (void)k;
+    memcpy(F_i, user, 6 * sizeof(double));
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -75,6 +86,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)f), F_q, 6);
     }
     if (!fuzz_guard_ok(qdd, (size_t)f) || !fuzz_guard_ok(F_q, 6)) abort();
+    /* the model layer with the preset cdyn evaluates itself (FREE: the free
+     * body's own equations), loads from the decoded F_i */
+    double y[12], ydot[12 + FUZZ_GUARD];
+    memcpy(y, q, sizeof(double) * (size_t)f);
+    memcpy(y + f, qdot, sizeof(double) * (size_t)f);
+    fuzz_guard_set(ydot, 2 * (size_t)f);
+    st = cdyn_rigid_set_preset(rb, (cdyn_rigid_preset)preset, &params,
+                               (fuzz_byte(&in) & 1) ? fixed_loads : NULL, F_i);
+    if (st == CDYN_OK) {
+        st = cdyn_rigid_rhs(rb, fuzz_double(&in), y, ydot);
+        fuzz_ok_finite(st, ydot, 2 * (size_t)f);
+        if (st == CDYN_OK) {
+            st = cdyn_rigid_last_constraint_loads(rb, F_q);
+            fuzz_ok_finite(st, F_q, 6);
+        }
+    }
+    if (!fuzz_guard_ok(ydot, 2 * (size_t)f)) abort();
     cdyn_rigid_free(rb);
     return 0;
 }
