@@ -29,6 +29,21 @@ void cdyn__small_gemm(char transa, char transb, int m, int n, int k, double alph
                       const double *A, int lda, const double *B, int ldb, double beta,
                       double *C, int ldc)
 {
+    if (transa == 'T' && transb == 'N' && alpha != 0.0) {
+        /* C = alpha A^T B + beta C: dot products of contiguous columns (the
+         * general loop below in the same order, with unit strides) */
+        for (int j = 0; j < n; ++j) {
+            const double *b = B + (size_t)j * ldb;
+            for (int i = 0; i < m; ++i) {
+                const double *a = A + (size_t)i * lda;
+                double sum = 0.0;
+                for (int l = 0; l < k; ++l) sum += a[l] * b[l];
+                double *cij = C + i + (size_t)j * ldc;
+                *cij = scaled(beta, *cij) + alpha * sum;
+            }
+        }
+        return;
+    }
     size_t ar, ac, br, bc;
     strides(transa, lda, &ar, &ac);
     strides(transb, ldb, &br, &bc);
