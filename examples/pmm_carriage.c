@@ -195,14 +195,6 @@ static void add_load(double *F, const double *d, const double *f)
 
 /* ---- the model callbacks ----------------------------------------------- */
 
-static int motion(double t, const double *q, const double *qdot, cdyn_rigid_kinematics *k,
-                  void *user)
-{
-    const pmm *p = user;
-    return cdyn_rigid_preset_eval(CDYN_RIGID_CARRIAGE, &p->preset, t, q, qdot, k) == CDYN_OK ? 0
-                                                                                             : 1;
-}
-
 static int loads(double t, const double *q, const double *qdot, const cdyn_rigid_kinematics *k,
                  double *F_i, void *user)
 {
@@ -341,7 +333,8 @@ static int run(pmm *p, const char *csv_path, pmm_result *res)
     }
     p->preset.carriage_user = p;
     st = cdyn_rigid_set_body(rb, p->mass, p->inertia, 3, p->r_pc);
-    if (st == CDYN_OK) st = cdyn_rigid_set_model(rb, motion, loads, p);
+    if (st == CDYN_OK) /* the preset's kinematics, evaluated by cdyn */
+        st = cdyn_rigid_set_preset(rb, CDYN_RIGID_CARRIAGE, &p->preset, loads, p);
     if (st != CDYN_OK) {
         fprintf(stderr, "pmm_carriage: setup: %s: %s\n", cdyn_status_string(st),
                 cdyn_rigid_last_error(rb));

@@ -247,15 +247,6 @@ static int solve_dense(int n, double *A, double *b)
 
 /* ---- the model callbacks ----------------------------------------------- */
 
-static int motion(double t, const double *q, const double *qdot, cdyn_rigid_kinematics *k,
-                  void *user)
-{
-    const ship *s = user;
-    return cdyn_rigid_preset_eval(CDYN_RIGID_MANEUVER4, &s->preset, t, q, qdot, k) == CDYN_OK
-               ? 0
-               : 1;
-}
-
 /* Body velocities nu_b = (R^T v_C; R^T omega) at (q', k); P = C. */
 static void body_velocities(const cdyn_rigid_kinematics *k, const double *qdot, double *nu)
 {
@@ -486,7 +477,8 @@ int main(int argc, char **argv)
     }
     st = cdyn_rigid_set_body(rb, s.mass, s.inertia, 3, NULL);
     if (st == CDYN_OK) st = cdyn_rigid_set_body(s.helper, s.mass, s.inertia, 3, NULL);
-    if (st == CDYN_OK) st = cdyn_rigid_set_model(rb, motion, loads, &s);
+    if (st == CDYN_OK) /* the preset's kinematics, evaluated by cdyn */
+        st = cdyn_rigid_set_preset(rb, CDYN_RIGID_MANEUVER4, &s.preset, loads, &s);
     if (st != CDYN_OK) {
         fprintf(stderr, "ship_maneuvering: setup: %s: %s\n", cdyn_status_string(st),
                 cdyn_rigid_last_error(rb));
