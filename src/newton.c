@@ -66,6 +66,8 @@ struct cdyn_newton {
     int has_known;              /* b.known holds the owner's terms for the next solve */
     int factored_valid;         /* b.factored is the J of the current factorization */
     int factored_result;        /* what cdyn__newton_factor returned for it */
+    int has_ops;                /* the Jacobian is the owner's (cdyn__newton_create_linear) */
+    cdyn__newton_linear ops;
     int chord;                  /* start solves with chord steps (cdyn__newton_set_chord) */
     int kept_valid;             /* b.kept_* hold a factorization for them */
     cdyn__guard guard;
@@ -93,33 +95,38 @@ static void buffers_free(buffers *b)
 
 static double *doubles(size_t count) { return calloc(count > 0 ? count : 1, sizeof(double)); }
 
-/* Allocate for k x p; 0 when out of memory (b freed). */
-static int buffers_alloc(buffers *b, int k, int p)
+/* Allocate for k x p; 0 when out of memory (b freed). Without dense, none
+ * of the k x p buffers (the owner keeps J: cdyn__newton_create_linear). */
+static int buffers_alloc(buffers *b, int k, int p, int dense)
 {
     memset(b, 0, sizeof *b);
     b->k = k;
     b->p = p;
     size_t kk = (size_t)k, pp = (size_t)p, big = (size_t)cdyn__max(k, p);
-    int lwork = cdyn__gesvd_lwork(k, p);
-    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'T', k, 1, k));
-    lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', p, 1, k));
-    int ok = cdyn__rank_ws_init(&b->ws, k, p, lwork);
+    size_t kp = dense ? kk * pp : 1, k2 = dense ? kk * kk : 1;
+    int ok = 1;
+    if (dense) {
+        int lwork = cdyn__gesvd_lwork(k, p);
+        lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'T', k, 1, k));
+        lwork = cdyn__max(lwork, cdyn__ormqr_lwork('L', 'N', p, 1, k));
+        ok = cdyn__rank_ws_init(&b->ws, k, p, lwork);
+    }
     b->row_scale = doubles(kk);
     b->col_scale = doubles(pp);
     b->sv = doubles(kk);
-    b->u = doubles(kk * kk);
-    b->vt = doubles(kk * pp);
-    b->svd_copy = doubles(kk * pp);
+    b->u = doubles(k2);
+    b->vt = doubles(kp);
+    b->svd_copy = doubles(kp);
     b->atol = doubles(pp);
     b->nominal = doubles(pp);
     b->gtol = doubles(kk);
-    b->jac = doubles(kk * pp);
+    b->jac = doubles(kp);
     b->g = doubles(kk);
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
     b->known = doubles(kk);
-    b->factored = doubles(kk * pp);
+    b->factored = doubles(kp);
     b->g_keep = doubles(kk);
     b->dx_prev = doubles(pp);
     b->tol_x = doubles(pp);
@@ -131,8 +138,8 @@ static int buffers_alloc(buffers *b, int k, int p)
     b->scratch = doubles(big);
     b->dependent_rows = calloc(kk, sizeof(int));
     b->dropped_cols = calloc(pp, sizeof(int));
-    b->kept_qr = doubles(kk * pp);
-    b->kept_jac = doubles(kk * pp);
+    b->kept_qr = doubles(kp);
+    b->kept_jac = doubles(kp);
     b->kept_tau = doubles(kk);
     b->kept_row_scale = doubles(kk);
     b->kept_col_scale = doubles(pp);
@@ -149,6 +156,16 @@ static int buffers_alloc(buffers *b, int k, int p)
 
 /* ---- object ------------------------------------------------------------- */
 
+/* The settings of a new solver (newton.h documents them). */
+static void set_defaults(cdyn_newton *nt)
+{
+    nt->max_iterations = 20;
+    nt->max_backtracks = 40;
+    nt->rtol = 1e-10;
+    nt->rank_tol = CDYN__RANK_TOL;
+    nt->fd_step = 1.5e-8;
+}
+
 cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
 {
     cdyn_status dummy;
@@ -158,18 +175,37 @@ cdyn_newton *cdyn_newton_create(int k, int p, cdyn_status *status)
         return NULL;
     }
     cdyn_newton *nt = cdyn__object_alloc(sizeof *nt, offsetof(cdyn_newton, msg));
-    if (!nt || !buffers_alloc(&nt->b, k, p)) {
+    if (!nt || !buffers_alloc(&nt->b, k, p, 1)) {
         free(nt);
         *status = CDYN_ERR_NOMEM;
         return NULL;
     }
     nt->k = k;
     nt->p = p;
-    nt->max_iterations = 20;
-    nt->max_backtracks = 40;
-    nt->rtol = 1e-10;
-    nt->rank_tol = CDYN__RANK_TOL;
-    nt->fd_step = 1.5e-8;
+    set_defaults(nt);
+    *status = CDYN_OK;
+    return nt;
+}
+
+cdyn_newton *cdyn__newton_create_linear(int k, const cdyn__newton_linear *ops,
+                                        cdyn_status *status)
+{
+    cdyn_status dummy;
+    if (!status) status = &dummy;
+    if (k < 1 || !ops || !ops->evaluate || !ops->column || !ops->factor || !ops->apply) {
+        *status = CDYN_ERR_ARG;
+        return NULL;
+    }
+    cdyn_newton *nt = cdyn__object_alloc(sizeof *nt, offsetof(cdyn_newton, msg));
+    if (!nt || !buffers_alloc(&nt->b, k, k, 0)) {
+        free(nt);
+        *status = CDYN_ERR_NOMEM;
+        return NULL;
+    }
+    nt->k = nt->p = k;
+    nt->has_ops = 1;
+    nt->ops = *ops;
+    set_defaults(nt);
     *status = CDYN_OK;
     return nt;
 }
@@ -192,7 +228,7 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
     if (k == nt->k && p == nt->p) return CDYN_OK;
     if (k > nt->b.k || p > nt->b.p) {
         buffers grown;
-        if (!buffers_alloc(&grown, cdyn__max(k, nt->b.k), cdyn__max(p, nt->b.p)))
+        if (!buffers_alloc(&grown, cdyn__max(k, nt->b.k), cdyn__max(p, nt->b.p), !nt->has_ops))
             return cdyn__fail(nt->msg, CDYN_ERR_NOMEM, "cdyn_newton: out of memory");
         buffers_free(&nt->b);
         nt->b = grown;
@@ -524,6 +560,29 @@ double cdyn__newton_dropped(const cdyn_newton *nt) { return nt->largest_dropped;
 static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, const double *G,
                                     double *dx)
 {
+    if (nt->has_ops) { /* the owner factors its J and decides its rank */
+        int rank = nt->k;
+        double smallest = NAN;
+        int result = nt->ops.factor(nt->ops.ctx, &rank, &smallest);
+        if (result < 0)
+            return cdyn__fail(nt->msg, CDYN_ERR_NOMEM,
+                              "cdyn_newton: the Jacobian's factorization failed");
+        nt->rank = nt->rank_used = nt->rank_numerical = rank;
+        nt->smallest_kept = smallest;
+        nt->largest_dropped = 0.0;
+        nt->mode = MODE_QR_SQUARE; /* full rank or refused below: never the SVD path */
+        nt->report.rank = rank;
+        nt->report.smallest_kept = smallest;
+        nt->report.largest_dropped = 0.0;
+        if (result > 0)
+            return cdyn__fail(nt->msg, CDYN_ERR_SINGULAR,
+                              "cdyn_newton_solve: the Jacobian is singular to the rank "
+                              "tolerance (its estimated reciprocal condition %.3g)",
+                              smallest);
+        for (int i = 0; i < nt->k; ++i) nt->b.scratch[i] = -G[i];
+        nt->ops.apply(nt->ops.ctx, nt->b.scratch, dx);
+        return CDYN_OK;
+    }
     int svd = cdyn__newton_factor(nt, J, ldj);
     if (svd < 0)
         return cdyn__fail(nt->msg, CDYN_ERR_LAPACK, "cdyn_newton: LAPACK failed on the Jacobian");
@@ -550,6 +609,8 @@ cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj, const do
     if (!nt) return CDYN_ERR_ARG;
     const char *fn = "cdyn_newton_step";
     if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
+    if (nt->has_ops)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: this solver's Jacobian is its owner's", fn);
     if (!J || !G || !dx)
         return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
                           !J ? "J" : !G ? "G" : "dx");
@@ -617,6 +678,20 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     nt->counters.jacobian_evaluations++;
+    if (nt->has_ops) { /* the owner's J */
+        nt->guard.in_callback++;
+        int code = nt->ops.evaluate(nt->ops.ctx, x);
+        nt->guard.in_callback--;
+        if (code > 0) {
+            nt->report.callback_code = code;
+            return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
+                              "cdyn_newton_solve: Jacobian callback returned %d", code);
+        }
+        if (code < 0)
+            return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
+                              "cdyn_newton_solve: the Jacobian is not finite");
+        return CDYN_OK;
+    }
     if (jacobian) {
         nt->guard.in_callback++;
         int code = jacobian(x, b->jac, k, user);
@@ -687,6 +762,8 @@ cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_fn residua
     if (!nt) return CDYN_ERR_ARG;
     const char *fn = "cdyn_newton_check_jacobian";
     if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
+    if (nt->has_ops)
+        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: this solver's Jacobian is its owner's", fn);
     if (!residual || !jacobian || !x || !report)
         return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
                           !residual ? "residual" : !jacobian ? "jacobian" : !x ? "x" : "report");
@@ -727,6 +804,17 @@ cdyn_status cdyn_newton_check_jacobian(cdyn_newton *nt, cdyn_residual_fn residua
 
 /* ---- convergence (weighted norms) ---------------------------------------- */
 
+/* Column j of J: its entries' values and rows (NULL: rows 0 .. k-1), and
+ * their count. J is k x p with ld k, or the owner's (cdyn__newton_linear). */
+static int column(const cdyn_newton *nt, const double *J, int j, const int **rows,
+                  const double **values)
+{
+    if (nt->has_ops) return nt->ops.column(nt->ops.ctx, j, rows, values);
+    *rows = NULL;
+    *values = J + (size_t)j * nt->k;
+    return nt->k;
+}
+
 /* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
  * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x)
@@ -745,18 +833,21 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
          * never have. J is walked by columns; every x, J and g_start here
          * is finite, so plain comparisons stand for fmax. */
         double *terms = b->g_trial;
+        const int *rows;
+        const double *col;
         for (int i = 0; i < k; ++i) terms[i] = rtol * b->g_start[i];
         for (int j = 0; j < p; ++j) {
-            const double *col = J + (size_t)j * k;
+            int count = column(nt, J, j, &rows, &col);
             double ax = fabs(x[j]), w = rtol * (ax > b->nominal[j] ? ax : b->nominal[j]);
-            for (int i = 0; i < k; ++i) terms[i] += fabs(col[i]) * w;
+            for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e]) * w;
         }
         for (int j = 0; j < p; ++j) {
             if (b->nominal[j] > 0.0) continue;
-            const double *col = J + (size_t)j * k;
+            int count = column(nt, J, j, &rows, &col);
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]);
-            for (int i = 0; i < k; ++i) {
-                double a = fabs(col[i]);
+            for (int e = 0; e < count; ++e) {
+                int i = rows ? rows[e] : e;
+                double a = fabs(col[e]);
                 /* the other terms: an equation whose only term is this
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
                  * scale */
@@ -785,9 +876,11 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
     }
     memset(b->tol_g, 0, sizeof(double) * (size_t)k);
     for (int j = 0; j < p; ++j) {
-        const double *col = J + (size_t)j * k;
+        const int *rows;
+        const double *col;
+        int count = column(nt, J, j, &rows, &col);
         double t = b->tol_x[j];
-        for (int i = 0; i < k; ++i) b->tol_g[i] += fabs(col[i]) * t;
+        for (int e = 0; e < count; ++e) b->tol_g[rows ? rows[e] : e] += fabs(col[e]) * t;
     }
 }
 
@@ -801,10 +894,16 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
+    double *terms = b->g_trial; /* sum_j |J_ij x_j|, by columns */
+    memset(terms, 0, sizeof(double) * (size_t)k);
+    for (int j = 0; j < p; ++j) {
+        const int *rows;
+        const double *col;
+        int count = column(nt, J, j, &rows, &col);
+        for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e] * x[j]);
+    }
     for (int i = 0; i < k; ++i) {
-        double terms = 0.0;
-        for (int j = 0; j < p; ++j) terms += fabs(J[i + (size_t)j * k] * x[j]);
-        b->g_start[i] = fmax(0.0, b->g_start[i] - terms);
+        b->g_start[i] = fmax(0.0, b->g_start[i] - terms[i]);
         /* terms that cancel in G(x0) (two equal flows into and out of a
          * junction) hide their size from the guess; an owner that knows them
          * says so (cdyn__newton_set_known_terms) */
@@ -1048,13 +1147,13 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
             learn_magnitudes(nt, x);
-            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
+            nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return CDYN_OK;
         }
         /* the residual test met here and at the previous iterate while the
          * correction no longer shrinks: rounding, not progress (newton.h) */
         if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x)) {
-            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
+            nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }
         previous_met = res <= 1.0;
@@ -1104,7 +1203,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */
-            nt->solution_factored = jacobian && nt->mode != MODE_SVD;
+            nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }
         if (st == CDYN_OK && step == 0.0)

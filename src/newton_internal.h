@@ -8,6 +8,36 @@
 
 #include "cdyn/newton.h"
 
+/* A Jacobian its owner keeps and factors (a sparse one): cdyn_newton keeps
+ * the iteration of THEORY T2 (steps, line search, the weighted convergence
+ * test, the bounds, the report), the owner the matrix and its rank
+ * decision. A solver made by cdyn__newton_create_linear allocates no k x k
+ * buffer; its cdyn_newton_solve() ignores the jacobian argument and calls
+ * these (under the guard of its callbacks); cdyn_newton_step() and
+ * cdyn_newton_check_jacobian() refuse it, and cdyn__newton_factor/apply/
+ * apply_many must not be called on it. A rank-deficient J fails the solve
+ * (CDYN_ERR_SINGULAR): there is no SVD step. */
+typedef struct cdyn__newton_linear {
+    void *ctx;
+    /* J at x (k): evaluate and keep it; 0, a callback's non-zero code
+     * (> 0), or -1 for a J that is not finite */
+    int (*evaluate)(void *ctx, const double *x);
+    /* column j of the kept J: the count of its entries, their rows (or NULL
+     * for rows 0 .. k-1) and values */
+    int (*column)(void *ctx, int j, const int **rows, const double **values);
+    /* factor the kept J: 0 at full rank, 1 rank deficient by the owner's
+     * test, -1 failure; *rank and *rcond (a reciprocal condition, NaN when
+     * none) describe it */
+    int (*factor)(void *ctx, int *rank, double *rcond);
+    /* x (k) = J^-1 b (k) with that factorization; x and b may alias */
+    void (*apply)(void *ctx, const double *b, double *x);
+} cdyn__newton_linear;
+
+/* A square k x k solver on the owner's Jacobian (ops copied). status:
+ * CDYN_OK, CDYN_ERR_ARG (k < 1, a NULL operation), CDYN_ERR_NOMEM. */
+cdyn_newton *cdyn__newton_create_linear(int k, const cdyn__newton_linear *ops,
+                                        cdyn_status *status);
+
 /* Factor J (k x p, ldj >= k; finite) by the rank policy. Returns 1 if J was
  * rank deficient and the SVD path was taken, else 0; -1 if LAPACK reported
  * an internal error. Leaves the solve report alone, but sets the
