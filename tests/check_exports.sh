@@ -11,7 +11,7 @@ status=0
 node=$(sed -n 's/^\(CDYN_[0-9.]*\) {$/\1/p' "$src/src/cdyn.map")
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' |
            grep -vxF "$node" | sort -u)
-headers=$(ls "$src"/include/cdyn/*.h | grep -v -e '/network\.h$' -e '/sundials\.h$')
+headers=$(ls "$src"/include/cdyn/*.h | grep -v -e '/network\.h$' -e '/sparse_dae\.h$' -e '/sundials\.h$')
 declared=$(grep -ho '^CDYN_API[^(]*(' $headers | sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort -u)
 extra=$(printf '%s\n' "$exported" | grep -vxF "$declared")
 missing=$(printf '%s\n' "$declared" | grep -vxF "$exported")

@@ -1,0 +1,108 @@
+/* libFuzzer harness: cdyn_sparse_dae (optional cdyn_sparse) with a decoded
+ * pattern (well formed or not), decoded masses (zeros: algebraic states),
+ * and the model F_i = sum_j a_ij v_j + c_i + d_i v_i |v_i| on that pattern
+ * (its Jacobian exact), in decoded units. Checks that a malformed pattern
+ * is refused, that CDYN_OK results are finite, that m v' = F holds for the
+ * states with mass, and that nothing is written past the outputs. */
+#include <cdyn/sparse_dae.h>
+
+#include "fuzz_input.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { NMAX = 10, NNZ = NMAX * NMAX };
+
+typedef struct {
+    int n, colptr[NMAX + 1], rowind[NNZ];
+    double a[NNZ], c[NMAX], d[NMAX];
+} model;
+
+static int force(double t, const double *v, double *F, void *user)
+{
+    const model *m = user;
+    for (int i = 0; i < m->n; ++i) F[i] = m->c[i] * (1.0 + 0.1 * t) + m->d[i] * v[i] * fabs(v[i]);
+    for (int j = 0; j < m->n; ++j)
+        for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) F[m->rowind[e]] += m->a[e] * v[j];
+    return 0;
+}
+
+static int jacobian(double t, const double *v, double *values, void *user)
+{
+    const model *m = user;
+    (void)t;
+    for (int j = 0; j < m->n; ++j)
+        for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e)
+            values[e] = m->a[e] + (m->rowind[e] == j ? 2.0 * m->d[j] * fabs(v[j]) : 0.0);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_input in = {data, size, 0};
+    model m;
+    memset(&m, 0, sizeof m);
+    m.n = fuzz_size(&in, 0, NMAX);
+    cdyn_status st;
+    double mass[NMAX];
+    if (m.n < 1 || m.n > NMAX) { /* hostile sizes (no arrays of that size): refused */
+        if (cdyn_sparse_dae_create(m.n, NULL, NULL, NULL, &st) || st != CDYN_ERR_ARG) abort();
+        return 0;
+    }
+    int n = m.n;
+    uint8_t shape = fuzz_byte(&in);
+    for (int j = 0; j < n; ++j) { /* the diagonal first (a regular block is likely), then more */
+        int count = fuzz_byte(&in) % 4;
+        m.colptr[j + 1] = m.colptr[j];
+        if (!(shape & 1)) m.rowind[m.colptr[j + 1]++] = j;
+        for (int k = 0; k < count && m.colptr[j + 1] < NNZ; ++k) {
+            uint8_t b = fuzz_byte(&in);
+            int row = b == 0xFF ? -1 : (int)(b % (unsigned)n);
+            int repeat = 0;
+            for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e) repeat |= m.rowind[e] == row;
+            if (!repeat || (shape & 2)) m.rowind[m.colptr[j + 1]++] = row; /* 2: keep repeats */
+        }
+    }
+    double scale = fuzz_scale(&in);
+    for (int j = 0; j < n; ++j) {
+        uint8_t b = fuzz_byte(&in);
+        mass[j] = b & 1 ? 0.0 : scale * (0.5 + (b >> 1) / 64.0);
+        if (b == 0xFE) mass[j] = -1.0;
+    }
+    fuzz_fill(&in, m.a, (size_t)m.colptr[n]);
+    fuzz_fill(&in, m.c, (size_t)n);
+    fuzz_fill(&in, m.d, (size_t)n);
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(n, mass, m.colptr, m.rowind, &st);
+    if (!sd) return 0;
+    if (cdyn_sparse_dae_set_model(sd, force, jacobian, NULL, &m) != CDYN_OK) abort();
+    double v[NMAX], t = fuzz_double(&in);
+    fuzz_fill(&in, v, (size_t)n);
+    st = cdyn_sparse_dae_consistent(sd, t, v);
+    fuzz_ok_finite(st, v, (size_t)n);
+    int nd = cdyn_sparse_dae_ode_size(sd), integrated[NMAX];
+    if (nd < 0 || nd > n || cdyn_sparse_dae_split_states(sd, integrated, NULL) != nd) abort();
+    double y[NMAX], ydot[NMAX + FUZZ_GUARD];
+    for (int l = 0; l < nd; ++l) y[l] = v[integrated[l]];
+    fuzz_guard_set(ydot, (size_t)nd);
+    st = cdyn_sparse_dae_rhs(sd, t, y, ydot);
+    fuzz_ok_finite(st, ydot, (size_t)nd);
+    if (!fuzz_guard_ok(ydot, (size_t)nd)) abort();
+    if (st == CDYN_OK) { /* m v' = F for the states with mass, to a few roundings (and
+                          * the subnormal spacing, where F / m underflows) */
+        double w[NMAX], wd[NMAX], F[NMAX];
+        if (cdyn_sparse_dae_last_state(sd, w, wd) != CDYN_OK) abort();
+        fuzz_ok_finite(st, wd, (size_t)n);
+        force(t, w, F, &m);
+        for (int l = 0; l < nd; ++l) {
+            int j = integrated[l];
+            double tol = 8.0 * DBL_EPSILON * fabs(F[j]) + 2.0 * mass[j] * DBL_TRUE_MIN;
+            if (!(fabs(mass[j] * wd[j] - F[j]) <= tol)) abort();
+        }
+    }
+    cdyn_sparse_dae_free(sd);
+    return 0;
+}

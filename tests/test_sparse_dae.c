@@ -1,0 +1,672 @@
+/* Check suite for cdyn_sparse_dae (include/cdyn/sparse_dae.h): a large
+ * index-1 DAE with a diagonal mass and a sparse Jacobian.
+ *
+ * The model, a hydraulic grid in SI units: k x k junctions, a pipe on every
+ * edge, an orifice from every junction to ambient and an inflow b(t) into
+ * junction 0. States: the pipe flows q_e, the junction pressures p_j and
+ * the orifice flows o_j. Pipes on every third edge are short and resistive
+ * (no inertance: algebraic); the others have inertance L_e. Junctions have
+ * no storage, and their orifices no inertance, so p and o are algebraic
+ * too, one equation each:
+ *     L_e q_e' = p_a - p_b - R_e q_e - K_e q_e |q_e|   (pipe a -> b; L_e = 0 resistive)
+ *     0 = b_j(t) + sum_in q - sum_out q - o_j           (junction j: p_j's equation)
+ *     0 = p_j - p_0 - R_o o_j - K_o o_j |o_j|           (orifice j: o_j's equation)
+ * dF_A/dv_A couples the pressures through the resistive pipes: index 1.
+ *
+ * Checked against: the dense cdyn_dae on the same equations (a second
+ * formulation, on a 3 x 3 grid); on a 30 x 30 grid the identities
+ * m v' = F for the states with mass, F_A(v) = 0 and the differentiated
+ * constraints dF_A/dv v' + dF_A/dt = 0; the same results with states and
+ * equations rescaled by 1e+-8; refusals of singular and malformed input. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <suitesparse/SuiteSparse_config.h>
+
+#include "alloc_count.h"
+#include "cdyn.h"
+#include "cdyn/sparse_dae.h"
+#include "testutil.h"
+
+typedef struct {
+    int k, nj, np, n, nnz;
+    int *from, *to;           /* np: junctions of each pipe */
+    double *L, *R, *K;        /* np */
+    double Ro, Ko, p0, b0, w; /* orifices, ambient, inflow b0 (1 + 0.5 sin w t) */
+    double *mass;             /* n */
+    int *colptr, *rowind;     /* the pattern of dF/dv */
+    double sq, sp;            /* units: flows and pressures in the state = s * SI */
+    double *e;                /* n: equation scales */
+    int force_fail, jac_nan;  /* fault injection */
+    cdyn_sparse_dae *reenter; /* a callback calls rhs on it */
+    cdyn_status reentry_status;
+} grid;
+
+/* state indices: pipes 0..np-1, pressures np.., orifices np+nj.. */
+static int P(const grid *g, int j) { return g->np + j; }
+static int O(const grid *g, int j) { return g->np + g->nj + j; }
+
+static double inflow(const grid *g, double t) { return g->b0 * (1.0 + 0.5 * sin(g->w * t)); }
+static double inflow_dot(const grid *g, double t) { return g->b0 * 0.5 * g->w * cos(g->w * t); }
+
+/* The pattern: column c lists the equations in which state c appears. */
+static void grid_pattern(grid *g)
+{
+    int n = g->n;
+    int *count = calloc((size_t)n, sizeof(int));
+    /* entries (row, col): pipe e: (e, e), (e, p_a), (e, p_b); junction
+     * rows: (p_j, q_e) for its pipes, (p_j, o_j); orifice: (o_j, p_j), (o_j, o_j) */
+    int cap = 3 * g->np + 2 * g->np + 4 * g->nj;
+    int *rows = malloc(sizeof(int) * (size_t)cap), *cols = malloc(sizeof(int) * (size_t)cap), m = 0;
+#define ADD(r, c) (rows[m] = (r), cols[m] = (c), ++count[c], ++m)
+    for (int e = 0; e < g->np; ++e) {
+        ADD(e, e);
+        ADD(e, P(g, g->from[e]));
+        ADD(e, P(g, g->to[e]));
+        ADD(P(g, g->from[e]), e);
+        ADD(P(g, g->to[e]), e);
+    }
+    for (int j = 0; j < g->nj; ++j) {
+        ADD(P(g, j), O(g, j));
+        ADD(O(g, j), P(g, j));
+        ADD(O(g, j), O(g, j));
+    }
+#undef ADD
+    g->nnz = m;
+    g->colptr = malloc(sizeof(int) * ((size_t)n + 1));
+    g->rowind = malloc(sizeof(int) * (size_t)m);
+    g->colptr[0] = 0;
+    for (int c = 0; c < n; ++c) g->colptr[c + 1] = g->colptr[c] + count[c];
+    int *next = calloc((size_t)n, sizeof(int));
+    for (int c = 0; c < n; ++c) next[c] = g->colptr[c];
+    for (int x = 0; x < m; ++x) g->rowind[next[cols[x]]++] = rows[x];
+    free(next);
+    free(count);
+    free(rows);
+    free(cols);
+}
+
+static void grid_init(grid *g, int k)
+{
+    memset(g, 0, sizeof *g);
+    g->k = k;
+    g->nj = k * k;
+    g->np = 2 * k * (k - 1);
+    g->n = g->np + 2 * g->nj;
+    g->from = malloc(sizeof(int) * (size_t)g->np);
+    g->to = malloc(sizeof(int) * (size_t)g->np);
+    g->L = malloc(sizeof(double) * (size_t)g->np);
+    g->R = malloc(sizeof(double) * (size_t)g->np);
+    g->K = malloc(sizeof(double) * (size_t)g->np);
+    int e = 0;
+    for (int r = 0; r < k; ++r)
+        for (int c = 0; c < k; ++c) {
+            int j = r * k + c;
+            if (c + 1 < k) g->from[e] = j, g->to[e++] = j + 1;
+            if (r + 1 < k) g->from[e] = j, g->to[e++] = j + k;
+        }
+    double rho = 1000.0, area = 1.963e-3; /* 50 mm pipes */
+    for (e = 0; e < g->np; ++e) {
+        int resistive = e % 3 == 1;
+        g->L[e] = resistive ? 0.0 : rho * (10.0 + e % 7) / area;
+        g->R[e] = 2.0e7 * (1.0 + 0.1 * (e % 5));
+        g->K[e] = 1.0e10 * (1.0 + 0.05 * (e % 3));
+    }
+    g->Ro = 5.0e8;
+    g->Ko = 4.0e11;
+    g->p0 = 1.0e5;
+    g->b0 = 2.0e-3 * g->nj;
+    g->w = 3.0;
+    g->sq = g->sp = 1.0;
+    g->mass = calloc((size_t)g->n, sizeof(double));
+    g->e = malloc(sizeof(double) * (size_t)g->n);
+    for (int i = 0; i < g->n; ++i) g->e[i] = 1.0;
+    for (e = 0; e < g->np; ++e) g->mass[e] = g->L[e];
+    grid_pattern(g);
+}
+
+/* rescale: flows by sq, pressures by sp, equation i by e_i (the masses follow) */
+static void grid_units(grid *g, double sq, double sp, double se)
+{
+    g->sq = sq;
+    g->sp = sp;
+    for (int i = 0; i < g->n; ++i) g->e[i] = i % 2 ? se : 1.0 / se;
+    for (int e = 0; e < g->np; ++e) g->mass[e] = g->e[e] * g->L[e] / sq;
+}
+
+static void grid_free(grid *g)
+{
+    free(g->from), free(g->to), free(g->L), free(g->R), free(g->K);
+    free(g->mass), free(g->colptr), free(g->rowind), free(g->e);
+}
+
+static int grid_force(double t, const double *v, double *F, void *user)
+{
+    grid *g = user;
+    if (g->force_fail) return g->force_fail;
+    if (g->reenter) g->reentry_status = cdyn_sparse_dae_rhs(g->reenter, t, v, F);
+    for (int i = 0; i < g->nj; ++i) F[P(g, i)] = 0.0;
+    for (int e = 0; e < g->np; ++e) {
+        double q = v[e] / g->sq, pa = v[P(g, g->from[e])] / g->sp, pb = v[P(g, g->to[e])] / g->sp;
+        F[e] = pa - pb - g->R[e] * q - g->K[e] * q * fabs(q);
+        F[P(g, g->from[e])] -= q;
+        F[P(g, g->to[e])] += q;
+    }
+    for (int j = 0; j < g->nj; ++j) {
+        double o = v[O(g, j)] / g->sq, p = v[P(g, j)] / g->sp;
+        F[P(g, j)] -= o;
+        F[O(g, j)] = p - g->p0 - g->Ro * o - g->Ko * o * fabs(o);
+    }
+    F[P(g, 0)] += inflow(g, t);
+    for (int i = 0; i < g->n; ++i) F[i] *= g->e[i];
+    return 0;
+}
+
+static int grid_jacobian(double t, const double *v, double *values, void *user)
+{
+    grid *g = user;
+    (void)t;
+    for (int c = 0; c < g->n; ++c)
+        for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x) {
+            int r = g->rowind[x];
+            double d;
+            if (c < g->np) { /* a pipe flow */
+                double q = v[c] / g->sq;
+                d = r == c ? -g->R[c] - 2.0 * g->K[c] * fabs(q)
+                           : (r == P(g, g->from[c]) ? -1.0 : 1.0);
+                d /= g->sq;
+            } else if (c < g->np + g->nj) { /* a pressure */
+                int j = c - g->np;
+                d = r < g->np ? (g->from[r] == j ? 1.0 : -1.0) : 1.0;
+                d /= g->sp;
+            } else { /* an orifice flow */
+                double o = v[c] / g->sq;
+                d = r == c ? -g->Ro - 2.0 * g->Ko * fabs(o) : -1.0;
+                d /= g->sq;
+            }
+            values[x] = g->e[r] * d;
+        }
+    if (g->jac_nan) values[0] = NAN;
+    return 0;
+}
+
+static int grid_time(double t, const double *v, double *dFdt, void *user)
+{
+    grid *g = user;
+    (void)v;
+    memset(dFdt, 0, sizeof(double) * (size_t)g->n);
+    dFdt[P(g, 0)] = g->e[P(g, 0)] * inflow_dot(g, t);
+    return 0;
+}
+
+/* a start: flows spread, pressures ambient + 1 bar (in the model's units) */
+static void grid_guess(const grid *g, double *v)
+{
+    for (int e = 0; e < g->np; ++e) v[e] = g->sq * 1e-3 * (1.0 + 0.1 * (e % 4));
+    for (int j = 0; j < g->nj; ++j) {
+        v[P(g, j)] = g->sp * (g->p0 + 1e5);
+        v[O(g, j)] = g->sq * 2e-3;
+    }
+}
+
+static cdyn_sparse_dae *grid_dae(grid *g, int with_time)
+{
+    cdyn_status st = CDYN_ERR_LAPACK;
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(g->n, g->mass, g->colptr, g->rowind, &st);
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, grid_force, grid_jacobian,
+                                               with_time ? grid_time : NULL, g),
+                     CDYN_OK);
+    return sd;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* The dense cdyn_dae on the same equations: M = diag(mass), dF/dv dense. */
+typedef struct {
+    grid *g;
+    double *values;
+} dense_user;
+
+static int dense_force(double t, const double *v, double *F, void *user)
+{
+    return grid_force(t, v, F, ((dense_user *)user)->g);
+}
+
+static int dense_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    dense_user *u = user;
+    grid *g = u->g;
+    grid_jacobian(t, v, u->values, g);
+    for (int c = 0; c < g->n; ++c) {
+        for (int i = 0; i < g->n; ++i) J[i + (size_t)c * ld] = 0.0;
+        for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x)
+            J[g->rowind[x] + (size_t)c * ld] = u->values[x];
+    }
+    return 0;
+}
+
+static int dense_time(double t, const double *v, double *dF, void *user)
+{
+    return grid_time(t, v, dF, ((dense_user *)user)->g);
+}
+
+START_TEST(matches_the_dense_dae)
+{
+    grid g;
+    grid_init(&g, 3);
+    int n = g.n;
+    cdyn_sparse_dae *sd = grid_dae(&g, 1);
+    double *M = calloc((size_t)n * n, sizeof(double));
+    for (int i = 0; i < n; ++i) M[i + (size_t)i * n] = g.mass[i];
+    dense_user du = {&g, malloc(sizeof(double) * (size_t)g.nnz)};
+    cdyn_dae *dense = cdyn_dae_create(n, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dense, M, n), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dense, dense_force, dense_jacobian, dense_time, &du),
+                     CDYN_OK);
+    double *v = malloc(sizeof(double) * (size_t)n), *w = malloc(sizeof(double) * (size_t)n);
+    grid_guess(&g, v);
+    memcpy(w, v, sizeof(double) * (size_t)n);
+    ck_assert_int_eq(cdyn_dae_split(dense, 0.0, w), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_consistent(dense, 0.0, w), CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    for (int i = 0; i < n; ++i) /* flows 1e-3, pressures 1e5: the Newton tolerance, 1e-10 */
+        ck_assert_double_le(fabs(v[i] - w[i]), 1e-9 * fabs(w[i]) + 1e-15);
+    /* the same integrated states in both (diagonal M: the states with mass) */
+    int nd = cdyn_sparse_dae_ode_size(sd);
+    ck_assert_int_eq(nd, cdyn_dae_ode_size(dense));
+    int *is = malloc(sizeof(int) * (size_t)nd), *id = malloc(sizeof(int) * (size_t)nd);
+    ck_assert_int_eq(cdyn_sparse_dae_split_states(sd, is, NULL), nd);
+    ck_assert_int_eq(cdyn_dae_split_states(dense, id, NULL), nd);
+    double *y = malloc(sizeof(double) * (size_t)nd), *yd = malloc(sizeof(double) * (size_t)nd);
+    double *ys = malloc(sizeof(double) * (size_t)nd);
+    double *vs = malloc(sizeof(double) * (size_t)n), *vds = malloc(sizeof(double) * (size_t)n);
+    double *vd = malloc(sizeof(double) * (size_t)n), *vdd = malloc(sizeof(double) * (size_t)n);
+    const double times[] = {0.0, 0.3, 1.1};
+    for (int s = 0; s < 3; ++s) {
+        double t = times[s];
+        for (int l = 0; l < nd; ++l) y[l] = v[is[l]] * (1.0 + 0.2 * s * sin(l + 1.0));
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, t, y, ys), CDYN_OK);
+        double yy[64];
+        for (int l = 0; l < nd; ++l) { /* the dense object's y, in its order */
+            int state = id[l], pos = -1;
+            for (int m = 0; m < nd; ++m) pos = is[m] == state ? m : pos;
+            yy[l] = y[pos];
+        }
+        ck_assert_int_eq(cdyn_dae_rhs(dense, t, yy, yd), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, vs, vds), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dense, vd, vdd), CDYN_OK);
+        double rate = tu_vec_max_abs(n, vdd);
+        for (int i = 0; i < n; ++i) {
+            ck_assert_double_le(fabs(vs[i] - vd[i]), 1e-9 * fabs(vd[i]) + 1e-15);
+            ck_assert_double_le(fabs(vds[i] - vdd[i]), 1e-8 * rate);
+        }
+    }
+    free(M), free(du.values), free(v), free(w), free(is), free(id), free(y), free(yd), free(ys);
+    free(vs), free(vds), free(vd), free(vdd);
+    cdyn_dae_free(dense);
+    cdyn_sparse_dae_free(sd);
+    grid_free(&g);
+}
+END_TEST
+
+/* On a 30 x 30 grid (n = 3540): the identities at every evaluation, no
+ * allocation after the first (SuiteSparse's allocator routed through the
+ * counting one), KLU's pivot order kept. */
+static void check_identities(grid *g, cdyn_sparse_dae *sd, double t, int with_time)
+{
+    int n = g->n;
+    double *v = malloc(sizeof(double) * (size_t)n), *vd = malloc(sizeof(double) * (size_t)n);
+    double *F = malloc(sizeof(double) * (size_t)n), *Ft = malloc(sizeof(double) * (size_t)n);
+    double *values = malloc(sizeof(double) * (size_t)g->nnz);
+    double *Jv = calloc((size_t)n, sizeof(double)), *size = calloc((size_t)n, sizeof(double));
+    double *terms = calloc((size_t)n, sizeof(double)); /* |dF/dv| |v|: F's linear terms */
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, v, vd), CDYN_OK);
+    grid_force(t, v, F, g);
+    grid_jacobian(t, v, values, g);
+    grid_time(t, v, Ft, g);
+    for (int c = 0; c < n; ++c)
+        for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x) {
+            Jv[g->rowind[x]] += values[x] * vd[c];
+            size[g->rowind[x]] += fabs(values[x] * vd[c]);
+            terms[g->rowind[x]] += fabs(values[x] * v[c]);
+        }
+    double fscale = 0.0;
+    for (int i = 0; i < n; ++i) fscale = fmax(fscale, fabs(g->mass[i] * vd[i]));
+    for (int i = 0; i < n; ++i) {
+        if (g->mass[i] != 0.0) { /* m v' = F, to one rounding */
+            ck_assert_double_le(fabs(g->mass[i] * vd[i] - F[i]), 4 * DBL_EPSILON * fabs(F[i]));
+        } else { /* F_A = 0 to the Newton tolerance, and its rate to rounding
+                  * (plus, without dF/dt, the rounding of F over the time step of
+                  * its central difference: eps |F's terms| / 6e-6) */
+            ck_assert_double_le(fabs(F[i]), 1e-9 * (fscale + fabs(F[i])) + 1e-300);
+            double tol = 64 * DBL_EPSILON * (size[i] + fabs(Ft[i])) +
+                         (with_time ? 0.0 : 1e-10 * (terms[i] + fabs(F[i])));
+            ck_assert_double_le(fabs(Jv[i] + Ft[i]), tol);
+        }
+    }
+    free(v), free(vd), free(F), free(Ft), free(values), free(Jv), free(size), free(terms);
+}
+
+START_TEST(identities_and_no_allocation_on_a_large_grid)
+{
+    SuiteSparse_config.malloc_func = malloc; /* the wrapped ones */
+    SuiteSparse_config.calloc_func = calloc;
+    SuiteSparse_config.realloc_func = realloc;
+    SuiteSparse_config.free_func = free;
+    grid g;
+    grid_init(&g, 30);
+    for (int with_time = 1; with_time >= 0; --with_time) {
+        cdyn_sparse_dae *sd = grid_dae(&g, with_time);
+        int n = g.n, nd = cdyn_sparse_dae_ode_size(sd);
+        double *v = malloc(sizeof(double) * (size_t)n);
+        int *is = malloc(sizeof(int) * (size_t)nd);
+        grid_guess(&g, v);
+        ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_split_states(sd, is, NULL), nd);
+        double *y = malloc(sizeof(double) * (size_t)nd), *yd = malloc(sizeof(double) * (size_t)nd);
+        for (int l = 0; l < nd; ++l) y[l] = v[is[l]];
+        long allocations = 0;
+        for (int s = 0; s < 4; ++s) {
+            double t = 0.1 * s;
+            alloc_count_start();
+            cdyn_status st = cdyn_sparse_dae_rhs(sd, t, y, yd);
+            long a = alloc_count_stop();
+            if (s > 0) allocations += a;
+            ck_assert_int_eq(st, CDYN_OK);
+            check_identities(&g, sd, t, with_time);
+            for (int l = 0; l < nd; ++l) y[l] += 1e-3 * yd[l]; /* an Euler step */
+        }
+        ck_assert_int_eq(allocations, 0);
+        ck_assert_int_eq(cdyn_sparse_dae_pivotings(sd), 1);
+        cdyn_newton_counters c;
+        ck_assert_int_eq(cdyn_newton_get_counters(cdyn_sparse_dae_newton(sd), &c), CDYN_OK);
+        ck_assert_int_eq(c.failures, 0);
+        free(v), free(is), free(y), free(yd);
+        cdyn_sparse_dae_free(sd);
+    }
+    grid_free(&g);
+}
+END_TEST
+
+/* States and equations in other units (flows and pressures scaled by
+ * 1e+-8, equations alternately by 1e+-8): the same verdicts and the same
+ * physical results. */
+START_TEST(results_do_not_depend_on_units)
+{
+    const double scales[][3] = {{1e8, 1e-8, 1e8}, {1e-8, 1e8, 1e-8}, {1e-5, 1e-5, 1e3}};
+    grid ref;
+    grid_init(&ref, 4);
+    cdyn_sparse_dae *sr = grid_dae(&ref, 1);
+    double v0[128], vr[128], vdr[128];
+    grid_guess(&ref, v0);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sr, 0.2, v0), CDYN_OK);
+    int nd = cdyn_sparse_dae_ode_size(sr), is[128];
+    cdyn_sparse_dae_split_states(sr, is, NULL);
+    double y[128], yd[128];
+    for (int l = 0; l < nd; ++l) y[l] = v0[is[l]];
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sr, 0.2, y, yd), CDYN_OK);
+    cdyn_sparse_dae_last_state(sr, vr, vdr);
+    double rate = tu_vec_max_abs(ref.n, vdr);
+    for (int u = 0; u < 3; ++u) {
+        grid g;
+        grid_init(&g, 4);
+        grid_units(&g, scales[u][0], scales[u][1], scales[u][2]);
+        cdyn_sparse_dae *sd = grid_dae(&g, 1);
+        double v[128], vs[128], vds[128], ys[128], yds[128];
+        grid_guess(&g, v);
+        ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.2, v), CDYN_OK);
+        for (int l = 0; l < nd; ++l) ys[l] = y[l] * g.sq; /* every integrated state is a flow */
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, ys, yds), CDYN_OK);
+        cdyn_sparse_dae_last_state(sd, vs, vds);
+        for (int i = 0; i < g.n; ++i) {
+            double s = i >= g.np && i < g.np + g.nj ? g.sp : g.sq;
+            ck_assert_double_le(fabs(vs[i] / s - vr[i]), 1e-9 * fabs(vr[i]) + 1e-15);
+            ck_assert_double_le(fabs(vds[i] / s - vdr[i]), 1e-8 * rate);
+        }
+        cdyn_sparse_dae_free(sd);
+        grid_free(&g);
+    }
+    cdyn_sparse_dae_free(sr);
+    grid_free(&ref);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Singular blocks: v = (x, z), m = (1, 0), x' = -x + z, 0 = z^2 - x: at
+ * z = 0, dF_A/dz = 2z = 0 (refused, never stepped through); from z = 1 the
+ * root z = sqrt(x). A block without z at all is structurally singular. */
+
+static int root_force(double t, const double *v, double *F, void *user)
+{
+    (void)t, (void)user;
+    F[0] = -v[0] + v[1];
+    F[1] = v[1] * v[1] - v[0];
+    return 0;
+}
+
+static int root_jacobian(double t, const double *v, double *values, void *user)
+{
+    (void)t, (void)user; /* pattern: column 0 rows (0, 1), column 1 rows (0, 1) */
+    values[0] = -1.0, values[1] = -1.0, values[2] = 1.0, values[3] = 2.0 * v[1];
+    return 0;
+}
+
+START_TEST(a_singular_block_is_refused_and_a_regular_one_solved)
+{
+    const double mass[2] = {1.0, 0.0};
+    const int colptr[3] = {0, 2, 4}, rowind[4] = {0, 1, 0, 1};
+    cdyn_status st;
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(2, mass, colptr, rowind, &st);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, root_force, root_jacobian, NULL, NULL),
+                     CDYN_OK);
+    double v[2] = {4.0, 0.0};
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_sparse_dae_last_error(sd), "singular"));
+    v[1] = 1.0;
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    ck_assert_double_le(fabs(v[1] - 2.0), 1e-10);
+    double y = 4.0, yd = 0.0, w[2], wd[2];
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &yd), CDYN_OK);
+    ck_assert_double_le(fabs(yd - (-4.0 + 2.0)), 1e-9);
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, wd), CDYN_OK);
+    /* z' from 2 z z' = x': -2 / 4 */
+    ck_assert_double_le(fabs(wd[1] - (-0.5)), 1e-9);
+    cdyn_sparse_dae_free(sd);
+
+    const int colptr2[3] = {0, 2, 3}, rowind2[3] = {0, 1, 0}; /* z absent from its equation */
+    st = CDYN_OK;
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, colptr2, rowind2, &st));
+    ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+}
+END_TEST
+
+/* Bad input: every function's NULLs, sizes, NaN and Inf, malformed
+ * patterns, callbacks that fail or write NaN, re-entry; the object stays
+ * usable and keeps its last state. */
+START_TEST(bad_input_is_refused_and_the_object_stays_usable)
+{
+    cdyn_status st = CDYN_OK;
+    const double mass[2] = {1.0, 0.0}, nan_mass[2] = {NAN, 0.0}, neg_mass[2] = {-1.0, 0.0};
+    const int colptr[3] = {0, 2, 4}, rowind[4] = {0, 1, 0, 1};
+    const int bad_start[3] = {1, 2, 4}, decreasing[3] = {0, 3, 2}, out[4] = {0, 2, 0, 1},
+              twice[4] = {0, 0, 0, 1};
+    ck_assert_ptr_null(cdyn_sparse_dae_create(0, mass, colptr, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, NULL, colptr, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, NULL, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, colptr, NULL, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, nan_mass, colptr, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_NONFINITE);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, neg_mass, colptr, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, bad_start, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, decreasing, rowind, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, colptr, out, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+    ck_assert_ptr_null(cdyn_sparse_dae_create(2, mass, colptr, twice, &st));
+    ck_assert_int_eq(st, CDYN_ERR_ARG);
+
+    /* the NULL object */
+    double y = 4.0, yd = 0.0, v[2] = {4.0, 1.0}, vd[2];
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(NULL, 0.0, &y, &yd), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(NULL, 0.0, v), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(NULL, root_force, root_jacobian, NULL, NULL),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_set_tolerances(NULL, 1e-8, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(NULL, v, vd), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_size(NULL), -1);
+    ck_assert_int_eq(cdyn_sparse_dae_ode_size(NULL), -1);
+    ck_assert_int_eq(cdyn_sparse_dae_split_states(NULL, NULL, NULL), -1);
+    ck_assert_int_eq(cdyn_sparse_dae_pivotings(NULL), -1);
+    ck_assert_ptr_null(cdyn_sparse_dae_newton(NULL));
+    ck_assert_int_eq(cdyn_sparse_dae_callback_code(NULL), 0);
+    ck_assert_ptr_nonnull(cdyn_sparse_dae_last_error(NULL));
+    cdyn_sparse_dae_free(NULL);
+
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(2, mass, colptr, rowind, &st);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_size(sd), 2);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &yd), CDYN_ERR_ARG); /* no model */
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, NULL, root_jacobian, NULL, NULL),
+                     CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, root_force, NULL, NULL, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, root_force, root_jacobian, NULL, NULL),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, v, vd), CDYN_ERR_ARG); /* before rhs */
+    const double bad_tol[2] = {NAN, 1.0}, neg_tol[2] = {-1.0, 1.0};
+    ck_assert_int_eq(cdyn_sparse_dae_set_tolerances(sd, 0.0, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_set_tolerances(sd, NAN, NULL), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_sparse_dae_set_tolerances(sd, 1e-8, bad_tol), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_sparse_dae_set_tolerances(sd, 1e-8, neg_tol), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &yd), CDYN_OK);
+    double keep = yd, w[2], wd[2];
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, wd), CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, NULL, &yd), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, NULL), CDYN_ERR_ARG);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, NAN, &y, &yd), CDYN_ERR_NONFINITE);
+    double bad_y = INFINITY;
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &bad_y, &yd), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, NULL), CDYN_ERR_ARG);
+    double nan_v[2] = {NAN, 1.0};
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, nan_v), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, w + 1), CDYN_ERR_ARG); /* overlap */
+    ck_assert(yd == keep);
+    double w2[2], wd2[2];
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w2, wd2), CDYN_OK);
+    ck_assert(memcmp(w, w2, sizeof w) == 0 && memcmp(wd, wd2, sizeof wd) == 0);
+    ck_assert_ptr_nonnull(cdyn_sparse_dae_newton(sd));
+    cdyn_sparse_dae_free(sd);
+}
+END_TEST
+
+/* Without algebraic states the right-hand side is F / m: a force that is
+ * NaN or a quotient that overflows is refused, never returned with CDYN_OK
+ * (a wrong OK the fuzzer found: the check came only after the algebraic
+ * part). */
+static int ode_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    const double *c = user;
+    F[0] = c[0] - v[0];
+    F[1] = c[1] * v[1];
+    return 0;
+}
+
+static int ode_jacobian(double t, const double *v, double *values, void *user)
+{
+    (void)t, (void)v;
+    const double *c = user;
+    values[0] = -1.0, values[1] = c[1];
+    return 0;
+}
+
+START_TEST(without_algebraic_states_overflow_is_refused)
+{
+    const double mass[2] = {2.0, 1e-300};
+    const int colptr[3] = {0, 1, 2}, rowind[2] = {0, 1};
+    double c[2] = {3.0, 1e10};
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(2, mass, colptr, rowind, NULL);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_ode_size(sd), 2);
+    ck_assert_ptr_null(cdyn_sparse_dae_newton(sd));
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, ode_force, ode_jacobian, NULL, c), CDYN_OK);
+    double y[2] = {1.0, 1e-20}, yd[2] = {-7.0, -7.0};
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, y, yd), CDYN_OK);
+    ck_assert_double_eq(yd[0], 1.0);
+    ck_assert_double_le(fabs(yd[1] - 1e-10 / 1e-300), 1e-15 * 1e290);
+    y[1] = 1e300; /* F = 1e310: Inf */
+    double keep[2] = {yd[0], yd[1]};
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, y, yd), CDYN_ERR_NONFINITE);
+    y[1] = 1e-5; /* F = 1e5, F / m = 1e305 ... */
+    c[1] = 1e20; /* ... now 1e15 / 1e-300: overflows */
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, y, yd), CDYN_ERR_NONFINITE);
+    ck_assert(yd[0] == keep[0] && yd[1] == keep[1]);
+    cdyn_sparse_dae_free(sd);
+}
+END_TEST
+
+/* Callbacks that fail or give NaN, and a callback that calls back in: the
+ * call fails with the callback's status, the state of the last success is
+ * kept, and the next call works (on the grid). */
+START_TEST(failing_callbacks_and_reentry)
+{
+    grid g;
+    grid_init(&g, 3);
+    cdyn_sparse_dae *sd = grid_dae(&g, 0);
+    int n = g.n, nd = cdyn_sparse_dae_ode_size(sd), is[64];
+    double v[128], y[64], yd[64], yd2[64], vs[128], vs2[128];
+    grid_guess(&g, v);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    cdyn_sparse_dae_split_states(sd, is, NULL);
+    for (int l = 0; l < nd; ++l) y[l] = v[is[l]];
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.1, y, yd), CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, vs, NULL), CDYN_OK);
+    g.force_fail = 7;
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_sparse_dae_callback_code(sd), 7);
+    g.force_fail = 0;
+    g.jac_nan = 1;
+    for (int l = 0; l < nd; ++l) y[l] *= 1.01; /* the Newton needs a Jacobian */
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_ERR_NONFINITE);
+    g.jac_nan = 0;
+    ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, vs2, NULL), CDYN_OK);
+    ck_assert(memcmp(vs, vs2, sizeof(double) * (size_t)n) == 0);
+    g.reenter = sd;
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_OK);
+    ck_assert_int_eq(g.reentry_status, CDYN_ERR_BUSY);
+    g.reenter = NULL;
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_OK);
+    cdyn_sparse_dae_free(sd);
+    grid_free(&g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sparse_dae");
+    TCase *tc = tcase_create("sparse_dae");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, matches_the_dense_dae);
+    tcase_add_test(tc, identities_and_no_allocation_on_a_large_grid);
+    tcase_add_test(tc, results_do_not_depend_on_units);
+    tcase_add_test(tc, a_singular_block_is_refused_and_a_regular_one_solved);
+    tcase_add_test(tc, bad_input_is_refused_and_the_object_stays_usable);
+    tcase_add_test(tc, failing_callbacks_and_reentry);
+    tcase_add_test(tc, without_algebraic_states_overflow_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(suite()); }
