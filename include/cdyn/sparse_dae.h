@@ -13,12 +13,13 @@
  * cdyn_network's (network.h: the balances as constraints W q = b, the
  * pressures as multipliers).
  *
- * Rank policy: dF_A/dv_A must have full rank at every evaluation, decided
- * on the equilibrated block by KLU's 1-norm condition estimate against the
- * core's rank tolerance (1e-10): a block whose estimated reciprocal
- * condition is below it is refused (CDYN_ERR_SINGULAR), never stepped
- * through. (The dense cdyn_dae takes a minimum-norm SVD step there; a
- * sparse rank-revealing step is not provided.)
+ * Rank policy: dF_A/dv_A is equilibrated by powers of two; at every Newton
+ * iterate its pivot ratio (klu_rcond) must exceed the core's rank
+ * tolerance (1e-10), and at the solution KLU's estimate of its reciprocal
+ * 1-norm condition (klu_condest) must: a block that fails is refused
+ * (CDYN_ERR_SINGULAR), never stepped through. (The dense cdyn_dae takes a
+ * minimum-norm SVD step there; a sparse rank-revealing step is not
+ * provided.)
  *
  * Lifecycle: cdyn_sparse_dae_create(n, mass, pattern) analyses the pattern
  * once; cdyn_sparse_dae_set_model(); cdyn_sparse_dae_consistent() for

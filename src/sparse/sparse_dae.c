@@ -144,8 +144,22 @@ static void equilibrate(cdyn_sparse_dae *sd)
     }
 }
 
-/* The rank test on the factored, equilibrated block: KLU's estimate of its
- * 1-norm condition against the core's rank tolerance. */
+/* The rank screen on the factored, equilibrated block, at every Newton
+ * iterate: the ratio of its smallest to its largest pivot (klu_rcond), an
+ * upper bound of its reciprocal condition, against the core's rank
+ * tolerance. */
+static int passes_screen(cdyn_sparse_dae *sd, double *rcond)
+{
+    *rcond = 0.0;
+    if (sd->klu.status == KLU_SINGULAR) return 0;
+    if (!klu_rcond(sd->symbolic, sd->numeric, &sd->klu)) return 0;
+    *rcond = sd->klu.rcond;
+    return *rcond > CDYN__RANK_TOL;
+}
+
+/* The rank verdict on the factorization at the solution: KLU's estimate of
+ * the 1-norm condition of the equilibrated block (klu_condest) against the
+ * core's rank tolerance. */
 static int full_rank(cdyn_sparse_dae *sd, double *rcond)
 {
     *rcond = 0.0;
@@ -165,8 +179,9 @@ static int pivot(cdyn_sparse_dae *sd)
 }
 
 /* Factor the evaluated block: the kept pivot order first (no allocation),
- * KLU's own pivoting when that order fails the rank test; 0 at full rank,
- * 1 rank deficient, -1 failure. */
+ * KLU's own pivoting when that order fails the rank screen; 0 when it
+ * passes, 1 rank deficient, -1 failure. The verdict on the factorization at
+ * the solution is full_rank's (cdyn_sparse_dae_consistent, rates). */
 static int factor(void *ctx, int *rank, double *rcond)
 {
     cdyn_sparse_dae *sd = ctx;
@@ -176,11 +191,33 @@ static int factor(void *ctx, int *rank, double *rcond)
                  ? klu_refactor(sd->a_start, sd->a_row, sd->a_scaled, sd->symbolic, sd->numeric,
                                 &sd->klu)
                  : pivot(sd);
-    if (ok && full_rank(sd, rcond)) return 0;
+    if (ok && passes_screen(sd, rcond)) return 0;
     if (!pivot(sd)) return sd->klu.status == KLU_OUT_OF_MEMORY ? -1 : (*rank = sd->q - 1, 1);
-    if (full_rank(sd, rcond)) return 0;
+    if (passes_screen(sd, rcond)) return 0;
     *rank = sd->q - 1; /* at most: the test does not say how many */
     return 1;
+}
+
+/* The verdict at the solution (v_trial): the block evaluated and factored
+ * there (again, when the Newton solve took no step), then full_rank. */
+static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
+{
+    int rank;
+    double rcond;
+    if (!cdyn__newton_solution_factored(sd->newton)) { /* a solve that took no step */
+        int failed = evaluate(sd, sd->x);
+        if (failed)
+            return cdyn__fail(sd->msg, failed > 0 ? CDYN_ERR_CALLBACK : CDYN_ERR_NONFINITE,
+                              "%s: dF/dv at t = %g: %s", fn, t,
+                              failed > 0 ? "the callback failed" : "not finite");
+        int r = factor(sd, &rank, &rcond);
+        if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU)", fn);
+    }
+    if (full_rank(sd, &rcond)) return CDYN_OK;
+    return cdyn__fail(sd->msg, CDYN_ERR_SINGULAR,
+                      "%s: dF_A/dv_A at t = %g is singular to the rank tolerance (estimated "
+                      "reciprocal condition %.3g of the equilibrated block)",
+                      fn, t, rcond);
 }
 
 /* x = A^-1 b = D_c (D_r A D_c)^-1 D_r b; x and b may alias. */
@@ -515,6 +552,7 @@ cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, double *v)
     if (st != CDYN_OK) return st;
     memcpy(sd->v_trial, v, sizeof(double) * (size_t)sd->n);
     st = solve_algebraic(sd, fn, t);
+    if (st == CDYN_OK && sd->q > 0) st = certify_rank(sd, fn, t);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV)
         for (int k = 0; k < sd->q; ++k) v[sd->algebraic[k]] = sd->v_trial[sd->algebraic[k]];
     if (st != CDYN_OK) return st;
@@ -595,22 +633,9 @@ static cdyn_status rates(cdyn_sparse_dae *sd, const char *fn, double t, double *
     if (cdyn__first_nonfinite(sd->n, 1, vdot, sd->n) >= 0) /* F / m beyond the range */
         return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);
     if (sd->q == 0) return CDYN_OK;
-    if (!cdyn__newton_solution_factored(sd->newton)) { /* a solve that took no step */
-        int rank;
-        double rcond;
-        int failed = evaluate(sd, sd->x);
-        if (failed)
-            return cdyn__fail(sd->msg, failed > 0 ? CDYN_ERR_CALLBACK : CDYN_ERR_NONFINITE,
-                              "%s: dF/dv at t = %g: %s", fn, t,
-                              failed > 0 ? "the callback failed" : "not finite");
-        int r = factor(sd, &rank, &rcond);
-        if (r != 0)
-            return cdyn__fail(sd->msg, r < 0 ? CDYN_ERR_NOMEM : CDYN_ERR_SINGULAR,
-                              "%s: dF_A/dv_A at t = %g is singular to the rank tolerance "
-                              "(reciprocal condition %.3g)",
-                              fn, t, rcond);
-    }
-    cdyn_status st = time_rates(sd, fn, t);
+    cdyn_status st = certify_rank(sd, fn, t);
+    if (st != CDYN_OK) return st;
+    st = time_rates(sd, fn, t);
     if (st != CDYN_OK) return st;
     double *rhs = sd->b, *x = sd->x; /* rhs = -(dF_A/dt + C v_D') */
     for (int l = 0; l < sd->nd; ++l) {
