@@ -679,15 +679,16 @@ static cdyn_status eval_jacobian(cdyn_newton *nt, cdyn_residual_fn residual,
     int k = nt->k, p = nt->p;
     nt->counters.jacobian_evaluations++;
     if (nt->has_ops) { /* the owner's J */
+        int code = 0;
         nt->guard.in_callback++;
-        int code = nt->ops.evaluate(nt->ops.ctx, x);
+        int result = nt->ops.evaluate(nt->ops.ctx, x, &code);
         nt->guard.in_callback--;
-        if (code > 0) {
+        if (result > 0) {
             nt->report.callback_code = code;
             return cdyn__fail(nt->msg, CDYN_ERR_CALLBACK,
                               "cdyn_newton_solve: Jacobian callback returned %d", code);
         }
-        if (code < 0)
+        if (result < 0)
             return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
                               "cdyn_newton_solve: the Jacobian is not finite");
         return CDYN_OK;

@@ -19,9 +19,9 @@
  * (CDYN_ERR_SINGULAR): there is no SVD step. */
 typedef struct cdyn__newton_linear {
     void *ctx;
-    /* J at x (k): evaluate and keep it; 0, a callback's non-zero code
-     * (> 0), or -1 for a J that is not finite */
-    int (*evaluate)(void *ctx, const double *x);
+    /* J at x (k): evaluate and keep it; 0, 1 when a callback failed (its
+     * code in *code), or -1 for a J that is not finite */
+    int (*evaluate)(void *ctx, const double *x, int *code);
     /* column j of the kept J: the count of its entries, their rows (or NULL
      * for rows 0 .. k-1) and values */
     int (*column)(void *ctx, int j, const int **rows, const double **values);

@@ -130,6 +130,7 @@ int grid_jacobian(double t, const double *v, double *values, void *user)
 {
     grid *g = user;
     (void)t;
+    if (g->jac_fail) return g->jac_fail;
     for (int c = 0; c < g->n; ++c)
         for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x) {
             int r = g->rowind[x];

@@ -26,7 +26,7 @@ typedef struct {
     int *colptr, *rowind;     /* the pattern of dF/dv */
     double sq, sp;            /* units: flows and pressures in the state = s * SI */
     double *e;                /* n: equation scales */
-    int force_fail, jac_nan;  /* fault injection */
+    int force_fail, jac_fail, jac_nan; /* fault injection: codes returned, a NaN */
     cdyn_sparse_dae *reenter; /* a callback calls rhs on it */
     cdyn_status reentry_status;
 } grid;

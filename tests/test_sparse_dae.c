@@ -448,6 +448,11 @@ START_TEST(failing_callbacks_and_reentry)
     ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_ERR_CALLBACK);
     ck_assert_int_eq(cdyn_sparse_dae_callback_code(sd), 7);
     g.force_fail = 0;
+    g.jac_fail = -4; /* a negative code is a callback's code too, not NaN */
+    for (int l = 0; l < nd; ++l) y[l] *= 1.01; /* the Newton needs a Jacobian */
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_sparse_dae_callback_code(sd), -4);
+    g.jac_fail = 0;
     g.jac_nan = 1;
     for (int l = 0; l < nd; ++l) y[l] *= 1.01; /* the Newton needs a Jacobian */
     ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.2, y, yd2), CDYN_ERR_NONFINITE);

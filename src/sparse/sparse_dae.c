@@ -85,18 +85,19 @@ static int algebraic_residual(const double *x, double *G, void *user)
     return 0;
 }
 
-/* dF/dv at v_trial (v_A = x) into values, the block gathered: 0, the
- * callback's code, or -1 for a value that is not finite. */
-static int evaluate(void *ctx, const double *x)
+/* dF/dv at v_trial (v_A = x) into values, the block gathered: 0, 1 when
+ * the callback failed (its code in *code), or -1 for a value that is not
+ * finite. */
+static int evaluate(void *ctx, const double *x, int *code)
 {
     cdyn_sparse_dae *sd = ctx;
     for (int k = 0; k < sd->q; ++k) sd->v_trial[sd->algebraic[k]] = x[k];
     sd->guard.in_callback++;
-    int code = sd->jacobian(sd->t_eval, sd->v_trial, sd->values, sd->user);
+    *code = sd->jacobian(sd->t_eval, sd->v_trial, sd->values, sd->user);
     sd->guard.in_callback--;
-    if (code != 0) {
-        sd->callback_code = code;
-        return code;
+    if (*code != 0) {
+        sd->callback_code = *code;
+        return 1;
     }
     if (cdyn__first_nonfinite(sd->nnz, 1, sd->values, sd->nnz) >= 0) return -1;
     int na = sd->a_start[sd->q];
@@ -113,13 +114,15 @@ static int column(void *ctx, int j, const int **rows, const double **values)
 }
 
 /* 2^-e for |a| = m 2^e, m in [1/2, 1): a power of two that brings a to
- * [1, 2); 1 for a = 0. */
+ * [1, 2), within 2^+-1000 (a subnormal maximum must not make it Inf); 1
+ * for a = 0. */
 static double inverse_power(double a)
 {
     if (!(a > 0.0)) return 1.0;
     int e;
     frexp(a, &e);
-    return ldexp(1.0, 1 - e);
+    int shift = 1 - e;
+    return ldexp(1.0, shift > 1000 ? 1000 : shift < -1000 ? -1000 : shift);
 }
 
 /* The block equilibrated by powers of two (row maxima, then column maxima
@@ -205,11 +208,13 @@ static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
     int rank;
     double rcond;
     if (!cdyn__newton_solution_factored(sd->newton)) { /* a solve that took no step */
-        int failed = evaluate(sd, sd->x);
-        if (failed)
-            return cdyn__fail(sd->msg, failed > 0 ? CDYN_ERR_CALLBACK : CDYN_ERR_NONFINITE,
-                              "%s: dF/dv at t = %g: %s", fn, t,
-                              failed > 0 ? "the callback failed" : "not finite");
+        int code = 0, failed = evaluate(sd, sd->x, &code);
+        if (failed > 0)
+            return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: Jacobian callback returned %d",
+                              fn, code);
+        if (failed < 0)
+            return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: dF/dv is not finite at t = %g",
+                              fn, t);
         int r = factor(sd, &rank, &rcond);
         if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU)", fn);
     }
