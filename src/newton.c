@@ -1027,7 +1027,8 @@ static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, doubl
  * factorization for them. */
 static int chord_ready(const cdyn_newton *nt)
 {
-    return nt->chord && nt->kept_valid && nt->max_iterations > 2;
+    int kept = nt->has_ops ? nt->ops.kept && nt->ops.kept(nt->ops.ctx) : nt->kept_valid;
+    return nt->chord && kept && nt->max_iterations > 2;
 }
 
 /* Chord steps (simplified Newton): x += -J0^-1 G(x) with the factorization
@@ -1047,15 +1048,18 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
-    const double *J0 = b->kept_jac;
+    const double *J0 = b->kept_jac; /* the owner's J, by column access, on its solver */
     constant_terms(nt, J0, x);
     int steps = nt->max_iterations - 2 < CHORD_STEPS ? nt->max_iterations - 2 : CHORD_STEPS;
     double previous = INFINITY;
     for (int s = 0; s < steps; ++s) {
         for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
-        apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
-                     b->kept_col_scale, b->scratch, b->dx);
-        tolerances(nt, J0, x);
+        if (nt->has_ops)
+            nt->ops.apply(nt->ops.ctx, b->scratch, b->dx);
+        else
+            apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
+                         b->kept_col_scale, b->scratch, b->dx);
+        if (s == 0) tolerances(nt, J0, x); /* the weights of the start serve the chord */
         double err = weighted_max(p, b->dx, b->tol_x);
         if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;
         double current = merit(k, b->g, b->tol_g);

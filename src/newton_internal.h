@@ -31,6 +31,10 @@ typedef struct cdyn__newton_linear {
     int (*factor)(void *ctx, int *rank, double *rcond);
     /* x (k) = J^-1 b (k) with that factorization; x and b may alias */
     void (*apply)(void *ctx, const double *b, double *x);
+    /* optional (NULL: never): 1 when the J kept and factored now is the one
+     * the owner committed last, so that a solve may start with chord steps
+     * on it (cdyn__newton_set_chord; column and apply then read it) */
+    int (*kept)(void *ctx);
 } cdyn__newton_linear;
 
 /* A square k x k solver on the owner's Jacobian (ops copied). status:

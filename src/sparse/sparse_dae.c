@@ -42,6 +42,7 @@ struct cdyn_sparse_dae {
     klu_symbolic *symbolic;
     klu_numeric *numeric;
     long pivotings;
+    int kept;                /* the block evaluated and factored now is the committed one */
     int longest_row;         /* the most entries in a row of A, for the certificate */
     cdyn_newton *newton;     /* q x q on the owner's block (NULL when q = 0) */
     /* the model */
@@ -91,6 +92,7 @@ static int algebraic_residual(const double *x, double *G, void *user)
 static int evaluate(void *ctx, const double *x, int *code)
 {
     cdyn_sparse_dae *sd = ctx;
+    sd->kept = 0; /* the committed block is overwritten from here on */
     for (int k = 0; k < sd->q; ++k) sd->v_trial[sd->algebraic[k]] = x[k];
     sd->guard.in_callback++;
     *code = sd->jacobian(sd->t_eval, sd->v_trial, sd->values, sd->user);
@@ -104,6 +106,8 @@ static int evaluate(void *ctx, const double *x, int *code)
     for (int e = 0; e < na; ++e) sd->a_value[e] = sd->values[sd->a_src[e]];
     return 0;
 }
+
+static int kept(void *ctx) { return ((const cdyn_sparse_dae *)ctx)->kept; }
 
 static int column(void *ctx, int j, const int **rows, const double **values)
 {
@@ -413,10 +417,13 @@ cdyn_sparse_dae *cdyn_sparse_dae_create(int n, const double *mass, const int *co
                                  sd->klu.structural_rank, q);
             goto fail;
         }
-        cdyn__newton_linear ops = {sd, evaluate, column, factor, apply};
+        cdyn__newton_linear ops = {sd, evaluate, column, factor, apply, kept};
         sd->newton = cdyn__newton_create_linear(q, &ops, status);
         if (!sd->newton) goto fail;
         cdyn__newton_set_owner(sd->newton, &sd->guard.in_callback);
+        /* consecutive right-hand sides solve nearby systems: start each
+         * from the committed factorization (newton_internal.h) */
+        cdyn__newton_set_chord(sd->newton, 1);
     }
     *status = CDYN_OK;
     return sd;
@@ -563,6 +570,7 @@ cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, double *v)
     if (st != CDYN_OK) return st;
     memcpy(sd->v_last, sd->v_trial, sizeof(double) * (size_t)sd->n);
     sd->has_last = 1;
+    sd->kept = sd->q > 0; /* certify_rank left the block factored at v */
     return CDYN_OK;
 }
 
@@ -686,6 +694,7 @@ cdyn_status cdyn_sparse_dae_rhs(cdyn_sparse_dae *sd, double t, const double *y, 
     memcpy(sd->v_last, sd->v_trial, sizeof(double) * (size_t)sd->n);
     memcpy(sd->vdot_last, sd->vdot_trial, sizeof(double) * (size_t)sd->n);
     sd->has_last = sd->has_rates = 1;
+    sd->kept = sd->q > 0; /* the Newton solve left the block factored at v */
     for (int l = 0; l < sd->nd; ++l) ydot[l] = sd->vdot_last[sd->integrated[l]];
     return CDYN_OK;
 }
