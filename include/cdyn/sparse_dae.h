@@ -27,9 +27,14 @@
  * stage. The first evaluation allocates KLU's numeric factorization; later
  * ones refactor in place with its pivot order and allocate nothing, unless
  * that pivot order fails the rank test, when KLU pivots afresh (allocation;
- * counted in cdyn_sparse_dae_pivotings()). One object must not be used from
- * two threads at once. On any error the outputs are untouched and the
- * object keeps its last committed state.
+ * counted in cdyn_sparse_dae_pivotings()). Each solve starts with chord
+ * steps on the factorization of the last committed evaluation, as the
+ * dense cdyn_dae's (a fresh Jacobian and the unchanged convergence test
+ * judge the result); after a call that failed past its first Jacobian the
+ * next solve starts without them, so its result may differ from an
+ * untroubled object's within the Newton tolerance. One object must not be
+ * used from two threads at once. On any error the outputs are untouched and
+ * the object keeps its last committed state.
  *
  * Callbacks may call the read-only accessors of this object; any other call
  * on it from inside a callback returns CDYN_ERR_BUSY.
