@@ -240,12 +240,8 @@ cdyn_status cdyn_dae_set_tolerances(cdyn_dae *dae, double rtol, const double *at
     if (!dae) return CDYN_ERR_ARG;
     const char *fn = "cdyn_dae_set_tolerances";
     if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
-    if (!(rtol >= 1e-15 && rtol < 1.0))
-        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: rtol = %g is not in [1e-15, 1)", fn, rtol);
-    for (int j = 0; atol && j < dae->n; ++j)
-        if (!(atol[j] >= 0.0) || isinf(atol[j]))
-            return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: atol[%d] = %g is not finite and >= 0",
-                              fn, j, atol[j]);
+    cdyn_status st = cdyn__check_tolerances(dae->msg, fn, rtol, atol, dae->n);
+    if (st != CDYN_OK) return st;
     dae->rtol = rtol;
     dae->has_tolerances = 1;
     dae->has_atol = atol != NULL;

@@ -26,6 +26,12 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 /* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1. */
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld);
 
+/* The one rule for the accuracy settings of the Newton solvers and their
+ * owners: rtol in [1e-15, 1), atol (n values, may be NULL) finite and >= 0.
+ * CDYN_OK, or CDYN_ERR_ARG with the message in msg (fn names the caller). */
+cdyn_status cdyn__check_tolerances(char *msg, const char *fn, double rtol, const double *atol,
+                                   int n);
+
 /* Do the byte ranges [a, a + a_bytes) and [b, b + b_bytes) overlap?
  * (Arguments that must not alias are refused with CDYN_ERR_ARG.) */
 int cdyn__overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);

@@ -315,12 +315,8 @@ cdyn_status cdyn_newton_set_tolerances(cdyn_newton *nt, double rtol, const doubl
     if (!nt) return CDYN_ERR_ARG;
     const char *fn = "cdyn_newton_set_tolerances";
     if (check_idle(nt, fn)) return CDYN_ERR_BUSY;
-    if (!(rtol >= 1e-15 && rtol < 1.0))
-        return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: rtol = %g is not in [1e-15, 1)", fn, rtol);
-    for (int j = 0; atol && j < nt->p; ++j)
-        if (!(atol[j] >= 0.0) || isinf(atol[j]))
-            return cdyn__fail(nt->msg, CDYN_ERR_ARG, "%s: atol[%d] = %g is not finite and >= 0",
-                              fn, j, atol[j]);
+    cdyn_status st = cdyn__check_tolerances(nt->msg, fn, rtol, atol, nt->p);
+    if (st != CDYN_OK) return st;
     nt->rtol = rtol;
     nt->has_atol = atol != NULL;
     if (atol) memcpy(nt->b.atol, atol, sizeof(double) * (size_t)nt->p);

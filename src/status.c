@@ -84,6 +84,18 @@ static int column_has_nonfinite(size_t rows, const double *a)
     return (any >> 63) != 0;
 }
 
+cdyn_status cdyn__check_tolerances(char *msg, const char *fn, double rtol, const double *atol,
+                                   int n)
+{
+    if (!(rtol >= 1e-15 && rtol < 1.0))
+        return cdyn__fail(msg, CDYN_ERR_ARG, "%s: rtol = %g is not in [1e-15, 1)", fn, rtol);
+    for (int j = 0; atol && j < n; ++j)
+        if (!(atol[j] >= 0.0) || isinf(atol[j]))
+            return cdyn__fail(msg, CDYN_ERR_ARG, "%s: atol[%d] = %g is not finite and >= 0", fn,
+                              j, atol[j]);
+    return CDYN_OK;
+}
+
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
 {
     size_t total = (size_t)rows * (size_t)cols;

@@ -92,10 +92,11 @@ CDYN_API cdyn_status cdyn_sparse_dae_set_model(cdyn_sparse_dae *sd,
                                                void *user);
 
 /**
- * Accuracy of the algebraic states: rtol in (0, 1) and atol (n values >= 0,
- * only the algebraic states' are used; NULL for cdyn_newton's automatic
- * absolute tolerances). Default: rtol 1e-10, automatic. Returns CDYN_ERR_ARG,
- * CDYN_ERR_NONFINITE, CDYN_ERR_BUSY.
+ * Accuracy of the algebraic states, the rule of cdyn_newton_set_tolerances():
+ * rtol in [1e-15, 1) and atol (n values, finite and >= 0; only the algebraic
+ * states' are used; NULL for cdyn_newton's automatic absolute tolerances).
+ * Default: rtol 1e-10, automatic. Returns CDYN_ERR_ARG (also for NaN or
+ * Inf), CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_sparse_dae_set_tolerances(cdyn_sparse_dae *sd, double rtol,
                                                     const double *atol);

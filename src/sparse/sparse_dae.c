@@ -158,7 +158,7 @@ static void equilibrate(cdyn_sparse_dae *sd)
 static int passes_screen(cdyn_sparse_dae *sd, double *rcond)
 {
     *rcond = 0.0;
-    if (sd->klu.status == KLU_SINGULAR) return 0;
+    if (!sd->numeric || sd->klu.status == KLU_SINGULAR) return 0;
     if (!klu_rcond(sd->symbolic, sd->numeric, &sd->klu)) return 0;
     *rcond = sd->klu.rcond;
     return *rcond > CDYN__RANK_TOL;
@@ -170,7 +170,7 @@ static int passes_screen(cdyn_sparse_dae *sd, double *rcond)
 static int full_rank(cdyn_sparse_dae *sd, double *rcond)
 {
     *rcond = 0.0;
-    if (sd->klu.status == KLU_SINGULAR) return 0;
+    if (!sd->numeric || sd->klu.status == KLU_SINGULAR) return 0;
     if (!klu_condest(sd->a_start, sd->a_scaled, sd->symbolic, sd->numeric, &sd->klu)) return 0;
     *rcond = sd->klu.condest > 0.0 ? 1.0 / sd->klu.condest : 0.0;
     return *rcond > CDYN__RANK_TOL;
@@ -199,7 +199,7 @@ static int factor(void *ctx, int *rank, double *rcond)
                                 &sd->klu)
                  : pivot(sd);
     if (ok && passes_screen(sd, rcond)) return 0;
-    if (!pivot(sd)) return sd->klu.status == KLU_OUT_OF_MEMORY ? -1 : (*rank = sd->q - 1, 1);
+    if (!pivot(sd) && sd->klu.status == KLU_OUT_OF_MEMORY) return -1;
     if (passes_screen(sd, rcond)) return 0;
     *rank = sd->q - 1; /* at most: the test does not say how many */
     return 1;
@@ -463,20 +463,12 @@ cdyn_status cdyn_sparse_dae_set_tolerances(cdyn_sparse_dae *sd, double rtol, con
     if (!sd) return CDYN_ERR_ARG;
     const char *fn = "cdyn_sparse_dae_set_tolerances";
     if (check_idle(sd, fn)) return CDYN_ERR_BUSY;
-    if (!isfinite(rtol))
-        return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: rtol is not finite", fn);
-    if (!(rtol > 0.0 && rtol < 1.0))
-        return cdyn__fail(sd->msg, CDYN_ERR_ARG, "%s: rtol = %g is not in (0, 1)", fn, rtol);
-    for (int j = 0; atol && j < sd->n; ++j) {
-        if (!isfinite(atol[j]))
-            return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: atol[%d] is not finite", fn, j);
-        if (atol[j] < 0.0)
-            return cdyn__fail(sd->msg, CDYN_ERR_ARG, "%s: atol[%d] = %g < 0", fn, j, atol[j]);
-    }
+    cdyn_status st = cdyn__check_tolerances(sd->msg, fn, rtol, atol, sd->n);
+    if (st != CDYN_OK) return st;
     if (sd->q == 0) return CDYN_OK;
     double *a = sd->scratch;
     for (int k = 0; atol && k < sd->q; ++k) a[k] = atol[sd->algebraic[k]];
-    cdyn_status st = cdyn_newton_set_tolerances(sd->newton, rtol, atol ? a : NULL);
+    st = cdyn_newton_set_tolerances(sd->newton, rtol, atol ? a : NULL);
     if (st != CDYN_OK)
         return cdyn__fail(sd->msg, st, "%s: %s", fn, cdyn_newton_last_error(sd->newton));
     return CDYN_OK;
@@ -666,9 +658,8 @@ static cdyn_status rates(cdyn_sparse_dae *sd, const char *fn, double t, double *
         for (int k = 0; k < sd->q; ++k) x[k] += sd->res[k];
         omega = backward_error(sd, x, rhs);
     }
-    if (cdyn__first_nonfinite(sd->q, 1, x, sd->q) >= 0 ||
-        cdyn__first_nonfinite(sd->n, 1, vdot, sd->n) >= 0)
-        return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: v' overflowed at t = %g", fn, t);
+    if (cdyn__first_nonfinite(sd->q, 1, x, sd->q) >= 0) /* v_D' was checked above */
+        return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: v_A' overflowed at t = %g", fn, t);
     if (!(omega <= tolerance))
         return cdyn__fail(sd->msg, CDYN_ERR_SINGULAR,
                           "%s: the algebraic rates at t = %g are not determined to working "
