@@ -99,6 +99,12 @@ int cdyn__constraint_decide_rank(cdyn_constraint *c);
 cdyn_status cdyn__constraint_report_rank_loss(cdyn_constraint *c, const char *fn,
                                               cdyn_status status);
 
+/* The Lagrange form at full rank through the rank decision's QR
+ * (constraint_decided.c), for 1 <= m <= n <= CDYN__SMALL: 1 when its result
+ * (q'' in q_result, the multipliers in mult_result) is certified, else 0
+ * and the general path must solve. Uses the prepared-system workspace. */
+int cdyn__constraint_lagrange_decided(cdyn_constraint *c);
+
 /* Record a failure that is not about the rank: the rank facts are cleared
  * so that they never describe another call than last_error does. */
 void cdyn__constraint_clear_facts(cdyn_constraint *c);

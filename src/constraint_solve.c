@@ -461,9 +461,11 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
     if (st) return st;
     /* T4.4: the rank is decided on Phi_q itself (time-free, M plays no part) */
     if (rank < c->m) return cdyn__constraint_report_rank_loss(c, fn, CDYN_ERR_SINGULAR);
-    activate_rows(c, c->m);
-    st = solve_bordered(c, fn, NULL, 0, NULL);
-    if (st) return st;
+    if (!cdyn__constraint_lagrange_decided(c)) { /* else the general path */
+        activate_rows(c, c->m);
+        st = solve_bordered(c, fn, NULL, 0, NULL);
+        if (st) return st;
+    }
     return commit(c, fn, c->jac, c->m1, qdd, lambda);
 }
 

@@ -1272,6 +1272,15 @@ static void co_recover(void *obj)
     co_load(obj, NS_M, NS_W);
     (void)cdyn_constraint_lagrange(obj, qdd, lam);
 }
+/* After a rank-deficient instant: its load fed the history of Phi_q that
+ * later decisions are equilibrated against (constraint.h), and the solve at
+ * small sizes works in that frame, so its rounding depends on the history;
+ * a fresh object has none. The history is reset before the recovery. */
+static void co_recover_history(void *obj)
+{
+    (void)cdyn_constraint_reset_scales(obj);
+    co_recover(obj);
+}
 static void co_prep_negM(void *obj) { co_load(obj, NS_MNEG, NS_W); }
 static void co_prep_rankdef(void *obj) { co_load(obj, NS_M, NS_W_RANKDEF); }
 static void co_prep_zeroM(void *obj) { co_load(obj, NS_MZERO, NS_W); }
@@ -1429,7 +1438,7 @@ static const hand_row CO_HAND[] = {
     {.fn = "cdyn_constraint_lagrange", .name = "M = -I loaded (not SPD)", .ex = XSING,
      .prep = co_prep_negM, .recover = co_recover},
     {.fn = "cdyn_constraint_lagrange", .name = "Phi_q rank deficient loaded", .ex = XSING,
-     .prep = co_prep_rankdef, .recover = co_recover},
+     .prep = co_prep_rankdef, .recover = co_recover_history},
     {.fn = "cdyn_constraint_reactions", .name = "C = 0 (Phi_q M^-1 C^T singular)", .ex = XSING,
      .arg = 1, .data = CO_CZERO},
     {.fn = "cdyn_constraint_reactions", .name = "M = -I loaded (not SPD)", .ex = XSING,
