@@ -139,6 +139,7 @@ int cdyn__constraint_lagrange_decided(cdyn_constraint *c)
     int n = c->n, m = c->m;
     if (m == 0 || n > CDYN__SMALL || c->decision.rank != m) return 0;
     if (!prepare(c)) return 0;
+    c->path = CDYN__PATH_DECIDED;
     double *q = c->q_result, *lambda = c->mult_result, *dq = c->q_scaled, *dl = c->delta_mult;
     solve(c, c->force, c->accel_rhs, q, lambda);
     double tolerance = cdyn__kkt_backward_tolerance(n, m);

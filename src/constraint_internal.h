@@ -13,7 +13,8 @@ enum cdyn__kkt_path {
     CDYN__PATH_SCHUR,     /* Cholesky of A = X X^T (well conditioned) */
     CDYN__PATH_QR,        /* pivoted QR of X^T, A never formed */
     CDYN__PATH_PRODUCT,   /* reactions: LU of T = X Z^T */
-    CDYN__PATH_REACTIONS  /* reactions: QR of X^T, then LU of Q^T-projected Z */
+    CDYN__PATH_REACTIONS, /* reactions: QR of X^T, then LU of Q^T-projected Z */
+    CDYN__PATH_DECIDED    /* Lagrange at small sizes: the decision's QR (constraint_decided.c) */
 };
 
 struct cdyn_constraint {

@@ -303,6 +303,7 @@ static void solve_multipliers(cdyn_constraint *c, double *r)
         memcpy(r, t, sizeof(double) * (size_t)m);
         cdyn__getrs('N', m, 1, c->small, m1, c->ipiv, r, m1);
         break;
+    case CDYN__PATH_DECIDED: break; /* solves by itself (constraint_decided.c) */
     }
 }
 

@@ -29,6 +29,7 @@
 #include "alloc_count.h"
 #include "cdyn/constraint.h"
 #include "cdyn/status.h"
+#include "constraint_internal.h" /* which path solved (the small-size test) */
 #include "guarded.h"
 #include "testutil.h"
 
@@ -535,6 +536,112 @@ START_TEST(gram_certificate_keeps_the_rank_verdict_in_any_units)
             }
             cdyn_constraint_free(c);
         }
+    }
+}
+END_TEST
+
+/* The bordered system [M Phi^T; Phi 0] [q''; lambda] = [Q; s] by Gaussian
+ * elimination with partial pivoting in long double: an independent
+ * reference (neither cdyn's method nor LAPACK) for the small sizes. */
+static void long_double_kkt(int n, int m, const double *M, const double *P, const double *Q,
+                            const double *s, long double *x)
+{
+    enum { MAXN = 32 };
+    int N = n + m;
+    long double K[MAXN][MAXN + 1];
+    ck_assert_int_le(N, MAXN);
+    for (int i = 0; i < N; ++i)
+        for (int j = 0; j <= N; ++j) K[i][j] = 0.0L;
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) K[i][j] = M[i + (size_t)j * n];
+        K[i][N] = Q[i];
+    }
+    for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) K[n + i][j] = K[j][n + i] = P[i + (size_t)j * m];
+        K[n + i][N] = s[i];
+    }
+    for (int k = 0; k < N; ++k) {
+        int piv = k;
+        for (int i = k + 1; i < N; ++i)
+            if (fabsl(K[i][k]) > fabsl(K[piv][k])) piv = i;
+        for (int j = 0; j <= N; ++j) {
+            long double t = K[k][j];
+            K[k][j] = K[piv][j];
+            K[piv][j] = t;
+        }
+        for (int i = k + 1; i < N; ++i) {
+            long double f = K[i][k] / K[k][k];
+            for (int j = k; j <= N; ++j) K[i][j] -= f * K[k][j];
+        }
+    }
+    for (int i = N - 1; i >= 0; --i) {
+        long double sum = K[i][N];
+        for (int j = i + 1; j < N; ++j) sum -= K[i][j] * x[j];
+        x[i] = sum / K[i][i];
+    }
+}
+
+/* At n <= 16 a well-posed instant with M positive definite is solved
+ * through the rank decision's own QR (constraint.h; the test asserts that
+ * this path, and not the general one, gave the result). Random instants
+ * (cond(M) <= 2.3, Phi_q uniform), in SI and in units where coordinates
+ * and constraint rows are rescaled by 1e+-8 (M -> A^-1 M A^-1,
+ * Phi_q -> B Phi_q A^-1, Q -> A^-1 Q, s -> B s; then q'' -> A q'',
+ * lambda -> B^-1 lambda), every time after a history of larger Phi_q
+ * (3 times the instant's, so that the decision's frame is not the
+ * present instant's): q'' and lambda within 1e-12 of the long double
+ * solve, relative to the largest of each. */
+START_TEST(small_sizes_agree_with_a_long_double_kkt_solve_in_any_units)
+{
+    static const int shapes[][2] = {{2, 1}, {2, 2}, {3, 1}, {3, 2}, {3, 3}, {4, 2}, {6, 3},
+                                    {8, 1}, {8, 5}, {12, 6}, {16, 8}, {16, 16}};
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = 16 };
+    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1.0}, {1.0, 1e8},
+                                      {1.0, 1e-8}, {1e8, 1e-8}};
+    for (int k = 0; k < NSHAPES; ++k) {
+        int n = shapes[k][0], m = shapes[k][1];
+        double M[MAXN * MAXN], P[MAXN * MAXN], Q[MAXN], s[MAXN];
+        tu_rng rng;
+        tu_rng_seed(&rng, 4100 + (unsigned)k);
+        tu_random_spd(&rng, n, M, n);
+        tu_random(&rng, m, n, P, m);
+        tu_random(&rng, n, 1, Q, n);
+        tu_random(&rng, m, 1, s, m);
+        long double ref[2 * MAXN];
+        long_double_kkt(n, m, M, P, Q, s, ref);
+        long double qmax = 0.0L, lmax = 0.0L;
+        for (int i = 0; i < n; ++i) qmax = fmaxl(qmax, fabsl(ref[i]));
+        for (int i = 0; i < m; ++i) lmax = fmaxl(lmax, fabsl(ref[n + i]));
+        cdyn_constraint *c = make(n, m);
+        for (int u = 0; u < (int)(sizeof units / sizeof units[0]); ++u) {
+            double a[MAXN], b[MAXN], Mu[MAXN * MAXN], Pu[MAXN * MAXN], Pbig[MAXN * MAXN];
+            double Qu[MAXN], su[MAXN], q[MAXN], l[MAXN];
+            for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
+            for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
+            for (int j = 0; j < n; ++j) {
+                Qu[j] = Q[j] / a[j];
+                for (int i = 0; i < n; ++i) Mu[i + j * n] = M[i + j * n] / (a[i] * a[j]);
+                for (int i = 0; i < m; ++i) {
+                    Pu[i + j * m] = b[i] * P[i + j * m] / a[j];
+                    Pbig[i + j * m] = 3.0 * Pu[i + j * m];
+                }
+            }
+            for (int i = 0; i < m; ++i) su[i] = b[i] * s[i];
+            ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pbig, m, NULL, NULL, su), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pu, m, NULL, NULL, su), CDYN_OK);
+            ck_assert_msg(cdyn_constraint_lagrange(c, q, l) == CDYN_OK, "n %d m %d units %d: %s",
+                          n, m, u, cdyn_constraint_last_error(c));
+            ck_assert_int_eq(c->path, CDYN__PATH_DECIDED);
+            double eq = 0.0, el = 0.0;
+            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(fabsl(q[j] / a[j] - ref[j]) / qmax));
+            for (int i = 0; i < m; ++i)
+                el = fmax(el, (double)(fabsl(l[i] * b[i] - ref[n + i]) / lmax));
+            ck_assert_msg(eq <= 1e-12 && el <= 1e-12, "n %d m %d units %d: q'' %g, lambda %g", n,
+                          m, u, eq, el);
+        }
+        cdyn_constraint_free(c);
     }
 }
 END_TEST
@@ -1790,6 +1897,7 @@ START_TEST(mass_matrix_that_is_not_positive_definite_is_refused)
     double *q = dbuf(n), *l = dbuf(m);
     ck_assert_int_eq(cdyn_constraint_load(c, Msing, n, Q, P, m, NULL, NULL, xi), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    ck_assert_int_ne(c->path, CDYN__PATH_DECIDED); /* M singular: the general path */
     for (int i = 0; i < n; ++i) ck_assert_double_eq_tol(q[i], want_q[i], 1e-13);
     ck_assert_double_eq_tol(l[0], want_l, 1e-13);
     dbuf_reset(q, n);
@@ -2516,6 +2624,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, exact_formulations_agree_with_bordered_solve_with_generalized_gains);
     tcase_add_test(exact, no_constraints_give_the_unconstrained_acceleration);
     tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
+    tcase_add_test(exact, small_sizes_agree_with_a_long_double_kkt_solve_in_any_units);
     tcase_add_test(exact, gram_certificate_keeps_the_rank_verdict_in_any_units);
     tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
     tcase_add_test(exact, schur_path_never_overrides_the_rank_decision_on_phi_q);
