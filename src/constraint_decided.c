@@ -36,6 +36,24 @@
 /* The conditioning up to which this path is taken (the tests above). */
 #define CONDITION_LIMIT 1e6
 
+/* C = Y^T M Y (lower triangle, into C, ld n) for Y (n x n). */
+CDYN__SIZED void congruence_sized(const cdyn_constraint *c, int n, const double *Y, double *C)
+{
+    double *t = c->top;
+    for (int b = 0; b < n; ++b) {
+        const double *yb = Y + (size_t)b * n;
+        for (int i = 0; i < n; ++i) t[i] = 0.0;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i) t[i] += c->mass[i + (size_t)j * n] * yb[j];
+        for (int a = b; a < n; ++a) {
+            const double *ya = Y + (size_t)a * n;
+            double sum = 0.0;
+            for (int i = 0; i < n; ++i) sum += ya[i] * t[i];
+            C[a + (size_t)b * n] = sum;
+        }
+    }
+}
+
 /* When the path applies (the tests above): Y = D_c Q E (n x n, E putting
  * the free motions first: Y = D_c [Q_Z Q_Y]) into c->chol, and the
  * Cholesky factor of S C S, C = Y^T M Y (the mass in the decision's frame,
@@ -48,7 +66,7 @@ static int prepare(cdyn_constraint *c)
     int n = c->n, m = c->m, free_motions = n - m;
     const cdyn__rank_ws *w = &c->ws;
     if (c->decision.ratio * CONDITION_LIMIT < 1.0) return 0;
-    double *Y = c->chol, *C = c->qr, *t = c->top;
+    double *Y = c->chol, *C = c->qr;
     for (int j = 0; j < n; ++j) {
         memset(Y + (size_t)j * n, 0, sizeof(double) * (size_t)n);
         Y[(j < free_motions ? m + j : j - free_motions) + (size_t)j * n] = 1.0;
@@ -56,27 +74,18 @@ static int prepare(cdyn_constraint *c)
     cdyn__small_ormqr('L', 'N', n, n, m, w->qr, n, w->tau, Y, n);
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < n; ++i) Y[i + (size_t)j * n] *= w->col_scale[i];
-    for (int b = 0; b < n; ++b) { /* lower triangle of C, column by column */
-        const double *yb = Y + (size_t)b * n;
-        for (int i = 0; i < n; ++i) t[i] = 0.0;
-        for (int j = 0; j < n; ++j)
-            for (int i = 0; i < n; ++i) t[i] += c->mass[i + (size_t)j * n] * yb[j];
-        for (int a = b; a < n; ++a) {
-            const double *ya = Y + (size_t)a * n;
-            double sum = 0.0;
-            for (int i = 0; i < n; ++i) sum += ya[i] * t[i];
-            C[a + (size_t)b * n] = sum;
-        }
-    }
+#define CONGRUENCE(N) congruence_sized(c, N, Y, C)
+    CDYN__FIXED_SIZE(n, CONGRUENCE);
+#undef CONGRUENCE
     if (cdyn__spd_factor(n, C, n, C, n, c->delta_q) != 0) return 0;
     return free_motions == 0 ||
            cdyn__small_spd_cond(free_motions, C, n, c->kkt_work) <= CONDITION_LIMIT;
 }
 
 /* r = f - M q (n). */
-static void force_residual(const cdyn_constraint *c, const double *f, const double *q, double *r)
+CDYN__SIZED void force_residual(const cdyn_constraint *c, int n, const double *f, const double *q,
+                          double *r)
 {
-    int n = c->n;
     for (int i = 0; i < n; ++i) r[i] = f[i];
     for (int j = 0; j < n; ++j)
         for (int i = 0; i < n; ++i) r[i] -= c->mass[i + (size_t)j * n] * q[j];
@@ -84,9 +93,10 @@ static void force_residual(const cdyn_constraint *c, const double *f, const doub
 
 /* (q, lambda) of the bordered system for right-hand sides (f, s), in the
  * caller's units, with the prepared factors. */
-static void solve(cdyn_constraint *c, const double *f, const double *s, double *q, double *lambda)
+CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const double *s, double *q,
+                       double *lambda)
 {
-    int n = c->n, m = c->m, free_motions = n - m;
+    int m = c->m, free_motions = n - m;
     const cdyn__rank_ws *w = &c->ws;
     const double *R = w->qr, *Y = c->chol, *L = c->qr, *sc = c->delta_q, *dr = w->row_scale;
     const double *Yz = Y, *Yc = Y + (size_t)free_motions * n; /* free, constrained motions */
@@ -101,7 +111,7 @@ static void solve(cdyn_constraint *c, const double *f, const double *s, double *
     for (int k = 0; k < m; ++k)
         for (int i = 0; i < n; ++i) q[i] += Yc[i + (size_t)k * n] * u[k];
     if (free_motions > 0) { /* C_ZZ w = Y_z^T (f - M q), through S C_ZZ S = L L^T */
-        force_residual(c, f, q, r);
+        force_residual(c, n, f, q, r);
         for (int a = 0; a < free_motions; ++a) {
             double sum = 0.0;
             for (int i = 0; i < n; ++i) sum += Yz[i + (size_t)a * n] * r[i];
@@ -120,7 +130,7 @@ static void solve(cdyn_constraint *c, const double *f, const double *s, double *
         for (int a = 0; a < free_motions; ++a)
             for (int i = 0; i < n; ++i) q[i] += Yz[i + (size_t)a * n] * (sc[a] * z[a]);
     }
-    force_residual(c, f, q, r); /* R P^T mu = Y_c^T (f - M q), lambda = D_r mu */
+    force_residual(c, n, f, q, r); /* R P^T mu = Y_c^T (f - M q), lambda = D_r mu */
     for (int k = 0; k < m; ++k) {
         double sum = 0.0;
         for (int i = 0; i < n; ++i) sum += Yc[i + (size_t)k * n] * r[i];
@@ -132,6 +142,13 @@ static void solve(cdyn_constraint *c, const double *f, const double *s, double *
         v[k] = sum / R[k + (size_t)k * n];
     }
     for (int k = 0; k < m; ++k) lambda[p[k]] = dr[p[k]] * v[k];
+}
+
+static void solve(cdyn_constraint *c, const double *f, const double *s, double *q, double *lambda)
+{
+#define SOLVE(N) solve_sized(c, N, f, s, q, lambda)
+    CDYN__FIXED_SIZE(c->n, SOLVE);
+#undef SOLVE
 }
 
 int cdyn__constraint_lagrange_decided(cdyn_constraint *c)

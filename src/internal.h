@@ -23,6 +23,30 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Size-specialized kernels: a body declared CDYN__SIZED takes its size n
+ * as an argument; CDYN__FIXED_SIZE(n, CALL) expands CALL(N) in a switch
+ * over n = 2..8 (CALL(n) otherwise), and GCC and clang inline the body into
+ * each case, where N is a constant and its loops unroll. Other compilers
+ * just call it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CDYN__SIZED static inline __attribute__((always_inline))
+#else
+#define CDYN__SIZED static inline
+#endif
+#define CDYN__FIXED_SIZE(n, CALL)                                                                 \
+    do {                                                                                          \
+        switch (n) {                                                                              \
+        case 2: CALL(2); break;                                                                   \
+        case 3: CALL(3); break;                                                                   \
+        case 4: CALL(4); break;                                                                   \
+        case 5: CALL(5); break;                                                                   \
+        case 6: CALL(6); break;                                                                   \
+        case 7: CALL(7); break;                                                                   \
+        case 8: CALL(8); break;                                                                   \
+        default: CALL(n); break;                                                                  \
+        }                                                                                         \
+    } while (0)
+
 /* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1. */
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld);
 

@@ -96,11 +96,11 @@ static double ratio(double r, double bound)
     return r == 0.0 ? 0.0 : INFINITY;
 }
 
-double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
-                                int ldg, double s, const double *H, int ldh, const double *x,
-                                const double *y, const double *f, const double *g,
-                                const double *ux, const double *uy, const int *skip,
-                                double *rf, double *rg, double *work)
+CDYN__SIZED double backward_error_sized(int n, int m, const double *M, int ldm, const double *G,
+                                        int ldg, double s, const double *H, int ldh,
+                                        const double *x, const double *y, const double *f,
+                                        const double *g, const double *ux, const double *uy,
+                                        const int *skip, double *rf, double *rg, double *work)
 {
     double *bound_f = work, *bound_g = work + n, eta = 0.0;
     for (int j = 0; ux && j < n; ++j) eta = cdyn__larger(eta, fabs(x[j]) / ux[j]);
@@ -138,6 +138,21 @@ double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const do
     for (int i = 0; i < m; ++i)
         if (!(skip && skip[i])) worst = cdyn__larger(worst, ratio(rg[i], bound_g[i]));
     return worst;
+}
+
+double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
+                                int ldg, double s, const double *H, int ldh, const double *x,
+                                const double *y, const double *f, const double *g,
+                                const double *ux, const double *uy, const int *skip,
+                                double *rf, double *rg, double *work)
+{
+    double omega = 0.0;
+#define BACKWARD_ERROR(N)                                                                         \
+    omega = backward_error_sized(N, m, M, ldm, G, ldg, s, H, ldh, x, y, f, g, ux, uy, skip, rf, rg, \
+                                 work)
+    CDYN__FIXED_SIZE(n, BACKWARD_ERROR);
+#undef BACKWARD_ERROR
+    return omega;
 }
 
 double cdyn__kkt_backward_tolerance(int n, int m) { return 8.0 * (n + m + 2) * DBL_EPSILON; }
