@@ -83,8 +83,8 @@ static int prepare(cdyn_constraint *c)
 }
 
 /* r = f - M q (n). */
-CDYN__SIZED void force_residual(const cdyn_constraint *c, int n, const double *f, const double *q,
-                          double *r)
+CDYN__SIZED void force_residual(const cdyn_constraint *c, int n, const double *f,
+                                const double *q, double *r)
 {
     for (int i = 0; i < n; ++i) r[i] = f[i];
     for (int j = 0; j < n; ++j)
@@ -93,8 +93,8 @@ CDYN__SIZED void force_residual(const cdyn_constraint *c, int n, const double *f
 
 /* (q, lambda) of the bordered system for right-hand sides (f, s), in the
  * caller's units, with the prepared factors. */
-CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const double *s, double *q,
-                       double *lambda)
+CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const double *s,
+                             double *q, double *lambda)
 {
     int m = c->m, free_motions = n - m;
     const cdyn__rank_ws *w = &c->ws;

@@ -29,7 +29,15 @@
  * result is certified: its componentwise backward error on the caller's
  * system is a few rounding errors (after at most two refinement steps),
  * else CDYN_ERR_SINGULAR. The error of an OK result is then about
- * cond(KKT) times machine epsilon, in any units.
+ * cond(KKT) times machine epsilon, in any units. At n <= 16, lagrange first
+ * tries the blocks of the system in the rank decision's own QR of Phi_q
+ * (docs/theory.md, "Small sizes"), taken only for M positive definite,
+ * Phi_q and the mass on the free motions conditioned within 1e6, and a
+ * result certified as above; everything else takes the general path and
+ * gets its verdict. That frame is equilibrated against the history below,
+ * so the last bits of such a result (not its status) depend on the
+ * history; cdyn_constraint_reset_scales() makes them those of a fresh
+ * object.
  *
  * The rank of Phi_q is decided once per load by a pivoted QR of the
  * equilibrated Phi_q^T (the rank policy, docs/theory.md), with rows and
