@@ -31,6 +31,7 @@
 #include "cdyn/status.h"
 #include "constraint_internal.h" /* which path solved (the small-size test) */
 #include "guarded.h"
+#include "quadref.h"
 #include "testutil.h"
 
 void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv, double *b,
@@ -540,45 +541,24 @@ START_TEST(gram_certificate_keeps_the_rank_verdict_in_any_units)
 }
 END_TEST
 
-/* The bordered system [M Phi^T; Phi 0] [q''; lambda] = [Q; s] by Gaussian
- * elimination with partial pivoting in long double: an independent
- * reference (neither cdyn's method nor LAPACK) for the small sizes. */
-static void long_double_kkt(int n, int m, const double *M, const double *P, const double *Q,
-                            const double *s, long double *x)
+/* The bordered system [M Phi^T; Phi 0] [q''; lambda] = [Q; s] solved in
+ * quad precision (quadref.h): an independent reference, neither cdyn's
+ * method nor LAPACK, for the small sizes. */
+static void quad_kkt(int n, int m, const double *M, const double *P, const double *Q,
+                     const double *s, quad *x)
 {
     enum { MAXN = 32 };
     int N = n + m;
-    long double K[MAXN][MAXN + 1];
+    quad K[MAXN * MAXN], b[MAXN];
     ck_assert_int_le(N, MAXN);
-    for (int i = 0; i < N; ++i)
-        for (int j = 0; j <= N; ++j) K[i][j] = 0.0L;
-    for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < n; ++j) K[i][j] = M[i + (size_t)j * n];
-        K[i][N] = Q[i];
+    for (int k = 0; k < N * N; ++k) K[k] = 0;
+    for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) K[i + j * N] = M[i + (size_t)j * n];
+        for (int i = 0; i < m; ++i) K[(n + i) + j * N] = K[j + (n + i) * N] = P[i + (size_t)j * m];
+        b[j] = Q[j];
     }
-    for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) K[n + i][j] = K[j][n + i] = P[i + (size_t)j * m];
-        K[n + i][N] = s[i];
-    }
-    for (int k = 0; k < N; ++k) {
-        int piv = k;
-        for (int i = k + 1; i < N; ++i)
-            if (fabsl(K[i][k]) > fabsl(K[piv][k])) piv = i;
-        for (int j = 0; j <= N; ++j) {
-            long double t = K[k][j];
-            K[k][j] = K[piv][j];
-            K[piv][j] = t;
-        }
-        for (int i = k + 1; i < N; ++i) {
-            long double f = K[i][k] / K[k][k];
-            for (int j = k; j <= N; ++j) K[i][j] -= f * K[k][j];
-        }
-    }
-    for (int i = N - 1; i >= 0; --i) {
-        long double sum = K[i][N];
-        for (int j = i + 1; j < N; ++j) sum -= K[i][j] * x[j];
-        x[i] = sum / K[i][i];
-    }
+    for (int i = 0; i < m; ++i) b[n + i] = s[i];
+    ck_assert_int_eq(qref_solve(N, K, b, x), 0);
 }
 
 /* At n <= 16 a well-posed instant with M positive definite is solved
@@ -589,9 +569,9 @@ static void long_double_kkt(int n, int m, const double *M, const double *P, cons
  * Phi_q -> B Phi_q A^-1, Q -> A^-1 Q, s -> B s; then q'' -> A q'',
  * lambda -> B^-1 lambda), every time after a history of larger Phi_q
  * (3 times the instant's, so that the decision's frame is not the
- * present instant's): q'' and lambda within 1e-12 of the long double
+ * present instant's): q'' and lambda within 1e-12 of the quad
  * solve, relative to the largest of each. */
-START_TEST(small_sizes_agree_with_a_long_double_kkt_solve_in_any_units)
+START_TEST(small_sizes_agree_with_a_quad_kkt_solve_in_any_units)
 {
     static const int shapes[][2] = {{2, 1}, {2, 2}, {3, 1}, {3, 2}, {3, 3}, {4, 2}, {6, 3},
                                     {8, 1}, {8, 5}, {12, 6}, {16, 8}, {16, 16}};
@@ -607,11 +587,10 @@ START_TEST(small_sizes_agree_with_a_long_double_kkt_solve_in_any_units)
         tu_random(&rng, m, n, P, m);
         tu_random(&rng, n, 1, Q, n);
         tu_random(&rng, m, 1, s, m);
-        long double ref[2 * MAXN];
-        long_double_kkt(n, m, M, P, Q, s, ref);
-        long double qmax = 0.0L, lmax = 0.0L;
-        for (int i = 0; i < n; ++i) qmax = fmaxl(qmax, fabsl(ref[i]));
-        for (int i = 0; i < m; ++i) lmax = fmaxl(lmax, fabsl(ref[n + i]));
+        quad ref[2 * MAXN], qmax = 0, lmax = 0;
+        quad_kkt(n, m, M, P, Q, s, ref);
+        for (int i = 0; i < n; ++i) qmax = qref_abs(ref[i]) > qmax ? qref_abs(ref[i]) : qmax;
+        for (int i = 0; i < m; ++i) lmax = qref_abs(ref[n + i]) > lmax ? qref_abs(ref[n + i]) : lmax;
         cdyn_constraint *c = make(n, m);
         for (int u = 0; u < (int)(sizeof units / sizeof units[0]); ++u) {
             double a[MAXN], b[MAXN], Mu[MAXN * MAXN], Pu[MAXN * MAXN], Pbig[MAXN * MAXN];
@@ -635,9 +614,9 @@ START_TEST(small_sizes_agree_with_a_long_double_kkt_solve_in_any_units)
                           n, m, u, cdyn_constraint_last_error(c));
             ck_assert_int_eq(c->path, CDYN__PATH_DECIDED);
             double eq = 0.0, el = 0.0;
-            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(fabsl(q[j] / a[j] - ref[j]) / qmax));
+            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(qref_abs(q[j] / a[j] - ref[j]) / qmax));
             for (int i = 0; i < m; ++i)
-                el = fmax(el, (double)(fabsl(l[i] * b[i] - ref[n + i]) / lmax));
+                el = fmax(el, (double)(qref_abs(l[i] * b[i] - ref[n + i]) / lmax));
             ck_assert_msg(eq <= 1e-12 && el <= 1e-12, "n %d m %d units %d: q'' %g, lambda %g", n,
                           m, u, eq, el);
         }
@@ -2624,7 +2603,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(exact, exact_formulations_agree_with_bordered_solve_with_generalized_gains);
     tcase_add_test(exact, no_constraints_give_the_unconstrained_acceleration);
     tcase_add_test(exact, schur_and_rank_revealing_paths_give_the_same_solution);
-    tcase_add_test(exact, small_sizes_agree_with_a_long_double_kkt_solve_in_any_units);
+    tcase_add_test(exact, small_sizes_agree_with_a_quad_kkt_solve_in_any_units);
     tcase_add_test(exact, gram_certificate_keeps_the_rank_verdict_in_any_units);
     tcase_add_test(exact, badly_scaled_mass_is_solved_through_the_rank_revealing_path);
     tcase_add_test(exact, schur_path_never_overrides_the_rank_decision_on_phi_q);
