@@ -563,18 +563,27 @@ static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, c
         if (result < 0)
             return cdyn__fail(nt->msg, CDYN_ERR_NOMEM,
                               "cdyn_newton: the Jacobian's factorization failed");
+        /* a rank-deficient J (result 1) is stepped through with the owner's
+         * outer inverse, as the SVD path does (T2.3); it cannot be widened */
         nt->rank = nt->rank_used = nt->rank_numerical = rank;
         nt->smallest_kept = smallest;
         nt->largest_dropped = 0.0;
-        nt->mode = MODE_QR_SQUARE; /* full rank or refused below: never the SVD path */
+        nt->mode = result == 1 ? MODE_SVD : MODE_QR_SQUARE;
+        nt->n_dependent_rows = nt->n_dropped_cols = 0;
+        if (result == 1) {
+            nt->report.svd_steps++;
+            if (nt->ops.dependent)
+                nt->n_dependent_rows = nt->ops.dependent(nt->ops.ctx, nt->b.dependent_rows);
+        }
         nt->report.rank = rank;
         nt->report.smallest_kept = smallest;
         nt->report.largest_dropped = 0.0;
-        if (result > 0)
+        if (result > 1)
             return cdyn__fail(nt->msg, CDYN_ERR_SINGULAR,
                               "cdyn_newton_solve: the Jacobian is singular to the rank "
-                              "tolerance (its estimated reciprocal condition %.3g)",
-                              smallest);
+                              "tolerance (its estimated reciprocal condition %.3g)%s",
+                              smallest,
+                              result == 3 ? " and its rank could not be decided" : "");
         for (int i = 0; i < nt->k; ++i) nt->b.scratch[i] = -G[i];
         nt->ops.apply(nt->ops.ctx, nt->b.scratch, dx);
         return CDYN_OK;

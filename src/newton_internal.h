@@ -15,8 +15,9 @@
  * buffer; its cdyn_newton_solve() ignores the jacobian argument and calls
  * these (under the guard of its callbacks); cdyn_newton_step() and
  * cdyn_newton_check_jacobian() refuse it, and cdyn__newton_factor/apply/
- * apply_many must not be called on it. A rank-deficient J fails the solve
- * (CDYN_ERR_SINGULAR): there is no SVD step. */
+ * apply_many must not be called on it. A rank-deficient J is stepped
+ * through with the owner's outer inverse (factor returns 1; counted as an
+ * SVD step, never widened) or fails the solve (2, 3: CDYN_ERR_SINGULAR). */
 typedef struct cdyn__newton_linear {
     void *ctx;
     /* J at x (k): evaluate and keep it; 0, 1 when a callback failed (its
@@ -25,12 +26,19 @@ typedef struct cdyn__newton_linear {
     /* column j of the kept J: the count of its entries, their rows (or NULL
      * for rows 0 .. k-1) and values */
     int (*column)(void *ctx, int j, const int **rows, const double **values);
-    /* factor the kept J: 0 at full rank, 1 rank deficient by the owner's
-     * test, -1 failure; *rank and *rcond (a reciprocal condition, NaN when
-     * none) describe it */
+    /* factor the kept J: 0 at full rank; 1 rank deficient by the owner's
+     * test, with a rank-revealing factorization whose apply is an outer
+     * inverse (X J X = X; minimum-norm on consistent right-hand sides);
+     * 2 rank deficient without one, 3 when the rank could not be decided
+     * (both refused); -1 failure. *rank and *rcond (a reciprocal
+     * condition, NaN when none) describe it */
     int (*factor)(void *ctx, int *rank, double *rcond);
-    /* x (k) = J^-1 b (k) with that factorization; x and b may alias */
+    /* x (k) = J^-1 b (k) with that factorization (the outer inverse when
+     * it is rank deficient); x and b may alias */
     void (*apply)(void *ctx, const double *b, double *x);
+    /* optional (NULL: none named): after factor returned 1, the equations
+     * ranked dependent into rows (k), their count */
+    int (*dependent)(void *ctx, int *rows);
     /* optional (NULL: never): 1 when the J kept and factored now is the one
      * the owner committed last, so that a solve may start with chord steps
      * on it (cdyn__newton_set_chord; column and apply then read it) */

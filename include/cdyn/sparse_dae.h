@@ -16,10 +16,21 @@
  * Rank policy: dF_A/dv_A is equilibrated by powers of two; at every Newton
  * iterate its pivot ratio (klu_rcond) must exceed the core's rank
  * tolerance (1e-10), and at the solution KLU's estimate of its reciprocal
- * 1-norm condition (klu_condest) must: a block that fails is refused
- * (CDYN_ERR_SINGULAR), never stepped through. (The dense cdyn_dae takes a
- * minimum-norm SVD step there; a sparse rank-revealing step is not
- * provided.)
+ * 1-norm condition (klu_condest) must. A block that fails (a valve closed
+ * on a massless branch) is factored by a rank-revealing sparse QR
+ * (SuiteSparseQR of its transpose, rows whose remaining 2-norm is below
+ * 1e-10 of the largest row's ranked dependent). When that decides a rank
+ * r < q cleanly (the reciprocal condition of the kept r x r triangle above
+ * 1e-10), the Newton steps and the algebraic rates use its outer inverse:
+ * the minimum-norm solution of the independent equations in the
+ * equilibrated unknowns, as the dense cdyn_dae's SVD step (THEORY T2.3).
+ * Such steps count as SVD steps in the Newton report and counters, and
+ * cdyn_newton_dependent_rows() on cdyn_sparse_dae_newton() names the
+ * dependent equations (indices into the algebraic states of
+ * cdyn_sparse_dae_split_states()). The rates must then pass the same
+ * backward-error certificate, which a right-hand side outside the range of
+ * the block fails (CDYN_ERR_SINGULAR). A block whose rank is not decided
+ * cleanly is refused (CDYN_ERR_SINGULAR), never stepped through.
  *
  * Lifecycle: cdyn_sparse_dae_create(n, mass, pattern) analyses the pattern
  * once; cdyn_sparse_dae_set_model(); cdyn_sparse_dae_consistent() for
@@ -27,7 +38,9 @@
  * stage. The first evaluation allocates KLU's numeric factorization; later
  * ones refactor in place with its pivot order and allocate nothing, unless
  * that pivot order fails the rank test, when KLU pivots afresh (allocation;
- * counted in cdyn_sparse_dae_pivotings()). Each solve starts with chord
+ * counted in cdyn_sparse_dae_pivotings()); a rank-deficient block
+ * allocates SuiteSparseQR's factors at each of its factorizations
+ * (cdyn_sparse_dae_rank_factorizations()). Each solve starts with chord
  * steps on the factorization of the last committed evaluation, as the
  * dense cdyn_dae's (a fresh Jacobian and the unchanged convergence test
  * judge the result); after a call that failed past its first Jacobian the
@@ -105,8 +118,10 @@ CDYN_API cdyn_status cdyn_sparse_dae_set_tolerances(cdyn_sparse_dae *sd, double 
  * Consistent values: keep the integrated states of v (n), solve
  * F_A(v, t) = 0 for the algebraic ones from v's entries, write them back,
  * and commit v as the warm start of the next evaluation. Returns CDYN_OK;
- * CDYN_ERR_NOCONV (v then holds the best iterate); CDYN_ERR_SINGULAR
- * (dF_A/dv_A rank deficient at an iterate); CDYN_ERR_ARG (no model, NULL);
+ * CDYN_ERR_NOCONV (v then holds the best iterate; also when the
+ * equations have no solution near v because the block is rank deficient
+ * there); CDYN_ERR_SINGULAR (dF_A/dv_A singular and its rank not decided
+ * cleanly, see the rank policy); CDYN_ERR_ARG (no model, NULL);
  * CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK; CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, double *v);
@@ -120,7 +135,8 @@ CDYN_API cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, d
  * few rounding errors after at most two refinement steps, or
  * CDYN_ERR_SINGULAR. ydot may be y. Returns CDYN_OK; CDYN_ERR_NOCONV;
  * CDYN_ERR_SINGULAR; CDYN_ERR_ARG; CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK;
- * CDYN_ERR_BUSY. No allocation after the first evaluation (see above).
+ * CDYN_ERR_BUSY. No allocation after the first evaluation, unless the
+ * block is singular or its pivots must change (see above).
  */
 CDYN_API cdyn_status cdyn_sparse_dae_rhs(cdyn_sparse_dae *sd, double t, const double *y,
                                          double *ydot);
@@ -150,6 +166,11 @@ CDYN_API int cdyn_sparse_dae_ode_size(const cdyn_sparse_dae *sd);
  * NULL): the first factorization, and each refactorization whose kept pivot
  * order failed the rank test. */
 CDYN_API long cdyn_sparse_dae_pivotings(const cdyn_sparse_dae *sd);
+
+/** How many rank-revealing QR factorizations of a singular algebraic block
+ * ran since create (each allocates; see the rank policy above); -1 for
+ * NULL. */
+CDYN_API long cdyn_sparse_dae_rank_factorizations(const cdyn_sparse_dae *sd);
 
 /**
  * The Newton solver of the algebraic states, for its report and counters

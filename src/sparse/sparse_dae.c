@@ -3,13 +3,17 @@
  * the massless and the massive states, T2 for the algebraic states): the
  * algebraic block dF_A/dv_A is factored by KLU, the iteration is
  * cdyn_newton's (cdyn__newton_create_linear), the rank decision the core's
- * tolerance on KLU's condition estimate of the equilibrated block. */
+ * tolerance on KLU's condition estimate of the equilibrated block. A block
+ * that fails it is factored again by the rank-revealing sparse QR of
+ * rank_qr.h, whose minimum-norm outer inverse takes the Newton steps and
+ * the rates through it (T2.3) when its rank is decided cleanly. */
 #include "cdyn/sparse_dae.h"
 
 #include "internal.h"
 #include "kkt.h"
 #include "newton_internal.h"
 #include "rank.h"
+#include "rank_qr.h"
 
 #include <suitesparse/klu.h>
 
@@ -42,6 +46,8 @@ struct cdyn_sparse_dae {
     klu_symbolic *symbolic;
     klu_numeric *numeric;
     long pivotings;
+    cdyn__rank_qr rank_qr;   /* the singular block's factorization (rank_qr.h) */
+    int deficient;           /* the block factored now is rank deficient: rank_qr applies */
     int kept;                /* the block evaluated and factored now is the committed one */
     int longest_row;         /* the most entries in a row of A, for the certificate */
     cdyn_newton *newton;     /* q x q on the owner's block (NULL when q = 0) */
@@ -107,7 +113,12 @@ static int evaluate(void *ctx, const double *x, int *code)
     return 0;
 }
 
-static int kept(void *ctx) { return ((const cdyn_sparse_dae *)ctx)->kept; }
+/* The chord steps run on KLU's factors only. */
+static int kept(void *ctx)
+{
+    const cdyn_sparse_dae *sd = ctx;
+    return sd->kept && !sd->deficient;
+}
 
 static int column(void *ctx, int j, const int **rows, const double **values)
 {
@@ -185,14 +196,32 @@ static int pivot(cdyn_sparse_dae *sd)
     return sd->numeric != NULL;
 }
 
+/* The block (equilibrated) that KLU found singular, by the rank-revealing
+ * QR: 1 when its rank r < q is decided cleanly (the kept triangle's
+ * reciprocal condition above the rank tolerance; the applies then use its
+ * outer inverse), 3 when it is not (no dependent row found, or an
+ * ill-conditioned triangle), -1 out of memory. */
+static int factor_deficient(cdyn_sparse_dae *sd, int *rank, double *rcond)
+{
+    int r = cdyn__rank_qr_factor(&sd->rank_qr, sd->a_scaled, CDYN__RANK_TOL, rcond);
+    if (r < 0) return -1;
+    *rank = r;
+    if (r == sd->q || !(*rcond > CDYN__RANK_TOL)) return 3;
+    sd->deficient = 1;
+    return 1;
+}
+
 /* Factor the evaluated block: the kept pivot order first (no allocation),
- * KLU's own pivoting when that order fails the rank screen; 0 when it
- * passes, 1 rank deficient, -1 failure. The verdict on the factorization at
- * the solution is full_rank's (cdyn_sparse_dae_consistent, rates). */
+ * KLU's own pivoting when that order fails the rank screen, the
+ * rank-revealing QR when that fails too (factor_deficient); 0 when KLU's
+ * pivots pass, 1 rank deficient with a decided rank, 3 undecided, -1
+ * failure. The verdict on a full-rank factorization at the solution is
+ * full_rank's (cdyn_sparse_dae_consistent, rates). */
 static int factor(void *ctx, int *rank, double *rcond)
 {
     cdyn_sparse_dae *sd = ctx;
     equilibrate(sd);
+    sd->deficient = 0;
     *rank = sd->q;
     int ok = sd->numeric
                  ? klu_refactor(sd->a_start, sd->a_row, sd->a_scaled, sd->symbolic, sd->numeric,
@@ -201,17 +230,24 @@ static int factor(void *ctx, int *rank, double *rcond)
     if (ok && passes_screen(sd, rcond)) return 0;
     if (!pivot(sd) && sd->klu.status == KLU_OUT_OF_MEMORY) return -1;
     if (passes_screen(sd, rcond)) return 0;
-    *rank = sd->q - 1; /* at most: the test does not say how many */
-    return 1;
+    return factor_deficient(sd, rank, rcond);
+}
+
+static int dependent(void *ctx, int *rows)
+{
+    return cdyn__rank_qr_dependent(&((cdyn_sparse_dae *)ctx)->rank_qr, rows);
 }
 
 /* The verdict at the solution (v_trial): the block evaluated and factored
- * there (again, when the Newton solve took no step), then full_rank. */
+ * there (again, when the Newton solve took no step or ended on a
+ * rank-deficient step), then full_rank; a block that fails it takes the
+ * rank-revealing QR, which passes it when it decides a rank < q cleanly
+ * (the rates then use its outer inverse and must pass their certificate). */
 static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
 {
-    int rank;
+    int rank, r = 0;
     double rcond;
-    if (!cdyn__newton_solution_factored(sd->newton)) { /* a solve that took no step */
+    if (!cdyn__newton_solution_factored(sd->newton)) { /* no step, or a deficient one */
         int code = 0, failed = evaluate(sd, sd->x, &code);
         if (failed > 0)
             return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: Jacobian callback returned %d",
@@ -219,23 +255,28 @@ static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
         if (failed < 0)
             return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: dF/dv is not finite at t = %g",
                               fn, t);
-        int r = factor(sd, &rank, &rcond);
-        if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU)", fn);
+        r = factor(sd, &rank, &rcond);
     }
-    if (full_rank(sd, &rcond)) return CDYN_OK;
+    if (r == 0 && full_rank(sd, &rcond)) return CDYN_OK;
+    if (r == 0) r = factor_deficient(sd, &rank, &rcond); /* the pivots passed, condest not */
+    if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU, SPQR)", fn);
+    if (r == 1) return CDYN_OK;
     return cdyn__fail(sd->msg, CDYN_ERR_SINGULAR,
-                      "%s: dF_A/dv_A at t = %g is singular to the rank tolerance (estimated "
-                      "reciprocal condition %.3g of the equilibrated block)",
+                      "%s: dF_A/dv_A at t = %g is singular to the rank tolerance and its rank "
+                      "could not be decided (estimated reciprocal condition %.3g)",
                       fn, t, rcond);
 }
 
-/* x = A^-1 b = D_c (D_r A D_c)^-1 D_r b; x and b may alias. */
+/* x = A^-1 b = D_c (D_r A D_c)^-1 D_r b (the outer inverse of the
+ * equilibrated block for a rank-deficient one: its minimum-norm solution
+ * in the equilibrated unknowns); x and b may alias. */
 static void apply(void *ctx, const double *b, double *x)
 {
     cdyn_sparse_dae *sd = ctx;
     double *w = sd->scratch;
     for (int i = 0; i < sd->q; ++i) w[i] = sd->row_scale[i] * b[i];
-    klu_solve(sd->symbolic, sd->numeric, sd->q, 1, w, &sd->klu);
+    if (sd->deficient) cdyn__rank_qr_apply(&sd->rank_qr, w, w);
+    else klu_solve(sd->symbolic, sd->numeric, sd->q, 1, w, &sd->klu);
     for (int j = 0; j < sd->q; ++j) x[j] = sd->col_scale[j] * w[j];
 }
 
@@ -246,6 +287,7 @@ void cdyn_sparse_dae_free(cdyn_sparse_dae *sd)
     if (!sd) return;
     if (sd->numeric) klu_free_numeric(&sd->numeric, &sd->klu);
     if (sd->symbolic) klu_free_symbolic(&sd->symbolic, &sd->klu);
+    cdyn__rank_qr_free(&sd->rank_qr);
     cdyn_newton_free(sd->newton);
     void *arrays[] = {sd->mass,     sd->colptr,   sd->rowind,   sd->integrated, sd->algebraic,
                       sd->position, sd->a_start,  sd->a_row,    sd->a_src,      sd->c_start,
@@ -417,7 +459,14 @@ cdyn_sparse_dae *cdyn_sparse_dae_create(int n, const double *mass, const int *co
                                  sd->klu.structural_rank, q);
             goto fail;
         }
-        cdyn__newton_linear ops = {sd, evaluate, column, factor, apply, kept};
+        if (!cdyn__rank_qr_init(&sd->rank_qr, q, sd->a_start, sd->a_row)) goto nomem;
+        cdyn__newton_linear ops = {.ctx = sd,
+                                   .evaluate = evaluate,
+                                   .column = column,
+                                   .factor = factor,
+                                   .apply = apply,
+                                   .dependent = dependent,
+                                   .kept = kept};
         sd->newton = cdyn__newton_create_linear(q, &ops, status);
         if (!sd->newton) goto fail;
         cdyn__newton_set_owner(sd->newton, &sd->guard.in_callback);
@@ -479,6 +528,11 @@ int cdyn_sparse_dae_size(const cdyn_sparse_dae *sd) { return sd ? sd->n : -1; }
 int cdyn_sparse_dae_ode_size(const cdyn_sparse_dae *sd) { return sd ? sd->nd : -1; }
 
 long cdyn_sparse_dae_pivotings(const cdyn_sparse_dae *sd) { return sd ? sd->pivotings : -1; }
+
+long cdyn_sparse_dae_rank_factorizations(const cdyn_sparse_dae *sd)
+{
+    return sd ? sd->rank_qr.factorizations : -1;
+}
 
 const cdyn_newton *cdyn_sparse_dae_newton(const cdyn_sparse_dae *sd)
 {

@@ -1,0 +1,420 @@
+/* Check suite for the rank-revealing step of cdyn_sparse_dae (sparse_dae.h
+ * "Rank policy"; src/sparse/rank_qr.h): singular algebraic blocks.
+ *
+ * Checked against: LAPACK's minimum-norm least-squares solve (dgelss, an
+ * SVD) for the outer inverse of the rank-revealing QR on rank-deficient
+ * sparse matrices, and the identities X A X = X and A X b = b; the hand
+ * solution of a junction whose two branches are closed (the dense
+ * cdyn_dae's test of the same case), in several unit systems; and the dense
+ * cdyn_dae (SVD steps) along a valve that closes and reopens. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../examples/valve_network.h"
+#include "cdyn.h"
+#include "cdyn/sparse_dae.h"
+#include "rank_qr.h"
+#include "testutil.h"
+
+void dgelss_(const int *m, const int *n, const int *nrhs, double *a, const int *lda, double *b,
+             const int *ldb, double *s, const double *rcond, int *rank, double *work,
+             const int *lwork, int *info);
+
+/* ------------------------------------------------------------------------ */
+/* The outer inverse of the rank-revealing QR against an SVD.               */
+
+enum { Q = 40 };
+
+static double max_abs_diff(int n, const double *a, const double *b)
+{
+    double worst = 0.0;
+    for (int i = 0; i < n; ++i) worst = fmax(worst, fabs(a[i] - b[i]));
+    return worst;
+}
+
+/* A sparse Q x Q matrix, dense column-major in a (for the reference) and by
+ * columns of its non-zeros: a diagonal of 4..6, a few random off-diagonal
+ * entries, then dependent rows: row 7 = row 3 - 2 row 5 (+ noise), row 20 =
+ * 0.5 row 1, row 33 = row 12, row 38 = 0. */
+static void deficient_matrix(double *a, double noise, unsigned seed)
+{
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    memset(a, 0, sizeof(double) * Q * Q);
+    for (int i = 0; i < Q; ++i) {
+        a[i + i * Q] = 4.0 + 2.0 * tu_uniform(&rng);
+        for (int c = 0; c < 3; ++c) {
+            int j = (int)(Q * tu_uniform(&rng)) % Q;
+            if (j != i) a[i + j * Q] = 2.0 * tu_uniform(&rng) - 1.0;
+        }
+    }
+    for (int j = 0; j < Q; ++j) {
+        a[7 + j * Q] = a[3 + j * Q] - 2.0 * a[5 + j * Q];
+        a[20 + j * Q] = 0.5 * a[1 + j * Q];
+        a[33 + j * Q] = a[12 + j * Q];
+        a[38 + j * Q] = 0.0;
+    }
+    a[7 + 0 * Q] += noise;
+}
+
+static int to_columns(const double *a, int *colptr, int *rowind, double *values)
+{
+    int count = 0;
+    colptr[0] = 0;
+    for (int j = 0; j < Q; ++j) {
+        for (int i = 0; i < Q; ++i)
+            if (a[i + j * Q] != 0.0 || i == j) { /* keep the diagonal in the pattern */
+                rowind[count] = i;
+                values[count++] = a[i + j * Q];
+            }
+        colptr[j + 1] = count;
+    }
+    return count;
+}
+
+static void multiply(const double *a, const double *x, double *y)
+{
+    for (int i = 0; i < Q; ++i) {
+        y[i] = 0.0;
+        for (int j = 0; j < Q; ++j) y[i] += a[i + j * Q] * x[j];
+    }
+}
+
+/* The minimum-norm solution of a x = b by LAPACK's SVD (dgelss, singular
+ * values below 1e-10 of the largest dropped). */
+static void svd_solve(const double *a, const double *b, double *x)
+{
+    double copy[Q * Q], s[Q], work[8 * Q * Q];
+    int n = Q, one = 1, rank, info, lwork = 8 * Q * Q;
+    double rcond = 1e-10;
+    memcpy(copy, a, sizeof copy);
+    memcpy(x, b, sizeof(double) * Q);
+    dgelss_(&n, &n, &one, copy, &n, x, &n, s, &rcond, &rank, work, &lwork, &info);
+    ck_assert_int_eq(info, 0);
+}
+
+START_TEST(the_outer_inverse_is_the_minimum_norm_solution_of_an_svd)
+{
+    static double a[Q * Q], values[Q * Q];
+    static int colptr[Q + 1], rowind[Q * Q];
+    const double noises[2] = {0.0, 1e-14}; /* exact dependence, and below the tolerance */
+    for (int trial = 0; trial < 6; ++trial) {
+        deficient_matrix(a, noises[trial % 2], 11u + (unsigned)trial);
+        to_columns(a, colptr, rowind, values);
+        cdyn__rank_qr f;
+        ck_assert_int_eq(cdyn__rank_qr_init(&f, Q, colptr, rowind), 1);
+        double rcond = -1.0;
+        ck_assert_int_eq(cdyn__rank_qr_factor(&f, values, 1e-10, &rcond), Q - 4);
+        ck_assert(rcond > 1e-6 && rcond <= 1.0);
+        int rows[Q];
+        ck_assert_int_eq(cdyn__rank_qr_dependent(&f, rows), 4);
+        /* one row of each dependent group is named */
+        int named[Q] = {0};
+        for (int k = 0; k < 4; ++k) named[rows[k]] = 1;
+        ck_assert(named[38]);
+        ck_assert(named[3] + named[5] + named[7] == 1);
+        ck_assert(named[1] + named[20] == 1);
+        ck_assert(named[12] + named[33] == 1);
+        double x0[Q], b[Q], x[Q], ref[Q], back[Q];
+        for (int i = 0; i < Q; ++i) x0[i] = sin(1.0 + i) * (i % 3 ? 1.0 : 100.0);
+        multiply(a, x0, b); /* consistent */
+        memcpy(x, b, sizeof x);
+        cdyn__rank_qr_apply(&f, x, x); /* in place */
+        svd_solve(a, b, ref);
+        double scale = 0.0, bscale = 0.0;
+        for (int i = 0; i < Q; ++i) scale = fmax(scale, fabs(ref[i]));
+        for (int i = 0; i < Q; ++i) bscale = fmax(bscale, fabs(b[i]));
+        ck_assert_double_le(max_abs_diff(Q, x, ref), 1e-11 * scale);
+        multiply(a, x, back);
+        ck_assert_double_le(max_abs_diff(Q, back, b), 1e-12 * bscale);
+        /* X A X = X on an arbitrary vector (inconsistent for A) */
+        double z[Q], xz[Q], axz[Q], xaxz[Q];
+        for (int i = 0; i < Q; ++i) z[i] = cos(3.0 * i);
+        cdyn__rank_qr_apply(&f, z, xz);
+        multiply(a, xz, axz);
+        cdyn__rank_qr_apply(&f, axz, xaxz);
+        double xs = 0.0;
+        for (int i = 0; i < Q; ++i) xs = fmax(xs, fabs(xz[i]));
+        ck_assert_double_le(max_abs_diff(Q, xaxz, xz), 1e-12 * xs);
+        cdyn__rank_qr_free(&f);
+    }
+}
+END_TEST
+
+START_TEST(full_rank_and_zero_blocks_are_told_apart)
+{
+    static double a[Q * Q], values[Q * Q];
+    static int colptr[Q + 1], rowind[Q * Q];
+    deficient_matrix(a, 0.0, 5u);
+    for (int j = 0; j < Q; ++j) a[38 + j * Q] = (j == 38) ? 5.0 : 0.0; /* restore rows */
+    for (int j = 0; j < Q; ++j) a[33 + j * Q] += (j == 33) ? 1e-6 : 0.0;
+    for (int j = 0; j < Q; ++j) a[20 + j * Q] += (j == 20) ? 1.0 : 0.0;
+    for (int j = 0; j < Q; ++j) a[7 + j * Q] += (j == 7) ? 1.0 : 0.0;
+    to_columns(a, colptr, rowind, values);
+    cdyn__rank_qr f;
+    ck_assert_int_eq(cdyn__rank_qr_init(&f, Q, colptr, rowind), 1);
+    double rcond;
+    /* row 33 is 1e-6 away from row 12: independent at the tolerance 1e-10,
+     * and the kept triangle says how close (its condition near 1e6 / 5) */
+    ck_assert_int_eq(cdyn__rank_qr_factor(&f, values, 1e-10, &rcond), Q);
+    ck_assert(rcond < 1e-5 && rcond > 1e-9);
+    ck_assert_int_eq(cdyn__rank_qr_dependent(&f, NULL), 0);
+    double x0[Q], b[Q], x[Q], back[Q];
+    for (int i = 0; i < Q; ++i) x0[i] = 1.0 + i;
+    multiply(a, x0, b);
+    cdyn__rank_qr_apply(&f, b, x);
+    multiply(a, x, back);
+    ck_assert_double_le(max_abs_diff(Q, back, b), 1e-9 * 5.0 * Q);
+    /* the same pattern with all values zero: rank 0, every row dependent */
+    memset(values, 0, sizeof(double) * (size_t)colptr[Q]);
+    ck_assert_int_eq(cdyn__rank_qr_factor(&f, values, 1e-10, &rcond), 0);
+    ck_assert_int_eq(cdyn__rank_qr_dependent(&f, NULL), Q);
+    cdyn__rank_qr_apply(&f, b, x);
+    for (int i = 0; i < Q; ++i) ck_assert(x[i] == 0.0);
+    cdyn__rank_qr_free(&f);
+    cdyn__rank_qr_free(&f); /* a freed (zeroed) one may be freed again */
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* A junction with two closed branches (test_dae's hand case).              */
+/*                                                                          */
+/* v = (Q1, Qa, Qb, pJ), m = (I1, 0, 0, 0):                                 */
+/*   I1 Q1' = p1 - R Q1 - pJ;  0 = pJ - p2 - k Qa|Qa|;                      */
+/*   0 = pJ - p3 - k Qb|Qb|;   0 = Q1 - Qa - Qb.                            */
+/* With p2 = p3 = 1 and Q1 = 0: Qa = Qb = 0, pJ = 1, and the block          */
+/* d(F1, F2, F3)/d(Qa, Qb, pJ) = [0 0 1; 0 0 1; -1 -1 0] has rank 2 (the two */
+/* branch equations are the same). Its rates: pJ' = 0, Qa' + Qb' = Q1' with */
+/* Q1' = (p1 - pJ) / I1 = 4.5; the minimum-norm one Qa' = Qb' = 2.25.       */
+/* In units: flows times sq, pressures times sp, equation i times se^(+-1). */
+
+typedef struct {
+    double I1, R, k, p1, p2, p3;
+    double sq, sp, e[4];
+} junction;
+
+static void junction_init(junction *h, double sq, double sp, double se)
+{
+    h->I1 = 2.0, h->R = 0.5, h->k = 3.0, h->p1 = 10.0, h->p2 = 1.0, h->p3 = 1.0;
+    h->sq = sq, h->sp = sp;
+    for (int i = 0; i < 4; ++i) h->e[i] = i % 2 ? 1.0 / se : se;
+}
+
+static int junction_force(double t, const double *v, double *F, void *user)
+{
+    const junction *h = user;
+    (void)t;
+    double q1 = v[0] / h->sq, qa = v[1] / h->sq, qb = v[2] / h->sq, pj = v[3] / h->sp;
+    F[0] = h->e[0] * (h->p1 - h->R * q1 - pj);
+    F[1] = h->e[1] * (pj - h->p2 - h->k * qa * fabs(qa));
+    F[2] = h->e[2] * (pj - h->p3 - h->k * qb * fabs(qb));
+    F[3] = h->e[3] * (q1 - qa - qb);
+    return 0;
+}
+
+/* pattern: column Q1 rows (0, 3); Qa (1, 3); Qb (2, 3); pJ (0, 1, 2) */
+static const int JUNCTION_COLPTR[5] = {0, 2, 4, 6, 9};
+static const int JUNCTION_ROWIND[9] = {0, 3, 1, 3, 2, 3, 0, 1, 2};
+
+static int junction_jacobian(double t, const double *v, double *values, void *user)
+{
+    const junction *h = user;
+    (void)t;
+    double qa = v[1] / h->sq, qb = v[2] / h->sq, e0 = h->e[0], e1 = h->e[1], e2 = h->e[2],
+           e3 = h->e[3];
+    values[0] = -e0 * h->R / h->sq, values[1] = e3 / h->sq;
+    values[2] = -e1 * 2.0 * h->k * fabs(qa) / h->sq, values[3] = -e3 / h->sq;
+    values[4] = -e2 * 2.0 * h->k * fabs(qb) / h->sq, values[5] = -e3 / h->sq;
+    values[6] = -e0 / h->sp, values[7] = e1 / h->sp, values[8] = e2 / h->sp;
+    return 0;
+}
+
+START_TEST(closed_branches_step_through_with_minimum_norm_rates_in_any_units)
+{
+    const double units[5][3] = {{1, 1, 1}, {1e8, 1, 1}, {1e-8, 1e8, 1}, {1, 1e-8, 1e8},
+                                {1e8, 1e8, 1e-8}};
+    for (int u = 0; u < 5; ++u) {
+        junction h;
+        junction_init(&h, units[u][0], units[u][1], units[u][2]);
+        const double mass[4] = {h.e[0] * h.I1 / h.sq, 0.0, 0.0, 0.0};
+        cdyn_status st;
+        cdyn_sparse_dae *sd = cdyn_sparse_dae_create(4, mass, JUNCTION_COLPTR, JUNCTION_ROWIND,
+                                                     &st);
+        ck_assert_ptr_nonnull(sd);
+        ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, junction_force, junction_jacobian, NULL,
+                                                   &h),
+                         CDYN_OK);
+        double v[4] = {0.0, 0.0, 0.0, 1.0 * h.sp};
+        ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+        ck_assert(v[1] == 0.0 && v[2] == 0.0 && v[3] == h.sp);
+        double y = 0.0, ydot, w[4], wdot[4];
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &ydot), CDYN_OK);
+        ck_assert_double_le(fabs(ydot / h.sq - 4.5), 1e-12 * 4.5);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, wdot), CDYN_OK);
+        ck_assert_double_le(fabs(wdot[1] / h.sq - 2.25), 1e-12 * 4.5);
+        ck_assert_double_le(fabs(wdot[2] / h.sq - 2.25), 1e-12 * 4.5);
+        ck_assert_double_le(fabs(wdot[3] / h.sp), 1e-12 * 4.5);
+        ck_assert(cdyn_sparse_dae_rank_factorizations(sd) >= 1);
+        /* the Newton report names one of the two branch equations */
+        const cdyn_newton *nt = cdyn_sparse_dae_newton(sd);
+        int rows[3];
+        ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+        ck_assert_int_eq(cdyn_newton_dependent_rows(nt, rows), 1);
+        ck_assert(rows[0] == 0 || rows[0] == 1);
+        cdyn_sparse_dae_free(sd);
+    }
+}
+END_TEST
+
+/* Inconsistent rates at a singular block are refused: the same junction
+ * with a source term in the branch equations' time derivative (p2 rising
+ * at one rate, p3 at another) cannot keep both branches closed. */
+static int junction_time(double t, const double *v, double *dFdt, void *user)
+{
+    const junction *h = user;
+    (void)t, (void)v;
+    dFdt[0] = dFdt[3] = 0.0;
+    dFdt[1] = -h->e[1] * 1.0; /* p2' = 1 */
+    dFdt[2] = -h->e[2] * 2.0; /* p3' = 2 */
+    return 0;
+}
+
+START_TEST(rates_outside_the_range_of_a_singular_block_are_refused)
+{
+    junction h;
+    junction_init(&h, 1.0, 1.0, 1.0);
+    const double mass[4] = {h.I1, 0.0, 0.0, 0.0};
+    cdyn_status st;
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(4, mass, JUNCTION_COLPTR, JUNCTION_ROWIND, &st);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, junction_force, junction_jacobian,
+                                               junction_time, &h),
+                     CDYN_OK);
+    double v[4] = {0.0, 0.0, 0.0, 1.0};
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    double y = 0.0, ydot = -7.0;
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &ydot), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_sparse_dae_last_error(sd), "not determined"));
+    ck_assert(ydot == -7.0);
+    /* consistent rates (both tanks rising alike) pass */
+    h.p3 = h.p2;
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, junction_force, junction_jacobian, NULL, &h),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, &y, &ydot), CDYN_OK);
+    ck_assert_double_le(fabs(ydot - 4.5), 1e-12 * 4.5);
+    cdyn_sparse_dae_free(sd);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The valve network of examples/valve_network.h: a valve that closes and   */
+/* reopens, integrated by RK4 through the sparse and the dense DAE.         */
+
+/* pattern: Q1 (Q1, PJ); QA (QA, PJ); QB (QB, PJ); PJ (Q1, QA, QB) */
+static const int VALVE_COLPTR[5] = {0, 2, 4, 6, 9};
+static const int VALVE_ROWIND[9] = {Q1, PJ, QA, PJ, QB, PJ, Q1, QA, QB};
+
+static int valve_values(double t, const double *v, double *values, void *user)
+{
+    double J[16];
+    valve_jacobian(t, v, J, 4, user);
+    for (int j = 0; j < 4; ++j)
+        for (int e = VALVE_COLPTR[j]; e < VALVE_COLPTR[j + 1]; ++e)
+            values[e] = J[VALVE_ROWIND[e] + 4 * j];
+    return 0;
+}
+
+typedef cdyn_status (*rhs_fn)(void *object, double t, const double *y, double *ydot);
+
+static cdyn_status sparse_rhs(void *o, double t, const double *y, double *ydot)
+{
+    return cdyn_sparse_dae_rhs(o, t, y, ydot);
+}
+
+static cdyn_status dense_rhs(void *o, double t, const double *y, double *ydot)
+{
+    return cdyn_dae_rhs(o, t, y, ydot);
+}
+
+static cdyn_status rk4(rhs_fn f, void *o, double t, double h, double *y)
+{
+    double k1, k2, k3, k4, w;
+    cdyn_status st = f(o, t, y, &k1);
+    w = *y + 0.5 * h * k1;
+    if (st == CDYN_OK) st = f(o, t + 0.5 * h, &w, &k2);
+    w = *y + 0.5 * h * k2;
+    if (st == CDYN_OK) st = f(o, t + 0.5 * h, &w, &k3);
+    w = *y + h * k3;
+    if (st == CDYN_OK) st = f(o, t + h, &w, &k4);
+    if (st == CDYN_OK) *y += h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+    return st;
+}
+
+START_TEST(a_closing_valve_matches_the_dense_dae)
+{
+    network net = make_network();
+    const double mass[4] = {net.inertance, 0.0, 0.0, 0.0};
+    cdyn_status st;
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(4, mass, VALVE_COLPTR, VALVE_ROWIND, &st);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, valve_force, valve_values, valve_time, &net),
+                     CDYN_OK);
+    cdyn_dae *dae = cdyn_dae_create(4, &st);
+    ck_assert_ptr_nonnull(dae);
+    double M[16] = {0};
+    M[0] = net.inertance;
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, valve_force, valve_jacobian, valve_time, &net),
+                     CDYN_OK);
+    double v[4] = {2e-3, 1e-3, 1e-3, 5e5}, vs[4], vd[4];
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    memcpy(vs, v, sizeof v);
+    ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, vs), CDYN_OK);
+    double ys = vs[Q1], yd = v[Q1], h = 1e-3, worst_q = 0.0, worst_p = 0.0;
+    for (int step = 0; step < 1000; ++step) {
+        double t = step * h;
+        ck_assert_int_eq(rk4(sparse_rhs, sd, t, h, &ys), CDYN_OK);
+        ck_assert_int_eq(rk4(dense_rhs, dae, t, h, &yd), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, vs, NULL), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, vd, NULL), CDYN_OK);
+        worst_q = fmax(worst_q, fabs(ys - yd));
+        for (int i = QA; i <= QB; ++i) worst_q = fmax(worst_q, fabs(vs[i] - vd[i]));
+        worst_p = fmax(worst_p, fabs(vs[PJ] - vd[PJ]));
+    }
+    /* flows ~2e-3 m^3/s, pressures ~1e6 Pa */
+    ck_assert_double_le(worst_q, 1e-9 * 2e-3);
+    ck_assert_double_le(worst_p, 1e-9 * 1e6);
+    ck_assert(cdyn_sparse_dae_rank_factorizations(sd) > 0); /* the closed phase took it */
+    cdyn_newton_counters c;
+    ck_assert_int_eq(cdyn_newton_get_counters(cdyn_sparse_dae_newton(sd), &c), CDYN_OK);
+    ck_assert(c.svd_steps > 0);
+    cdyn_sparse_dae_free(sd);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
+START_TEST(null_object)
+{
+    ck_assert_int_eq(cdyn_sparse_dae_rank_factorizations(NULL), -1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sparse_singular");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, the_outer_inverse_is_the_minimum_norm_solution_of_an_svd);
+    tcase_add_test(tc, full_rank_and_zero_blocks_are_told_apart);
+    tcase_add_test(tc, closed_branches_step_through_with_minimum_norm_rates_in_any_units);
+    tcase_add_test(tc, rates_outside_the_range_of_a_singular_block_are_refused);
+    tcase_add_test(tc, a_closing_valve_matches_the_dense_dae);
+    tcase_add_test(tc, null_object);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(suite()); }
