@@ -82,6 +82,7 @@ void grid_init(grid *g, int k)
     g->b0 = 2.0e-3 * g->nj;
     g->w = 3.0;
     g->sq = g->sp = 1.0;
+    g->valve = -1;
     g->mass = calloc((size_t)g->n, sizeof(double));
     g->e = malloc(sizeof(double) * (size_t)g->n);
     for (int i = 0; i < g->n; ++i) g->e[i] = 1.0;
@@ -98,6 +99,15 @@ void grid_units(grid *g, double sq, double sp, double se)
     for (int e = 0; e < g->np; ++e) g->mass[e] = g->e[e] * g->L[e] / sq;
 }
 
+int grid_set_valve(grid *g, double s)
+{
+    int e = g->np / 2;
+    while (e % 3 != 1) ++e; /* resistive: algebraic */
+    g->valve = e;
+    g->opening = s;
+    return e;
+}
+
 void grid_free(grid *g)
 {
     free(g->from), free(g->to), free(g->L), free(g->R), free(g->K);
@@ -112,7 +122,11 @@ int grid_force(double t, const double *v, double *F, void *user)
     for (int i = 0; i < g->nj; ++i) F[grid_p(g, i)] = 0.0;
     for (int e = 0; e < g->np; ++e) {
         double q = v[e] / g->sq, pa = v[grid_p(g, g->from[e])] / g->sp, pb = v[grid_p(g, g->to[e])] / g->sp;
-        F[e] = pa - pb - g->R[e] * q - g->K[e] * q * fabs(q);
+        if (e == g->valve)
+            F[e] = g->opening * g->opening * (pa - pb) - g->K[e] * q * fabs(q) -
+                   g->valve_resistance * q;
+        else
+            F[e] = pa - pb - g->R[e] * q - g->K[e] * q * fabs(q);
         F[grid_p(g, g->from[e])] -= q;
         F[grid_p(g, g->to[e])] += q;
     }
@@ -137,12 +151,14 @@ int grid_jacobian(double t, const double *v, double *values, void *user)
             double d;
             if (c < g->np) { /* a pipe flow */
                 double q = v[c] / g->sq;
-                d = r == c ? -g->R[c] - 2.0 * g->K[c] * fabs(q)
+                double resistance = c == g->valve ? g->valve_resistance : g->R[c];
+                d = r == c ? -resistance - 2.0 * g->K[c] * fabs(q)
                            : (r == grid_p(g, g->from[c]) ? -1.0 : 1.0);
                 d /= g->sq;
             } else if (c < g->np + g->nj) { /* a pressure */
                 int j = c - g->np;
                 d = r < g->np ? (g->from[r] == j ? 1.0 : -1.0) : 1.0;
+                if (r == g->valve) d *= g->opening * g->opening;
                 d /= g->sp;
             } else { /* an orifice flow */
                 double o = v[c] / g->sq;

@@ -6,7 +6,9 @@
  * sparse matrices, and the identities X A X = X and A X b = b; the hand
  * solution of a junction whose two branches are closed (the dense
  * cdyn_dae's test of the same case), in several unit systems; and the dense
- * cdyn_dae (SVD steps) along a valve that closes and reopens. */
+ * cdyn_dae (SVD steps) along a valve that closes and reopens; and a closed
+ * valve in a 30 x 30 hydraulic grid against the same grid with a regular
+ * closure, with the identities m v' = F and A v_A' + C v_D' + F_t = 0. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "../examples/valve_network.h"
 #include "cdyn.h"
 #include "cdyn/sparse_dae.h"
+#include "hydraulic_grid.h"
 #include "rank_qr.h"
 #include "testutil.h"
 
@@ -396,6 +399,123 @@ START_TEST(a_closing_valve_matches_the_dense_dae)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* A closed valve in a 30 x 30 hydraulic grid (hydraulic_grid.h, n = 3540): */
+/* its row of the block vanishes. The states and the integrated rates must  */
+/* be those of the same grid whose closed valve also has a linear          */
+/* resistance (a regular block, the same root q_e = 0), and the identities */
+/* m v' = F and A v_A' + C v_D' + dF_A/dt = 0 hold.                         */
+
+static cdyn_sparse_dae *valve_grid(grid *g, double resistance)
+{
+    grid_init(g, 30);
+    int e = grid_set_valve(g, 0.0);
+    g->valve_resistance = resistance;
+    cdyn_status st;
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(g->n, g->mass, g->colptr, g->rowind, &st);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, grid_force, grid_jacobian, grid_time, g),
+                     CDYN_OK);
+    double *v = malloc(sizeof(double) * (size_t)g->n);
+    grid_guess(g, v);
+    v[e] = 0.0;
+    cdyn_newton_counters c;
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_newton_get_counters(cdyn_sparse_dae_newton(sd), &c), CDYN_OK);
+    if (resistance == 0.0) { /* the first step was the rank-revealing one */
+        ck_assert(c.svd_steps >= 1);
+        ck_assert(cdyn_sparse_dae_rank_factorizations(sd) >= 1);
+    }
+    free(v);
+    return sd;
+}
+
+START_TEST(a_closed_valve_in_a_large_grid_matches_a_regular_closure)
+{
+    grid g, r;
+    cdyn_sparse_dae *sd = valve_grid(&g, 0.0), *sr = valve_grid(&r, 1e7);
+    ck_assert_int_eq(cdyn_sparse_dae_rank_factorizations(sr), 0);
+    int n = g.n, nd = cdyn_sparse_dae_ode_size(sd), q = n - nd;
+    int *integrated = malloc(sizeof(int) * (size_t)nd), *algebraic = malloc(sizeof(int) * (size_t)q);
+    cdyn_sparse_dae_split_states(sd, integrated, algebraic);
+    double *y = malloc(sizeof(double) * (size_t)nd), *yr = malloc(sizeof(double) * (size_t)nd);
+    double *k = malloc(sizeof(double) * (size_t)nd), *kr = malloc(sizeof(double) * (size_t)nd);
+    double *w = malloc(sizeof(double) * (size_t)n), *wd = malloc(sizeof(double) * (size_t)n);
+    double *wr = malloc(sizeof(double) * (size_t)n), *F = malloc(sizeof(double) * (size_t)n);
+    double *values = malloc(sizeof(double) * (size_t)g.nnz), *Ft = malloc(sizeof(double) * (size_t)n);
+    grid_guess(&g, w);
+    for (int l = 0; l < nd; ++l) y[l] = yr[l] = w[integrated[l]];
+    /* explicit Euler, 10 us (the grid is stiff: 1 ms diverges), both alike;
+     * the closed valve's flow stays zero to the Newton tolerance (the
+     * comparison with the exact root of the regular closure below):
+     * the block is singular at the start (a rank-revealing solve), then
+     * regular after equilibration */
+    for (int step = 0; step < 20; ++step) {
+        double t = 1e-5 * step;
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, t, y, k), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sr, t, yr, kr), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, wd), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sr, wr, NULL), CDYN_OK);
+        ck_assert(wr[g.valve] == 0.0); /* the regular closure's root is exact */
+        double scale_q = 0.0, scale_p = 0.0, dq = 0.0, dp = 0.0, rate = 0.0, drate = 0.0;
+        for (int i = 0; i < n; ++i) {
+            int pressure = i >= g.np && i < g.np + g.nj;
+            double *scale = pressure ? &scale_p : &scale_q, *d = pressure ? &dp : &dq;
+            *scale = fmax(*scale, fabs(wr[i]));
+            *d = fmax(*d, fabs(w[i] - wr[i]));
+        }
+        for (int l = 0; l < nd; ++l) {
+            rate = fmax(rate, fabs(kr[l]));
+            drate = fmax(drate, fabs(k[l] - kr[l]));
+        }
+        ck_assert_double_le(dq, 1e-9 * scale_q);
+        ck_assert_double_le(dp, 1e-9 * scale_p);
+        ck_assert_double_le(drate, 1e-8 * rate);
+        /* m v' = F (the states with mass); A v_A' + C v_D' + dF_A/dt = 0 */
+        grid_force(t, w, F, &g);
+        grid_jacobian(t, w, values, &g);
+        grid_time(t, w, Ft, &g);
+        for (int l = 0; l < nd; ++l) {
+            int j = integrated[l];
+            ck_assert_double_le(fabs(g.mass[j] * wd[j] - F[j]), 4e-16 * fabs(F[j]));
+        }
+        /* each residual against its terms, and against each term's
+         * coefficient times the largest rate of that kind (flows, pressures):
+         * the closed valve's q_e' is zero up to the others' rounding */
+        double largest[2] = {0.0, 0.0};
+        for (int j = 0; j < n; ++j) {
+            int kind = j >= g.np && j < g.np + g.nj;
+            largest[kind] = fmax(largest[kind], fabs(wd[j]));
+        }
+        double *res = Ft, *bound = F; /* reuse: residual and its size, per equation */
+        for (int i = 0; i < n; ++i) bound[i] = fabs(res[i]);
+        for (int j = 0; j < n; ++j) {
+            double floor = fabs(wd[j]) + 1e-3 * largest[j >= g.np && j < g.np + g.nj];
+            for (int x = g.colptr[j]; x < g.colptr[j + 1]; ++x) {
+                res[g.rowind[x]] += values[x] * wd[j];
+                bound[g.rowind[x]] += fabs(values[x]) * floor;
+            }
+        }
+        for (int a = 0; a < q; ++a) {
+            int i = algebraic[a];
+            ck_assert_double_le(fabs(res[i]), 1e-13 * bound[i]);
+        }
+        for (int l = 0; l < nd; ++l) {
+            y[l] += 1e-5 * k[l];
+            yr[l] += 1e-5 * kr[l];
+        }
+    }
+    ck_assert(cdyn_sparse_dae_rank_factorizations(sd) >= 1);
+    ck_assert_int_eq(cdyn_sparse_dae_rank_factorizations(sr), 0);
+    void *arrays[] = {integrated, algebraic, y, yr, k, kr, w, wd, wr, F, values, Ft};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    cdyn_sparse_dae_free(sd);
+    cdyn_sparse_dae_free(sr);
+    grid_free(&g);
+    grid_free(&r);
+}
+END_TEST
+
 START_TEST(null_object)
 {
     ck_assert_int_eq(cdyn_sparse_dae_rank_factorizations(NULL), -1);
@@ -412,6 +532,7 @@ static Suite *suite(void)
     tcase_add_test(tc, closed_branches_step_through_with_minimum_norm_rates_in_any_units);
     tcase_add_test(tc, rates_outside_the_range_of_a_singular_block_are_refused);
     tcase_add_test(tc, a_closing_valve_matches_the_dense_dae);
+    tcase_add_test(tc, a_closed_valve_in_a_large_grid_matches_a_regular_closure);
     tcase_add_test(tc, null_object);
     suite_add_tcase(s, tc);
     return s;

@@ -650,20 +650,31 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
     return CDYN_OK;
 }
 
-/* The componentwise backward error of A x = rhs (res = rhs - A x). */
+/* The backward error of A x = rhs (res = rhs - A x) with kkt.h's measure:
+ * componentwise, with the floor that lets an unknown that is zero up to the
+ * rounding of the largest, in the units of the equilibrated block
+ * (col_scale of the factorization at this state), carry that rounding, as
+ * the dense cdyn_dae's rates do (a closed valve's flow rate: its row's
+ * only term would otherwise need an exactly zero residual). */
 static double backward_error(cdyn_sparse_dae *sd, const double *x, const double *rhs)
 {
     int q = sd->q;
+    const double *unit = sd->col_scale;
+    double eta = 0.0;
+    for (int j = 0; j < q; ++j) eta = fmax(eta, fabs(x[j]) / unit[j]);
+    eta *= DBL_EPSILON;
     for (int i = 0; i < q; ++i) {
         sd->res[i] = rhs[i];
         sd->bound[i] = fabs(rhs[i]);
     }
-    for (int j = 0; j < q; ++j)
+    for (int j = 0; j < q; ++j) {
+        double floor = fabs(x[j]) + unit[j] * eta;
         for (int e = sd->a_start[j]; e < sd->a_start[j + 1]; ++e) {
             int i = sd->a_row[e];
             sd->res[i] -= sd->a_value[e] * x[j];
-            sd->bound[i] += fabs(sd->a_value[e] * x[j]);
+            sd->bound[i] += fabs(sd->a_value[e]) * floor;
         }
+    }
     double worst = 0.0;
     for (int i = 0; i < q; ++i) {
         double w = sd->bound[i] > 0.0 ? fabs(sd->res[i]) / sd->bound[i]
