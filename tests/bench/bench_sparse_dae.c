@@ -8,11 +8,19 @@
  * Each timed call is one right-hand side at a state that moves along the
  * trajectory (an Euler step of 1 us per call), as an integrator's stages do.
  * Reported: median [min, max] per call, the ratio to the baseline and the
- * time exponent against the previous size. Ratios, not pass/fail. */
+ * time exponent against the previous size. Ratios, not pass/fail.
+ *
+ * A third row per size times the rank-revealing factorization that
+ * cdyn_sparse_dae takes where the block is singular (src/sparse/rank_qr.h):
+ * the same grid with one resistive pipe a closed valve at zero flow (its
+ * row of the block vanishes), one SuiteSparseQR factorization (allocating,
+ * with the condition estimate of its kept triangle) and one apply, against
+ * the same hand KLU step. */
 #include <cdyn/sparse_dae.h>
 
 #include "bench_util.h"
 #include "hydraulic_grid.h"
+#include "rank_qr.h"
 
 #include <suitesparse/klu.h>
 
@@ -29,6 +37,9 @@ typedef struct {
     /* the baseline's block: A by columns with the index of each value */
     int *a_start, *a_row, *a_src;
     double *a_value, *w;
+    /* the block with a closed valve at zero flow, and its rank-revealing QR */
+    double *a_closed;
+    cdyn__rank_qr rank_qr;
     klu_common common;
     klu_symbolic *symbolic;
     klu_numeric *numeric;
@@ -54,6 +65,51 @@ static int run_hand(void *ctx)
     klu_solve(c->symbolic, c->numeric, c->q, 1, c->w, &c->common);
     klu_solve(c->symbolic, c->numeric, c->q, 1, c->w, &c->common);
     return 0;
+}
+
+static int run_rank_qr(void *ctx)
+{
+    bench_case *c = ctx;
+    double rcond;
+    int rank = cdyn__rank_qr_factor(&c->rank_qr, c->a_closed, 1e-10, &rcond);
+    if (rank != c->q - 1) return 1;
+    for (int k = 0; k < c->q; ++k) c->w[k] = c->F[c->algebraic[k]];
+    cdyn__rank_qr_apply(&c->rank_qr, c->w, c->w);
+    return 0;
+}
+
+/* The block at v with pipe grid_set_valve's valve closed at zero flow, and
+ * the rank-revealing QR's set-up on its pattern. */
+static void closed_block(bench_case *c)
+{
+    grid *g = &c->g;
+    int e = grid_set_valve(g, 0.0), count = c->a_start[c->q];
+    double flow = c->v[e];
+    c->v[e] = 0.0;
+    grid_jacobian(0.0, c->v, c->values, g);
+    c->v[e] = flow;
+    g->valve = -1;
+    c->a_closed = malloc(sizeof(double) * (size_t)(count > 0 ? count : 1));
+    for (int x = 0; x < count; ++x) c->a_closed[x] = c->values[c->a_src[x]];
+    /* equilibrated as cdyn_sparse_dae does before it (row maxima, then
+     * column maxima; here by plain division) */
+    double *row_max = calloc((size_t)c->q, sizeof(double));
+    for (int x = 0; x < count; ++x)
+        row_max[c->a_row[x]] = fmax(row_max[c->a_row[x]], fabs(c->a_closed[x]));
+    for (int x = 0; x < count; ++x)
+        if (row_max[c->a_row[x]] > 0.0) c->a_closed[x] /= row_max[c->a_row[x]];
+    for (int j = 0; j < c->q; ++j) {
+        double largest = 0.0;
+        for (int x = c->a_start[j]; x < c->a_start[j + 1]; ++x)
+            largest = fmax(largest, fabs(c->a_closed[x]));
+        for (int x = c->a_start[j]; x < c->a_start[j + 1] && largest > 0.0; ++x)
+            c->a_closed[x] /= largest;
+    }
+    free(row_max);
+    if (!cdyn__rank_qr_init(&c->rank_qr, c->q, c->a_start, c->a_row)) {
+        fprintf(stderr, "bench_sparse_dae: out of memory\n");
+        exit(EXIT_FAILURE);
+    }
 }
 
 /* The algebraic block's pattern for the baseline (massless rows and columns). */
@@ -117,6 +173,7 @@ static void case_init(bench_case *c, int k)
     }
     for (int l = 0; l < c->nd; ++l) c->y[l] = c->v[c->integrated[l]];
     hand_block(c);
+    closed_block(c);
 }
 
 static void case_free(bench_case *c)
@@ -126,7 +183,8 @@ static void case_free(bench_case *c)
     cdyn_sparse_dae_free(c->sd);
     free(c->integrated), free(c->algebraic), free(c->position), free(c->v), free(c->F);
     free(c->values), free(c->y), free(c->ydot), free(c->a_start), free(c->a_row);
-    free(c->a_src), free(c->a_value), free(c->w);
+    free(c->a_src), free(c->a_value), free(c->w), free(c->a_closed);
+    cdyn__rank_qr_free(&c->rank_qr);
     grid_free(&c->g);
 }
 
@@ -145,20 +203,23 @@ int main(int argc, char **argv)
            "[min, max]", "ratio", "exponent");
     static const int sizes[] = {10, 30, 100};
     int count = quick ? 2 : 3;
-    double previous_n = 0.0, previous_t = 0.0;
+    double previous_n = 0.0, previous_t[2] = {0.0, 0.0};
     for (int s = 0; s < count; ++s) {
         bench_case c;
         case_init(&c, sizes[s]);
-        bu_path paths[2] = {{run_hand, &c, 0, 0, {0, 0, 0}}, {run_cdyn, &c, 0, 0, {0, 0, 0}}};
-        bu_measure(paths, 2, quick ? 3 : 11, quick ? 2e-3 : 0.2);
-        static const char *names[2] = {"hand KLU step (baseline)", "cdyn_sparse_dae_rhs"};
-        for (int p = 0; p < 2; ++p) {
+        bu_path paths[3] = {{run_hand, &c, 0, 0, {0, 0, 0}},
+                            {run_cdyn, &c, 0, 0, {0, 0, 0}},
+                            {run_rank_qr, &c, 0, 0, {0, 0, 0}}};
+        bu_measure(paths, 3, quick ? 3 : 11, quick ? 2e-3 : 0.2);
+        static const char *names[3] = {"hand KLU step (baseline)", "cdyn_sparse_dae_rhs",
+                                       "rank-revealing QR, closed valve"};
+        for (int p = 0; p < 3; ++p) {
             const bu_timing *t = &paths[p].t;
             double ratio = t->median / paths[0].t.median;
             char exponent[16] = "-";
-            if (p == 1 && previous_n > 0.0)
+            if (p >= 1 && previous_n > 0.0)
                 snprintf(exponent, sizeof exponent, "%.2f",
-                         log(t->median / previous_t) / log(c.g.n / previous_n));
+                         log(t->median / previous_t[p - 1]) / log(c.g.n / previous_n));
             printf("  %5d %7d %7d  %-32s %12.2f [%10.2f, %10.2f] %7.2f %9s%s\n", sizes[s], c.g.n,
                    c.q, names[p], 1e6 * t->median, 1e6 * t->min, 1e6 * t->max, ratio, exponent,
                    paths[p].failures ? "  FAILED" : "");
@@ -167,7 +228,8 @@ int main(int argc, char **argv)
                         names[p], t->median, t->min, t->max, ratio, exponent);
         }
         previous_n = c.g.n;
-        previous_t = paths[1].t.median;
+        previous_t[0] = paths[1].t.median;
+        previous_t[1] = paths[2].t.median;
         printf("  (KLU pivotings in all: %ld)\n", cdyn_sparse_dae_pivotings(c.sd));
         case_free(&c);
     }
