@@ -109,9 +109,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* the differentiated constraints dF_A/dv v' + dF_A/dt = 0, also
          * through a singular block (its rank-revealing step): loosely, as
          * dF/dt is a central difference in t (exact for this model up to
-         * rounding of F's size over the step) */
-        double jac[NNZ], res[NMAX], bound[NMAX];
+         * rounding of F's size over the step), and with the certificate's
+         * floor (kkt.h): an algebraic rate may carry the rounding of the
+         * largest in the units of the equilibrated block, u_j = 1 /
+         * max_i |A_ij| / max_k |A_ik| (its powers of two are within a factor
+         * 2 of these, so 4 u_j eta bounds its floor) */
+        double jac[NNZ], res[NMAX], bound[NMAX], row_max[NMAX] = {0}, unit[NMAX] = {0};
         jacobian(t, w, jac, &m);
+        for (int j = 0; j < n; ++j)
+            for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
+                if (mass[j] == 0.0 && mass[m.rowind[e]] == 0.0)
+                    row_max[m.rowind[e]] = fmax(row_max[m.rowind[e]], fabs(jac[e]));
+        double eta = 0.0;
+        for (int j = 0; j < n; ++j) {
+            double largest = 0.0;
+            for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
+                if (mass[j] == 0.0 && mass[m.rowind[e]] == 0.0 && row_max[m.rowind[e]] > 0.0)
+                    largest = fmax(largest, fabs(jac[e]) / row_max[m.rowind[e]]);
+            unit[j] = largest > 0.0 ? fmin(1.0 / largest, 0x1p1000) : 0.0; /* its clamp */
+            if (unit[j] > 0.0) eta = fmax(eta, fabs(wd[j]) / unit[j]);
+        }
+        eta *= DBL_EPSILON;
         for (int i = 0; i < n; ++i) {
             res[i] = 0.1 * m.c[i];
             bound[i] = fabs(res[i]) + fabs(F[i]) + fabs(m.c[i]) * (1.0 + 0.1 * fabs(t));
@@ -120,6 +138,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e) {
                 res[m.rowind[e]] += jac[e] * wd[j];
                 bound[m.rowind[e]] += fabs(jac[e] * wd[j]) + fabs(m.a[e] * w[j]);
+                double floor = 4.0 * unit[j] * eta;
+                if (jac[e] != 0.0 && floor > 0.0) /* (0 times Inf is no bound) */
+                    bound[m.rowind[e]] += fabs(jac[e]) * floor;
             }
         for (int i = 0; i < n; ++i)
             if (mass[i] == 0.0 &&
