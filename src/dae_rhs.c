@@ -430,12 +430,17 @@ static inline const double *bottom_column(const cdyn_dae *dae, int j)
 }
 
 /* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
- * into dae->residual (ptf = P^T F) and their backward error with kkt.h's
- * measure: the unknowns' units are those of the equilibrated matrix (row maxima, then
- * column maxima of the row-scaled matrix), so that a rate that is zero up
- * to rounding (a closed valve's flow rate) is judged against the rounding
- * of the others, in any units. The top block is walked by its non-zeros
- * (top_frame), the bottom one by columns. */
+ * into dae->residual (ptf = P^T F) and their backward error: componentwise,
+ * with a floor that lets rate j carry eps times the largest |v_k'| / u_k of
+ * its neighbours (the rates sharing a non-zero entry of a row with it),
+ * u the unknowns' units in the equilibrated matrix (row maxima, then
+ * column maxima of the row-scaled matrix): a rate that is zero up to
+ * rounding (a closed valve's flow rate) is judged against the rounding of
+ * the rates it is eliminated with, in any units. The floor is local, not
+ * kkt.h's largest rate of the whole system: a decoupled state with a rate
+ * of 1e28 made that floor accept a closed junction's inconsistent rates
+ * (test_dae). The top block is walked by its non-zeros (top_frame), the
+ * bottom one by columns. */
 double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
@@ -450,15 +455,34 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
     }
     double *inverse = row_max_b; /* 1 / row maxima of G_v, 0 for a zero row */
     for (int i = 0; i < q; ++i) inverse[i] = row_max_b[i] > 0.0 ? 1.0 / row_max_b[i] : 0.0;
-    double eta = 0.0;
     for (int j = 0; j < n; ++j) {
         const double *g = bottom_column(dae, j);
         double largest = p->top_column[j];
         for (int i = 0; i < q; ++i) largest = larger(largest, fabs(g[i]) * inverse[i]);
         unit[j] = largest > 0.0 ? 1.0 / largest : 1.0;
-        eta = larger(eta, fabs(vdot[j]) / unit[j]);
     }
-    eta *= DBL_EPSILON; /* the rounding of the largest rate (kkt.h's floor) */
+    /* row_size (n, over the row maxima, no longer needed): the largest
+     * |v_k'| / u_k of each row's non-zeros; then unit[j] becomes rate j's
+     * floor, u_j eps times the largest row_size of its column's non-zeros */
+    double *row_size = row_max;
+    memset(row_size, 0, sizeof(double) * (size_t)n);
+    for (int j = 0; j < n; ++j) {
+        const double *g = bottom_column(dae, j);
+        double size = fabs(vdot[j]) / unit[j];
+        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
+            row_size[p->top_row[e]] = larger(row_size[p->top_row[e]], size);
+        for (int i = 0; i < q; ++i)
+            if (g[i] != 0.0) row_size[r + i] = larger(row_size[r + i], size);
+    }
+    for (int j = 0; j < n; ++j) {
+        const double *g = bottom_column(dae, j);
+        double neighbours = 0.0;
+        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
+            neighbours = larger(neighbours, row_size[p->top_row[e]]);
+        for (int i = 0; i < q; ++i)
+            if (g[i] != 0.0) neighbours = larger(neighbours, row_size[r + i]);
+        unit[j] *= DBL_EPSILON * neighbours;
+    }
     /* top: P^T F (ptf, the reduced right-hand side before the solve) */
     for (int i = 0; i < r; ++i) {
         res[i] = ptf[i];
@@ -470,7 +494,7 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
     }
     for (int j = 0; j < n; ++j) {
         const double *g = bottom_column(dae, j);
-        double x = vdot[j], floor = fabs(x) + unit[j] * eta;
+        double x = vdot[j], floor = fabs(x) + unit[j];
         for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e) {
             int i = p->top_row[e];
             res[i] -= p->top_value[e] * x;

@@ -1351,6 +1351,86 @@ START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
 }
 END_TEST
 
+/* The closed junction above with tanks rising at different rates
+ * (p2' = 1, p3' = 1 + d) and a decoupled massless state s, F = s - C t:
+ * with d = 0.01 the rates have no solution (pJ' = 1 and pJ' = 1.01) and
+ * must be refused however large C is; with d = 0 they are pJ' = 1,
+ * Qa' = Qb' = Q1' / 2 = 2.25, s' = C. (A floor at the rounding of the
+ * largest rate of the whole system, C eps, accepted d = 0.01 at C = 1e28
+ * with pJ' = 1.005.) */
+typedef struct {
+    double c, d, p3;
+} rising;
+
+static int rising_force(double t, const double *v, double *F, void *user)
+{
+    const rising *u = user;
+    F[0] = 10.0 - 0.5 * v[0] - v[3];
+    F[1] = v[3] - 1.0 - t - 3.0 * v[1] * fabs(v[1]);
+    F[2] = v[3] - u->p3 - (1.0 + u->d) * t - 3.0 * v[2] * fabs(v[2]);
+    F[3] = v[0] - v[1] - v[2];
+    F[4] = v[4] - u->c * t;
+    return 0;
+}
+
+static int rising_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    for (int j = 0; j < 5; ++j)
+        for (int i = 0; i < 5; ++i) J[i + j * ld] = 0.0;
+    J[0] = -0.5, J[0 + 3 * ld] = -1.0;
+    J[1 + 1 * ld] = -6.0 * fabs(v[1]), J[1 + 3 * ld] = 1.0;
+    J[2 + 2 * ld] = -6.0 * fabs(v[2]), J[2 + 3 * ld] = 1.0;
+    J[3] = 1.0, J[3 + 1 * ld] = -1.0, J[3 + 2 * ld] = -1.0;
+    J[4 + 4 * ld] = 1.0;
+    return 0;
+}
+
+static int rising_time(double t, const double *v, double *dFdt, void *user)
+{
+    const rising *u = user;
+    (void)t, (void)v;
+    dFdt[0] = dFdt[3] = 0.0;
+    dFdt[1] = -1.0;
+    dFdt[2] = -(1.0 + u->d);
+    dFdt[4] = -u->c;
+    return 0;
+}
+
+START_TEST(a_large_decoupled_rate_does_not_hide_inconsistent_rates)
+{
+    const double cases[3][2] = {{1.0, 0.01}, {1e28, 0.01}, {1e28, 0.0}};
+    for (int k = 0; k < 3; ++k) {
+        rising u = {cases[k][0], cases[k][1], 3.25};
+        cdyn_dae *dae = cdyn_dae_create(5, NULL);
+        double M[25] = {0};
+        M[0] = 2.0;
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, rising_force, rising_jacobian, rising_time, &u),
+                         CDYN_OK);
+        const double regular[5] = {1.5, 1.0, 0.5, 4.0, 0.0}; /* HYD_V */
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, regular), CDYN_OK);
+        u.p3 = 1.0; /* both branches closed */
+        double v[5] = {0.0, 0.0, 0.0, 1.0, 0.0}, y = 0.0, ydot = -7.0;
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+        cdyn_status st = cdyn_dae_rhs(dae, 0.0, &y, &ydot);
+        if (u.d != 0.0) {
+            ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+            ck_assert(ydot == -7.0);
+        } else {
+            ck_assert_int_eq(st, CDYN_OK);
+            double w[5], wd[5];
+            ck_assert_int_eq(cdyn_dae_last_state(dae, w, wd), CDYN_OK);
+            ck_assert_double_le(fabs(ydot - 4.5), 1e-12);
+            ck_assert_double_le(fabs(wd[3] - 1.0), 1e-15);
+            ck_assert_double_le(fabs(wd[1] - 2.25), 1e-12);
+            ck_assert_double_le(fabs(wd[4] - u.c), 1e-15 * u.c);
+        }
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 6. Consistent initialisation                                              */
 
@@ -2055,6 +2135,7 @@ int main(void)
     tcase_add_test(tc_rhs, hydraulic_rhs_gives_the_hand_solved_junction_flows_and_rates);
     tcase_add_test(tc_rhs, chord_start_changes_the_cost_of_a_rhs_never_its_answer);
     tcase_add_test(tc_rhs, closed_branches_take_the_svd_path_and_give_minimum_norm_rates);
+    tcase_add_test(tc_rhs, a_large_decoupled_rate_does_not_hide_inconsistent_rates);
     suite_add_tcase(s, tc_rhs);
 
     TCase *tc_cons = tcase_create("consistent");

@@ -146,16 +146,17 @@ static void check_identities(grid *g, cdyn_sparse_dae *sd, double t, int with_ti
             size[g->rowind[x]] += fabs(values[x] * vd[c]);
             terms[g->rowind[x]] += fabs(values[x] * v[c]);
         }
-    /* the certificate's floor (kkt.h): algebraic rate j may carry the
-     * rounding of the largest in the units of the equilibrated block,
-     * u_j = 1 / max_i |A_ij| / max_k |A_ik| (here exactly; the library's
-     * powers of two are within a factor 2 of it, so 4 u_j eta) */
+    /* the certificate's floor (sparse_dae.c): algebraic rate j may carry
+     * eps times the largest |v_k'| / u_k of its neighbours (the algebraic
+     * k sharing a non-zero row entry of A with it), in the units of the
+     * equilibrated block, u_j = 1 / max_i |A_ij| / max_k |A_ik| (here
+     * exactly; the library's powers of two are within a factor 2, so 4 u_j) */
     double *row_max = calloc((size_t)n, sizeof(double)), *unit = calloc((size_t)n, sizeof(double));
+    double *row_size = calloc((size_t)n, sizeof(double));
     for (int c = 0; c < n; ++c)
         for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x)
             if (g->mass[c] == 0.0 && g->mass[g->rowind[x]] == 0.0)
                 row_max[g->rowind[x]] = fmax(row_max[g->rowind[x]], fabs(values[x]));
-    double eta = 0.0;
     for (int c = 0; c < n; ++c) {
         if (g->mass[c] != 0.0) continue;
         double largest = 0.0;
@@ -163,13 +164,20 @@ static void check_identities(grid *g, cdyn_sparse_dae *sd, double t, int with_ti
             if (g->mass[g->rowind[x]] == 0.0)
                 largest = fmax(largest, fabs(values[x]) / row_max[g->rowind[x]]);
         unit[c] = 1.0 / largest;
-        eta = fmax(eta, fabs(vd[c]) / unit[c]);
-    }
-    eta *= DBL_EPSILON;
-    for (int c = 0; c < n; ++c)
         for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x)
-            size[g->rowind[x]] += fabs(values[x]) * 4.0 * unit[c] * eta;
-    free(row_max), free(unit);
+            if (g->mass[g->rowind[x]] == 0.0 && values[x] != 0.0)
+                row_size[g->rowind[x]] = fmax(row_size[g->rowind[x]], fabs(vd[c]) / unit[c]);
+    }
+    for (int c = 0; c < n; ++c) {
+        if (g->mass[c] != 0.0) continue;
+        double neighbours = 0.0;
+        for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x)
+            if (g->mass[g->rowind[x]] == 0.0 && values[x] != 0.0)
+                neighbours = fmax(neighbours, row_size[g->rowind[x]]);
+        for (int x = g->colptr[c]; x < g->colptr[c + 1]; ++x)
+            size[g->rowind[x]] += fabs(values[x]) * 4.0 * unit[c] * DBL_EPSILON * neighbours;
+    }
+    free(row_max), free(unit), free(row_size);
     double fscale = 0.0;
     for (int i = 0; i < n; ++i) fscale = fmax(fscale, fabs(g->mass[i] * vd[i]));
     for (int i = 0; i < n; ++i) {

@@ -323,6 +323,145 @@ START_TEST(rates_outside_the_range_of_a_singular_block_are_refused)
 }
 END_TEST
 
+/* The same closed junction with a decoupled massless state s, F = s - C t
+ * (rate C = 1e28): its rate must not loosen the certificate of the
+ * junction's, which are inconsistent when the tanks rise at different
+ * rates (p2' = 1, p3' = 1 + d) and are refused for d = 0.01 as for C = 1.
+ * (A floor over all unknowns at the rounding of the largest, 1e28 eps,
+ * accepted them with pJ' 1 % off one of its two equations.) */
+typedef struct {
+    double c, d;
+} decoupled;
+
+static int decoupled_force(double t, const double *v, double *F, void *user)
+{
+    const decoupled *u = user;
+    F[0] = 10.0 - 0.5 * v[0] - v[3];
+    F[1] = v[3] - 1.0 - 3.0 * v[1] * fabs(v[1]);
+    F[2] = v[3] - 1.0 - 3.0 * v[2] * fabs(v[2]);
+    F[3] = v[0] - v[1] - v[2];
+    F[4] = v[4] - u->c * t;
+    return 0;
+}
+
+/* pattern: the junction's, then column s row (4) */
+static const int DECOUPLED_COLPTR[6] = {0, 2, 4, 6, 9, 10};
+static const int DECOUPLED_ROWIND[10] = {0, 3, 1, 3, 2, 3, 0, 1, 2, 4};
+
+static int decoupled_jacobian(double t, const double *v, double *values, void *user)
+{
+    (void)t, (void)user;
+    const double x[10] = {-0.5, 1.0, -6.0 * fabs(v[1]), -1.0, -6.0 * fabs(v[2]), -1.0,
+                          -1.0, 1.0, 1.0, 1.0};
+    memcpy(values, x, sizeof x);
+    return 0;
+}
+
+static int decoupled_time(double t, const double *v, double *dFdt, void *user)
+{
+    const decoupled *u = user;
+    (void)t, (void)v;
+    dFdt[0] = dFdt[3] = 0.0;
+    dFdt[1] = -1.0;
+    dFdt[2] = -(1.0 + u->d);
+    dFdt[4] = -u->c;
+    return 0;
+}
+
+START_TEST(a_large_decoupled_rate_does_not_hide_inconsistent_ones)
+{
+    const double cases[3][2] = {{1.0, 0.01}, {1e28, 0.01}, {1e28, 0.0}};
+    for (int k = 0; k < 3; ++k) {
+        decoupled u = {cases[k][0], cases[k][1]};
+        const double mass[5] = {2.0, 0.0, 0.0, 0.0, 0.0};
+        cdyn_status st;
+        cdyn_sparse_dae *sd =
+            cdyn_sparse_dae_create(5, mass, DECOUPLED_COLPTR, DECOUPLED_ROWIND, &st);
+        ck_assert_ptr_nonnull(sd);
+        ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, decoupled_force, decoupled_jacobian,
+                                                   decoupled_time, &u),
+                         CDYN_OK);
+        double v[5] = {0.0, 0.0, 0.0, 1.0, 0.0}, y = 0.0, ydot = -7.0;
+        ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+        st = cdyn_sparse_dae_rhs(sd, 0.0, &y, &ydot);
+        if (u.d != 0.0) {
+            ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+            ck_assert(ydot == -7.0);
+        } else { /* consistent: pJ' = 1, Qa' = Qb' = Q1' / 2, s' = C */
+            ck_assert_int_eq(st, CDYN_OK);
+            double w[5], wd[5];
+            ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, w, wd), CDYN_OK);
+            ck_assert_double_le(fabs(ydot - 4.5), 1e-12 * 4.5);
+            ck_assert_double_le(fabs(wd[3] - 1.0), 1e-15);
+            ck_assert_double_le(fabs(wd[1] - 2.25), 1e-12 * 4.5);
+            ck_assert_double_le(fabs(wd[4] - u.c), 1e-15 * u.c);
+        }
+        cdyn_sparse_dae_free(sd);
+    }
+}
+END_TEST
+
+/* Three algebraic states, F = A v - A (1, 1, 0) with a zero row and a
+ * zero column and rows 1, 2 = (1, 1, 0), (1, 1 + d, 0) (the pattern is
+ * full, so the block is structurally regular). Its kept triangle has
+ * condition about 8 / d: for d = 1e-3 the rank 2 is decided and the
+ * minimum-norm steps reach v = (1, 1, 0) (the zero column's state keeps
+ * its start, 0); for d = 3e-10 Heath's test still keeps row 2 (its remainder
+ * 2.1e-10 is above 1e-10 of the row norms) but the triangle's reciprocal
+ * condition, 4e-11, is not: the rank is not decided and the block is
+ * refused. */
+static int near_force(double t, const double *v, double *F, void *user)
+{
+    const double d = *(const double *)user;
+    (void)t;
+    F[0] = 0.0;
+    F[1] = v[0] + v[1] - 2.0;
+    F[2] = v[0] + (1.0 + d) * v[1] - (2.0 + d);
+    return 0;
+}
+
+static const int NEAR_COLPTR[4] = {0, 3, 6, 9};
+static const int NEAR_ROWIND[9] = {0, 1, 2, 0, 1, 2, 0, 1, 2};
+
+static int near_jacobian(double t, const double *v, double *values, void *user)
+{
+    const double d = *(const double *)user;
+    (void)t, (void)v;
+    const double x[9] = {0.0, 1.0, 1.0, 0.0, 1.0, 1.0 + d, 0.0, 0.0, 0.0};
+    memcpy(values, x, sizeof x);
+    return 0;
+}
+
+START_TEST(a_rank_that_is_not_decided_cleanly_is_refused)
+{
+    const double mass[3] = {0.0, 0.0, 0.0};
+    for (int k = 0; k < 2; ++k) {
+        double d = k == 0 ? 1e-3 : 3e-10;
+        cdyn_status st;
+        cdyn_sparse_dae *sd = cdyn_sparse_dae_create(3, mass, NEAR_COLPTR, NEAR_ROWIND, &st);
+        ck_assert_ptr_nonnull(sd);
+        ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, near_force, near_jacobian, NULL, &d),
+                         CDYN_OK);
+        double v[3] = {0.0, 0.0, 0.0};
+        st = cdyn_sparse_dae_consistent(sd, 0.0, v);
+        if (k == 0) {
+            ck_assert_int_eq(st, CDYN_OK);
+            ck_assert_double_le(fabs(v[0] - 1.0), 1e-9);
+            ck_assert_double_le(fabs(v[1] - 1.0), 1e-9);
+            ck_assert(v[2] == 0.0);
+            int rows[3];
+            ck_assert_int_eq(cdyn_newton_dependent_rows(cdyn_sparse_dae_newton(sd), rows), 1);
+            ck_assert_int_eq(rows[0], 0);
+        } else {
+            ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+            ck_assert_ptr_nonnull(strstr(cdyn_sparse_dae_last_error(sd), "not be decided"));
+            ck_assert(v[0] == 0.0 && v[1] == 0.0 && v[2] == 0.0); /* untouched */
+        }
+        cdyn_sparse_dae_free(sd);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* The valve network of examples/valve_network.h: a valve that closes and   */
 /* reopens, integrated by RK4 through the sparse and the dense DAE.         */
@@ -559,6 +698,8 @@ static Suite *suite(void)
     tcase_add_test(tc, full_rank_and_zero_blocks_are_told_apart);
     tcase_add_test(tc, closed_branches_step_through_with_minimum_norm_rates_in_any_units);
     tcase_add_test(tc, rates_outside_the_range_of_a_singular_block_are_refused);
+    tcase_add_test(tc, a_large_decoupled_rate_does_not_hide_inconsistent_ones);
+    tcase_add_test(tc, a_rank_that_is_not_decided_cleanly_is_refused);
     tcase_add_test(tc, a_closing_valve_matches_the_dense_dae);
     tcase_add_test(tc, a_closed_valve_in_a_large_grid_matches_a_regular_closure);
     tcase_add_test(tc, null_object);

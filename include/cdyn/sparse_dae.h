@@ -26,8 +26,10 @@
  * equilibrated unknowns, as the dense cdyn_dae's SVD step (THEORY T2.3).
  * Such steps count as SVD steps in the Newton report and counters, and
  * cdyn_newton_dependent_rows() on cdyn_sparse_dae_newton() names the
- * dependent equations (indices into the algebraic states of
- * cdyn_sparse_dae_split_states()). The rates must then pass the same
+ * dependent equations of the last such step (indices into the algebraic
+ * states of cdyn_sparse_dae_split_states()); a deficiency first found at
+ * the solution (the rates' factorization) is not reported there. The
+ * rates must then pass the same
  * backward-error certificate, which a right-hand side outside the range of
  * the block fails (CDYN_ERR_SINGULAR). A block whose rank is not decided
  * cleanly is refused (CDYN_ERR_SINGULAR), never stepped through.
@@ -133,7 +135,10 @@ CDYN_API cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, d
  * v_D' = F_D / m_D and v_A' from dF_A/dv_A v_A' = -(dF_A/dv_D v_D' + dF_A/dt),
  * certified: the componentwise backward error of that solve must reach a
  * few rounding errors after at most two refinement steps, or
- * CDYN_ERR_SINGULAR. ydot may be y. Returns CDYN_OK; CDYN_ERR_NOCONV;
+ * CDYN_ERR_SINGULAR. (Each rate may carry the rounding of its neighbours,
+ * the rates that share a non-zero entry of a row of dF_A/dv_A with it,
+ * measured in the units of the equilibrated block: a closed valve's flow
+ * rate is zero only to that rounding.) ydot may be y. Returns CDYN_OK; CDYN_ERR_NOCONV;
  * CDYN_ERR_SINGULAR; CDYN_ERR_ARG; CDYN_ERR_NONFINITE; CDYN_ERR_CALLBACK;
  * CDYN_ERR_BUSY. No allocation after the first evaluation, unless the
  * block is singular or its pivots must change (see above).

@@ -203,10 +203,15 @@ int cdyn__rank_qr_factor(cdyn__rank_qr *f, const double *values, double tol, dou
         SuiteSparseQR_C(SPQR_ORDERING_DEFAULT, tol * sqrt(largest), 0, 0, f->at, NULL, NULL,
                         NULL, NULL, &f->r, &f->e, &f->h, &f->hpinv, &f->tau, &f->cc);
     if (rank < 0 || !f->r || !f->h || !f->tau || !f->hpinv) {
+        int out_of_memory = f->cc.status == CHOLMOD_OUT_OF_MEMORY;
         drop_factorization(f);
-        return -1;
+        return out_of_memory ? -1 : -2;
     }
     classify_columns(f);
+    if (f->rank != rank) { /* R's shape disagrees with SuiteSparseQR's count */
+        drop_factorization(f);
+        return -2;
+    }
     *rcond = kept_rcond(f);
     return f->rank;
 }

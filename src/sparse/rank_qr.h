@@ -42,7 +42,8 @@ int cdyn__rank_qr_init(cdyn__rank_qr *f, int q, const int *colptr, const int *ro
  * largest row 2-norm). Returns its rank (0..q) and sets *rcond to the
  * estimated reciprocal 1-norm condition of the kept triangle R_11 (it
  * vouches for the rank: near 0 means the rank was not decided cleanly);
- * -1 when out of memory (the previous factorization is gone). */
+ * -1 when out of memory, -2 when SuiteSparseQR failed otherwise (the
+ * previous factorization is gone either way). */
 int cdyn__rank_qr_factor(cdyn__rank_qr *f, const double *values, double tol, double *rcond);
 
 /* x (q) = X b (q), X the outer inverse above, with the last factorization;

@@ -199,12 +199,13 @@ static int pivot(cdyn_sparse_dae *sd)
 /* The block (equilibrated) that KLU found singular, by the rank-revealing
  * QR: 1 when its rank r < q is decided cleanly (the kept triangle's
  * reciprocal condition above the rank tolerance; the applies then use its
- * outer inverse), 3 when it is not (no dependent row found, or an
- * ill-conditioned triangle), -1 out of memory. */
+ * outer inverse), 3 when it is not (no dependent row found, an
+ * ill-conditioned triangle, or SuiteSparseQR failed), -1 out of memory. */
 static int factor_deficient(cdyn_sparse_dae *sd, int *rank, double *rcond)
 {
     int r = cdyn__rank_qr_factor(&sd->rank_qr, sd->a_scaled, CDYN__RANK_TOL, rcond);
-    if (r < 0) return -1;
+    if (r == -1) return -1;
+    if (r < 0) return 3; /* SuiteSparseQR failed: no decision */
     *rank = r;
     if (r == sd->q || !(*rcond > CDYN__RANK_TOL)) return 3;
     sd->deficient = 1;
@@ -259,7 +260,7 @@ static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
     }
     if (r == 0 && full_rank(sd, &rcond)) return CDYN_OK;
     if (r == 0) r = factor_deficient(sd, &rank, &rcond); /* the pivots passed, condest not */
-    if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU, SPQR)", fn);
+    if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU or SuiteSparseQR)", fn);
     if (r == 1) return CDYN_OK;
     return cdyn__fail(sd->msg, CDYN_ERR_SINGULAR,
                       "%s: dF_A/dv_A at t = %g is singular to the rank tolerance and its rank "
@@ -650,25 +651,36 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
     return CDYN_OK;
 }
 
-/* The backward error of A x = rhs (res = rhs - A x) with kkt.h's measure:
- * componentwise, with the floor that lets an unknown that is zero up to the
- * rounding of the largest, in the units of the equilibrated block
- * (col_scale of the factorization at this state), carry that rounding, as
- * the dense cdyn_dae's rates do (a closed valve's flow rate: its row's
- * only term would otherwise need an exactly zero residual). */
+/* The backward error of A x = rhs (res = rhs - A x): componentwise, with a
+ * floor that lets an unknown carry the rounding of its neighbours (the
+ * unknowns that share a non-zero row entry with it), in the units u of the
+ * equilibrated block (col_scale of the factorization at this state):
+ * |x_j| + u_j eps max { |x_k| / u_k : A_ik != 0 != A_ij }. A closed valve's
+ * flow rate, the only term of its row, gets the rounding of the flows at
+ * its junctions, which the elimination puts into it; a decoupled part of
+ * the network with large rates loosens nothing else (a floor over every
+ * unknown, as kkt.h's, would let it hide inconsistent rates elsewhere). */
 static double backward_error(cdyn_sparse_dae *sd, const double *x, const double *rhs)
 {
     int q = sd->q;
     const double *unit = sd->col_scale;
-    double eta = 0.0;
-    for (int j = 0; j < q; ++j) eta = fmax(eta, fabs(x[j]) / unit[j]);
-    eta *= DBL_EPSILON;
+    double *row_size = sd->scratch; /* max |x_k| / u_k over each row's non-zeros */
+    memset(row_size, 0, sizeof(double) * (size_t)q);
+    for (int j = 0; j < q; ++j) {
+        double size = fabs(x[j]) / unit[j];
+        for (int e = sd->a_start[j]; e < sd->a_start[j + 1]; ++e)
+            if (sd->a_value[e] != 0.0 && size > row_size[sd->a_row[e]])
+                row_size[sd->a_row[e]] = size;
+    }
     for (int i = 0; i < q; ++i) {
         sd->res[i] = rhs[i];
         sd->bound[i] = fabs(rhs[i]);
     }
     for (int j = 0; j < q; ++j) {
-        double floor = fabs(x[j]) + unit[j] * eta;
+        double neighbours = 0.0;
+        for (int e = sd->a_start[j]; e < sd->a_start[j + 1]; ++e)
+            if (sd->a_value[e] != 0.0) neighbours = fmax(neighbours, row_size[sd->a_row[e]]);
+        double floor = fabs(x[j]) + unit[j] * DBL_EPSILON * neighbours;
         for (int e = sd->a_start[j]; e < sd->a_start[j + 1]; ++e) {
             int i = sd->a_row[e];
             sd->res[i] -= sd->a_value[e] * x[j];

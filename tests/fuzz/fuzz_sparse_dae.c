@@ -110,38 +110,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * through a singular block (its rank-revealing step): loosely, as
          * dF/dt is a central difference in t (exact for this model up to
          * rounding of F's size over the step), and with the certificate's
-         * floor (kkt.h): an algebraic rate may carry the rounding of the
-         * largest in the units of the equilibrated block, u_j = 1 /
-         * max_i |A_ij| / max_k |A_ik| (its powers of two are within a factor
-         * 2 of these, so 4 u_j eta bounds its floor) */
+         * floor (sparse_dae.c): an algebraic rate may carry eps times the
+         * largest |v_k'| / u_k of its neighbours (sharing a non-zero row
+         * entry of the block), u_j = 1 / max_i |A_ij| / max_k |A_ik| (the
+         * library's powers of two are within a factor 2, so 4 u_j; its
+         * scales are clamped to 2^+-1000, and a column that equilibrates to
+         * zero, or underflows, has the unit 1) */
         double jac[NNZ], res[NMAX], bound[NMAX], row_max[NMAX] = {0}, unit[NMAX] = {0};
+        double row_size[NMAX] = {0};
         jacobian(t, w, jac, &m);
+#define IN_BLOCK(e, j) (mass[j] == 0.0 && mass[m.rowind[e]] == 0.0)
         for (int j = 0; j < n; ++j)
             for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
-                if (mass[j] == 0.0 && mass[m.rowind[e]] == 0.0)
-                    row_max[m.rowind[e]] = fmax(row_max[m.rowind[e]], fabs(jac[e]));
-        double eta = 0.0;
+                if (IN_BLOCK(e, j)) row_max[m.rowind[e]] = fmax(row_max[m.rowind[e]], fabs(jac[e]));
         for (int j = 0; j < n; ++j) {
             double largest = 0.0;
             for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
-                if (mass[j] == 0.0 && mass[m.rowind[e]] == 0.0 && row_max[m.rowind[e]] > 0.0)
+                if (IN_BLOCK(e, j) && row_max[m.rowind[e]] > 0.0)
                     largest = fmax(largest, fabs(jac[e]) / row_max[m.rowind[e]]);
-            unit[j] = largest > 0.0 ? fmin(1.0 / largest, 0x1p1000) : 0.0; /* its clamp */
-            if (unit[j] > 0.0) eta = fmax(eta, fabs(wd[j]) / unit[j]);
+            unit[j] = largest > 0.0 ? fmax(fmin(1.0 / largest, 0x1p1000), 0x1p-1000) : 1.0;
+            for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
+                if (IN_BLOCK(e, j) && jac[e] != 0.0)
+                    row_size[m.rowind[e]] = fmax(row_size[m.rowind[e]], fabs(wd[j]) / unit[j]);
         }
-        eta *= DBL_EPSILON;
         for (int i = 0; i < n; ++i) {
             res[i] = 0.1 * m.c[i];
             bound[i] = fabs(res[i]) + fabs(F[i]) + fabs(m.c[i]) * (1.0 + 0.1 * fabs(t));
         }
-        for (int j = 0; j < n; ++j)
+        for (int j = 0; j < n; ++j) {
+            double neighbours = 0.0;
+            for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e)
+                if (IN_BLOCK(e, j) && jac[e] != 0.0)
+                    neighbours = fmax(neighbours, row_size[m.rowind[e]]);
+            double floor = 4.0 * unit[j] * DBL_EPSILON * neighbours;
             for (int e = m.colptr[j]; e < m.colptr[j + 1]; ++e) {
                 res[m.rowind[e]] += jac[e] * wd[j];
                 bound[m.rowind[e]] += fabs(jac[e] * wd[j]) + fabs(m.a[e] * w[j]);
-                double floor = 4.0 * unit[j] * eta;
                 if (jac[e] != 0.0 && floor > 0.0) /* (0 times Inf is no bound) */
                     bound[m.rowind[e]] += fabs(jac[e]) * floor;
             }
+        }
+#undef IN_BLOCK
         for (int i = 0; i < n; ++i)
             if (mass[i] == 0.0 &&
                 !(fabs(res[i]) <= 1e-6 * bound[i] * (1.0 + fabs(t)) + 1e8 * DBL_TRUE_MIN))
