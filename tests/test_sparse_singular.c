@@ -597,7 +597,8 @@ START_TEST(a_closed_valve_in_a_large_grid_matches_a_regular_closure)
     cdyn_sparse_dae *sd = valve_grid(&g, 0.0), *sr = valve_grid(&r, 1e7);
     ck_assert_int_eq(cdyn_sparse_dae_rank_factorizations(sr), 0);
     int n = g.n, nd = cdyn_sparse_dae_ode_size(sd), q = n - nd;
-    int *integrated = malloc(sizeof(int) * (size_t)nd), *algebraic = malloc(sizeof(int) * (size_t)q);
+    int *integrated = malloc(sizeof(int) * (size_t)nd);
+    int *algebraic = malloc(sizeof(int) * (size_t)q);
     cdyn_sparse_dae_split_states(sd, integrated, algebraic);
     double *y = malloc(sizeof(double) * (size_t)nd), *yr = malloc(sizeof(double) * (size_t)nd);
     double *k = malloc(sizeof(double) * (size_t)nd), *kr = malloc(sizeof(double) * (size_t)nd);

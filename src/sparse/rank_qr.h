@@ -1,6 +1,6 @@
 /* A rank-revealing sparse QR of a square block for the Newton steps and
  * rates of cdyn_sparse_dae where the block is singular (THEORY T2.3, sparse
- * form; docs/theory.md "Sparse DAE: singular blocks"): SuiteSparseQR
+ * form; docs/theory.md "Sparse index-1 DAEs", singular blocks): SuiteSparseQR
  * factors the transpose of the equilibrated block, A^T E = Q R, its rank
  * from the columns of A^T (the rows of A) that Heath's test finds
  * dependent. The step is the minimum-norm solution of the independent

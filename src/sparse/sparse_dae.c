@@ -260,7 +260,9 @@ static cdyn_status certify_rank(cdyn_sparse_dae *sd, const char *fn, double t)
     }
     if (r == 0 && full_rank(sd, &rcond)) return CDYN_OK;
     if (r == 0) r = factor_deficient(sd, &rank, &rcond); /* the pivots passed, condest not */
-    if (r < 0) return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU or SuiteSparseQR)", fn);
+    if (r < 0)
+        return cdyn__fail(sd->msg, CDYN_ERR_NOMEM, "%s: out of memory (KLU or SuiteSparseQR)",
+                          fn);
     if (r == 1) return CDYN_OK;
     return cdyn__fail(sd->msg, CDYN_ERR_SINGULAR,
                       "%s: dF_A/dv_A at t = %g is singular to the rank tolerance and its rank "
