@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "alloc_count.h"
+#include "rising_junction.h"
 #include "testutil.h"
 #include "guarded.h"
 #include "cdyn.h"
@@ -1351,52 +1352,12 @@ START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
 }
 END_TEST
 
-/* The closed junction above with tanks rising at different rates
- * (p2' = 1, p3' = 1 + d) and a decoupled massless state s, F = s - C t:
- * with d = 0.01 the rates have no solution (pJ' = 1 and pJ' = 1.01) and
- * must be refused however large C is; with d = 0 they are pJ' = 1,
- * Qa' = Qb' = Q1' / 2 = 2.25, s' = C. (A floor at the rounding of the
- * largest rate of the whole system, C eps, accepted d = 0.01 at C = 1e28
- * with pJ' = 1.005.) */
-typedef struct {
-    double c, d, p3;
-} rising;
-
-static int rising_force(double t, const double *v, double *F, void *user)
-{
-    const rising *u = user;
-    F[0] = 10.0 - 0.5 * v[0] - v[3];
-    F[1] = v[3] - 1.0 - t - 3.0 * v[1] * fabs(v[1]);
-    F[2] = v[3] - u->p3 - (1.0 + u->d) * t - 3.0 * v[2] * fabs(v[2]);
-    F[3] = v[0] - v[1] - v[2];
-    F[4] = v[4] - u->c * t;
-    return 0;
-}
-
-static int rising_jacobian(double t, const double *v, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    for (int j = 0; j < 5; ++j)
-        for (int i = 0; i < 5; ++i) J[i + j * ld] = 0.0;
-    J[0] = -0.5, J[0 + 3 * ld] = -1.0;
-    J[1 + 1 * ld] = -6.0 * fabs(v[1]), J[1 + 3 * ld] = 1.0;
-    J[2 + 2 * ld] = -6.0 * fabs(v[2]), J[2 + 3 * ld] = 1.0;
-    J[3] = 1.0, J[3 + 1 * ld] = -1.0, J[3 + 2 * ld] = -1.0;
-    J[4 + 4 * ld] = 1.0;
-    return 0;
-}
-
-static int rising_time(double t, const double *v, double *dFdt, void *user)
-{
-    const rising *u = user;
-    (void)t, (void)v;
-    dFdt[0] = dFdt[3] = 0.0;
-    dFdt[1] = -1.0;
-    dFdt[2] = -(1.0 + u->d);
-    dFdt[4] = -u->c;
-    return 0;
-}
-
+/* The closed junction above with tanks rising at different rates and a
+ * decoupled massless state (rising_junction.h): with d = 0.01 the rates
+ * have no solution and must be refused however large s' = C is; with
+ * d = 0 they are the hand values. (A floor at the rounding of the largest
+ * rate of the whole system, C eps, accepted d = 0.01 at C = 1e28 with
+ * pJ' = 1.005.) */
 START_TEST(a_large_decoupled_rate_does_not_hide_inconsistent_rates)
 {
     const double cases[3][2] = {{1.0, 0.01}, {1e28, 0.01}, {1e28, 0.0}};

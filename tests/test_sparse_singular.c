@@ -21,6 +21,7 @@
 #include "cdyn.h"
 #include "cdyn/sparse_dae.h"
 #include "hydraulic_grid.h"
+#include "rising_junction.h"
 #include "rank_qr.h"
 #include "testutil.h"
 
@@ -323,48 +324,30 @@ START_TEST(rates_outside_the_range_of_a_singular_block_are_refused)
 }
 END_TEST
 
-/* The same closed junction with a decoupled massless state s, F = s - C t
- * (rate C = 1e28): its rate must not loosen the certificate of the
- * junction's, which are inconsistent when the tanks rise at different
- * rates (p2' = 1, p3' = 1 + d) and are refused for d = 0.01 as for C = 1.
- * (A floor over all unknowns at the rounding of the largest, 1e28 eps,
- * accepted them with pJ' 1 % off one of its two equations.) */
-typedef struct {
-    double c, d;
-} decoupled;
-
-static int decoupled_force(double t, const double *v, double *F, void *user)
-{
-    const decoupled *u = user;
-    F[0] = 10.0 - 0.5 * v[0] - v[3];
-    F[1] = v[3] - 1.0 - 3.0 * v[1] * fabs(v[1]);
-    F[2] = v[3] - 1.0 - 3.0 * v[2] * fabs(v[2]);
-    F[3] = v[0] - v[1] - v[2];
-    F[4] = v[4] - u->c * t;
-    return 0;
-}
+/* The same closed junction with tanks rising at different rates and a
+ * decoupled massless state of rate C = 1e28 (rising_junction.h, shared with
+ * test_dae): its rate must not loosen the certificate of the junction's,
+ * which are inconsistent for d = 0.01 and refused as for C = 1. (A floor
+ * over all unknowns at the rounding of the largest, 1e28 eps, accepted
+ * them with pJ' 1 % off one of its two equations.) */
 
 /* pattern: the junction's, then column s row (4) */
-static const int DECOUPLED_COLPTR[6] = {0, 2, 4, 6, 9, 10};
-static const int DECOUPLED_ROWIND[10] = {0, 3, 1, 3, 2, 3, 0, 1, 2, 4};
+static const int RISING_COLPTR[6] = {0, 2, 4, 6, 9, 10};
+static const int RISING_ROWIND[10] = {0, 3, 1, 3, 2, 3, 0, 1, 2, 4};
 
-static int decoupled_jacobian(double t, const double *v, double *values, void *user)
+/* The entries of a dense n x n J (ld n) on a pattern, by columns. */
+static void gather(int n, const double *J, const int *colptr, const int *rowind, double *values)
 {
-    (void)t, (void)user;
-    const double x[10] = {-0.5, 1.0, -6.0 * fabs(v[1]), -1.0, -6.0 * fabs(v[2]), -1.0,
-                          -1.0, 1.0, 1.0, 1.0};
-    memcpy(values, x, sizeof x);
-    return 0;
+    for (int j = 0; j < n; ++j)
+        for (int e = colptr[j]; e < colptr[j + 1]; ++e) values[e] = J[rowind[e] + n * j];
 }
 
-static int decoupled_time(double t, const double *v, double *dFdt, void *user)
+/* dF/dv on that pattern, from the shared dense Jacobian */
+static int rising_values(double t, const double *v, double *values, void *user)
 {
-    const decoupled *u = user;
-    (void)t, (void)v;
-    dFdt[0] = dFdt[3] = 0.0;
-    dFdt[1] = -1.0;
-    dFdt[2] = -(1.0 + u->d);
-    dFdt[4] = -u->c;
+    double J[25];
+    rising_jacobian(t, v, J, 5, user);
+    gather(5, J, RISING_COLPTR, RISING_ROWIND, values);
     return 0;
 }
 
@@ -372,14 +355,14 @@ START_TEST(a_large_decoupled_rate_does_not_hide_inconsistent_ones)
 {
     const double cases[3][2] = {{1.0, 0.01}, {1e28, 0.01}, {1e28, 0.0}};
     for (int k = 0; k < 3; ++k) {
-        decoupled u = {cases[k][0], cases[k][1]};
+        rising u = {cases[k][0], cases[k][1], 1.0};
         const double mass[5] = {2.0, 0.0, 0.0, 0.0, 0.0};
         cdyn_status st;
         cdyn_sparse_dae *sd =
-            cdyn_sparse_dae_create(5, mass, DECOUPLED_COLPTR, DECOUPLED_ROWIND, &st);
+            cdyn_sparse_dae_create(5, mass, RISING_COLPTR, RISING_ROWIND, &st);
         ck_assert_ptr_nonnull(sd);
-        ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, decoupled_force, decoupled_jacobian,
-                                                   decoupled_time, &u),
+        ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, rising_force, rising_values, rising_time,
+                                                   &u),
                          CDYN_OK);
         double v[5] = {0.0, 0.0, 0.0, 1.0, 0.0}, y = 0.0, ydot = -7.0;
         ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
@@ -474,9 +457,7 @@ static int valve_values(double t, const double *v, double *values, void *user)
 {
     double J[16];
     valve_jacobian(t, v, J, 4, user);
-    for (int j = 0; j < 4; ++j)
-        for (int e = VALVE_COLPTR[j]; e < VALVE_COLPTR[j + 1]; ++e)
-            values[e] = J[VALVE_ROWIND[e] + 4 * j];
+    gather(4, J, VALVE_COLPTR, VALVE_ROWIND, values);
     return 0;
 }
 
