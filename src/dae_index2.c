@@ -1,23 +1,27 @@
 /* The index-2 form of a quasi-linear DAE (docs/theory.md "Index-2
  * networks"; THEORY T1.7 with T3.1-T3.3): hydraulic networks whose
- * junctions have no storage.
+ * junctions have no storage, alone or mixed with index-1 parts.
  *
- * The states split into x, the states with mass (or that appear in the
- * hidden constraints), and z, massless states absent from the hidden
- * constraints G0 = beta^T F (the junction pressures), one per constraint.
- * G0(x, t) = 0 is then a constraint on x alone (the junction balances,
- * T1.7), and z is its multiplier: it is fixed only by the rates. With
- * B = P^T M_x (r x r, r = rank M = the number of x):
+ * The hidden constraints G0 = beta^T F see the states with mass x and
+ * some of the massless ones. The massless states they see, as many as the
+ * massless columns of G_v have rank, are w; the others are the
+ * multipliers z (the junction pressures): G0 does not move along their
+ * directions (a multiplier alone, or with a shift of w: the pressure level
+ * of two junctions joined by an orifice, which sees only their
+ * difference), so they are fixed only by the rates. With B = P^T M_x
+ * (r x r, r = rank M = the number of x):
  *
- *     B x' = P^T F(x, z, t),      G_x x' + G_t = 0.
+ *     B x' = P^T F(x, w, z, t),      G_x x' + G_w w' + G_t = 0.
  *
- * The x are split as a null-space reduction (T1.2) by a pivoted QR of G_x:
- * x_d (one per constraint) follow the integrated x_i through G0 = 0 (the
- * Newton solve of index 1, unchanged), so the constraints hold at every
- * evaluation without drift; z solves H(z) = G_x B^-1 P^T F(x, z, t) + G_t
- * = 0 with a second Newton solver (one step when F is affine in z, as in
+ * x and w are split as a null-space reduction (T1.2) by a pivoted QR of
+ * G_v that takes w first: x_d (completing the set, one per constraint)
+ * and w follow the integrated x_i through G0 = 0 (the Newton solve of
+ * index 1, unchanged), so the constraints hold at every evaluation without
+ * drift; (z, w') solve H = G_x B^-1 P^T F(x, w, z, t) + G_w w' + G_t = 0
+ * with a second Newton solver (one step when F is affine in z, as in
  * hydraulics); then x' = B^-1 P^T F. The rates are certified as those of
- * index 1 (the multipliers' columns of [P^T M; G_v] are zero). */
+ * index 1 (the multipliers' columns of [P^T M; G_v] are zero). Without w
+ * (a pure index-2 network) every multiplier's direction is its own state. */
 #include "dae_internal.h"
 #include "kkt.h"
 #include "linalg.h"
@@ -31,31 +35,55 @@
  * eps^(1/3) of the state's magnitude. */
 #define INDEX2_G_STEP 6.0e-6
 
-/* The x states in the order of B's columns: integrated, then dependent. */
+/* The states G0 is solved or integrated in: j < r are the x in the order
+ * of B's columns (integrated, then the dependent x_d), r <= j < r + q - nz
+ * the massless dependent states w (mixed index 1/2). */
 static inline int x_state(const cdyn_dae *dae, int j)
 {
     return j < dae->ny ? dae->integrated[j] : dae->algebraic[j - dae->ny];
 }
 
-/* Is column j of G_v = beta^T dF/dv (in constraint_jac, F_v in force_jac)
- * zero up to the rounding of the products that form it? */
-static int absent_from_constraints(const cdyn_dae *dae, int j)
+/* How much of G0's rate a shift of the states along dir (n) leaves, against
+ * what it may leave: for every constraint k,
+ *     |g_k . dir| <= 64 eps sum_j s_kj |dir_j| + 1e-6 sum_{j in W} |g_kj dir_j|,
+ * g = G_v (constraint_jac, every column), s_kj the rounding size of g_kj
+ * (|g_kj| when beta is a selection, else sum_i |beta_ik F_v,ij|), W the
+ * states other than `own`. For dir = e_own (a multiplier absent from G0)
+ * this is the rounding test alone; the second term lets the compensating
+ * shifts of the massless dependent states carry the error of a Jacobian
+ * from differences (about 1e-8), far below the O(1) of a multiplier that
+ * G0 does see. */
+static int direction_absent(const cdyn_dae *dae, const double *dir, int own)
 {
     int n = dae->n, q = dae->q;
-    const double *g = dae->part.constraint_jac + (size_t)j * q;
-    if (dae->part.beta_is_selection) { /* each entry is one product: rounding-free */
-        for (int k = 0; k < q; ++k)
-            if (g[k] != 0.0) return 0;
-        return 1;
-    }
-    const double *fv = dae->force_jac + (size_t)j * n;
+    const double *G = dae->part.constraint_jac;
     for (int k = 0; k < q; ++k) {
-        const double *b = dae->part.beta + (size_t)k * n;
-        double size = 0.0;
-        for (int i = 0; i < n; ++i) size += fabs(b[i] * fv[i]);
-        if (!(fabs(g[k]) <= 64.0 * DBL_EPSILON * size)) return 0;
+        double leak = 0.0, rounding = 0.0, shifts = 0.0;
+        for (int j = 0; j < n; ++j) {
+            if (dir[j] == 0.0) continue;
+            double g = G[k + (size_t)j * q], size = fabs(g);
+            if (!dae->part.beta_is_selection) {
+                const double *b = dae->part.beta + (size_t)k * n, *fv = dae->force_jac + (size_t)j * n;
+                size = 0.0;
+                for (int i = 0; i < n; ++i) size += fabs(b[i] * fv[i]);
+            }
+            leak += g * dir[j];
+            rounding += size * fabs(dir[j]);
+            if (j != own) shifts += fabs(g * dir[j]);
+        }
+        if (!(fabs(leak) <= 64.0 * DBL_EPSILON * rounding + 1e-6 * shifts)) return 0;
     }
     return 1;
+}
+
+/* Is column j of G_v (constraint_jac) zero up to the rounding of the
+ * products that form it? */
+static int absent_from_constraints(cdyn_dae *dae, int j)
+{
+    double *e = dae->tau; /* n */
+    memset(e, 0, sizeof(double) * (size_t)dae->n);
+    e[j] = 1.0;
+    return direction_absent(dae, e, j);
 }
 
 cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
@@ -68,46 +96,74 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
                           "constant M (cdyn_dae_set_mass)",
                           fn, t);
     /* the split is found in jpvt (2 n): independent states [0, r),
-     * dependent [r, n), multipliers [n, n + q); the object's lists change
+     * dependent [r, n), multipliers [n, n + nz); the object's lists change
      * only when it is complete */
     int *independent = dae->jpvt, *dependent = dae->jpvt + r, *multiplier = dae->jpvt + n;
     double *gv = p->constraint_jac;
     cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q);
-    int count = 0;
-    for (int j = 0; j < n; ++j) {
-        if (!p->massless[j] || !absent_from_constraints(dae, j)) continue;
-        if (count < q) multiplier[count] = j;
-        ++count;
-        memset(gv + (size_t)j * q, 0, sizeof(double) * (size_t)q);
-    }
-    if (count != q)
+    int massless = 0;
+    for (int j = 0; j < n; ++j) massless += p->massless[j] != 0;
+    if (massless != q)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: the DAE has index 2 at t = %g but not the index-2 form cdyn "
-                          "reduces: %d massless states are absent from the %d hidden "
-                          "constraints (one per constraint needed)",
-                          fn, t, count, q);
+                          "reduces: %d states without mass for %d hidden constraints (one "
+                          "per constraint needed)",
+                          fn, t, massless, q);
+    /* multipliers absent from G0 are zero columns (their rounding is not a
+     * column the QR should rank); the massless states G0 does see are
+     * preferred as dependent (split_ns, as for index 1): those of full rank
+     * become w, solved from G0 with the states x_d that complete the set */
+    double *absent = dae->bound; /* n flags */
+    for (int j = 0; j < n; ++j) absent[j] = p->massless[j] && absent_from_constraints(dae, j);
+    for (int j = 0; j < n; ++j)
+        if (absent[j] != 0.0) memset(gv + (size_t)j * q, 0, sizeof(double) * (size_t)q);
     cdyn_status st = cdyn_nullspace_factor(p->split_ns, gv, q);
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: index 2 at t = %g: the hidden constraints do not determine "
-                          "%d states with mass: %s",
+                          "%d states: %s",
                           fn, t, q, cdyn_nullspace_last_error(p->split_ns));
     cdyn_nullspace_partition(p->split_ns, independent, dependent);
-    for (int k = 0; k < q; ++k)
-        if (p->massless[dependent[k]] && absent_from_constraints(dae, dependent[k]))
+    int nz = 0;
+    for (int j = 0; j < r; ++j)
+        if (p->massless[independent[j]]) multiplier[nz++] = independent[j];
+    if (nz == 0)
+        return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                          "%s: index 2 at t = %g: the split of the hidden constraints "
+                          "failed",
+                          fn, t);
+    /* each multiplier's direction: its column of the null-space basis
+     * alpha = Pi [I; -W2^-1 W1] of G_v, on the states without mass (the
+     * massed entries are zero to rounding: G_v restricted to the massless
+     * states has rank q - nz, and W2 holds that many of them) */
+    double *alpha = dae->aug, *dir = p->multiplier_dir; /* n x r, n x nz */
+    cdyn_nullspace_alpha(p->split_ns, alpha, n);
+    memset(dir, 0, sizeof(double) * (size_t)n * q);
+    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q); /* every column again */
+    for (int l = 0, c = 0; c < r; ++c) {
+        if (!p->massless[independent[c]]) continue;
+        double *d = dir + (size_t)l * n;
+        for (int j = 0; j < n; ++j) d[j] = p->massless[j] ? alpha[j + (size_t)c * n] : 0.0;
+        d[independent[c]] = 1.0;
+        if (!direction_absent(dae, d, independent[c]))
             return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
-                              "%s: index 2 at t = %g: the split of the hidden constraints "
-                              "failed",
-                              fn, t);
-    memcpy(dae->multiplier, multiplier, sizeof(int) * (size_t)q);
-    memcpy(dae->algebraic, dependent, sizeof(int) * (size_t)q);
-    int ny = 0;
-    for (int j = 0; j < r; ++j) {
-        int is_multiplier = 0;
-        for (int k = 0; k < q; ++k) is_multiplier |= independent[j] == multiplier[k];
-        if (!is_multiplier) dae->integrated[ny++] = independent[j];
+                              "%s: index 2 at t = %g: state %d, a multiplier, moves the "
+                              "hidden constraints along every choice of the others",
+                              fn, t, independent[c]);
+        ++l;
     }
-    dae->ny = ny; /* r - q: every multiplier is among the r independent */
+    /* algebraic: the dependent states with mass first (B's columns), then w */
+    int *algebraic = dae->algebraic, na = 0;
+    for (int k = 0; k < q; ++k)
+        if (!p->massless[dependent[k]]) algebraic[na++] = dependent[k];
+    for (int k = 0; k < q; ++k)
+        if (p->massless[dependent[k]]) algebraic[na++] = dependent[k];
+    memcpy(dae->multiplier, multiplier, sizeof(int) * (size_t)nz);
+    int ny = 0;
+    for (int j = 0; j < r; ++j)
+        if (!p->massless[independent[j]]) dae->integrated[ny++] = independent[j];
+    dae->nz = nz;
+    dae->ny = ny; /* r - nz: B's r columns are the integrated and the nz x_d */
     dae->index2 = 1;
     return CDYN_OK;
 }
@@ -122,22 +178,50 @@ static void rates_of_x(cdyn_dae *dae, const double *F, double *ptf, double *xdot
     cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, xdot, r);
 }
 
-/* out (q) = G_x x' + G_t for x' (r, in B's column order). */
-static void constraint_rate(const cdyn_dae *dae, const double *xdot, double *out)
+/* out (q) = G_x x' + G_w w' + G_t for x' (r, in B's column order) and the
+ * rates w' (q - nz, NULL for none). */
+static void constraint_rate(const cdyn_dae *dae, const double *xdot, const double *wdot,
+                            double *out)
 {
-    int q = dae->q;
+    int q = dae->q, r = dae->r, nw = q - dae->nz;
     for (int k = 0; k < q; ++k) out[k] = -dae->part.vec_q2[k];
-    for (int j = 0; j < dae->r; ++j) {
+    for (int j = 0; j < r + (wdot ? nw : 0); ++j) {
         const double *g = dae->part.constraint_jac + (size_t)x_state(dae, j) * q;
-        for (int k = 0; k < q; ++k) out[k] += g[k] * xdot[j];
+        double c = j < r ? xdot[j] : wdot[j - r];
+        for (int k = 0; k < q; ++k) out[k] += g[k] * c;
     }
 }
 
-/* F at v_trial with the multipliers z into out (counted, guarded: this runs
- * inside the Newton callbacks). */
-static int force_with_multipliers(cdyn_dae *dae, const double *z, double *out)
+/* Move the multipliers of v_trial by dz (nz) along their directions (the
+ * massless dependent states w follow, so that G0 keeps its value). */
+static void shift_multipliers(cdyn_dae *dae, const double *dz)
 {
-    for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+    int n = dae->n, q = dae->q, nz = dae->nz;
+    for (int l = 0; l < nz; ++l) {
+        const double *d = dae->part.multiplier_dir + (size_t)l * n;
+        dae->v_trial[dae->multiplier[l]] += dz[l];
+        for (int k = nz; k < q && dz[l] != 0.0; ++k) {
+            int w = dae->algebraic[k];
+            dae->v_trial[w] += d[w] * dz[l];
+        }
+    }
+}
+
+/* Set the multipliers of v_trial to z (nz) by such a shift. */
+static void set_multipliers(cdyn_dae *dae, const double *z)
+{
+    int nz = dae->nz;
+    double *step = dae->part.multiplier_step;
+    for (int l = 0; l < nz; ++l) step[l] = z[l] - dae->v_trial[dae->multiplier[l]];
+    shift_multipliers(dae, step);
+    for (int l = 0; l < nz; ++l) dae->v_trial[dae->multiplier[l]] = z[l];
+}
+
+/* F at v_trial with the multipliers at u[0..nz) into out (counted,
+ * guarded: this runs inside the Newton callbacks). */
+static int force_with_multipliers(cdyn_dae *dae, const double *u, double *out)
+{
+    set_multipliers(dae, u);
     dae->guard.in_callback++;
     dae->counters.force_evaluations++;
     int code = dae->force(dae->t_eval, dae->v_trial, out, dae->user);
@@ -146,29 +230,28 @@ static int force_with_multipliers(cdyn_dae *dae, const double *z, double *out)
     return code;
 }
 
-/* Newton residual H(z) = G_x B^-1 P^T F(x, z, t) + G_t. */
-static int multiplier_residual(const double *z, double *H, void *user)
+/* Newton residual H(z, w') = G_x B^-1 P^T F(x, w, z, t) + G_w w' + G_t,
+ * u = (z, w'). */
+static int multiplier_residual(const double *u, double *H, void *user)
 {
     cdyn_dae *dae = user;
-    int code = force_with_multipliers(dae, z, dae->force_shift);
+    int code = force_with_multipliers(dae, u, dae->force_shift);
     if (code != 0) return code;
     double *xdot = dae->part.reduced_rhs, *ptf = dae->residual;
     rates_of_x(dae, dae->force_shift, ptf, xdot);
-    constraint_rate(dae, xdot, H);
+    constraint_rate(dae, xdot, u + dae->nz, H);
     return 0;
 }
 
-/* Newton Jacobian H_z = G_x B^-1 P^T F_z; B^-1 P^T F_z is kept in
- * part.rate_of_multiplier. F_z from the caller's dF/dv or by forward
- * differences in z (steps as for the algebraic states). */
-static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
+/* dF/dv along each multiplier's direction into fz (n x nz): from the
+ * caller's dF/dv or by forward differences in z (steps as for the
+ * algebraic states). The multipliers are left at u. */
+static int force_along_multipliers(cdyn_dae *dae, const double *u, double *fz)
 {
-    cdyn_dae *dae = user;
-    int n = dae->n, q = dae->q, r = dae->r;
-    double *fz = dae->scratch; /* n x q */
+    int n = dae->n, q = dae->q, nz = dae->nz;
     int code;
     if (dae->jacobian) {
-        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+        set_multipliers(dae, u);
         dae->guard.in_callback++;
         dae->counters.jacobian_evaluations++;
         code = dae->jacobian(dae->t_eval, dae->v_trial, dae->force_jac, n, dae->user);
@@ -177,34 +260,52 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
             dae->callback_code = code;
             return code;
         }
-        for (int k = 0; k < q; ++k)
-            memcpy(fz + (size_t)k * n, dae->force_jac + (size_t)dae->multiplier[k] * n,
-                   sizeof(double) * (size_t)n);
-    } else {
-        double *base = dae->tau, *shifted = dae->force_shift, *zs = dae->row_max;
-        code = force_with_multipliers(dae, z, base);
-        memcpy(zs, z, sizeof(double) * (size_t)q);
-        for (int k = 0; code == 0 && k < q; ++k) {
-            double step = dae->fd_step * cdyn__dae_step_scale(dae, dae->v_trial, dae->multiplier[k]);
-            double h = 0.0;
-            for (int tries = 0; code == 0 && step > 0.0; ++tries) {
-                zs[k] = z[k] + step;
-                h = zs[k] - z[k];
-                code = force_with_multipliers(dae, zs, shifted);
-                zs[k] = z[k];
-                /* a step F's rounding swallows grows (cdyn__dae_next_step) */
-                if (code == 0) step = cdyn__dae_next_step(n, base, shifted, step, tries);
+        for (int l = 0; l < nz; ++l) {
+            const double *d = dae->part.multiplier_dir + (size_t)l * n;
+            double *col = fz + (size_t)l * n;
+            memcpy(col, dae->force_jac + (size_t)dae->multiplier[l] * n, sizeof(double) * (size_t)n);
+            for (int k = nz; k < q; ++k) {
+                int w = dae->algebraic[k];
+                const double *fw = dae->force_jac + (size_t)w * n;
+                for (int i = 0; d[w] != 0.0 && i < n; ++i) col[i] += fw[i] * d[w];
             }
-            for (int i = 0; code == 0 && i < n; ++i)
-                fz[i + (size_t)k * n] = (shifted[i] - base[i]) / h;
         }
-        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
-        if (code != 0) return code;
+        return 0;
     }
+    double *base = dae->tau, *shifted = dae->force_shift, *zs = dae->row_max;
+    code = force_with_multipliers(dae, u, base);
+    memcpy(zs, u, sizeof(double) * (size_t)nz);
+    for (int l = 0; code == 0 && l < nz; ++l) {
+        double step = dae->fd_step * cdyn__dae_step_scale(dae, dae->v_trial, dae->multiplier[l]);
+        double h = 0.0;
+        for (int tries = 0; code == 0 && step > 0.0; ++tries) {
+            zs[l] = u[l] + step;
+            h = zs[l] - u[l];
+            code = force_with_multipliers(dae, zs, shifted);
+            zs[l] = u[l];
+            /* a step F's rounding swallows grows (cdyn__dae_next_step) */
+            if (code == 0) step = cdyn__dae_next_step(n, base, shifted, step, tries);
+        }
+        for (int i = 0; code == 0 && i < n; ++i) fz[i + (size_t)l * n] = (shifted[i] - base[i]) / h;
+    }
+    set_multipliers(dae, u);
+    return code;
+}
+
+/* Newton Jacobian [H_z, G_w] with H_z = G_x B^-1 P^T F_z (F_z along the
+ * multipliers' directions); B^-1 P^T F_z is kept in
+ * part.rate_of_multiplier. */
+static int multiplier_jacobian(const double *u, double *J, int ldj, void *user)
+{
+    cdyn_dae *dae = user;
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
+    double *fz = dae->scratch; /* n x nz */
+    int code = force_along_multipliers(dae, u, fz);
+    if (code != 0) return code;
     cdyn__dae_part *p = &dae->part;
-    double *x_z = p->rate_of_multiplier; /* r x q */
-    size_t fz_bytes = sizeof(double) * (size_t)r * q;
-    cdyn__dae_range_t(dae, q, fz, n, 1.0, p->fz_next, r);
+    double *x_z = p->rate_of_multiplier; /* r x nz */
+    size_t fz_bytes = sizeof(double) * (size_t)r * nz;
+    cdyn__dae_range_t(dae, nz, fz, n, 1.0, p->fz_next, r);
     int same = p->hz_valid && memcmp(p->fz_next, p->range_t_fz, fz_bytes) == 0;
     for (int j = 0; same && j < r; ++j)
         same = memcmp(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
@@ -212,12 +313,12 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
     if (!same) { /* X_z = B^-1 P^T F_z, H_z = G_x X_z (else both as last time) */
         memcpy(p->range_t_fz, p->fz_next, fz_bytes);
         memcpy(x_z, p->range_t_fz, fz_bytes);
-        cdyn__getrs('N', r, q, p->reduced, r, p->ipiv, x_z, r);
+        cdyn__getrs('N', r, nz, p->reduced, r, p->ipiv, x_z, r);
         for (int j = 0; j < r; ++j)
             memcpy(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
                    sizeof(double) * (size_t)q);
-        memset(p->hz_last, 0, sizeof(double) * (size_t)q * q);
-        for (int l = 0; l < q; ++l) {
+        memset(p->hz_last, 0, sizeof(double) * (size_t)q * nz);
+        for (int l = 0; l < nz; ++l) {
             double *col = p->hz_last + (size_t)l * q;
             for (int j = 0; j < r; ++j) {
                 const double *g = p->gx_last + (size_t)j * q;
@@ -227,8 +328,11 @@ static int multiplier_jacobian(const double *z, double *J, int ldj, void *user)
         }
         p->hz_valid = 1;
     }
-    for (int l = 0; l < q; ++l)
+    for (int l = 0; l < nz; ++l)
         memcpy(J + (size_t)l * ldj, p->hz_last + (size_t)l * q, sizeof(double) * (size_t)q);
+    for (int l = nz; l < q; ++l) /* G_w: H is affine in w' */
+        memcpy(J + (size_t)l * ldj, p->constraint_jac + (size_t)x_state(dae, r + l - nz) * q,
+               sizeof(double) * (size_t)q);
     return 0;
 }
 
@@ -247,20 +351,21 @@ static cdyn_status multiplier_appears(cdyn_dae *dae, const char *fn, double t, i
                       fn, z, t);
 }
 
-/* Without dF/dv: G_x by central differences of G0 (2 r force
- * evaluations; the constraints are affine in x in hydraulics, where this
- * is exact to rounding, and a forward difference's 1e-8 would reach the
- * rates directly, since every dependent state has mass), and one shift of
- * all multipliers together to confirm that G0 does not see them. F(v) is
- * in force_val. */
+/* Without dF/dv: the columns of G_v for x and w by central differences of
+ * G0 (2 (r + q - nz) evaluations of F; the constraints are affine in x in
+ * hydraulics, where this is exact to rounding, and a forward difference's
+ * 1e-8 would reach the rates directly, since every dependent state x_d has
+ * mass), and one shift of all multipliers together along their directions
+ * to confirm that G0 does not see them (direction_absent's test, with the
+ * differenced columns). F(v) is in force_val. */
 static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double t)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
     cdyn__dae_part *p = &dae->part;
     double *v = dae->v_trial, *up = dae->force_shift, *down = dae->force_dt;
     double *g_up = p->vec_q, *g_down = dae->residual; /* q each */
     memset(p->constraint_jac, 0, sizeof(double) * (size_t)q * n);
-    for (int j = 0; j < r; ++j) {
+    for (int j = 0; j < r + q - nz; ++j) {
         int x = x_state(dae, j);
         double saved = v[x], h = INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, x);
         double ahead = 0.0, behind = 0.0;
@@ -281,44 +386,55 @@ static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double 
         double *col = p->constraint_jac + (size_t)x * q;
         for (int k = 0; k < q; ++k) col[k] = (g_up[k] - g_down[k]) / (ahead + behind);
     }
-    double *saved_z = dae->bound; /* q; free until the certificate */
-    for (int k = 0; k < q; ++k) {
-        int z = dae->multiplier[k];
-        saved_z[k] = v[z];
-        v[z] += INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, z);
-    }
+    /* saved (n), shift (n), dz (nz): free until the certificate */
+    double *saved = dae->bound, *shift = dae->tau, *dz = p->multiplier_step;
+    memcpy(saved, v, sizeof(double) * (size_t)n);
+    for (int l = 0; l < nz; ++l)
+        dz[l] = INDEX2_G_STEP * cdyn__dae_step_scale(dae, v, dae->multiplier[l]);
+    shift_multipliers(dae, dz);
     cdyn_status st = cdyn__dae_force(dae, fn, t, v, up);
-    for (int k = 0; k < q; ++k) v[dae->multiplier[k]] = saved_z[k];
+    for (int j = 0; j < n; ++j) { /* the shift taken, then v as it was */
+        shift[j] = v[j] - saved[j];
+        v[j] = saved[j];
+    }
     if (st != CDYN_OK) return st;
-    for (int k = 0; k < q; ++k) { /* beta^T (F(z + h) - F(z)) is rounding only */
+    for (int k = 0; k < q; ++k) { /* beta^T (F(v + shift) - F(v)) against its rounding */
         const double *b = p->beta + (size_t)k * n;
-        double change = 0.0, size = 0.0;
+        double change = 0.0, size = 0.0, shifts = 0.0;
         for (int i = 0; i < n; ++i) {
             change += b[i] * (up[i] - dae->force_val[i]);
             size += fabs(b[i]) * (fabs(up[i]) + fabs(dae->force_val[i]));
         }
-        if (!(fabs(change) <= 64.0 * DBL_EPSILON * size))
+        for (int i = nz; i < q; ++i) {
+            int w = dae->algebraic[i];
+            shifts += fabs(p->constraint_jac[k + (size_t)w * q] * shift[w]);
+        }
+        if (!(fabs(change) <= 64.0 * DBL_EPSILON * size + 1e-6 * shifts))
             return multiplier_appears(dae, fn, t, -1);
     }
     return CDYN_OK;
 }
 
-/* G_v, -G_t (part.vec_q2) and the LU of B at v_trial, whose multiplier
- * entries are the warm start (G0 does not depend on them). */
+/* G_v (multipliers' columns zero), -G_t (part.vec_q2) and the LU of B at
+ * v_trial, whose multiplier entries are the warm start (G0 does not move
+ * along their directions). */
 static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
     cdyn__dae_part *p = &dae->part;
     cdyn_status st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
     if (st == CDYN_OK && dae->jacobian) {
         st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
         if (st != CDYN_OK) return st;
         cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
-        for (int k = 0; k < q; ++k) {
-            int z = dae->multiplier[k];
-            if (!absent_from_constraints(dae, z)) return multiplier_appears(dae, fn, t, z);
-            memset(p->constraint_jac + (size_t)z * q, 0, sizeof(double) * (size_t)q);
+        for (int l = 0; l < nz; ++l) {
+            int z = dae->multiplier[l];
+            if (!direction_absent(dae, p->multiplier_dir + (size_t)l * n, z))
+                return multiplier_appears(dae, fn, t, z);
         }
+        for (int l = 0; l < nz; ++l)
+            memset(p->constraint_jac + (size_t)dae->multiplier[l] * q, 0,
+                   sizeof(double) * (size_t)q);
     } else if (st == CDYN_OK) {
         st = constraint_differences(dae, fn, t);
     }
@@ -338,15 +454,14 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
-/* A factorization of H_z at the solution z (v_trial), at full rank. */
-static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t)
+/* A factorization of [H_z, G_w] at the solution u = (z, w'), at full rank. */
+static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t, const double *u)
 {
     int q = dae->q;
     if (cdyn__newton_solution_factored(dae->newton_z)) return CDYN_OK;
-    double *hz = dae->part.ga, *zs = dae->bound; /* bound: free until the certificate */
-    for (int k = 0; k < q; ++k) zs[k] = dae->v_trial[dae->multiplier[k]];
+    double *hz = dae->part.ga;
     dae->t_eval = t;
-    if (multiplier_jacobian(zs, hz, q, dae) != 0)
+    if (multiplier_jacobian(u, hz, q, dae) != 0)
         return cdyn__fail(dae->msg, CDYN_ERR_CALLBACK,
                           "%s: the model callback returned %d at t = %g", fn,
                           dae->callback_code, t);
@@ -369,13 +484,13 @@ static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t)
  * rounding is part of the solution's, not of the data). */
 static double backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
+    int n = dae->n, r = dae->r, nz = dae->nz;
     cdyn__dae_rates_backward_error(dae, vdot, ptf);
     const double *ptfz = dae->part.range_t_fz, *res = dae->residual;
     double *bound = dae->bound, worst = 0.0;
-    for (int k = 0; k < q; ++k) {
-        double z = fabs(dae->v_trial[dae->multiplier[k]]);
-        for (int i = 0; i < r; ++i) bound[i] += fabs(ptfz[i + (size_t)k * r]) * z;
+    for (int l = 0; l < nz; ++l) {
+        double z = fabs(dae->v_trial[dae->multiplier[l]]);
+        for (int i = 0; i < r; ++i) bound[i] += fabs(ptfz[i + (size_t)l * r]) * z;
     }
     for (int i = 0; i < n; ++i) {
         double w = bound[i] > 0.0 ? fabs(res[i]) / bound[i] : (res[i] == 0.0 ? 0.0 : INFINITY);
@@ -384,10 +499,11 @@ static double backward_error(cdyn_dae *dae, const double *vdot, const double *pt
     return worst;
 }
 
-/* One more step on G0 = 0 for x_d with the Newton solver's last
- * factorization: the solve stops once its predicted correction is below
- * the tolerance (1e-10 relative by default) without taking it; taken, it
- * leaves the balances of an affine G0 (the junctions) met to rounding. */
+/* One more step on G0 = 0 for the dependent states with the Newton
+ * solver's last factorization: the solve stops once its predicted
+ * correction is below the tolerance (1e-10 relative by default) without
+ * taking it; taken, it leaves the balances of an affine G0 (the junctions)
+ * met to rounding. */
 static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n, q = dae->q;
@@ -403,53 +519,72 @@ static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
+/* vdot (n) from x' (r) and w' (q - nz); the multipliers' entries 0. */
+static void assemble_rates(const cdyn_dae *dae, const double *xdot, const double *wdot,
+                           double *vdot)
+{
+    int r = dae->r, nw = dae->q - dae->nz;
+    memset(vdot, 0, sizeof(double) * (size_t)dae->n);
+    for (int j = 0; j < r; ++j) vdot[x_state(dae, j)] = xdot[j];
+    for (int i = 0; i < nw; ++i) vdot[x_state(dae, r + i)] = wdot[i];
+}
+
 cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
 {
-    int n = dae->n, q = dae->q, r = dae->r;
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
     cdyn_status st = polish_dependent(dae, fn, t);
     if (st == CDYN_OK) st = constraint_data(dae, fn, t);
     if (st != CDYN_OK) return st;
-    double *z = dae->part.vec_q;
-    for (int k = 0; k < q; ++k) z[k] = dae->v_trial[dae->multiplier[k]];
+    double *u = dae->part.vec_q, *wdot = dae->part.rate_w;
+    for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
+    for (int i = 0; i < nw; ++i) u[nz + i] = dae->vdot_last[x_state(dae, r + i)];
     dae->t_eval = t;
-    st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, z);
-    for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] = z[k];
+    st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, u);
+    set_multipliers(dae, u);
+    memcpy(wdot, u + nz, sizeof(double) * (size_t)nw);
     const double *z_tolerance = cdyn__newton_tolerance(dae->newton_z);
-    for (int k = 0; k < q; ++k) dae->resolution[dae->multiplier[k]] = z_tolerance[k];
+    for (int l = 0; l < nz; ++l) dae->resolution[dae->multiplier[l]] = z_tolerance[l];
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, st, "%s: multipliers at t = %g: %s", fn, t,
                           cdyn_newton_last_error(dae->newton_z));
-    st = factor_at_solution(dae, fn, t);
+    if (nw > 0) { /* the state the shifts of w left, back on G0 = 0 */
+        st = polish_dependent(dae, fn, t);
+        if (st != CDYN_OK) return st;
+    }
+    memcpy(u + nz, wdot, sizeof(double) * (size_t)nw);
+    for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
+    st = factor_at_solution(dae, fn, t, u);
     if (st != CDYN_OK) return st;
 
-    /* x' = B^-1 P^T F(x, z, t), certified on [P^T M; G_v] v' = [P^T F; -G_t]
-     * (the multipliers' columns are zero), with up to two steps of
-     * refinement of (x', z) through the factorizations of B and H_z:
-     * dx0 = B^-1 res_top, dz = H_z^-1 (res_bottom - G_x dx0),
+    /* x' = B^-1 P^T F(x, z, t) and w', certified on
+     * [P^T M; G_v] v' = [P^T F; -G_t] (the multipliers' columns are zero),
+     * with up to two steps of refinement of (x', z, w') through the
+     * factorizations of B and [H_z, G_w]: dx0 = B^-1 res_top,
+     * (dz, dw') = [H_z, G_w]^-1 (res_bottom - G_x dx0),
      * dx' = dx0 + (B^-1 P^T F_z) dz; F is evaluated again at the new z */
-    double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *dz = dae->part.vec_q;
+    double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *du = dae->part.vec_q;
     double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier;
     st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
     if (st != CDYN_OK) return st;
     rates_of_x(dae, dae->force_val, ptf, xdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = INFINITY;
     for (int step = 0;; ++step) {
-        memset(vdot, 0, sizeof(double) * (size_t)n);
-        for (int j = 0; j < r; ++j) vdot[x_state(dae, j)] = xdot[j];
+        assemble_rates(dae, xdot, wdot, vdot);
         omega = backward_error(dae, vdot, ptf);
         if (step == 2 || !(omega > tolerance) || !isfinite(omega)) break;
         const double *res_top = dae->residual, *res_bottom = dae->residual + r;
         memcpy(dx, res_top, sizeof(double) * (size_t)r);
         cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, dx, r);
-        constraint_rate(dae, dx, dz); /* G_x dx0 - G_t */
-        for (int k = 0; k < q; ++k) dz[k] = res_bottom[k] - (dz[k] + dae->part.vec_q2[k]);
-        cdyn__newton_apply(dae->newton_z, dz, dz);
+        constraint_rate(dae, dx, NULL, du); /* G_x dx0 - G_t */
+        for (int k = 0; k < q; ++k) du[k] = res_bottom[k] - (du[k] + dae->part.vec_q2[k]);
+        cdyn__newton_apply(dae->newton_z, du, du);
         for (int j = 0; j < r; ++j) {
             double c = dx[j];
-            for (int k = 0; k < q; ++k) c += x_z[j + (size_t)k * r] * dz[k];
+            for (int l = 0; l < nz; ++l) c += x_z[j + (size_t)l * r] * du[l];
             xdot[j] += c;
         }
-        for (int k = 0; k < q; ++k) dae->v_trial[dae->multiplier[k]] += dz[k];
+        for (int i = 0; i < nw; ++i) wdot[i] += du[nz + i];
+        shift_multipliers(dae, du);
         st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
         if (st != CDYN_OK) return st;
         cdyn__dae_range_t(dae, 1, dae->force_val, n, 1.0, ptf, r);
@@ -462,55 +597,68 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
                           "(componentwise backward error %.2e > %.2e): the index-2 system is "
                           "singular to rounding there",
                           fn, t, omega, tolerance);
+    /* the rates of the massless states the multipliers move are not
+     * determined (only those of w relative to the multipliers are) */
+    for (int l = 0; l < nz; ++l) {
+        const double *d = dae->part.multiplier_dir + (size_t)l * n;
+        for (int i = 0; i < nw; ++i)
+            if (d[x_state(dae, r + i)] != 0.0) vdot[x_state(dae, r + i)] = 0.0;
+    }
     return CDYN_OK;
 }
 
 /* d ydot/dy by the implicit function theorem (the evaluation at y must be
  * the last one, with the Jacobian callback). Along a column e_j of y the
- * dependent states move by D = -G_d^-1 G_i (the x_d solve's factorization),
- * so dx = [e_j; D e_j]. Differentiating B x' = P^T F(x, z, t) and the
- * constraints' rate G_x x' + G_t = 0 at fixed t:
- *     B dx' = P^T (F_x dx + F_z dz),   G_x dx' + K dx = 0,
- * K = d/dx (G_x w + G_t) at w = x' (zero for affine balances), hence
- *     H_z dz = -(G_x B^-1 P^T F_x dx + K dx),   dx' = B^-1 P^T F_x dx + X_z dz,
+ * dependent states (x_d and w) move by D = -G_d^-1 G_i (the G0 solve's
+ * factorization), so ds = [e_j; D e_j] over s = (y, x_d, w).
+ * Differentiating B x' = P^T F(s, z, t) and the constraints' rate
+ * G_x x' + G_w w' + G_t = 0 at fixed t (the multipliers held along their
+ * directions, z' = 0):
+ *     B dx' = P^T (F_s ds + F_z dz),   G_x dx' + G_w dw' + K ds = 0,
+ * K = d/ds (G_s s' + G_t) at s' (zero for affine balances), hence
+ *     [H_z, G_w] (dz, dw') = -(G_x B^-1 P^T F_s ds + K ds),
+ *     dx' = B^-1 P^T F_s ds + X_z dz,
  * with H_z = G_x X_z and X_z = B^-1 P^T F_z as the multipliers' solve left
  * them at the solution. ydot's rows are the first ny of dx'. */
 static cdyn_status exact_jacobian(cdyn_dae *dae, const char *fn, double t, double *J)
 {
-    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny;
+    int n = dae->n, q = dae->q, r = dae->r, ny = dae->ny, nz = dae->nz, ns = ny + q;
     const cdyn__dae_part *p = &dae->part;
-    double *diff = dae->prod, *kx = dae->aug, *d = dae->aug_rhs, two_h = 0.0;
+    double *diff = dae->prod, *ks = dae->aug, *d = dae->aug_rhs, two_h = 0.0;
     cdyn_status st = cdyn__dae_jacobian_along_motion(dae, fn, t, diff, &two_h);
     if (st != CDYN_OK) return st;
-    for (int j = 0; j < r; ++j) /* K (q x r, B's column order) */
+    for (int j = 0; j < ns; ++j) /* K (q x ns, in the order of s) */
         cdyn__dae_beta_t(dae, 1, diff + (size_t)x_state(dae, j) * n, n, 1.0 / two_h,
-                         kx + (size_t)j * q, q);
+                         ks + (size_t)j * q, q);
     st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_last); /* F_v at the state */
     if (st != CDYN_OK) return st;
     for (int j = 0; j < ny; ++j) /* D = -G_d^-1 G_i (q x ny) */
         for (int k = 0; k < q; ++k)
             d[k + (size_t)j * q] = -p->constraint_jac[k + (size_t)dae->integrated[j] * q];
     cdyn__newton_apply_many(dae->newton, d, q, ny, d, q);
-    double *dx = dae->origin, *u = dae->scratch, *s = dae->residual, *g = dae->bound;
+    double *ds = dae->origin, *u = dae->scratch, *s = dae->residual, *g = dae->bound;
     const double *x_z = p->rate_of_multiplier;
     for (int j = 0; j < ny; ++j) {
-        for (int l = 0; l < r; ++l) dx[l] = l < ny ? (l == j) : d[(l - ny) + (size_t)j * q];
-        memset(u, 0, sizeof(double) * (size_t)n); /* F_x dx */
-        for (int l = 0; l < r; ++l) {
+        for (int l = 0; l < ns; ++l) ds[l] = l < ny ? (l == j) : d[(l - ny) + (size_t)j * q];
+        memset(u, 0, sizeof(double) * (size_t)n); /* F_s ds */
+        for (int l = 0; l < ns; ++l) {
             const double *col = dae->force_jac + (size_t)x_state(dae, l) * n;
-            for (int i = 0; dx[l] != 0.0 && i < n; ++i) u[i] += col[i] * dx[l];
+            for (int i = 0; ds[l] != 0.0 && i < n; ++i) u[i] += col[i] * ds[l];
         }
-        rates_of_x(dae, u, dae->force_shift, s); /* s = B^-1 P^T F_x dx */
-        for (int k = 0; k < q; ++k) g[k] = 0.0; /* -(G_x s + K dx) */
+        rates_of_x(dae, u, dae->force_shift, s); /* s = B^-1 P^T F_s ds */
+        for (int k = 0; k < q; ++k) g[k] = 0.0; /* -(G_x s + K ds) */
+        for (int l = 0; l < ns; ++l) {
+            const double *kl = ks + (size_t)l * q;
+            for (int k = 0; k < q; ++k) g[k] -= kl[k] * ds[l];
+        }
         for (int l = 0; l < r; ++l) {
             const double *gx = p->constraint_jac + (size_t)x_state(dae, l) * q;
-            const double *kl = kx + (size_t)l * q;
-            for (int k = 0; k < q; ++k) g[k] -= gx[k] * s[l] + kl[k] * dx[l];
+            for (int k = 0; k < q; ++k) g[k] -= gx[k] * s[l];
         }
-        cdyn__newton_apply(dae->newton_z, g, g); /* dz */
+        cdyn__newton_apply(dae->newton_z, g, g); /* (dz, dw') */
         for (int i = 0; i < ny; ++i) {
             double c = s[i];
-            for (int k = 0; k < q; ++k) c += x_z[i + (size_t)k * r] * g[k];
+            for (int l = 0; l < nz; ++l) c += x_z[i + (size_t)l * r] * g[l];
             J[i + (size_t)j * ny] = c;
         }
     }

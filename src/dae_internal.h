@@ -47,6 +47,13 @@ typedef struct cdyn__dae_part {
      * in the pressures, affine balances) give the same H_z and X_z */
     double *hz_last, *gx_last, *fz_next;
     int hz_valid;
+    /* mixed index 1/2 (dae_index2.c): column l (n) is the direction the
+     * l-th multiplier moves the state in, 1 at its own entry and the
+     * shifts of the massless dependent states w that keep G0 (all zero
+     * elsewhere); and the rates w' the multipliers' solve finds (q) */
+    double *multiplier_dir;
+    double *rate_w;
+    double *multiplier_step; /* q: scratch of set_multipliers */
     /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
      * its non-zeros by columns, 1 / its row maxima and each column's largest
      * |entry| / row maximum; built once for a constant M (top_valid) */
@@ -96,7 +103,9 @@ struct cdyn_dae {
     int reduced_factored;   /* part.reduced holds the LU of a matrix fixed by the split and a
                              * constant M (P^T M_i, decoupled; P^T M_x, index-2 form) */
     int ny;                 /* length of y: r (index 1) or r - q (index 2) */
-    int *multiplier;        /* q (index-2 form): the massless states absent from G0 */
+    int *multiplier;        /* nz (index-2 form): the massless states G0 does not see */
+    int nz;                 /* number of multipliers: q in a pure index-2 network, fewer when
+                             * q - nz massless states w are solved from G0 (mixed index 1/2) */
     cdyn_newton *newton_z;  /* q x q: the multipliers in the index-2 form */
     double *v_last;         /* n, last consistent state (warm start) */
     double *vdot_last;      /* n */

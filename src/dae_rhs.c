@@ -130,7 +130,8 @@ static void install_tolerances(cdyn_dae *dae)
     for (int k = 0; k < dae->q; ++k) atol[k] = dae->atol[dae->algebraic[k]];
     cdyn_newton_set_tolerances(dae->newton, dae->rtol, dae->has_atol ? atol : NULL);
     if (!dae->index2) return;
-    for (int k = 0; k < dae->q; ++k) atol[k] = dae->atol[dae->multiplier[k]];
+    /* the multipliers' unknowns (z, w'): no absolute tolerance for the rates w' */
+    for (int k = 0; k < dae->q; ++k) atol[k] = k < dae->nz ? dae->atol[dae->multiplier[k]] : 0.0;
     cdyn_newton_set_tolerances(dae->newton_z, dae->rtol, dae->has_atol ? atol : NULL);
 }
 
@@ -159,7 +160,7 @@ static void learn_magnitudes(cdyn_dae *dae, const double *v)
     for (int k = 0; k < q; ++k) m[dae->algebraic[k]] = fmax(m[dae->algebraic[k]], nominal[k]);
     if (!dae->index2) return;
     nominal = cdyn__newton_nominal(dae->newton_z);
-    for (int k = 0; k < q; ++k) m[dae->multiplier[k]] = fmax(m[dae->multiplier[k]], nominal[k]);
+    for (int k = 0; k < dae->nz; ++k) m[dae->multiplier[k]] = fmax(m[dae->multiplier[k]], nominal[k]);
 }
 
 cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
@@ -230,7 +231,7 @@ int cdyn_dae_split_states(const cdyn_dae *dae, int *integrated, int *algebraic)
     if (integrated) memcpy(integrated, dae->integrated, sizeof(int) * (size_t)ny);
     if (algebraic) memcpy(algebraic, dae->algebraic, sizeof(int) * (size_t)q);
     if (algebraic && dae->index2)
-        memcpy(algebraic + q, dae->multiplier, sizeof(int) * (size_t)q);
+        memcpy(algebraic + q, dae->multiplier, sizeof(int) * (size_t)dae->nz);
     return ny;
 }
 
