@@ -702,6 +702,37 @@ static void mark_levels(cdyn_dae *dae, int i, int level)
     }
 }
 
+/* Scale the columns of aug and aug_rhs (one factor per state, a power of
+ * two) so that each column's largest entry of [M | dF/dv], with every
+ * equation first divided by its size, lies in [1/2, 1). The row
+ * combinations of the analysis are then formed in that frame: a state
+ * whose entries are small in the caller's units (pressures in 1e-4 Pa
+ * beside flows in m^3/s) keeps its entries above the rounding that the
+ * combinations of the other columns leave in it, so the levels, and the
+ * index, do not depend on the units of the states. Column scaling changes
+ * neither the rank nor the row combinations. Uses tau (n). */
+static void scale_state_columns(cdyn_dae *dae)
+{
+    int n = dae->n;
+    double *c = dae->tau;
+    for (int j = 0; j < n; ++j) {
+        double largest = 0.0;
+        for (int i = 0; i < n; ++i) {
+            double size = dae->equation_size[i];
+            if (!(size > 0.0)) continue;
+            double a = fabs(dae->aug[i + (size_t)j * n]), b = fabs(dae->aug_rhs[i + (size_t)j * n]);
+            double e = (a > b ? a : b) / size;
+            largest = e > largest ? e : largest;
+        }
+        c[j] = cdyn__inverse_power_of_two(largest);
+    }
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) {
+            dae->aug[i + (size_t)j * n] *= c[j];
+            dae->aug_rhs[i + (size_t)j * n] *= c[j];
+        }
+}
+
 cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *index)
 {
     if (!dae) return CDYN_ERR_ARG;
@@ -733,6 +764,7 @@ cdyn_status cdyn_dae_analyze(cdyn_dae *dae, double t, const double *v, int *inde
                                          fmax(fabs(dae->aug[i + (size_t)j * n]),
                                               fabs(dae->aug_rhs[i + (size_t)j * n])));
     }
+    scale_state_columns(dae);
     memset(dae->level_count, 0, sizeof dae->level_count);
     dae->analyzed = 0;
     for (int level = 0;; ++level) {

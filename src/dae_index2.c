@@ -537,7 +537,8 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     if (st != CDYN_OK) return st;
     double *u = dae->part.vec_q, *wdot = dae->part.rate_w;
     for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
-    for (int i = 0; i < nw; ++i) u[nz + i] = dae->vdot_last[x_state(dae, r + i)];
+    for (int i = 0; i < nw; ++i) /* w' from the last evaluation (H is affine in w') */
+        u[nz + i] = dae->state_valid ? dae->vdot_last[x_state(dae, r + i)] : 0.0;
     dae->t_eval = t;
     st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, u);
     set_multipliers(dae, u);
@@ -547,8 +548,10 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     if (st != CDYN_OK)
         return cdyn__fail(dae->msg, st, "%s: multipliers at t = %g: %s", fn, t,
                           cdyn_newton_last_error(dae->newton_z));
-    if (nw > 0) { /* the state the shifts of w left, back on G0 = 0 */
-        st = polish_dependent(dae, fn, t);
+    if (nw > 0) { /* w moved with the multipliers: G0 = 0 again at the new z */
+        double *x = dae->part.multiplier_step;
+        for (int k = 0; k < q; ++k) x[k] = dae->v_trial[dae->algebraic[k]];
+        st = cdyn__dae_solve_algebraic(dae, fn, t, x);
         if (st != CDYN_OK) return st;
     }
     memcpy(u + nz, wdot, sizeof(double) * (size_t)nw);

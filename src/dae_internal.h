@@ -301,6 +301,11 @@ cdyn_status cdyn__dae_index2_jacobian(cdyn_dae *dae, const char *fn, double t, c
 cdyn_status cdyn__dae_jacobian_along_motion(cdyn_dae *dae, const char *fn, double t,
                                             double *diff, double *two_h);
 
+/* Solve G0(v_i, v_a, t) = 0 for v_a (T3.3) starting from x (q); the
+ * integrated states must be in v_trial. x holds the result (best iterate
+ * on failure), also written to v_trial. Uses bound (q). */
+cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, double *x);
+
 /* CDYN_ERR_BUSY when called from inside a callback of dae. */
 cdyn_status cdyn__dae_check_idle(cdyn_dae *dae, const char *fn);
 

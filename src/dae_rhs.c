@@ -84,9 +84,7 @@ static int algebraic_differences(const double *x, double *J, int ldj, void *user
     return code;
 }
 
-/* Solve G0(v_i, v_a, t) = 0 for v_a (T3.3) starting from x; the integrated
- * states must be in v_trial. x holds the result (best iterate on failure). */
-static cdyn_status solve_algebraic(cdyn_dae *dae, const char *fn, double t, double *x)
+cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, double *x)
 {
     /* the size of each hidden constraint's terms in the other states, from
      * the last dG0/dv (split or evaluation): terms that cancel at the guess
@@ -276,7 +274,7 @@ cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v)
     double *x = dae->part.vec_q;
     memcpy(dae->v_trial, v, sizeof(double) * (size_t)n);
     for (int k = 0; k < q; ++k) x[k] = v[dae->algebraic[k]];
-    st = solve_algebraic(dae, fn, t, x);
+    st = cdyn__dae_solve_algebraic(dae, fn, t, x);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV)
         for (int k = 0; k < q; ++k) v[dae->algebraic[k]] = x[k];
     if (st == CDYN_OK) {
@@ -589,7 +587,7 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     cdyn_status st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK && q > 0) {
         for (int k = 0; k < q; ++k) p->vec_q[k] = dae->v_last[dae->algebraic[k]];
-        st = solve_algebraic(dae, fn, t, p->vec_q);
+        st = cdyn__dae_solve_algebraic(dae, fn, t, p->vec_q);
     }
     double *vdot = dae->prod; /* n, committed below */
     if (dae->index2) {
