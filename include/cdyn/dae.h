@@ -266,21 +266,26 @@ CDYN_API cdyn_status cdyn_dae_equation_levels(const cdyn_dae *dae, int *level_of
  *
  * Index 2 (hydraulic networks whose junctions have no storage,
  * docs/theory.md "Index-2 networks"): when the analysis finds index 2 and
- * exactly q massless states are absent from the q hidden constraints (the
- * junction pressures, absent from the junction balances), those states are
- * the constraints' multipliers z and the split is the index-2 form: the
- * other states x are split by a pivoted QR of dG0/dx (cdyn_nullspace, as
- * for linear velocity constraints) into r - q integrated states y and q
+ * M has exactly q zero columns, the split is the index-2 form. The
+ * massless states the hidden constraints G0 do not see (the junction
+ * pressures, absent from the junction balances) are the constraints'
+ * multipliers z; massless states G0 does see (an orifice's flow and the
+ * pressure difference across it: a mixed index-1/2 network) are solved
+ * from G0 with the states with mass x_d that complete the set, and where
+ * G0 sees only a combination of pressures, the rest of it (the pressure
+ * level of two junctions joined by an orifice) is a multiplier too. The
+ * states are split by a pivoted QR of dG0/dv (cdyn_nullspace, as for
+ * linear velocity constraints) into the integrated states y and the
  * dependent ones, solved from G0 = 0 at every evaluation (so the balances
  * hold to the Newton tolerance, without drift), and z comes from the rates
- * (P^T M x' = P^T F(x, z, t), dG0/dx x' + dG0/dt = 0) by a second Newton
- * solve. y has r - q entries (cdyn_dae_ode_size()). This form needs a
- * constant M (cdyn_dae_set_mass()).
+ * (P^T M x' = P^T F, dG0/dv v' + dG0/dt = 0) by a second Newton solve. y
+ * has r - n_z entries (cdyn_dae_ode_size(), n_z multipliers). This form
+ * needs a constant M (cdyn_dae_set_mass()).
  *
  * Refuses (CDYN_ERR_SINGULAR, the index in the message) a DAE whose index
- * at (t, v) is above 2, or 2 without that form (e.g. a junction without
- * storage next to an orifice whose flow is massless: a mixed index 1/2
- * network). Stores v as the warm start of the algebraic states.
+ * at (t, v) is above 2, or 2 without that form (fewer than q massless
+ * states; a multiplier that G0 sees along every choice of the others).
+ * Stores v as the warm start of the algebraic states.
  */
 CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
 
@@ -288,7 +293,8 @@ CDYN_API cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v);
  * The current split: integrated (cdyn_dae_ode_size() entries, in the order
  * of y) and algebraic (the other n - cdyn_dae_ode_size() entries) state
  * indices, 0-based. For index 1 the algebraic list is v_a (q entries); in
- * the index-2 form it is the q dependent states, then the q multipliers.
+ * the index-2 form it is the q dependent states (those with mass first),
+ * then the n_z multipliers (n - cdyn_dae_ode_size() - q).
  * Either may be NULL. Returns the length of the integrated list, or -1
  * (with the message) for NULL dae, before cdyn_dae_split(), or when the
  * two lists overlap.
@@ -446,9 +452,10 @@ CDYN_API cdyn_status cdyn_dae_residual_jacobian(cdyn_dae *dae, double t, double 
 /**
  * Full state v and rate v' (length n each; either may be NULL) of the last
  * successful cdyn_dae_rhs(). In the index-2 form the rates of the
- * multipliers (junction pressures) are not computed and are written as 0
- * (their columns of M are zero, so M v' is exact). CDYN_ERR_ARG if there
- * was none.
+ * multipliers (junction pressures), and of the massless dependent states
+ * that move with them (the other pressure across an orifice), are not
+ * computed and are written as 0 (their columns of M are zero, so M v' is
+ * exact). CDYN_ERR_ARG if there was none.
  */
 CDYN_API cdyn_status cdyn_dae_last_state(const cdyn_dae *dae, double *v, double *vdot);
 
