@@ -136,9 +136,9 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
      * alpha = Pi [I; -W2^-1 W1] of G_v, on the states without mass (the
      * massed entries are zero to rounding: G_v restricted to the massless
      * states has rank q - nz, and W2 holds that many of them) */
-    double *alpha = dae->aug, *dir = p->multiplier_dir; /* n x r, n x nz */
+    double *alpha = dae->aug, *dir = dae->scratch; /* n x r, n x nz (n x n each) */
     cdyn_nullspace_alpha(p->split_ns, alpha, n);
-    memset(dir, 0, sizeof(double) * (size_t)n * q);
+    memset(dir, 0, sizeof(double) * (size_t)n * nz);
     cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q); /* every column again */
     for (int l = 0, c = 0; c < r; ++c) {
         if (!p->massless[independent[c]]) continue;
@@ -159,6 +159,8 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
     for (int k = 0; k < q; ++k)
         if (p->massless[dependent[k]]) algebraic[na++] = dependent[k];
     memcpy(dae->multiplier, multiplier, sizeof(int) * (size_t)nz);
+    memset(p->multiplier_dir, 0, sizeof(double) * (size_t)n * q);
+    memcpy(p->multiplier_dir, dir, sizeof(double) * (size_t)n * nz);
     int ny = 0;
     for (int j = 0; j < r; ++j)
         if (!p->massless[independent[j]]) dae->integrated[ny++] = independent[j];
