@@ -850,14 +850,26 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
         for (int j = 0; j < p; ++j) {
             if (b->nominal[j] > 0.0) continue;
             int count = column(nt, J, j, &rows, &col);
-            double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]);
+            double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
+            for (int e = 0; e < count; ++e) { /* the largest |J_ij| / terms_i (below) */
+                int i = rows ? rows[e] : e;
+                double a = fabs(col[e]);
+                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i])
+                    reach = a / terms[i] > reach ? a / terms[i] : reach;
+            }
             for (int e = 0; e < count; ++e) {
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
                 /* the other terms: an equation whose only term is this
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
-                 * scale */
+                 * scale; nor does one that this unknown moves 1e-14 as much,
+                 * for the size of its terms, as the equation with other
+                 * terms it moves most (a coefficient that is a difference quotient's noise: its
+                 * others / a would set the floor below at the equation's
+                 * size over that noise; unit-free, as rows and the column
+                 * scale alike) */
                 double others = terms[i] - a * own;
+                if (a <= 64.0 * DBL_EPSILON * reach * terms[i]) continue;
                 if (a > 0.0 && others > 4.0 * DBL_EPSILON * terms[i]) {
                     double ratio = others / a;
                     best = ratio < best ? ratio : best;

@@ -30,6 +30,7 @@
 #include "testutil.h"
 #include "cdyn/newton.h"
 #include "cdyn/status.h"
+#include "newton_internal.h"
 
 enum { MAXP = 4, MAXREC = 256, GUARD = 8 };
 static const double SENTINEL = 12345.0;
@@ -1349,6 +1350,84 @@ START_TEST(closed_valve_flow_converges_to_zero_against_the_junction_flows)
 }
 END_TEST
 
+/* A coefficient that is noise (fuzz_dae, a difference quotient's 3.55e-15
+ * where the equation does not contain the unknown) must not set the
+ * tolerance of an unknown of unknown magnitude. Four linear equations
+ * A x = b with x* = (-0.05, 0.1, 0.05, 6.7): x_3 enters rows 0-2 with
+ * coefficients 13-20 and row 3 with 3.55e-15, 2.4e-16 of that row's
+ * largest. The floor of an unknown heading for 0 ("never below the
+ * rounding of the largest equation that determines it") took row 3's
+ * others / a = 4e4 as that equation: x_3's tolerance became 0.75, every
+ * residual test of rows 0-2 passed with |G| of 0.19 on terms of 20, and
+ * cdyn_dae returned CDYN_OK at such a state. By hand: rows 0-2 determine
+ * x_3 with others / a of about rtol (sum of their terms) / 13, so its
+ * tolerance is about 1e-10 of the other states' size; asserted below
+ * 1e-8 |x_3|, in SI and with x_3 in units 1e8 larger and row 3 1e-8
+ * smaller (the same verdict). A second solve from x* for b shifted by
+ * 0.19 in rows 0-2 must then meet A x = b to 1e-9 of its terms. */
+typedef struct {
+    double A[16], b[4];
+} noisy_linear;
+
+static int res_noisy(const double *x, double *G, void *user)
+{
+    const noisy_linear *m = user;
+    for (int i = 0; i < 4; ++i) {
+        G[i] = -m->b[i];
+        for (int j = 0; j < 4; ++j) G[i] += m->A[i + 4 * j] * x[j];
+    }
+    return 0;
+}
+
+static int jac_noisy(const double *x, double *J, int ldj, void *user)
+{
+    (void)x;
+    const noisy_linear *m = user;
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) J[i + (size_t)j * ldj] = m->A[i + 4 * j];
+    return 0;
+}
+
+START_TEST(a_noise_coefficient_does_not_widen_a_tolerance)
+{
+    const double A[4][4] = {{19.6, 19.6, -13.2, -1.26},
+                            {1.26, -19.6, 16.5, 0.0},
+                            {1.26, -2.08, -19.6, 0.0},
+                            {-14.8, -7.32, 3.55e-15, 0.0}};
+    const double xs[4] = {-0.05, 0.1, 0.05, 6.7};
+    for (int units = 0; units < 2; ++units) {
+        double col2 = units ? 1e8 : 1.0, row3 = units ? 1e-8 : 1.0; /* x_3 = col2 * SI */
+        noisy_linear m;
+        double x[4], xstar[4];
+        for (int j = 0; j < 4; ++j) xstar[j] = xs[j] * (j == 2 ? col2 : 1.0);
+        for (int i = 0; i < 4; ++i) {
+            m.b[i] = 0.0;
+            for (int j = 0; j < 4; ++j) {
+                m.A[i + 4 * j] = A[i][j] * (i == 3 ? row3 : 1.0) / (j == 2 ? col2 : 1.0);
+                m.b[i] += m.A[i + 4 * j] * xstar[j];
+            }
+        }
+        cdyn_newton *nt = create_ok(4, 4);
+        memcpy(x, xstar, sizeof x);
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_noisy, jac_noisy, &m, x), CDYN_OK);
+        const double *tol = cdyn__newton_tolerance(nt);
+        ck_assert_msg(tol[2] <= 1e-8 * fabs(xstar[2]), "units %d: tol of x_3 %.3g for |x_3| %.3g",
+                      units, tol[2], fabs(xstar[2]));
+        for (int i = 0; i < 3; ++i) m.b[i] += (i == 0 ? 0.19 : -0.19);
+        memcpy(x, xstar, sizeof x);
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_noisy, jac_noisy, &m, x), CDYN_OK);
+        double G[4];
+        res_noisy(x, G, &m);
+        for (int i = 0; i < 4; ++i) {
+            double terms = fabs(m.b[i]);
+            for (int j = 0; j < 4; ++j) terms += fabs(m.A[i + 4 * j] * x[j]);
+            ck_assert_double_le(fabs(G[i]), 1e-9 * terms);
+        }
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
 
@@ -2358,6 +2437,7 @@ static Suite *newton_suite(void)
     tcase_set_timeout(dbl, 60);
     tcase_add_test(dbl, double_root_at_zero_converges_in_two_steps_at_any_scale);
     tcase_add_test(dbl, closed_valve_flow_converges_to_zero_against_the_junction_flows);
+    tcase_add_test(dbl, a_noise_coefficient_does_not_widen_a_tolerance);
     suite_add_tcase(s, dbl);
 
     TCase *step = tcase_create("step");

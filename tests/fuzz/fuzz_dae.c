@@ -2,8 +2,9 @@
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
  * set_mass, the residual form (its CDYN_OK checked against M v' - F
  * computed here), hidden constraints, analyze, split (index 1 or the
- * index-2 form), consistent, rhs, its Jacobian, state, every CDYN_OK
- * output finite; in decoded units,
+ * index-2 form), consistent, rhs (the hidden constraints holding at the
+ * state it returns), its Jacobian, state, every CDYN_OK output finite; in
+ * decoded units,
  * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
@@ -50,6 +51,42 @@ static void check_residual(cdyn_dae *dae, const model *md, const double *M, doub
             size += fabs(M[i + n * j] * v[j]);
         }
         if (isfinite(size) && !(fabs(r[i] - want) <= 4.0 * (n + 2) * 2.3e-16 * size)) abort();
+    }
+}
+
+/* After an OK right-hand side: the hidden constraints hold at the state
+ * it returns. The Newton solve converges on the states (1e-10 of the
+ * larger of each state's value and the magnitude it started from, or the
+ * smallest magnitude of the others for a state that started at 0: the
+ * default tolerances, docs/api.md), so G0 = beta^T F(v, t) may be off by dG0/dv times
+ * that; the check allows 1e-6 of it plus 1e-6 of the size of G0's terms:
+ * it catches a state the solve never reached, not its last digits. v0 is
+ * the state the object was split at. */
+static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, const double *v0)
+{
+    int n = md->n, q = n - cdyn_dae_rank(dae);
+    double v[NMAX], G0[NMAX], beta[NMAX * NMAX], size[NMAX];
+    if (q == 0 || cdyn_dae_last_state(dae, v, NULL) != CDYN_OK ||
+        cdyn_dae_bases(dae, beta, n, NULL, n) != CDYN_OK ||
+        cdyn_dae_hidden_constraints(dae, t, v, G0) != CDYN_OK)
+        return;
+    double known = INFINITY; /* a state without a magnitude gets the smallest known one */
+    for (int j = 0; j < n; ++j)
+        if (v0[j] != 0.0) known = fmin(known, fabs(v0[j]));
+    if (isinf(known)) known = 1.0;
+    for (int i = 0; i < n; ++i) {
+        size[i] = fabs(md->c[i]) + fabs(md->d[i] * sin(t));
+        for (int j = 0; j < n; ++j) {
+            double a = md->a[i + NMAX * j], b = md->b[i + NMAX * j];
+            double reach = fmax(fabs(v[j]), v0[j] != 0.0 ? fabs(v0[j]) : known);
+            size[i] += fabs(a * v[j]) + fabs(b * v[j] * v[j]);
+            size[i] += (fabs(a) + 2.0 * fabs(b * v[j])) * reach; /* the states' tolerance */
+        }
+    }
+    for (int k = 0; k < q; ++k) {
+        double bound = 0.0;
+        for (int i = 0; i < n; ++i) bound += fabs(beta[i + n * k]) * size[i];
+        if (isfinite(bound) && !(fabs(G0[k]) <= 1e-6 * bound)) abort();
     }
 }
 
@@ -102,6 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!fuzz_guard_ok(G0, (size_t)q)) abort();
         int index;
         cdyn_dae_analyze(dae, t, v, &index);
+        double v0[NMAX];
+        for (int j = 0; j < n; ++j) v0[j] = v[j];
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
             cdyn_newton *nt = cdyn_dae_newton(dae);
             if (nt) cdyn_newton_set_max_iterations(nt, 8);
@@ -111,7 +150,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
             fuzz_guard_set(ydot, (size_t)r);
             for (int step = 0; step < 3; ++step)
-                fuzz_ok_finite(cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot), ydot, (size_t)r);
+                if (fuzz_ok_finite(cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot), ydot,
+                                   (size_t)r) == CDYN_OK)
+                    check_constraints_hold(dae, &md, t + 0.01 * step, v0);
             double Jy[NMAX * NMAX + FUZZ_GUARD];
             fuzz_guard_set(Jy, (size_t)r * r);
             fuzz_ok_finite(cdyn_dae_rhs_jacobian(dae, t, y, NULL, Jy, r > 0 ? r : 1), Jy,
