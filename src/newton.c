@@ -862,14 +862,16 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                 double a = fabs(col[e]);
                 /* the other terms: an equation whose only term is this
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
-                 * scale; nor does one that this unknown moves 1e-14 as much,
-                 * for the size of its terms, as the equation with other
-                 * terms it moves most (a coefficient that is a difference quotient's noise: its
-                 * others / a would set the floor below at the equation's
-                 * size over that noise; unit-free, as rows and the column
-                 * scale alike) */
+                 * scale; nor does one that this unknown moves less than
+                 * 1e-6 as much, for the size of its terms, as the equation
+                 * with other terms it moves most: a coefficient that may be
+                 * a difference quotient's noise (about 1e-8 in that
+                 * measure), whose others / a would set the floor below at
+                 * the equation's size over that noise. Unit-free (rows and
+                 * the column scale alike); leaving an equation out can only
+                 * tighten the tolerance. */
                 double others = terms[i] - a * own;
-                if (a <= 64.0 * DBL_EPSILON * reach * terms[i]) continue;
+                if (a <= 1e-6 * reach * terms[i]) continue;
                 if (a > 0.0 && others > 4.0 * DBL_EPSILON * terms[i]) {
                     double ratio = others / a;
                     best = ratio < best ? ratio : best;

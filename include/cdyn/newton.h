@@ -48,7 +48,12 @@
  * the largest equation it enters (that equation's other terms over its
  * coefficient): an equation whose terms all vanish at the solution (a
  * junction on a path without flow) would ask for an accuracy below the
- * rounding of the equations that determine the unknown. A caller who knows
+ * rounding of the equations that determine the unknown. Both rules pass
+ * over an equation that the unknown moves less than 1e-6 as much, for the
+ * size of that equation's terms, as the equation with other terms it moves
+ * most: such a coefficient may be a difference quotient's noise, and its
+ * equation would set the unknown's scale at the equation's size over that
+ * noise (a tolerance of 0.75 on a state of 0.05 was seen). A caller who knows
  * the magnitudes gives atol (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at
