@@ -99,7 +99,8 @@ static void part_free(cdyn__dae_part *p)
                         p->reduced,   p->reduced_rhs, p->rate_of_multiplier,
                         p->range_t_fz, p->top_value, p->top_inverse, p->top_column,
                         p->hz_last,   p->gx_last,     p->fz_next, p->multiplier_dir,
-                        p->rate_w,    p->multiplier_step};
+                        p->rate_w,    p->multiplier_step, p->g0_bound,
+                        p->w_start};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
@@ -160,6 +161,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->multiplier_dir = doubles((size_t)n * q1);
     p->rate_w = doubles(q1);
     p->multiplier_step = doubles(q1);
+    p->g0_bound = doubles(q1);
+    p->w_start = doubles(q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -171,7 +174,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
              p->top_value && p->top_inverse && p->top_column && p->hz_last && p->gx_last &&
              p->fz_next && p->multiplier_dir && p->rate_w &&
-             p->multiplier_step;
+             p->multiplier_step && p->g0_bound &&
+             p->w_start;
     if (!ok) part_free(p);
     return ok;
 }

@@ -521,6 +521,60 @@ static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
+/* What G0 may be once the multipliers have moved (part.g0_bound): twice
+ * the larger of the G0 solve's residual tolerance and |G0| at the state
+ * the multipliers start from (F there in force_val); and w there
+ * (part.w_start). */
+static void bound_constraints(cdyn_dae *dae)
+{
+    int n = dae->n, q = dae->q, nz = dae->nz;
+    double *bound = dae->part.g0_bound;
+    for (int k = nz; k < q; ++k) dae->part.w_start[k - nz] = dae->v_trial[dae->algebraic[k]];
+    const double *tol_g = cdyn__newton_residual_tolerance(dae->newton);
+    cdyn__dae_beta_t(dae, 1, dae->force_val, n, 1.0, bound, q);
+    for (int k = 0; k < q; ++k) bound[k] = 2.0 * fmax(fabs(bound[k]), tol_g[k]);
+}
+
+/* G0 at the state the multipliers moved to (F there given) within
+ * part.g0_bound, the rounding of F and, as in direction_absent, 1e-6 of
+ * the terms the shift of w brought (directions from a differenced G_v): a
+ * multiplier whose coefficients in G0 were below its rounding where the
+ * split and the warm start saw it (differences find such a column exactly
+ * 0) can still move G0 once the rates send it far enough; the form does
+ * not hold there. */
+static cdyn_status constraints_still_hold(cdyn_dae *dae, const char *fn, double t,
+                                          const double *F)
+{
+    int n = dae->n, q = dae->q, nz = dae->nz;
+    const double *bound = dae->part.g0_bound;
+    for (int k = 0; k < q; ++k) {
+        double g = 0.0, size = 0.0, shifts = 0.0;
+        for (int i = nz; i < q; ++i) {
+            int w = dae->algebraic[i];
+            shifts += fabs(dae->part.constraint_jac[k + (size_t)w * q] *
+                           (dae->v_trial[w] - dae->part.w_start[i - nz]));
+        }
+        if (dae->part.beta_is_selection) {
+            int i = dae->part.beta_rows[k];
+            g = dae->part.beta_signs[k] * F[i];
+            size = fabs(F[i]);
+        } else {
+            const double *b = dae->part.beta + (size_t)k * n;
+            for (int i = 0; i < n; ++i) {
+                g += b[i] * F[i];
+                size += fabs(b[i] * F[i]);
+            }
+        }
+        if (!(fabs(g) <= bound[k] + 64.0 * DBL_EPSILON * size + 1e-6 * shifts))
+            return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
+                              "%s: at t = %g the multipliers moved to where the hidden "
+                              "constraints see them (G0[%d] = %.3g against %.3g): the index-2 "
+                              "form does not hold there",
+                              fn, t, k, g, bound[k]);
+    }
+    return CDYN_OK;
+}
+
 /* vdot (n) from x' (r) and w' (q - nz); the multipliers' entries 0. */
 static void assemble_rates(const cdyn_dae *dae, const double *xdot, const double *wdot,
                            double *vdot)
@@ -537,6 +591,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     cdyn_status st = polish_dependent(dae, fn, t);
     if (st == CDYN_OK) st = constraint_data(dae, fn, t);
     if (st != CDYN_OK) return st;
+    bound_constraints(dae);
     double *u = dae->part.vec_q, *wdot = dae->part.rate_w;
     for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
     for (int i = 0; i < nw; ++i) /* w' from the last evaluation (H is affine in w') */
@@ -551,6 +606,9 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
         return cdyn__fail(dae->msg, st, "%s: multipliers at t = %g: %s", fn, t,
                           cdyn_newton_last_error(dae->newton_z));
     if (nw > 0) { /* w moved with the multipliers: G0 = 0 again at the new z */
+        st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+        if (st == CDYN_OK) st = constraints_still_hold(dae, fn, t, dae->force_val);
+        if (st != CDYN_OK) return st;
         double *x = dae->part.multiplier_step;
         for (int k = 0; k < q; ++k) x[k] = dae->v_trial[dae->algebraic[k]];
         st = cdyn__dae_solve_algebraic(dae, fn, t, x);
@@ -570,6 +628,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *du = dae->part.vec_q;
     double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier;
     st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    if (st == CDYN_OK && nw == 0) st = constraints_still_hold(dae, fn, t, dae->force_val);
     if (st != CDYN_OK) return st;
     rates_of_x(dae, dae->force_val, ptf, xdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = INFINITY;

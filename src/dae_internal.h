@@ -54,6 +54,8 @@ typedef struct cdyn__dae_part {
     double *multiplier_dir;
     double *rate_w;
     double *multiplier_step; /* q: scratch of set_multipliers */
+    double *g0_bound;        /* q: what G0 may be once the multipliers moved */
+    double *w_start;         /* q: the states w before they did */
     /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
      * its non-zeros by columns, 1 / its row maxima and each column's largest
      * |entry| / row maximum; built once for a constant M (top_valid) */

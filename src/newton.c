@@ -252,6 +252,8 @@ const double *cdyn__newton_nominal(const cdyn_newton *nt) { return nt->b.nominal
 
 const double *cdyn__newton_tolerance(const cdyn_newton *nt) { return nt->b.tol_x; }
 
+const double *cdyn__newton_residual_tolerance(const cdyn_newton *nt) { return nt->b.tol_g; }
+
 void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
 {
     nt->has_known = terms != NULL;

@@ -106,6 +106,10 @@ const double *cdyn__newton_nominal(const cdyn_newton *nt);
 /* The per-unknown tolerances of the last iteration (p values). */
 const double *cdyn__newton_tolerance(const cdyn_newton *nt);
 
+/* The residual tolerances tol_g (k) of the last iterate of the last solve
+ * (the weights its residual test used). */
+const double *cdyn__newton_residual_tolerance(const cdyn_newton *nt);
+
 /* on != 0: every cdyn_newton_solve() starts with chord steps on the
  * factorization kept by cdyn__newton_keep_for_chord() (the owner's Jacobian
  * of the same equations at an earlier point, e.g. its last committed

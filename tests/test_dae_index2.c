@@ -609,7 +609,8 @@ START_TEST(a_mixed_index_network_is_split_and_matches_the_hand_solution)
         double tol = exact ? 1e-12 : 1e-9;
         for (size_t i = 0; i < sizeof times / sizeof times[0]; ++i) {
             double t = times[i], qa = flows[i], y = qa * sq, ydot = 0.0, vv[5], vdot[5];
-            ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
+            cdyn_status st = cdyn_dae_rhs(dae, t, &y, &ydot);
+            ck_assert_msg(st == CDYN_OK, "run %zu, t = %g: %s", run, t, cdyn_dae_last_error(dae));
             ck_assert_int_eq(cdyn_dae_last_state(dae, vv, vdot), CDYN_OK);
             orifice_hand h = orifice_solution(&o, t, qa);
             double rate_scale = fabs(h.qdot[0]) + fabs(h.qdot[1]);
@@ -698,6 +699,66 @@ START_TEST(mixed_index_fixed_step_run_follows_the_hand_equation)
 }
 END_TEST
 
+/* A multiplier that G0 sees only below its rounding where the split looks
+ * (differences find its column exactly 0) but that the rates send far
+ * enough for it to matter. v = (x1, x2, z), M = diag(1, 1, 0):
+ *     x1' = -x1 + z + S,   x2' = -x2 + 2 z,   0 = e z + x1 + x2 - 1
+ * (evaluated in that order, so that e z is lost in the rounding of x1
+ * while it is small, as a faint coefficient is in a sum of larger terms).
+ * With e = 0, z is the multiplier of x1 + x2 = 1: differentiating,
+ * -x1 - x2 + 3 z + S = 0, so z = (1 - S) / 3 and x1' = -x1 + z + S by
+ * hand. With e = 1e-78 and S = 1 the same to rounding (e z = 1e-78). With
+ * e = 1e-78 and S = 1e100, z = -3.3e99 and e z = -3.3e21: G0 fails by that
+ * much at the state the multiplier moved to, and the result was CDYN_OK
+ * (fuzz_dae); it is refused now, and the object answers the next call. */
+typedef struct {
+    double e, S;
+} faint;
+
+static int faint_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    const faint *m = user;
+    F[0] = -v[0] + v[2] + m->S;
+    F[1] = -v[1] + 2.0 * v[2];
+    F[2] = m->e * v[2] + v[0] + v[1] - 1.0; /* e z first: lost in 0.25 while small */
+    return 0;
+}
+
+START_TEST(a_multiplier_the_constraints_see_only_far_away_is_refused_there)
+{
+    const faint cases[3] = {{0.0, 1e100}, {1e-78, 1.0}, {1e-78, 1e100}};
+    for (int c = 0; c < 3; ++c) {
+        faint m = cases[c];
+        cdyn_dae *dae = cdyn_dae_create(3, NULL);
+        double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0};
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, faint_force, NULL, NULL, &m), CDYN_OK);
+        double v[3] = {0.25, 0.75, 0.0}, y = 0.25, ydot = 0.0;
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+        ck_assert_msg(cdyn_dae_index2(dae) == 1, "case %d: not the index-2 form", c);
+        int integ[1];
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integ, NULL), 1);
+        y = v[integ[0]];
+        cdyn_status st = cdyn_dae_rhs(dae, 0.0, &y, &ydot);
+        if (c == 2) {
+            ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+            ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "hidden constraints see them"));
+            m.S = 1.0; /* the object answers again once the rates stay near */
+            st = cdyn_dae_rhs(dae, 0.0, &y, &ydot);
+        }
+        ck_assert_msg(st == CDYN_OK, "case %d: %s", c, cdyn_dae_last_error(dae));
+        double z = (1.0 - m.S) / 3.0, want = integ[0] == 0 ? -0.25 + z + m.S : -0.75 + 2.0 * z;
+        ck_assert_double_le(fabs(ydot - want), 1e-12 * (fabs(z) + fabs(m.S) + 1.0));
+        double vv[3];
+        ck_assert_int_eq(cdyn_dae_last_state(dae, vv, NULL), CDYN_OK);
+        ck_assert_double_le(fabs(vv[2] - z), 1e-12 * (fabs(z) + 1.0));
+        ck_assert_double_le(fabs(vv[0] + vv[1] - 1.0), 4.0 * DBL_EPSILON);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 /* A failed split keeps the previous index-2 split usable. */
 START_TEST(a_refused_split_keeps_the_previous_one)
 {
@@ -752,6 +813,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_mixed_index_network_is_split_and_matches_the_hand_solution);
     tcase_add_test(tc, mixed_index_jacobian_matches_the_hand_derivative);
     tcase_add_test(tc, mixed_index_fixed_step_run_follows_the_hand_equation);
+    tcase_add_test(tc, a_multiplier_the_constraints_see_only_far_away_is_refused_there);
     tcase_add_test(tc, a_refused_split_keeps_the_previous_one);
     tcase_add_test(tc, no_allocation_per_step);
     suite_add_tcase(s, tc);
