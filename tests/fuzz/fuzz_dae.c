@@ -61,7 +61,9 @@ static void check_residual(cdyn_dae *dae, const model *md, const double *M, doub
  * default tolerances, docs/api.md), so G0 = beta^T F(v, t) may be off by dG0/dv times
  * that; the check allows 1e-6 of it plus 1e-6 of the size of G0's terms:
  * it catches a state the solve never reached, not its last digits. v0 is
- * the state the object was split at. */
+ * the largest |v_j| the object was given (split) or returned (consistent
+ * values, earlier right-hand sides): the default atol is rtol times the
+ * largest converged |v_j| (newton.h). */
 static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, const double *v0)
 {
     int n = md->n, q = n - cdyn_dae_rank(dae);
@@ -78,7 +80,7 @@ static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, con
         size[i] = fabs(md->c[i]) + fabs(md->d[i] * sin(t));
         for (int j = 0; j < n; ++j) {
             double a = md->a[i + NMAX * j], b = md->b[i + NMAX * j];
-            double reach = fmax(fabs(v[j]), v0[j] != 0.0 ? fabs(v0[j]) : known);
+            double reach = fmax(fabs(v[j]), v0[j] != 0.0 ? v0[j] : known);
             size[i] += fabs(a * v[j]) + fabs(b * v[j] * v[j]);
             size[i] += (fabs(a) + 2.0 * fabs(b * v[j])) * reach; /* the states' tolerance */
         }
@@ -139,20 +141,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!fuzz_guard_ok(G0, (size_t)q)) abort();
         int index;
         cdyn_dae_analyze(dae, t, v, &index);
-        double v0[NMAX];
-        for (int j = 0; j < n; ++j) v0[j] = v[j];
+        double v0[NMAX]; /* the largest |v_j| the object has been given or has returned */
+        for (int j = 0; j < n; ++j) v0[j] = fabs(v[j]);
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
             cdyn_newton *nt = cdyn_dae_newton(dae);
             if (nt) cdyn_newton_set_max_iterations(nt, 8);
-            cdyn_dae_consistent(dae, t, v);
+            if (cdyn_dae_consistent(dae, t, v) == CDYN_OK)
+                for (int j = 0; j < n; ++j) v0[j] = fmax(fabs(v0[j]), fabs(v[j]));
             int r = cdyn_dae_ode_size(dae), integrated[NMAX]; /* the length of y */
             cdyn_dae_split_states(dae, integrated, NULL);
             for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
             fuzz_guard_set(ydot, (size_t)r);
-            for (int step = 0; step < 3; ++step)
+            for (int step = 0; step < 3; ++step) {
                 if (fuzz_ok_finite(cdyn_dae_rhs(dae, t + 0.01 * step, y, ydot), ydot,
-                                   (size_t)r) == CDYN_OK)
-                    check_constraints_hold(dae, &md, t + 0.01 * step, v0);
+                                   (size_t)r) != CDYN_OK)
+                    continue;
+                check_constraints_hold(dae, &md, t + 0.01 * step, v0);
+                if (cdyn_dae_last_state(dae, full, NULL) == CDYN_OK)
+                    for (int j = 0; j < n; ++j) v0[j] = fmax(v0[j], fabs(full[j]));
+            }
             double Jy[NMAX * NMAX + FUZZ_GUARD];
             fuzz_guard_set(Jy, (size_t)r * r);
             fuzz_ok_finite(cdyn_dae_rhs_jacobian(dae, t, y, NULL, Jy, r > 0 ? r : 1), Jy,
