@@ -56,9 +56,9 @@ static void check_residual(cdyn_dae *dae, const model *md, const double *M, doub
 
 /* After an OK right-hand side: the hidden constraints hold at the state
  * it returns. The Newton solve converges on the states (1e-10 of the
- * larger of each state's value and the magnitude it started from, or the
- * smallest magnitude of the others for a state that started at 0: the
- * default tolerances, docs/api.md), so G0 = beta^T F(v, t) may be off by dG0/dv times
+ * larger of each state's value and the magnitude it started from, with a
+ * floor from the other states for one of unknown magnitude: the default
+ * tolerances, newton.h), so G0 = beta^T F(v, t) may be off by dG0/dv times
  * that; the check allows 1e-6 of it plus 1e-6 of the size of G0's terms:
  * it catches a state the solve never reached, not its last digits. v0 is
  * the largest |v_j| the object was given (split) or returned (consistent
@@ -72,15 +72,17 @@ static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, con
         cdyn_dae_bases(dae, beta, n, NULL, n) != CDYN_OK ||
         cdyn_dae_hidden_constraints(dae, t, v, G0) != CDYN_OK)
         return;
-    double known = INFINITY; /* a state without a magnitude gets the smallest known one */
-    for (int j = 0; j < n; ++j)
-        if (v0[j] != 0.0) known = fmin(known, fabs(v0[j]));
-    if (isinf(known)) known = 1.0;
+    /* a state without a magnitude of its own is judged against the others
+     * (the tolerance floor of newton.h, which a difference Jacobian can
+     * widen further where one coefficient dwarfs the rest of its equation):
+     * here, generously, the largest magnitude of any state */
+    double known = 0.0;
+    for (int j = 0; j < n; ++j) known = fmax(known, fmax(v0[j], fabs(v[j])));
     for (int i = 0; i < n; ++i) {
         size[i] = fabs(md->c[i]) + fabs(md->d[i] * sin(t));
         for (int j = 0; j < n; ++j) {
             double a = md->a[i + NMAX * j], b = md->b[i + NMAX * j];
-            double reach = fmax(fabs(v[j]), v0[j] != 0.0 ? v0[j] : known);
+            double reach = fmax(fabs(v[j]), fmax(v0[j], 1e-6 * known));
             size[i] += fabs(a * v[j]) + fabs(b * v[j] * v[j]);
             size[i] += (fabs(a) + 2.0 * fabs(b * v[j])) * reach; /* the states' tolerance */
         }
