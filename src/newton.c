@@ -910,22 +910,36 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
  * initial guess: what of |G_i| the unknowns' terms |J_ij x_j| do not account
  * for (exact for equations linear in x; 0 for an equation made only of
  * unknowns' terms, such as k Q|Q| at a closed valve, whose |G| must not pass
- * for a scale of its own). On entry g_start = |G(x0)|; J (ld k) is J(x0), or
- * for a chord start the kept Jacobian. */
-static void constant_terms(cdyn_newton *nt, const double *J, const double *x)
+ * for a scale of its own). An equation that (nearly) holds at the guess
+ * while its affine part c = G(x0) - J x0 is large has a term of no unknown
+ * of that size which cancels the unknowns' terms (a constant load balanced
+ * by a flow): then |c| (for k Q|Q| alone, |G| = |c|, and nothing changes).
+ * The iterations apply that rule again at every iterate (first = 0): a
+ * guess far from the root can hide a constant behind a term that vanishes
+ * at the root. On entry (first) g_start = |G(x0)|; b->g = G(x) at x; J
+ * (ld k) is J(x), or for a chord start the kept Jacobian. */
+static void constant_terms(cdyn_newton *nt, const double *J, const double *x, int first)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     double *terms = b->g_trial; /* sum_j |J_ij x_j|, by columns */
+    double *affine = b->g_best; /* G(x0) - J x0; free until a line search */
     memset(terms, 0, sizeof(double) * (size_t)k);
+    memcpy(affine, b->g, sizeof(double) * (size_t)k);
     for (int j = 0; j < p; ++j) {
         const int *rows;
         const double *col;
         int count = column(nt, J, j, &rows, &col);
-        for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e] * x[j]);
+        for (int e = 0; e < count; ++e) {
+            terms[rows ? rows[e] : e] += fabs(col[e] * x[j]);
+            affine[rows ? rows[e] : e] -= col[e] * x[j];
+        }
     }
     for (int i = 0; i < k; ++i) {
-        b->g_start[i] = fmax(0.0, b->g_start[i] - terms[i]);
+        if (first) b->g_start[i] = fmax(0.0, b->g_start[i] - terms[i]);
+        if (fabs(b->g[i]) < 0.5 * fabs(affine[i]) && isfinite(affine[i]))
+            b->g_start[i] = fmax(b->g_start[i], fabs(affine[i]));
+        if (!first) continue;
         /* terms that cancel in G(x0) (two equal flows into and out of a
          * junction) hide their size from the guess; an owner that knows them
          * says so (cdyn__newton_set_known_terms) */
@@ -1070,7 +1084,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     const double *J0 = b->kept_jac; /* the owner's J, by column access, on its solver */
-    constant_terms(nt, J0, x);
+    constant_terms(nt, J0, x, 1);
     int steps = nt->max_iterations - 2 < CHORD_STEPS ? nt->max_iterations - 2 : CHORD_STEPS;
     double previous = INFINITY;
     for (int s = 0; s < steps; ++s) {
@@ -1151,7 +1165,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     }
     for (; st == CDYN_OK; fresh = 0) {
         st = eval_jacobian(nt, residual, jacobian, user, x);
-        if (st == CDYN_OK && fresh) constant_terms(nt, b->jac, x);
+        if (st == CDYN_OK) constant_terms(nt, b->jac, x, fresh);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
         tolerances(nt, b->jac, x);

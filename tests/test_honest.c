@@ -255,6 +255,80 @@ static int index_of(const double *mdiag, cdyn_dae_force_fn force, cdyn_dae_jacob
     return index;
 }
 
+/* The hidden constraints hold at every state an OK right-hand side
+ * returns: fuzz_dae's model, F_i = c_i + sum_j (a_ij v_j + b_ij v_j|v_j|)
+ * at t = 0 with v = (v0, v1, v2, y), M zero but for the block
+ * m [1 1; 1 1] on states 2-3, y = 0 integrated, split and made consistent
+ * from (0, 0, -23.5, 0), default settings, no dF/dv. G0 is F_0, F_1 and
+ * (F_3 - F_2) / sqrt 2 = (11.54 v0|v0| - 0.000977 v2) / sqrt 2. Asserted:
+ * each of the three within 1e-8 of the size of its terms, by hand from the
+ * coefficients. Regression: the -31.12 of F_0 and F_1 was hidden at the
+ * guess behind 11.54 v2^2 = 6373 and, near the root, behind v1's own term;
+ * the solve took v1's tolerance from the 3.55e-15 a difference quotient
+ * left in the third constraint, 0.6, and returned v1 = 1.72 with F_0 =
+ * F_1 = 3.15 as CDYN_OK (the root has v1 = 1.642). */
+typedef struct {
+    double c[4], a[16], b[16];
+} fuzz_poly;
+
+static int fuzz_poly_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    const fuzz_poly *m = user;
+    for (int i = 0; i < 4; ++i) {
+        double s = m->c[i];
+        for (int j = 0; j < 4; ++j) s += m->a[i + 4 * j] * v[j] + m->b[i + 4 * j] * v[j] * fabs(v[j]);
+        F[i] = s;
+    }
+    return 0;
+}
+
+START_TEST(hidden_constraints_hold_where_a_constant_hides_at_the_guess)
+{
+    const double m = -31.1220703125, q = 11.544921875;
+    fuzz_poly md = {{m, m, m, m}, {0}, {0}};
+    md.a[0] = 2.7900390625;        /* a_00 */
+    md.a[3 + 4 * 2] = -0.0009765625; /* a_32 */
+    const double b[4][4] = {{28.109375, q, q, q}, {0.109375, q, q, q}, {0, q, q, q}, {q, q, q, q}};
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) md.b[i + 4 * j] = b[i][j];
+    double M[16] = {0};
+    M[2 + 4 * 2] = M[3 + 4 * 2] = M[2 + 4 * 3] = M[3 + 4 * 3] = m;
+    cdyn_dae *dae = cdyn_dae_create(4, NULL);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, fuzz_poly_force, NULL, NULL, &md), CDYN_OK);
+    double v[4] = {0.0, 0.0, -23.5, 0.0};
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    cdyn_status st[2];
+    st[0] = cdyn_dae_consistent(dae, 0.0, v);
+    double y = 0.0, ydot = 0.0;
+    st[1] = cdyn_dae_rhs(dae, 0.0, &y, &ydot);
+    for (int call = 0; call < 2; ++call) {
+        if (st[call] != CDYN_OK) { /* an honest failure is allowed, a wrong OK is not */
+            ck_assert_int_eq(st[call], CDYN_ERR_NOCONV);
+            continue;
+        }
+        double w[4], F[4];
+        if (call == 0)
+            memcpy(w, v, sizeof w);
+        else
+            ck_assert_int_eq(cdyn_dae_last_state(dae, w, NULL), CDYN_OK);
+        fuzz_poly_force(0.0, w, F, &md);
+        double size[4];
+        for (int i = 0; i < 4; ++i) {
+            size[i] = fabs(md.c[i]);
+            for (int j = 0; j < 4; ++j)
+                size[i] += fabs(md.a[i + 4 * j] * w[j]) + fabs(md.b[i + 4 * j] * w[j] * w[j]);
+        }
+        ck_assert_msg(fabs(F[0]) <= 1e-8 * size[0] && fabs(F[1]) <= 1e-8 * size[1] &&
+                          fabs(F[3] - F[2]) <= 1e-8 * (size[2] + size[3]),
+                      "call %d: v = (%g, %g, %g, %g), F0 = %g, F1 = %g, F3 - F2 = %g", call, w[0],
+                      w[1], w[2], w[3], F[0], F[1], F[3] - F[2]);
+    }
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 /* Asserts: index 1, CDYN_OK, in bar/L/s and in SI, default settings. The
  * level-1 matrix [I1 0 0 0; 0 -2ka Qa 0 1; 0 0 -2kb Qb 1; 1 -1 -1 0] has
  * singular values from ~5.6e9 down to ~4e-10 in SI (determinant I1 (2ka Qa
@@ -3881,6 +3955,7 @@ static Suite *honest_suite(void)
     TCase *units = tcase_create("units");
     tcase_set_timeout(units, 120);
     tcase_add_test(units, hydraulic_network_in_si_units_has_index_one);
+    tcase_add_test(units, hidden_constraints_hold_where_a_constant_hides_at_the_guess);
     tcase_add_test(units, hydraulic_network_in_si_units_has_index_two);
     tcase_add_test(units, regular_mass_with_condition_1e12_is_an_ode);
     tcase_add_test(units, kkt_with_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank);

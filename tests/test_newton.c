@@ -1428,6 +1428,7 @@ START_TEST(a_noise_coefficient_does_not_widen_a_tolerance)
 }
 END_TEST
 
+
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
 

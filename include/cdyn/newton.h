@@ -42,7 +42,9 @@
  * unknown never seen non-zero, tol_j is at least the change that moves each
  * equation it enters by rtol of that equation's other terms: those of the
  * other unknowns, and the part of |G| at the initial guess that no
- * unknown's term |J_il x_l| accounts for. (So a flow heading for a root at
+ * unknown's term |J_il x_l| accounts for, or, at any iterate where the
+ * equation nearly holds (|G_i| below half of it), the affine part
+ * |G_i - sum_l J_il x_l|: a constant the unknowns' terms cancel. (So a flow heading for a root at
  * 0, seen from the junction equation it shares with other flows, is judged
  * against those flows.) And never below 8 eps times the unknown's scale in
  * the largest equation it enters (that equation's other terms over its
