@@ -68,17 +68,24 @@ static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, con
 {
     int n = md->n, q = n - cdyn_dae_rank(dae);
     double v[NMAX], G0[NMAX], beta[NMAX * NMAX], size[NMAX];
-    /* models of any physical range (a coefficient beyond 1e200 puts the
-     * solution near the ends of the exponent range, where the tolerances
-     * of newton.h are not the check's to judge) */
+    /* models of a physical range: no coefficient beyond 1e200, none of an
+     * equation 1e100 or more apart from another (such spreads put the
+     * solution near the ends of the exponent range, or hide terms from
+     * every difference quotient, where the tolerances of newton.h are not
+     * the check's to judge) */
     for (int i = 0; i < n; ++i) {
-        double coef[2 + 2 * NMAX] = {md->c[i], md->d[i]};
+        double coef[2 + 2 * NMAX] = {md->c[i], md->d[i]}, lo = INFINITY, hi = 0.0;
         for (int j = 0; j < n; ++j) {
             coef[2 + 2 * j] = md->a[i + NMAX * j];
             coef[3 + 2 * j] = md->b[i + NMAX * j];
         }
-        for (int e = 0; e < 2 + 2 * n; ++e)
-            if (!(fabs(coef[e]) <= 1e200)) return;
+        for (int e = 0; e < 2 + 2 * n; ++e) {
+            double c = fabs(coef[e]);
+            if (c == 0.0 || c < 1e-290) continue; /* zero or subnormal: no term */
+            lo = fmin(lo, c);
+            hi = fmax(hi, c);
+        }
+        if (!(hi <= 1e200) || hi > 1e100 * lo) return;
     }
     if (q == 0 || cdyn_dae_last_state(dae, v, NULL) != CDYN_OK ||
         cdyn_dae_bases(dae, beta, n, NULL, n) != CDYN_OK ||
