@@ -28,6 +28,7 @@ typedef struct buffers {
     double *sv, *u, *vt;        /* k, k x k, k x p: SVD of the equilibrated J */
     double *svd_copy;           /* k x p */
     double *atol, *nominal;     /* p */
+    double *reached;            /* p: the largest |x_j| of this solve's iterates */
     double *gtol;               /* k */
     double *jac;                /* k x p */
     double *g, *g_trial, *g_best; /* k */
@@ -80,7 +81,7 @@ static void buffers_free(buffers *b)
 {
     cdyn__rank_ws_free(&b->ws);
     double *arrays[] = {b->g_start, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
-                        b->svd_copy,  b->atol,      b->nominal, b->gtol,   b->jac,
+                        b->svd_copy,  b->atol,      b->nominal, b->reached, b->gtol, b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
                         b->g_keep,    b->dx_prev,   b->known,   b->factored,
@@ -119,6 +120,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->svd_copy = doubles(kp);
     b->atol = doubles(pp);
     b->nominal = doubles(pp);
+    b->reached = doubles(pp);
     b->gtol = doubles(kk);
     b->jac = doubles(kp);
     b->g = doubles(kk);
@@ -145,7 +147,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_col_scale = doubles(pp);
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->nominal && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
+         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->factored &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
@@ -830,8 +832,10 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     double rtol = nt->rtol;
-    for (int j = 0; j < p; ++j)
+    for (int j = 0; j < p; ++j) {
         b->tol_x[j] = rtol * fabs(x[j]) + (nt->has_atol ? b->atol[j] : rtol * b->nominal[j]);
+        b->reached[j] = fabs(x[j]) > b->reached[j] ? fabs(x[j]) : b->reached[j];
+    }
     if (!nt->has_atol) {
         /* unknowns of unknown magnitude (never seen non-zero in a converged
          * solution): at least the change that moves each equation they
@@ -888,6 +892,12 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
             if (isfinite(best)) {
                 double floor = 8.0 * DBL_EPSILON * widest / rtol;
                 double least = best > floor ? best : floor;
+                /* a scale 1e32 times every (non-zero) value the unknown
+                 * has taken in this solve says nothing of it either (an
+                 * equation it barely enters: 1e-303 x beside terms of 10
+                 * set 1e294 for an x of 0.2): then rtol of those values */
+                if (b->reached[j] > 0.0 && least > 1e32 * b->reached[j])
+                    least = rtol * b->reached[j];
                 if (least > b->tol_x[j]) b->tol_x[j] = least;
             }
         }
@@ -1152,6 +1162,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     report_reset(nt);
     nt->solving = 1;
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
+    for (int j = 0; j < p; ++j) b->reached[j] = fabs(x[j]);
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;
     int pending = 0; /* x is an accepted iterate not yet compared with the best */

@@ -1428,6 +1428,47 @@ START_TEST(a_noise_coefficient_does_not_widen_a_tolerance)
 }
 END_TEST
 
+/* An equation an unknown barely enters must not set its scale (fuzz of
+ * cdyn_sparse_dae): G0 = -14.56 x0|x0| (x0's term alone: a closed valve),
+ * G1 = 7.3e-304 x0 + 21.9 x1 - 9.2. By hand the root is x0 = 0 (double),
+ * x1 = 9.2 / 21.9. x0's scale from G1 was 9.2 / 7.3e-304 = 1e303 times
+ * rtol, and the solve stopped at x0 = 1.5e-6 as converged from the guess
+ * (0.19, 0.42). A scale 1e32 times every value x0 has taken is now
+ * replaced by rtol times those values. Asserted: CDYN_OK with |x0| <=
+ * 2 rtol 0.19 (the double root is reached by the doubled step), or an
+ * honest CDYN_ERR_NOCONV; never OK with x0 far from 0. */
+static int res_barely(const double *x, double *G, void *user)
+{
+    (void)user;
+    G[0] = -14.56 * x[0] * fabs(x[0]);
+    G[1] = 7.3e-304 * x[0] + 21.9 * x[1] - 9.2;
+    return 0;
+}
+
+static int jac_barely(const double *x, double *J, int ldj, void *user)
+{
+    (void)user;
+    J[0] = -29.12 * fabs(x[0]);
+    J[1] = 7.3e-304;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 21.9;
+    return 0;
+}
+
+START_TEST(an_equation_an_unknown_barely_enters_does_not_set_its_scale)
+{
+    cdyn_newton *nt = create_ok(2, 2);
+    double x[2] = {0.19, 0.42};
+    cdyn_status st = cdyn_newton_solve(nt, res_barely, jac_barely, NULL, x);
+    ck_assert_msg(st == CDYN_OK || st == CDYN_ERR_NOCONV, "status %d", st);
+    if (st == CDYN_OK) {
+        ck_assert_msg(fabs(x[0]) <= 2.0 * 1e-10 * 0.19, "x0 = %g", x[0]);
+        ck_assert_double_le(fabs(x[1] - 9.2 / 21.9), 1e-10 * 9.2 / 21.9);
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
@@ -2439,6 +2480,7 @@ static Suite *newton_suite(void)
     tcase_add_test(dbl, double_root_at_zero_converges_in_two_steps_at_any_scale);
     tcase_add_test(dbl, closed_valve_flow_converges_to_zero_against_the_junction_flows);
     tcase_add_test(dbl, a_noise_coefficient_does_not_widen_a_tolerance);
+    tcase_add_test(dbl, an_equation_an_unknown_barely_enters_does_not_set_its_scale);
     suite_add_tcase(s, dbl);
 
     TCase *step = tcase_create("step");

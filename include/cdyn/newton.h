@@ -55,7 +55,10 @@
  * size of that equation's terms, as the equation with other terms it moves
  * most: such a coefficient may be a difference quotient's noise, and its
  * equation would set the unknown's scale at the equation's size over that
- * noise (a tolerance of 0.75 on a state of 0.05 was seen). A caller who knows
+ * noise (a tolerance of 0.75 on a state of 0.05 was seen). And a scale
+ * 1e32 times every non-zero value the unknown has taken in the solve is
+ * replaced by rtol times those values (an equation it barely enters, 1e-303
+ * x beside terms of 10, would say 1e303). A caller who knows
  * the magnitudes gives atol (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at

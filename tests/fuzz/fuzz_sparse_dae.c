@@ -4,8 +4,8 @@
  * (its Jacobian exact), in decoded units. Checks that a malformed pattern
  * is refused, that CDYN_OK results are finite, that m v' = F holds for the
  * states with mass and the differentiated constraints for the massless
- * ones (singular blocks included), and that nothing is written past the
- * outputs. */
+ * ones (singular blocks included), that the algebraic equations hold at
+ * the returned state, and that nothing is written past the outputs. */
 #include <cdyn/sparse_dae.h>
 
 #include "fuzz_input.h"
@@ -29,6 +29,45 @@ static int force(double t, const double *v, double *F, void *user)
     for (int j = 0; j < m->n; ++j)
         for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) F[m->rowind[e]] += m->a[e] * v[j];
     return 0;
+}
+
+/* The algebraic equations hold at the state an OK right-hand side
+ * returns: F_i(w) = 0 for the massless rows within 1e-6 of the size of
+ * its terms plus the states' tolerance (the Newton solve converges on the
+ * states: 1e-10 of the larger of |w_j| and the largest |v_j| the object
+ * was given or returned, with a floor from the other states for one of
+ * unknown magnitude, newton.h; here, generously, 1e-6 of the largest
+ * state). Equations whose coefficients span 1e100 or more, or exceed
+ * 1e200, are not judged (the ends of the exponent range). F = F(w, t). */
+static void check_constraints_hold(const model *m, const double *mass, double t,
+                                   const double *w, const double *F, const double *reach)
+{
+    int n = m->n;
+    double size[NMAX] = {0}, lo[NMAX], hi[NMAX] = {0}, largest = 0.0;
+    for (int i = 0; i < n; ++i) {
+        lo[i] = INFINITY;
+        largest = fmax(largest, fmax(fabs(w[i]), reach[i]));
+    }
+    for (int j = 0; j < n; ++j)
+        for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) {
+            int i = m->rowind[e];
+            double a = fabs(m->a[e]), r = fmax(fabs(w[j]), fmax(reach[j], 1e-6 * largest));
+            size[i] += a * (fabs(w[j]) + r);
+            if (a > 1e-290) {
+                lo[i] = fmin(lo[i], a);
+                hi[i] = fmax(hi[i], a);
+            }
+        }
+    for (int i = 0; i < n; ++i) {
+        if (mass[i] != 0.0) continue;
+        double c = fabs(m->c[i]) * (1.0 + 0.1 * fabs(t)), d = fabs(m->d[i]);
+        double r = fmax(fabs(w[i]), fmax(reach[i], 1e-6 * largest));
+        size[i] += c + d * w[i] * w[i] + 2.0 * d * fabs(w[i]) * r;
+        if (c > 1e-290) lo[i] = fmin(lo[i], c), hi[i] = fmax(hi[i], c);
+        if (d > 1e-290) lo[i] = fmin(lo[i], d), hi[i] = fmax(hi[i], d);
+        if (!(hi[i] <= 1e200) || hi[i] > 1e100 * lo[i] || !isfinite(size[i])) continue;
+        if (!(fabs(F[i]) <= 1e-6 * size[i])) abort();
+    }
 }
 
 static int jacobian(double t, const double *v, double *values, void *user)
@@ -83,7 +122,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cdyn_sparse_dae_set_model(sd, force, jacobian, NULL, &m) != CDYN_OK) abort();
     double v[NMAX], t = fuzz_double(&in);
     fuzz_fill(&in, v, (size_t)n);
+    double reach[NMAX]; /* the largest |v_j| the object was given or returned */
+    for (int j = 0; j < n; ++j) reach[j] = fabs(v[j]);
     st = cdyn_sparse_dae_consistent(sd, t, v);
+    if (st == CDYN_OK)
+        for (int j = 0; j < n; ++j) reach[j] = fmax(reach[j], fabs(v[j]));
     fuzz_ok_finite(st, v, (size_t)n);
     int nd = cdyn_sparse_dae_ode_size(sd), integrated[NMAX];
     if (nd < 0 || nd > n || cdyn_sparse_dae_split_states(sd, integrated, NULL) != nd) abort();
@@ -155,6 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (mass[i] == 0.0 &&
                 !(fabs(res[i]) <= 1e-6 * bound[i] * (1.0 + fabs(t)) + 1e8 * DBL_TRUE_MIN))
                 abort(); /* (and the subnormal spacing of F over the time step) */
+        check_constraints_hold(&m, mass, t, w, F, reach);
     }
     cdyn_sparse_dae_free(sd);
     return 0;
