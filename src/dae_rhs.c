@@ -90,21 +90,15 @@ cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, d
      * the last dG0/dv (split or evaluation): terms that cancel at the guess
      * (equal flows into and out of a junction) must still set the scale of
      * its tolerance */
-    int n = dae->n, q = dae->q;
+    int q = dae->q;
     double *known = dae->bound;
     memset(known, 0, sizeof(double) * (size_t)q);
-    for (int j = 0; j < n; ++j) {
+    for (int l = 0; l < dae->ny + (dae->index2 ? dae->nz : 0); ++l) { /* not the unknowns */
+        int j = l < dae->ny ? dae->integrated[l] : dae->multiplier[l - dae->ny];
         double vj = fabs(dae->v_trial[j]);
         const double *g = dae->part.constraint_jac + (size_t)j * q;
         for (int k = 0; k < q; ++k) known[k] += fabs(g[k]) * vj;
     }
-    for (int k = 0; k < q; ++k) { /* the unknowns' own terms are not known ones */
-        int a = dae->algebraic[k];
-        double va = fabs(dae->v_trial[a]);
-        const double *g = dae->part.constraint_jac + (size_t)a * q;
-        for (int i = 0; i < q; ++i) known[i] -= fabs(g[i]) * va;
-    }
-    for (int k = 0; k < q; ++k) known[k] = known[k] > 0.0 ? known[k] : 0.0;
     cdyn__newton_set_known_terms(dae->newton, known);
     dae->t_eval = t;
     cdyn_status st = cdyn_newton_solve(dae->newton, algebraic_residual,

@@ -1352,6 +1352,43 @@ START_TEST(closed_branches_take_the_svd_path_and_give_minimum_norm_rates)
 }
 END_TEST
 
+/* An all-algebraic DAE (M = 0, q = n = 2: nothing to split) solved from a
+ * far start. Model (fuzz_dae): F0 = 1.8e-59 v0 + 2.8e-86 (v0|v0| + v1|v1|),
+ * F1 = 2.8e-86 (v1|v1| - v0|v0|). By hand the only root is v = 0 (F1 = 0
+ * makes |v1| = |v0| with equal signs, and then F0 = 0 needs v0 = 0).
+ * Regression: the tolerances of the solve took "known terms" from a
+ * dG0/dv that the split never formed when nothing was to be split
+ * (uninitialised memory; under ASan 1e7 against terms of 1e-27), and the
+ * solve returned the start (-1.75e29, -1.5e29) as converged. Asserted:
+ * CDYN_OK only with both states within 1e-10 of the start's size of 0, or
+ * an honest CDYN_ERR_NOCONV. */
+static int tiny_quadratic(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    (void)user;
+    double q0 = v[0] * fabs(v[0]), q1 = v[1] * fabs(v[1]);
+    F[0] = 1.8e-59 * v[0] + 2.8e-86 * (q0 + q1);
+    F[1] = 2.8e-86 * (q1 - q0);
+    return 0;
+}
+
+START_TEST(an_all_algebraic_dae_is_judged_by_its_own_equations)
+{
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    double M[4] = {0};
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, tiny_quadratic, NULL, NULL, NULL), CDYN_OK);
+    double v[2] = {-1.75e29, -1.5e29};
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    cdyn_status st = cdyn_dae_consistent(dae, 0.0, v);
+    ck_assert_msg(st == CDYN_OK || st == CDYN_ERR_NOCONV, "status %d", st);
+    if (st == CDYN_OK)
+        ck_assert_msg(fabs(v[0]) <= 1e-10 * 1.75e29 && fabs(v[1]) <= 1e-10 * 1.75e29,
+                      "OK at v = (%g, %g)", v[0], v[1]);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 /* The closed junction above with tanks rising at different rates and a
  * decoupled massless state (rising_junction.h): with d = 0.01 the rates
  * have no solution and must be refused however large s' = C is; with
@@ -2060,6 +2097,7 @@ int main(void)
     Suite *s = suite_create("dae");
     TCase *tc_bases = tcase_create("bases");
     tcase_add_test(tc_bases, bases_of_a_rotated_rank_two_mass_span_its_left_null_space_and_range);
+    tcase_add_test(tc_bases, an_all_algebraic_dae_is_judged_by_its_own_equations);
     tcase_add_test(tc_bases, bases_of_a_nonsymmetric_rank_two_product_annihilate_its_column_space);
     tcase_add_test(tc_bases, regular_mass_has_full_rank_no_beta_and_an_orthonormal_range);
     tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);
