@@ -35,23 +35,39 @@ static int force(double t, const double *v, double *F, void *user)
  * returns: F_i(w) = 0 for the massless rows within 1e-6 of the size of
  * its terms plus the states' tolerance (the Newton solve converges on the
  * states: 1e-10 of the larger of |w_j| and the largest |v_j| the object
- * was given or returned, with a floor from the other states for one of
- * unknown magnitude, newton.h; here, generously, 1e-6 of the largest
- * state). Equations whose coefficients span 1e100 or more, or exceed
+ * was given or returned, with a floor for one of unknown magnitude from
+ * the equations with other terms that it enters, newton.h; here,
+ * generously, their smallest others / coefficient, and 1e-6 of the
+ * largest state). Equations whose coefficients span 1e100 or more, or exceed
  * 1e200, are not judged (the ends of the exponent range). F = F(w, t). */
 static void check_constraints_hold(const model *m, const double *mass, double t,
                                    const double *w, const double *F, const double *reach)
 {
     int n = m->n;
-    double size[NMAX] = {0}, lo[NMAX], hi[NMAX] = {0}, largest = 0.0;
-    for (int i = 0; i < n; ++i) {
+    double size[NMAX] = {0}, lo[NMAX], hi[NMAX] = {0}, largest = 0.0, terms[NMAX], scale[NMAX];
+    for (int i = 0; i < n; ++i) { /* each equation's terms at w */
         lo[i] = INFINITY;
         largest = fmax(largest, fmax(fabs(w[i]), reach[i]));
+        terms[i] = fabs(m->c[i]) * (1.0 + 0.1 * fabs(t)) + fabs(m->d[i]) * w[i] * w[i];
+    }
+    for (int j = 0; j < n; ++j)
+        for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e)
+            terms[m->rowind[e]] += fabs(m->a[e] * w[j]);
+    for (int j = 0; j < n; ++j) { /* the scale an equation with other terms gives state j */
+        scale[j] = INFINITY;
+        for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) {
+            int i = m->rowind[e];
+            double a = fabs(m->a[e] + (i == j ? 2.0 * m->d[i] * fabs(w[i]) : 0.0));
+            double others = terms[i] - fabs(m->a[e] * w[j]) - (i == j ? fabs(m->d[i]) * w[i] * w[i] : 0.0);
+            if (a > 0.0 && others > 0.0) scale[j] = fmin(scale[j], others / a);
+        }
+        if (isinf(scale[j])) scale[j] = 0.0;
     }
     for (int j = 0; j < n; ++j)
         for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) {
             int i = m->rowind[e];
-            double a = fabs(m->a[e]), r = fmax(fabs(w[j]), fmax(reach[j], 1e-6 * largest));
+            double a = fabs(m->a[e]);
+            double r = fmax(fmax(fabs(w[j]), scale[j]), fmax(reach[j], 1e-6 * largest));
             size[i] += a * (fabs(w[j]) + r);
             if (a > 1e-290) {
                 lo[i] = fmin(lo[i], a);
@@ -61,7 +77,7 @@ static void check_constraints_hold(const model *m, const double *mass, double t,
     for (int i = 0; i < n; ++i) {
         if (mass[i] != 0.0) continue;
         double c = fabs(m->c[i]) * (1.0 + 0.1 * fabs(t)), d = fabs(m->d[i]);
-        double r = fmax(fabs(w[i]), fmax(reach[i], 1e-6 * largest));
+        double r = fmax(fmax(fabs(w[i]), scale[i]), fmax(reach[i], 1e-6 * largest));
         size[i] += c + d * w[i] * w[i] + 2.0 * d * fabs(w[i]) * r;
         if (c > 1e-290) lo[i] = fmin(lo[i], c), hi[i] = fmax(hi[i], c);
         if (d > 1e-290) lo[i] = fmin(lo[i], d), hi[i] = fmax(hi[i], d);
