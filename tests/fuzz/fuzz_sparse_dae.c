@@ -36,9 +36,11 @@ static int force(double t, const double *v, double *F, void *user)
  * its terms plus the states' tolerance (the Newton solve converges on the
  * states: 1e-10 of the larger of |w_j| and the largest |v_j| the object
  * was given or returned, with a floor for one of unknown magnitude from
- * the equations with other terms that it enters, newton.h; here,
- * generously, their smallest others / coefficient, and 1e-6 of the
- * largest state). Equations whose coefficients span 1e100 or more, or exceed
+ * the equations with other terms that it enters, newton.h, which judges a
+ * state whose own equation is its term alone, like a closed valve, against
+ * those; here, generously, their widest others / coefficient, and 1e-6 of
+ * the largest state: a gross check). Equations whose coefficients span
+ * 1e100 or more, or exceed
  * 1e200, are not judged (the ends of the exponent range). F = F(w, t). */
 static void check_constraints_hold(const model *m, const double *mass, double t,
                                    const double *w, const double *F, const double *reach)
@@ -53,15 +55,14 @@ static void check_constraints_hold(const model *m, const double *mass, double t,
     for (int j = 0; j < n; ++j)
         for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e)
             terms[m->rowind[e]] += fabs(m->a[e] * w[j]);
-    for (int j = 0; j < n; ++j) { /* the scale an equation with other terms gives state j */
-        scale[j] = INFINITY;
+    for (int j = 0; j < n; ++j) { /* the widest scale an equation with other terms gives state j */
+        scale[j] = 0.0;
         for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) {
             int i = m->rowind[e];
             double a = fabs(m->a[e] + (i == j ? 2.0 * m->d[i] * fabs(w[i]) : 0.0));
             double others = terms[i] - fabs(m->a[e] * w[j]) - (i == j ? fabs(m->d[i]) * w[i] * w[i] : 0.0);
-            if (a > 0.0 && others > 0.0) scale[j] = fmin(scale[j], others / a);
+            if (a > 0.0 && others > 0.0) scale[j] = fmax(scale[j], others / a);
         }
-        if (isinf(scale[j])) scale[j] = 0.0;
     }
     for (int j = 0; j < n; ++j)
         for (int e = m->colptr[j]; e < m->colptr[j + 1]; ++e) {
