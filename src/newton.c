@@ -857,10 +857,18 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
             if (b->nominal[j] > 0.0) continue;
             int count = column(nt, J, j, &rows, &col);
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
-            for (int e = 0; e < count; ++e) { /* the largest |J_ij| / terms_i (below) */
+            double largest = 0.0; /* the largest terms of an equation with other terms */
+            for (int e = 0; e < count; ++e) {
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
                 if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i])
+                    largest = terms[i] > largest ? terms[i] : largest;
+            }
+            for (int e = 0; e < count; ++e) { /* the largest |J_ij| / terms_i among those */
+                int i = rows ? rows[e] : e;
+                double a = fabs(col[e]);
+                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i] &&
+                    terms[i] >= 1e-6 * largest)
                     reach = a / terms[i] > reach ? a / terms[i] : reach;
             }
             for (int e = 0; e < count; ++e) {
@@ -870,7 +878,10 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                  * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
                  * scale; nor does one that this unknown moves less than
                  * 1e-6 as much, for the size of its terms, as the equation
-                 * with other terms it moves most: a coefficient that may be
+                 * with other terms it moves most (among those whose terms
+                 * are not below 1e-6 of the largest such: an equation whose
+                 * terms all but vanish, a junction on a path without flow,
+                 * is moved by anything): a coefficient that may be
                  * a difference quotient's noise (about 1e-8 in that
                  * measure), whose others / a would set the floor below at
                  * the equation's size over that noise. Unit-free (rows and
