@@ -868,7 +868,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
                 if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i] &&
-                    terms[i] >= 1e-6 * largest)
+                    terms[i] >= 1e-12 * largest)
                     reach = a / terms[i] > reach ? a / terms[i] : reach;
             }
             for (int e = 0; e < count; ++e) {
@@ -879,9 +879,10 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                  * scale; nor does one that this unknown moves less than
                  * 1e-6 as much, for the size of its terms, as the equation
                  * with other terms it moves most (among those whose terms
-                 * are not below 1e-6 of the largest such: an equation whose
-                 * terms all but vanish, a junction on a path without flow,
-                 * is moved by anything): a coefficient that may be
+                 * are not below 1e-12 of the largest such, near its
+                 * rounding: an equation whose terms all but vanish, a
+                 * junction on a path without flow, is moved by anything):
+                 * a coefficient that may be
                  * a difference quotient's noise (about 1e-8 in that
                  * measure), whose others / a would set the floor below at
                  * the equation's size over that noise. Unit-free (rows and
