@@ -93,16 +93,30 @@ static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, con
         cdyn_dae_hidden_constraints(dae, t, v, G0) != CDYN_OK)
         return;
     /* a state without a magnitude of its own is judged against the others
-     * (the tolerance floor of newton.h, which a difference Jacobian can
-     * widen further where one coefficient dwarfs the rest of its equation):
-     * here, generously, the largest magnitude of any state */
-    double known = 0.0;
+     * (the tolerance floor of newton.h, which judges a state whose own
+     * equation is its term alone, like a closed valve, against the
+     * equations with other terms it enters): here, generously, the widest
+     * others / coefficient of those, and 1e-6 of the largest state */
+    double known = 0.0, terms[NMAX], scale[NMAX];
     for (int j = 0; j < n; ++j) known = fmax(known, fmax(v0[j], fabs(v[j])));
+    for (int i = 0; i < n; ++i) { /* each equation's terms at v */
+        terms[i] = fabs(md->c[i]) + fabs(md->d[i] * sin(t));
+        for (int j = 0; j < n; ++j)
+            terms[i] += fabs(md->a[i + NMAX * j] * v[j]) + fabs(md->b[i + NMAX * j] * v[j] * v[j]);
+    }
+    for (int j = 0; j < n; ++j) { /* the widest scale an equation with other terms gives v_j */
+        scale[j] = 0.0;
+        for (int i = 0; i < n; ++i) {
+            double a = fabs(md->a[i + NMAX * j]) + 2.0 * fabs(md->b[i + NMAX * j] * v[j]);
+            double own = fabs(md->a[i + NMAX * j] * v[j]) + fabs(md->b[i + NMAX * j] * v[j] * v[j]);
+            if (a > 0.0 && terms[i] - own > 0.0) scale[j] = fmax(scale[j], (terms[i] - own) / a);
+        }
+    }
     for (int i = 0; i < n; ++i) {
         size[i] = fabs(md->c[i]) + fabs(md->d[i] * sin(t));
         for (int j = 0; j < n; ++j) {
             double a = md->a[i + NMAX * j], b = md->b[i + NMAX * j];
-            double reach = fmax(fabs(v[j]), fmax(v0[j], 1e-6 * known));
+            double reach = fmax(fmax(fabs(v[j]), scale[j]), fmax(v0[j], 1e-6 * known));
             size[i] += fabs(a * v[j]) + fabs(b * v[j] * v[j]);
             size[i] += (fabs(a) + 2.0 * fabs(b * v[j])) * reach; /* the states' tolerance */
         }
@@ -117,16 +131,16 @@ static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, con
              * difference quotient resolves (1e-8 steps against rounding):
              * the Jacobian by differences does not see the rest of it, and
              * the solve judges the row as that one term (newton.h) */
-            double terms[2 * NMAX + 2] = {fabs(md->c[i]), fabs(md->d[i] * sin(t))}, total = 0.0,
+            double parts[2 * NMAX + 2] = {fabs(md->c[i]), fabs(md->d[i] * sin(t))}, total = 0.0,
                    largest = 0.0;
             for (int j = 0; j < n; ++j) {
-                terms[2 + 2 * j] = fabs(md->a[i + NMAX * j] * v[j]);
-                terms[3 + 2 * j] = fabs(md->b[i + NMAX * j] * v[j] * v[j]);
+                parts[2 + 2 * j] = fabs(md->a[i + NMAX * j] * v[j]);
+                parts[3 + 2 * j] = fabs(md->b[i + NMAX * j] * v[j] * v[j]);
             }
             int top = 0;
-            for (int e = 1; e < 2 * n + 2; ++e) top = terms[e] > terms[top] ? e : top;
-            largest = terms[top];
-            for (int e = 0; e < 2 * n + 2; ++e) total += e == top ? 0.0 : terms[e]; /* the others */
+            for (int e = 1; e < 2 * n + 2; ++e) top = parts[e] > parts[top] ? e : top;
+            largest = parts[top];
+            for (int e = 0; e < 2 * n + 2; ++e) total += e == top ? 0.0 : parts[e]; /* the others */
             blind |= total > 0.0 && largest > 1e8 * total;
         }
         bounds[k] = bound;
