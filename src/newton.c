@@ -881,13 +881,12 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                  * with other terms it moves most (among those whose terms
                  * are not below 1e-12 of the largest such, near its
                  * rounding: an equation whose terms all but vanish, a
-                 * junction on a path without flow, is moved by anything):
-                 * a coefficient that may be
-                 * a difference quotient's noise (about 1e-8 in that
-                 * measure), whose others / a would set the floor below at
-                 * the equation's size over that noise. Unit-free (rows and
-                 * the column scale alike); leaving an equation out can only
-                 * tighten the tolerance. */
+                 * junction on a path without flow, is moved by anything).
+                 * Such a coefficient may be a difference quotient's noise
+                 * (about 1e-8 in that measure), whose others / a would set
+                 * the floor below at the equation's size over that noise.
+                 * Unit-free (rows and the column scale alike); leaving an
+                 * equation out can only tighten the tolerance. */
                 double others = terms[i] - a * own;
                 if (a <= 1e-6 * reach * terms[i]) continue;
                 if (a > 0.0 && others > 4.0 * DBL_EPSILON * terms[i]) {
