@@ -15,10 +15,13 @@
 #define CDYN_KKT_H
 
 /* Powers of two sq (n) and sg (m) that equilibrate the symmetric bordered
- * matrix [M G^T; G 0] (Ruiz: each sweep divides every row and column by the
- * square root of its largest entry, rounded to a power of two, until every
- * row's largest entry is within [1/2, 2); at most 64 sweeps, each halving
- * the spread of exponents). The one freedom left, sq a and sg / a, is then
+ * matrix [M G^T; G 0], reading M's lower triangle only (Ruiz: each sweep
+ * divides every row and column by the square root of its largest entry,
+ * rounded to a power of two, until every row's largest entry is within
+ * [1/2, 2); at most 64 sweeps, each halving the spread of exponents;
+ * the start scales M's diagonal entries above 1 to about 1 and G's rows to
+ * about 1, so that a mass matrix whose diagonal dominates needs one
+ * sweep). The one freedom left, sq a and sg / a, is then
  * fixed by raising M~'s largest entry into [1/2, 2) when it is smaller, so
  * that M is not left negligible beside G. Rows that are entirely zero keep
  * the factor 1. work: n + m doubles. */
