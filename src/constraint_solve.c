@@ -8,10 +8,12 @@
  * the same way (docs/theory.md, "Certified solves"):
  *  1. equilibrate it symmetrically (kkt.h), so that the path taken depends
  *     on the conditioning of the problem, not on the caller's units;
- *  2. factor the scaled mass M~ by Cholesky when it is well conditioned,
- *     else M~ + Phi~^T D Phi~ (the same solution, since Phi q'' = s; it is
- *     positive definite whenever the constrained problem is well posed,
- *     even when M is singular or nearly so);
+ *  2. factor the scaled mass M~ by Cholesky, or M~ + Phi~^T D Phi~ (the
+ *     same solution, since Phi q'' = s; it is positive definite whenever
+ *     the constrained problem is well posed, even when M is singular or
+ *     nearly so): M~ first unless its factor's diagonal already shows it
+ *     ill-conditioned, the augmented mass when M~ fails or its result
+ *     cannot be certified;
  *  3. eliminate q'' through the whitened rows X = Phi~ L^{-T} and solve for
  *     y by the Cholesky of A = X X^T, a pivoted QR of X^T, an LU of the
  *     reactions' product or the SVD (pseudo-inverse);
@@ -28,9 +30,10 @@
 #include <math.h>
 #include <string.h>
 
-/* The equilibrated M is used directly only when its condition is below
- * MASS_COND_LIMIT (else the augmented mass); A = X X^T is factored only
- * when its condition is below SCHUR_COND_LIMIT (forming A squares the
+/* The equilibrated M is tried directly unless the diagonal of its
+ * Cholesky factor shows a condition above MASS_COND_LIMIT (then, or when
+ * its result is not certified, the augmented mass); A = X X^T is factored
+ * only when its condition is below SCHUR_COND_LIMIT (forming A squares the
  * condition of X; above, the QR path). Both only steer accuracy: the
  * certificate decides whether a result is OK. */
 #define MASS_COND_LIMIT 1e6
@@ -112,13 +115,10 @@ static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c,
     }
 }
 
-/* Is the SPD A (lower triangle, ld lda) with Cholesky factor L (ld ldl)
- * conditioned below limit? The diagonal of L bounds its extreme singular
- * values from inside, so (max L_jj / min L_jj)^2 <= cond_2(A): when that
- * ratio already passes the limit the answer is no, without the condition
- * estimate (an O(n^2) pass of several triangular solves above size 16). */
-static int well_conditioned(int n, const double *A, int lda, const double *L, int ldl,
-                            double limit, double *work, int *iwork)
+/* Does the diagonal of the Cholesky factor L (ld ldl) of an SPD matrix
+ * already show a condition above limit? It bounds the extreme singular
+ * values from inside: (max L_jj / min L_jj)^2 <= cond_2. */
+static int diagonal_shows_ill_conditioned(int n, const double *L, int ldl, double limit)
 {
     double lo = INFINITY, hi = 0.0;
     for (int j = 0; j < n; ++j) {
@@ -126,32 +126,47 @@ static int well_conditioned(int n, const double *A, int lda, const double *L, in
         lo = d < lo ? d : lo;
         hi = d > hi ? d : hi;
     }
-    if (!(hi <= lo * sqrt(limit))) return 0;
+    return !(hi <= lo * sqrt(limit));
+}
+
+/* Is the SPD A (lower triangle, ld lda) with Cholesky factor L (ld ldl)
+ * conditioned below limit? The diagonal test first, then the condition
+ * estimate (an O(n^2) pass of several triangular solves above size 16). */
+static int well_conditioned(int n, const double *A, int lda, const double *L, int ldl,
+                            double limit, double *work, int *iwork)
+{
+    if (diagonal_shows_ill_conditioned(n, L, ldl, limit)) return 0;
     return cdyn__spd_cond(n, A, lda, L, ldl, work, iwork) <= limit;
 }
 
+/* factor_mass()'s answer when the mass it was asked for does not fit:
+ * not a status the caller sees (the next plan is tried). */
+#define MASS_UNFIT ((cdyn_status)(CDYN_ERR_BUSY + 100))
+
 /* Step 2: the Cholesky factor L of the matrix the multipliers are
- * eliminated through, into c->chol: the scaled M~ when it is positive
- * definite and well conditioned in the KKT's equilibrated frame (so that
- * the Schur complement through it is well conditioned too), else
+ * eliminated through, into c->chol: with augment = 0 the scaled M~, when
+ * it is positive definite and the diagonal of its factor does not show it
+ * ill-conditioned in the KKT's equilibrated frame (else MASS_UNFIT: the
+ * Schur complement through it would not be accurate); with augment = 1
  * M~ + Phi~^T D Phi~, which is then given a unit-free diagonal
  * (cdyn__sym_equilibrate, folded into the coordinate scaling). */
-static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
+static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c, int augment)
 {
     int n = c->n, m = c->active, m1 = c->m1;
     double *s = c->w; /* n scratch */
-    memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
-    int info = cdyn__potrf(n, c->chol, n);
     c->augmented = 0;
-    if (info == 0 && m == 0) return CDYN_OK; /* nothing to choose */
-    if (info == 0 &&
-        well_conditioned(n, c->qr, n, c->chol, n, MASS_COND_LIMIT, c->work, c->iwork))
-        return CDYN_OK;
-    if (m == 0)
+    if (!augment) {
+        memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
+        int info = cdyn__potrf(n, c->chol, n);
+        if (info == 0 && m == 0) return CDYN_OK; /* nothing to choose */
+        if (info == 0 && !diagonal_shows_ill_conditioned(n, c->chol, n, MASS_COND_LIMIT))
+            return CDYN_OK;
+        if (m > 0) return MASS_UNFIT;
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                                      "%s: M is not positive definite (leading minor %d of the "
                                      "equilibrated matrix)",
                                      fn, info));
+    }
     /* M~ + Phi~^T D Phi~, D = 1 / (largest |entry| of each row)^2 as powers
      * of two: every constraint adds about as much to the diagonal as the
      * equilibrated M~ has */
@@ -166,7 +181,7 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c)
     cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->chol, n);
     cdyn__sym_equilibrate(n, c->chol, n, s);
     rescale_coordinates(c, s, with_c, c->chol);
-    info = cdyn__potrf(n, c->chol, n);
+    int info = cdyn__potrf(n, c->chol, n);
     if (info != 0)
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                                      "%s: M + Phi_q^T D Phi_q (equilibrated) is not positive "
@@ -198,13 +213,14 @@ static cdyn_status check_overflow(cdyn_constraint *c, const char *fn, const char
 }
 
 /* Steps 1-2 and the whitened rows X (and Z for the reactions' C). The
- * second attempt (attempt = 1) first gives the scaled M~ a unit diagonal:
- * the KKT's equilibration balances M~ against Phi~ (right for a nearly
- * massless coordinate that a constraint pins), the diagonal scaling
- * balances M~ in itself (right when M is ill-conditioned in directions the
- * constraints do not touch); each fails where the other succeeds. */
+ * second equilibration (attempt = 1) first gives the scaled M~ a unit
+ * diagonal: the KKT's equilibration balances M~ against Phi~ (right for a
+ * nearly massless coordinate that a constraint pins), the diagonal
+ * scaling balances M~ in itself (right when M is ill-conditioned in
+ * directions the constraints do not touch); each fails where the other
+ * succeeds. augment: factor_mass()'s choice (MASS_UNFIT passes through). */
 static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, int ldc,
-                           int attempt)
+                           int attempt, int augment)
 {
     int n = c->n, m = c->active;
     scale_system(c, C, ldc);
@@ -212,7 +228,7 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
         cdyn__sym_equilibrate(n, c->qr, n, c->w);
         rescale_coordinates(c, c->w, C != NULL, NULL);
     }
-    cdyn_status st = factor_mass(c, fn, C != NULL);
+    cdyn_status st = factor_mass(c, fn, C != NULL, augment);
     if (st) return st;
     whiten_rows(c, c->jac_scaled, c->x_rows);
     st = check_overflow(c, fn, "L^-1 Phi_q^T", m, n, c->x_rows, c->m1);
@@ -429,14 +445,19 @@ static void activate_rows(cdyn_constraint *c, int count)
 }
 
 /* Steps 1-4 on the active rows: the two equilibrations of prepare() in
- * turn, the first whose result is certified wins (C is the reactions'
- * coefficient matrix, NULL for multipliers). */
+ * turn, each with M~ and then the augmented mass; the first whose result
+ * is certified wins (C is the reactions' coefficient matrix, NULL for
+ * multipliers). A well-posed system with a well-conditioned M~ takes the
+ * first plan, without a condition estimate of M~: its certificate is the
+ * test that the plan was accurate. */
 static cdyn_status solve_bordered(cdyn_constraint *c, const char *fn, const double *C, int ldc,
                                   const int *skip)
 {
     cdyn_status st = CDYN_ERR_SINGULAR;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-        st = prepare(c, fn, C, ldc, attempt);
+    for (int plan = 0; plan < 4; ++plan) {
+        if (plan % 2 && c->active == 0) continue; /* M~ is all there is */
+        st = prepare(c, fn, C, ldc, plan / 2, plan % 2);
+        if (st == MASS_UNFIT) continue;
         if (st == CDYN_OK && !C) choose_lagrange_path(c);
         if (st == CDYN_OK && C && !prepare_product(c) && !prepare_reactions_qr(c))
             st = cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,

@@ -764,6 +764,59 @@ START_TEST(kkt_is_exact_when_the_pinned_mass_is_subnormal)
 }
 END_TEST
 
+/* The same at n = 32 (above the small sizes: the general path of
+ * constraint_solve.c for every formulation). M = I - (1 - mu) 1 1^T / 32,
+ * eigenvalue mu' = 1 - fl(1 - mu) (exact) along the all-ones direction and
+ * 1 across it, pinned by the one constraint 1^T q'' = s. By hand, with
+ * v = 1 / sqrt(32): q'' = (I - v v^T) Q + (s / 32) 1 (the free motions
+ * take Q as they are, the pinned one is s) and, from v^T (M q'' + 1 lambda
+ * - Q) = 0, lambda = (1^T Q - mu' s) / 32. The bordered system stays
+ * conditioned ~ 100 for every mu, but the factor of M alone loses
+ * everything along 1 when mu is small; the diagonal of that factor shows
+ * it only below mu ~ 3e-8 (L_nn^2 ~ 32 mu), so mu = 1e-7 takes the path
+ * through M~ first and must be certified there or be solved by the
+ * augmented mass. Asserts OK and 1e-13 relative for each formulation. */
+START_TEST(kkt_is_exact_when_a_large_mechanism_pins_its_light_direction)
+{
+    enum { N = 32 };
+    const double mus[7] = {1e-2, 1e-5, 1e-7, 1e-9, 1e-12, 1e-16, 0.0}, s = 0.7;
+    double M[N * N], Q[N], ones[N], qdd[N], lambda[1], sum_q = 0.0;
+    for (int j = 0; j < N; ++j) {
+        Q[j] = j - 10.0;
+        ones[j] = 1.0;
+        sum_q += Q[j];
+    }
+    for (int k = 0; k < 7; ++k) {
+        double w = 1.0 - mus[k], mu = 1.0 - w; /* both exact */
+        for (int j = 0; j < N; ++j)
+            for (int i = 0; i < N; ++i) M[i + j * N] = (i == j ? 1.0 : 0.0) - w / N;
+        const double lambda_ref = (sum_q - mu * s) / N;
+        cdyn_constraint *c = cdyn_constraint_create(N, 1, NULL);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, N, Q, ones, 1, NULL, NULL, &s), CDYN_OK);
+        for (int form = 0; form < 3; ++form) {
+            static const char *const names[3] = {"lagrange", "reactions", "pseudoinverse"};
+            cdyn_status st = form == 0   ? cdyn_constraint_lagrange(c, qdd, lambda)
+                             : form == 1 ? cdyn_constraint_reactions(c, ones, 1, qdd, lambda)
+                                         : cdyn_constraint_pseudoinverse(c, qdd, lambda);
+            ck_assert_msg(st == CDYN_OK, "mu = %g, %s: status %d (%s)", mus[k], names[form], st,
+                          cdyn_constraint_last_error(c));
+            double eq = 0.0, largest = 0.0;
+            for (int j = 0; j < N; ++j) {
+                double ref = Q[j] - sum_q / N + s / N;
+                eq = fmax(eq, fabs(qdd[j] - ref));
+                largest = fmax(largest, fabs(ref));
+            }
+            double el = fabs(lambda[0] - lambda_ref) / fabs(lambda_ref);
+            ck_assert_msg(eq <= 1e-13 * largest && el <= 1e-13,
+                          "mu = %g, %s: q'' error %.2e of the largest, lambda rel err %.2e",
+                          mus[k], names[form], eq / largest, el);
+        }
+        cdyn_constraint_free(c);
+    }
+}
+END_TEST
+
 /* A mechanism with the same trouble: a bob (x, y), mass 1.5 kg, on a rod of
  * length 0.8 m (Phi1 = x^2 + y^2 - L^2), and a slider s of mass 1e-14 kg
  * tied to it, s = x (Phi2 = s - x), held by a spring k = 50 N/m:
@@ -3974,6 +4027,7 @@ static Suite *honest_suite(void)
     tcase_set_timeout(kkt, 120);
     tcase_add_test(kkt, kkt_is_exact_when_a_pinned_coordinate_is_nearly_massless);
     tcase_add_test(kkt, kkt_is_exact_when_the_pinned_mass_is_subnormal);
+    tcase_add_test(kkt, kkt_is_exact_when_a_large_mechanism_pins_its_light_direction);
     tcase_add_test(kkt, mbs_rhs_is_exact_with_a_nearly_massless_pinned_slider);
     suite_add_tcase(s, kkt);
 
