@@ -51,6 +51,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->mass = doubles(nn);
     c->force = doubles((size_t)n);
     c->jac = doubles(nm);
+    c->mass_next = doubles(nn);
+    c->jac_next = doubles(nm);
     c->accel_rhs = doubles((size_t)m1);
     c->ref.amax = calloc(nm, sizeof(double));
     c->row_order = malloc(sizeof(int) * (size_t)m1);
@@ -93,7 +95,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
-        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax)
+        !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax ||
+        !c->mass_next || !c->jac_next)
         goto fail;
     for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
@@ -117,7 +120,8 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->top,       c->w,           c->q_scaled,    c->q_result,
                         c->residual_top, c->delta_q,  c->bottom,      c->r,
                         c->mult_scaled, c->mult_result, c->residual_bottom, c->delta_mult,
-                        c->vec_m,     c->kkt_work,    c->ref.amax};
+                        c->vec_m,     c->kkt_work,    c->ref.amax,    c->mass_next,
+                        c->jac_next};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
     free(c->active_rows);
@@ -284,11 +288,19 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     if (ldm < n) return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldm = %d < n = %d", fn, ldm, n);
     if (ldphiq < c->m1)
         return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: ldphiq = %d < max(1, m = %d)", fn, ldphiq, m);
-    long bad = cdyn__first_nonfinite(n, n, M, ldm);
+    /* copied into the staging arrays and checked in the same pass; they
+     * become the instant only when everything holds (a failed load keeps
+     * the previous instant) */
+    int finite = 1;
+    for (int j = 0; j < n; ++j)
+        finite &= cdyn__copy_finite(n, M + (size_t)j * ldm, c->mass_next + (size_t)j * n);
+    long bad = finite ? -1 : cdyn__first_nonfinite(n, n, M, ldm);
     if (bad >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: M(%ld, %ld) is not finite", fn,
                           bad % n, bad / n);
-    bad = m > 0 ? cdyn__first_nonfinite(m, n, Phi_q, ldphiq) : -1;
+    for (int j = 0; j < n && m > 0; ++j)
+        finite &= cdyn__copy_finite(m, Phi_q + (size_t)j * ldphiq, c->jac_next + (size_t)j * c->m1);
+    bad = finite ? -1 : cdyn__first_nonfinite(m, n, Phi_q, ldphiq);
     if (bad >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: Phi_q(%ld, %ld) is not finite", fn,
                           bad % m, bad / m);
@@ -306,12 +318,12 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                           "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
-    for (int j = 0; j < n; ++j) {
-        memcpy(c->mass + (size_t)j * n, M + (size_t)j * ldm, sizeof(double) * (size_t)n);
-        if (m > 0)
-            memcpy(c->jac + (size_t)j * c->m1, Phi_q + (size_t)j * ldphiq,
-                   sizeof(double) * (size_t)m);
-    }
+    double *swap = c->mass;
+    c->mass = c->mass_next;
+    c->mass_next = swap;
+    swap = c->jac;
+    c->jac = c->jac_next;
+    c->jac_next = swap;
     memcpy(c->force, Q, sizeof(double) * (size_t)n);
     if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
     c->loaded = 1;

@@ -29,6 +29,7 @@ struct cdyn_constraint {
     double *mass;           /* n x n */
     double *force;          /* n, Q */
     double *jac;            /* m x n (ld m1), Phi_q */
+    double *mass_next, *jac_next; /* load()'s staging copies, swapped in on success */
     double *accel_rhs;      /* m, s = xi - K_D Phi' - K_P Phi */
 
     /* the rank of Phi_q by the rank policy, decided once per load */

@@ -71,8 +71,9 @@ static cdyn_status cleared(cdyn_constraint *c, cdyn_status status)
 }
 
 /* Step 1: equilibrate [M Phi^T; Phi 0] on the active rows of Phi_q (and
- * the columns of C^T) and write the scaled M into c->qr (full), Phi~ into
- * jac_scaled, C~ into coef_scaled (active rows only, gathered). */
+ * the columns of C^T) and write the scaled M into c->qr (full) and the
+ * lower triangle of c->chol (what the factor of M~ starts from; same pass),
+ * Phi~ into jac_scaled, C~ into coef_scaled (active rows only, gathered). */
 static void scale_system(cdyn_constraint *c, const double *C, int ldc)
 {
     int n = c->n, m = c->active, m1 = c->m1;
@@ -84,8 +85,10 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
     cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac_scaled, m1, c->scale_q, c->scale_g,
                           c->kkt_work);
     for (int j = 0; j < n; ++j) {
-        for (int i = 0; i < n; ++i)
-            c->qr[i + (size_t)j * n] = sq[i] * c->mass[i + (size_t)j * n] * sq[j];
+        double *qr = c->qr + (size_t)j * n, *chol = c->chol + (size_t)j * n;
+        const double *mass = c->mass + (size_t)j * n;
+        for (int i = 0; i < j; ++i) qr[i] = sq[i] * mass[i] * sq[j];
+        for (int i = j; i < n; ++i) chol[i] = qr[i] = sq[i] * mass[i] * sq[j];
         for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= sg[i] * sq[j];
     }
     if (!C) return;
@@ -101,15 +104,16 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
 }
 
 /* Scale the coordinates once more by s (n powers of two): scale_q, the
- * scaled M in c->qr, Phi~ in jac_scaled, C~ in coef_scaled (when C) and,
- * when `also` is not NULL, the n x n lower triangle there. */
+ * scaled M in c->qr, Phi~ in jac_scaled, C~ in coef_scaled (when C) and
+ * the n x n lower triangle in `also` (c->chol: what the factor starts
+ * from, or the augmented matrix). */
 static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c, double *also)
 {
     int n = c->n, m = c->active, m1 = c->m1;
     for (int j = 0; j < n; ++j) {
         c->scale_q[j] *= s[j];
         for (int i = 0; i < n; ++i) c->qr[i + (size_t)j * n] *= s[i] * s[j];
-        for (int i = j; also && i < n; ++i) also[i + (size_t)j * n] *= s[i] * s[j];
+        for (int i = j; i < n; ++i) also[i + (size_t)j * n] *= s[i] * s[j];
         for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= s[j];
         for (int i = 0; with_c && i < m; ++i) c->coef_scaled[i + (size_t)j * m1] *= s[j];
     }
@@ -155,8 +159,7 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c, i
     int n = c->n, m = c->active, m1 = c->m1;
     double *s = c->w; /* n scratch */
     c->augmented = 0;
-    if (!augment) {
-        memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
+    if (!augment) { /* c->chol's lower triangle holds M~ (scale_system) */
         int info = cdyn__potrf(n, c->chol, n);
         if (info == 0 && m == 0) return CDYN_OK; /* nothing to choose */
         if (info == 0 && !diagonal_shows_ill_conditioned(n, c->chol, n, MASS_COND_LIMIT))
@@ -226,7 +229,7 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
     scale_system(c, C, ldc);
     if (attempt == 1) {
         cdyn__sym_equilibrate(n, c->qr, n, c->w);
-        rescale_coordinates(c, c->w, C != NULL, NULL);
+        rescale_coordinates(c, c->w, C != NULL, c->chol);
     }
     cdyn_status st = factor_mass(c, fn, C != NULL, augment);
     if (st) return st;

@@ -50,6 +50,11 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
 /* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1. */
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld);
 
+/* dst[0..len) = src[0..len) (they must not overlap); 1 when every value
+ * copied is finite, else 0 (one pass: a check fused with the copy it
+ * precedes). */
+int cdyn__copy_finite(int len, const double *src, double *dst);
+
 /* The one rule for the accuracy settings of the Newton solvers and their
  * owners: rtol in [1e-15, 1), atol (n values, may be NULL) finite and >= 0.
  * CDYN_OK, or CDYN_ERR_ARG with the message in msg (fn names the caller). */

@@ -30,6 +30,8 @@ void dgesvd_(const char *jobu, const char *jobvt, const int *m, const int *n, do
              const int *lda, double *s, double *U, const int *ldu, double *VT, const int *ldvt,
              double *work, const int *lwork, int *info, fchar_len, fchar_len);
 void dpotrf_(const char *uplo, const int *n, double *A, const int *lda, int *info, fchar_len);
+void dtrtri_(const char *uplo, const char *diag, const int *n, double *A, const int *lda, int *info,
+             fchar_len, fchar_len);
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *A, const int *lda,
              double *B, const int *ldb, int *info, fchar_len);
 void dpocon_(const char *uplo, const int *n, const double *A, const int *lda,
@@ -175,6 +177,13 @@ int cdyn__potrf(int n, double *A, int lda)
     if (n <= CDYN__SMALL) return cdyn__small_potrf(n, A, lda);
     int info = 0;
     dpotrf_("L", &n, A, &lda, &info, 1);
+    return info;
+}
+
+int cdyn__trtri_lower(int n, double *L, int ldl)
+{
+    int info = 0;
+    dtrtri_("L", "N", &n, L, &ldl, &info, 1, 1);
     return info;
 }
 

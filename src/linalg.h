@@ -68,6 +68,10 @@ int cdyn__gesvd_jobs_lwork(char jobu, char jobvt, int m, int n);
 int cdyn__potrf(int n, double *A, int lda);
 int cdyn__potrs(int n, int nrhs, const double *L, int ldl, double *B, int ldb);
 
+/* The inverse of the lower triangular, non-unit L in place (dtrtri; the
+ * strict upper triangle is not referenced). Returns k > 0 when L_kk = 0. */
+int cdyn__trtri_lower(int n, double *L, int ldl);
+
 /* LU with partial pivoting (dgetrf), its solve (dgetrs, trans 'N'/'T') and a
  * 1-norm reciprocal condition estimate (dgecon; work 4n, iwork n; exact for
  * n <= CDYN__SMALL). */

@@ -96,6 +96,19 @@ cdyn_status cdyn__check_tolerances(char *msg, const char *fn, double rtol, const
     return CDYN_OK;
 }
 
+int cdyn__copy_finite(int len, const double *src, double *dst)
+{
+    const uint64_t exponent = UINT64_C(0x7ff0000000000000), one = UINT64_C(0x0010000000000000);
+    uint64_t any = 0;
+    for (int i = 0; i < len; ++i) {
+        uint64_t bits;
+        memcpy(&bits, src + i, sizeof bits);
+        any |= (bits & exponent) + one; /* the top bit only for Inf and NaN */
+        memcpy(dst + i, &bits, sizeof bits);
+    }
+    return (any >> 63) == 0;
+}
+
 long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
 {
     size_t total = (size_t)rows * (size_t)cols;
