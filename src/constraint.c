@@ -71,7 +71,6 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->x_rows = doubles(nm);
     c->z_rows = doubles(nm);
     c->small = doubles(mm);
-    c->small_copy = doubles(mm);
     c->qr = doubles((size_t)big * big);
     c->tau = doubles((size_t)big);
     c->jpvt = malloc(sizeof(int) * (size_t)big);
@@ -94,7 +93,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->force || !c->jac || !c->accel_rhs || !c->row_order || !c->redundant_flag ||
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
-        !c->z_rows || !c->small || !c->small_copy || !c->qr || !c->tau || !c->jpvt || !c->sv ||
+        !c->z_rows || !c->small || !c->qr || !c->tau || !c->jpvt || !c->sv ||
         !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax ||
         !c->mass_next || !c->jac_next)
         goto fail;
@@ -115,7 +114,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->mass,      c->force,       c->jac,         c->accel_rhs,
                         c->gen_force, c->multipliers, c->scale_q,     c->scale_g,
                         c->scale_f,   c->aug_weight, c->mult_unit, c->chol,        c->jac_scaled,  c->coef_scaled,
-                        c->x_rows,    c->z_rows,      c->small,       c->small_copy,
+                        c->x_rows,    c->z_rows,      c->small,
                         c->qr,        c->tau,         c->sv,
                         c->top,       c->w,           c->q_scaled,    c->q_result,
                         c->residual_top, c->delta_q,  c->bottom,      c->r,

@@ -69,7 +69,6 @@ struct cdyn_constraint {
     double *x_rows;         /* m x n (ld m1): X = Phi~ L^{-T} */
     double *z_rows;         /* m x n (ld m1): Z = C~ L^{-T} */
     double *small;          /* m x m: factor of A or T */
-    double *small_copy;     /* m x m: A before its factorization */
     double *qr;             /* max(n, m)^2 */
     double *tau;            /* max(n, m) */
     int *jpvt;              /* max(n, m) */

@@ -32,9 +32,11 @@
 
 /* The equilibrated M is tried directly unless the diagonal of its
  * Cholesky factor shows a condition above MASS_COND_LIMIT (then, or when
- * its result is not certified, the augmented mass); A = X X^T is factored
- * only when its condition is below SCHUR_COND_LIMIT (forming A squares the
- * condition of X; above, the QR path). Both only steer accuracy: the
+ * its result is not certified, the augmented mass). The same for
+ * A = X X^T of the multipliers, against SCHUR_COND_LIMIT (forming A
+ * squares the condition of X; the alternative is the QR path of X^T).
+ * The reactions' product T = X Z^T is factored only when its condition
+ * estimate is below SCHUR_COND_LIMIT. All three only steer accuracy: the
  * certificate decides whether a result is OK. */
 #define MASS_COND_LIMIT 1e6
 #define SCHUR_COND_LIMIT 1e6
@@ -131,16 +133,6 @@ static int diagonal_shows_ill_conditioned(int n, const double *L, int ldl, doubl
         hi = d > hi ? d : hi;
     }
     return !(hi <= lo * sqrt(limit));
-}
-
-/* Is the SPD A (lower triangle, ld lda) with Cholesky factor L (ld ldl)
- * conditioned below limit? The diagonal test first, then the condition
- * estimate (an O(n^2) pass of several triangular solves above size 16). */
-static int well_conditioned(int n, const double *A, int lda, const double *L, int ldl,
-                            double limit, double *work, int *iwork)
-{
-    if (diagonal_shows_ill_conditioned(n, L, ldl, limit)) return 0;
-    return cdyn__spd_cond(n, A, lda, L, ldl, work, iwork) <= limit;
 }
 
 /* factor_mass()'s answer when the mass it was asked for does not fit:
@@ -244,26 +236,30 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
 
 /* ---- step 3: the multipliers -------------------------------------------- */
 
-/* Lagrange: Cholesky of A = X X^T when well conditioned, else pivoted QR
- * of X^T (n x m, into c->qr), never forming A. */
-static void choose_lagrange_path(cdyn_constraint *c)
+/* Lagrange, the multipliers through the pivoted QR of X^T (n x m, into
+ * c->qr), never forming A = X X^T. */
+static void lagrange_qr_path(cdyn_constraint *c)
 {
     int n = c->n, m = c->active, m1 = c->m1;
-    c->path = CDYN__PATH_SCHUR;
-    if (m == 0) return;
-    cdyn__syrk('L', 'N', m, n, 1.0, c->x_rows, m1, 0.0, c->small_copy, m1);
-    for (int j = 0; j < m; ++j)
-        memcpy(c->small + (size_t)j * m1 + j, c->small_copy + (size_t)j * m1 + j,
-               sizeof(double) * (size_t)(m - j));
-    if (cdyn__potrf(m, c->small, m1) == 0 &&
-        well_conditioned(m, c->small_copy, m1, c->small, m1, SCHUR_COND_LIMIT, c->work,
-                         c->iwork))
-        return;
     c->path = CDYN__PATH_QR;
     for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) c->qr[j + (size_t)i * n] = c->x_rows[i + (size_t)j * m1];
     memset(c->jpvt, 0, sizeof(int) * (size_t)m);
     cdyn__geqp3(n, m, c->qr, n, c->jpvt, c->tau, c->work, c->lwork);
+}
+
+/* Lagrange: Cholesky of A = X X^T unless it fails or the diagonal of its
+ * factor shows A ill-conditioned, else the QR path. */
+static void choose_lagrange_path(cdyn_constraint *c)
+{
+    int n = c->n, m = c->active, m1 = c->m1;
+    c->path = CDYN__PATH_SCHUR;
+    if (m == 0) return;
+    cdyn__syrk('L', 'N', m, n, 1.0, c->x_rows, m1, 0.0, c->small, m1);
+    if (cdyn__potrf(m, c->small, m1) == 0 &&
+        !diagonal_shows_ill_conditioned(m, c->small, m1, SCHUR_COND_LIMIT))
+        return;
+    lagrange_qr_path(c);
 }
 
 /* Reactions: LU of T = X Z^T (m x m) when well conditioned (1), else 0. */
@@ -468,6 +464,10 @@ static cdyn_status solve_bordered(cdyn_constraint *c, const char *fn, const doub
                                        "C does not act on the constrained motions)",
                                        fn, c->active));
         if (st == CDYN_OK) st = solve_certified(c, fn, C, ldc, skip);
+        if (st == CDYN_ERR_SINGULAR && c->path == CDYN__PATH_SCHUR && c->active > 0) {
+            lagrange_qr_path(c); /* A's Cholesky path was not accurate enough */
+            st = solve_certified(c, fn, C, ldc, skip);
+        }
         if (st != CDYN_ERR_SINGULAR && st != CDYN_ERR_NONFINITE) return st;
     }
     return st;
