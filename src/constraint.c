@@ -291,13 +291,17 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
      * become the instant only when everything holds (a failed load keeps
      * the previous instant) */
     int finite = 1;
-    for (int j = 0; j < n; ++j)
+    if (ldm == n) /* contiguous: one pass */
+        finite = cdyn__copy_finite(n * n, M, c->mass_next);
+    for (int j = 0; j < n && ldm != n; ++j)
         finite &= cdyn__copy_finite(n, M + (size_t)j * ldm, c->mass_next + (size_t)j * n);
     long bad = finite ? -1 : cdyn__first_nonfinite(n, n, M, ldm);
     if (bad >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: M(%ld, %ld) is not finite", fn,
                           bad % n, bad / n);
-    for (int j = 0; j < n && m > 0; ++j)
+    if (m > 0 && ldphiq == m)
+        finite = cdyn__copy_finite(m * n, Phi_q, c->jac_next);
+    for (int j = 0; j < n && m > 0 && ldphiq != m; ++j)
         finite &= cdyn__copy_finite(m, Phi_q + (size_t)j * ldphiq, c->jac_next + (size_t)j * c->m1);
     bad = finite ? -1 : cdyn__first_nonfinite(m, n, Phi_q, ldphiq);
     if (bad >= 0)
