@@ -88,7 +88,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         vectors_ok &= (*vectors_n[i] = doubles((size_t)n)) != NULL;
     for (size_t i = 0; i < sizeof vectors_m / sizeof vectors_m[0]; ++i)
         vectors_ok &= (*vectors_m[i] = doubles((size_t)m1)) != NULL;
-    c->kkt_work = doubles((size_t)(n + m1));
+    c->kkt_work = doubles((size_t)(2 * n + m1)); /* the equilibration's */
     if (!ws_ok || !vectors_ok || !c->work || !c->kd || !c->kp || !c->alpha || !c->mass ||
         !c->force || !c->jac || !c->accel_rhs || !c->row_order || !c->redundant_flag ||
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||

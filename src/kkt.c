@@ -20,42 +20,56 @@ static double column_max(int len, const double *g, const double *s)
     return cdyn__larger(cdyn__larger(a[0], a[1]), cdyn__larger(a[2], a[3]));
 }
 
-/* One sweep's row maxima of the scaled bordered matrix, reading M's lower
- * triangle only (the matrix is symmetric): row_q (n) and row_g (m) get the
- * largest |entry| of every row. The factors are powers of two, so
- * |s_i a_ij s_j| = |a_ij| s_j times s_i exactly: the loops over a column
- * keep the row factor out and are elementwise (they vectorize), except the
- * column maxima, which run in four chains. Returns the largest |entry| of
- * the scaled M alone. */
-static double sweep_maxima(int n, int m, const double *M, int ldm, const double *G, int ldg,
-                           const double *sq, const double *sg, double *row_q, double *row_g)
+/* rows[i] = max(rows[i], max_j |A_ij| s_j) over the columns j of A (len
+ * rows, ld lda, cols columns): elementwise over a column (it vectorizes),
+ * four columns per pass over rows. */
+static void fold_row_maxima(int len, int cols, const double *A, int lda, const double *s,
+                            double *rows)
 {
-    double mass_largest = 0.0;
-    for (int j = 0; j < n; ++j) row_q[j] = 0.0;
-    for (int i = 0; i < m; ++i) row_g[i] = 0.0;
-    for (int j = 0; j < n; ++j) {
-        const double *mcol = M + (size_t)j * ldm;
-        double sj = sq[j];
-        for (int i = j + 1; i < n; ++i) { /* (i, j) in row i, s_i left out */
-            double v = fabs(mcol[i]) * sj;
-            row_q[i] = v > row_q[i] ? v : row_q[i];
+    int j = 0;
+    for (; j + 4 <= cols; j += 4) {
+        const double *a0 = A + (size_t)j * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+        double s0 = s[j], s1 = s[j + 1], s2 = s[j + 2], s3 = s[j + 3];
+        for (int i = 0; i < len; ++i) {
+            double v0 = fabs(a0[i]) * s0, v1 = fabs(a1[i]) * s1;
+            double v2 = fabs(a2[i]) * s2, v3 = fabs(a3[i]) * s3;
+            v0 = v1 > v0 ? v1 : v0;
+            v2 = v3 > v2 ? v3 : v2;
+            v0 = v2 > v0 ? v2 : v0;
+            rows[i] = v0 > rows[i] ? v0 : rows[i];
         }
-        /* (i, j), i >= j, in row j, s_j left out */
-        double own = cdyn__larger(fabs(mcol[j]) * sj, column_max(n - j - 1, mcol + j + 1, sq + j + 1));
-        mass_largest = cdyn__larger(mass_largest, own * sj);
-        if (m > 0) {
-            const double *gcol = G + (size_t)j * ldg;
-            for (int i = 0; i < m; ++i) {
-                double v = fabs(gcol[i]) * sj;
-                row_g[i] = v > row_g[i] ? v : row_g[i];
-            }
-            own = cdyn__larger(own, column_max(m, gcol, sg)); /* row j of G^T */
-        }
-        row_q[j] = cdyn__larger(row_q[j], own);
     }
-    for (int j = 0; j < n; ++j) row_q[j] *= sq[j];
-    for (int i = 0; i < m; ++i) row_g[i] *= sg[i];
+    for (; j < cols; ++j) {
+        const double *a = A + (size_t)j * lda;
+        for (int i = 0; i < len; ++i) {
+            double v = fabs(a[i]) * s[j];
+            rows[i] = v > rows[i] ? v : rows[i];
+        }
+    }
+}
+
+/* The parts of a sweep's row maxima, each without its own row's factor
+ * (the factors are powers of two, so |s_i a_ij s_j| = |a_ij| s_j times s_i
+ * exactly): mass_rows[i] = max_j |M_ij| sq_j and g_rows[i] = max_j |G_ij|
+ * sq_j. Both depend on sq only. Returns the largest |entry| of the scaled
+ * M. */
+static double mass_and_g_rows(int n, int m, const double *M, int ldm, const double *G, int ldg,
+                              const double *sq, double *mass_rows, double *g_rows)
+{
+    for (int j = 0; j < n; ++j) mass_rows[j] = 0.0;
+    for (int i = 0; i < m; ++i) g_rows[i] = 0.0;
+    fold_row_maxima(n, n, M, ldm, sq, mass_rows);
+    fold_row_maxima(m, n, G, ldg, sq, g_rows);
+    double mass_largest = 0.0;
+    for (int i = 0; i < n; ++i) mass_largest = cdyn__larger(mass_largest, mass_rows[i] * sq[i]);
     return mass_largest;
+}
+
+/* gt_rows[j] = max_i |G_ij| sg_i (row j of G^T without sq_j): depends on
+ * sg only. */
+static void gt_rows_of(int n, int m, const double *G, int ldg, const double *sg, double *gt_rows)
+{
+    for (int j = 0; j < n; ++j) gt_rows[j] = m > 0 ? column_max(m, G + (size_t)j * ldg, sg) : 0.0;
 }
 
 /* The balanced bordered matrix keeps one degree of freedom: sq times a
@@ -79,48 +93,42 @@ static void balance_mass_against_constraints(int n, int m, double largest, doubl
     for (int i = 0; i < m; ++i) sg[i] /= a;
 }
 
-/* The start of the sweeps: every diagonal entry of M above 1 scaled to
- * about 1 (a light coordinate keeps 1: a constraint may be what pins it,
- * and the sweeps find that), then every row of G to its largest entry in
- * [1/2, 1). Where M's diagonal dominates its rows, as in most mass
- * matrices, the first sweep finds the matrix balanced; from the unit start
- * Ruiz needs about log2 of the spread between M and G more. */
-static void first_factors(int n, int m, const double *M, int ldm, const double *G, int ldg,
-                          double *sq, double *sg, double *row_g)
-{
-    for (int j = 0; j < n; ++j) {
-        double s = cdyn__sym_scale(fabs(M[j + (size_t)j * ldm]));
-        sq[j] = s < 1.0 ? s : 1.0;
-    }
-    for (int i = 0; i < m; ++i) row_g[i] = 0.0;
-    for (int j = 0; j < n && m > 0; ++j) {
-        const double *gcol = G + (size_t)j * ldg;
-        double sj = sq[j];
-        for (int i = 0; i < m; ++i) {
-            double v = fabs(gcol[i]) * sj;
-            row_g[i] = v > row_g[i] ? v : row_g[i];
-        }
-    }
-    for (int i = 0; i < m; ++i) sg[i] = cdyn__inverse_power_of_two(row_g[i]);
-}
+/* Is the largest entry r of a row balanced (in [1/2, 2), or the row zero)? */
+static int balanced_row(double r) { return !(r > 0.0) || (r >= 0.5 && r < 2.0); }
 
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work)
 {
-    double *row_q = work, *row_g = work + n, mass_largest = 0.0;
-    first_factors(n, m, M, ldm, G, ldg, sq, sg, row_g);
-    int balanced = 0;
-    for (int sweep = 0; sweep < 64 && !balanced; ++sweep) {
-        mass_largest = sweep_maxima(n, m, M, ldm, G, ldg, sq, sg, row_q, row_g);
+    double *mass_rows = work, *gt_rows = work + n, *g_rows = work + 2 * (size_t)n;
+    double mass_largest = 0.0;
+    for (int j = 0; j < n; ++j) sq[j] = 1.0;
+    for (int i = 0; i < m; ++i) sg[i] = 1.0;
+    /* a sweep recomputes only the parts whose factors the last one changed
+     * (sg alone changes in most sweeps after the first: G is then the only
+     * pass) */
+    int sq_changed = 1, sg_changed = 1, balanced = 0;
+    for (int sweep = 0; sweep < 64; ++sweep) {
+        if (sq_changed) mass_largest = mass_and_g_rows(n, m, M, ldm, G, ldg, sq, mass_rows, g_rows);
+        if (sg_changed) gt_rows_of(n, m, G, ldg, sg, gt_rows);
         balanced = 1;
-        for (int k = 0; k < n + m; ++k)
-            if (work[k] > 0.0 && (work[k] < 0.5 || work[k] >= 2.0)) balanced = 0;
+        for (int j = 0; j < n; ++j)
+            balanced &= balanced_row(cdyn__larger(mass_rows[j], gt_rows[j]) * sq[j]);
+        for (int i = 0; i < m; ++i) balanced &= balanced_row(g_rows[i] * sg[i]);
         if (balanced) break;
-        for (int j = 0; j < n; ++j) sq[j] *= cdyn__sym_scale(row_q[j]);
-        for (int i = 0; i < m; ++i) sg[i] *= cdyn__sym_scale(row_g[i]);
+        sq_changed = sg_changed = 0;
+        for (int j = 0; j < n; ++j) {
+            double f = cdyn__sym_scale(cdyn__larger(mass_rows[j], gt_rows[j]) * sq[j]);
+            sq_changed |= f != 1.0;
+            sq[j] *= f;
+        }
+        for (int i = 0; i < m; ++i) {
+            double f = cdyn__sym_scale(g_rows[i] * sg[i]);
+            sg_changed |= f != 1.0;
+            sg[i] *= f;
+        }
     }
-    if (!balanced) /* the last sweep's factors were changed after it */
-        mass_largest = sweep_maxima(n, m, M, ldm, G, ldg, sq, sg, row_q, row_g);
+    if (!balanced && sq_changed) /* the last sweep changed sq after it */
+        mass_largest = mass_and_g_rows(n, m, M, ldm, G, ldg, sq, mass_rows, g_rows);
     balance_mass_against_constraints(n, m, mass_largest, sq, sg);
 }
 

@@ -18,13 +18,12 @@
  * matrix [M G^T; G 0], reading M's lower triangle only (Ruiz: each sweep
  * divides every row and column by the square root of its largest entry,
  * rounded to a power of two, until every row's largest entry is within
- * [1/2, 2); at most 64 sweeps, each halving the spread of exponents;
- * the start scales M's diagonal entries above 1 to about 1 and G's rows to
- * about 1, so that a mass matrix whose diagonal dominates needs one
- * sweep). The one freedom left, sq a and sg / a, is then
+ * [1/2, 2), from sq = sg = 1; at most 64 sweeps, each halving the spread
+ * of exponents; a sweep passes over M only when the last one changed sq).
+ * The one freedom left, sq a and sg / a, is then
  * fixed by raising M~'s largest entry into [1/2, 2) when it is smaller, so
  * that M is not left negligible beside G. Rows that are entirely zero keep
- * the factor 1. work: n + m doubles. */
+ * the factor 1. work: 2 n + m doubles. */
 void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double *G, int ldg,
                            double *sq, double *sg, double *work);
 
