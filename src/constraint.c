@@ -148,6 +148,7 @@ void cdyn__constraint_set_owner(cdyn_constraint *c, const int *owner_in_callback
 static void set_diagonal_gains(cdyn_constraint *c, double kd, double kp)
 {
     int m = c->m;
+    c->gains_full = 0;
     memset(c->kd, 0, sizeof(double) * (size_t)c->m1 * c->m1);
     memset(c->kp, 0, sizeof(double) * (size_t)c->m1 * c->m1);
     for (int i = 0; i < m; ++i) {
@@ -217,6 +218,7 @@ cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int 
         memcpy(c->kd + (size_t)j * m, KD + (size_t)j * ldkd, sizeof(double) * (size_t)m);
         memcpy(c->kp + (size_t)j * m, KP + (size_t)j * ldkp, sizeof(double) * (size_t)m);
     }
+    c->gains_full = 1;
     return CDYN_OK;
 }
 
@@ -316,8 +318,13 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
      * in (a failed load keeps the previous instant) */
     double *s = c->vec_m;
     for (int i = 0; i < m; ++i) s[i] = xi ? xi[i] : 0.0;
-    if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, s);
-    if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, s);
+    if (c->gains_full) {
+        if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, s);
+        if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, s);
+    } else { /* diagonal gains (the default 0, Baumgarte, critical) */
+        for (int i = 0; Phi_dot && i < m; ++i) s[i] -= c->kd[i + (size_t)i * m] * Phi_dot[i];
+        for (int i = 0; Phi && i < m; ++i) s[i] -= c->kp[i + (size_t)i * m] * Phi[i];
+    }
     if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                           "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);

@@ -21,6 +21,7 @@ struct cdyn_constraint {
     int n, m, m1, k;        /* m1 = max(m, 1), k = min(n, m) */
     double rank_tol;
     double *kd, *kp;        /* m x m gains (T4.5, T4.6) */
+    int gains_full;         /* from cdyn_constraint_set_gains; else kd, kp are diagonal */
     double *alpha;          /* m, penalty (T4.8) */
     cdyn__guard guard;
 

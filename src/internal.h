@@ -4,6 +4,7 @@
 
 #include "cdyn/status.h"
 
+#include <math.h>
 #include <stddef.h>
 
 /* Size of every object's last-error buffer. */
@@ -47,8 +48,19 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
         }                                                                                         \
     } while (0)
 
-/* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1. */
-long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld);
+/* Position (i + j*rows) of the first NaN/Inf in a rows x cols matrix, or -1.
+ * Short contiguous arrays (the vectors of the per-step calls, checked
+ * several times per call at small sizes) are scanned inline, without the
+ * call; the rest by cdyn__first_nonfinite_scan. */
+long cdyn__first_nonfinite_scan(int rows, int cols, const double *A, int ld);
+static inline long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
+{
+    if (rows > 8 || cols > 8 || rows * cols > 8 || (ld != rows && cols != 1))
+        return cdyn__first_nonfinite_scan(rows, cols, A, ld);
+    for (int i = 0; i < rows * cols; ++i)
+        if (!isfinite(A[i])) return i;
+    return -1;
+}
 
 /* dst[0..len) = src[0..len) (they must not overlap); 1 when every value
  * copied is finite, else 0 (one pass: a check fused with the copy it

@@ -109,7 +109,7 @@ int cdyn__copy_finite(int len, const double *src, double *dst)
     return (any >> 63) == 0;
 }
 
-long cdyn__first_nonfinite(int rows, int cols, const double *A, int ld)
+long cdyn__first_nonfinite_scan(int rows, int cols, const double *A, int ld)
 {
     size_t total = (size_t)rows * (size_t)cols;
     if (total <= 16 && (ld == rows || cols == 1)) { /* short and contiguous: no set-up */
