@@ -136,9 +136,9 @@ void cdyn__dae_keep_factorizations(cdyn_dae *dae)
 
 /* Remember the magnitudes of a consistent state (difference steps): the
  * integrated states as they are; the solved ones (algebraic, multipliers)
- * as their Newton solver learned them, which leaves out values it solved
- * only to rounding (a node voltage of 1e-35 V beside 1e-18 V is not a
- * magnitude, and a difference step scaled by it is lost in F's rounding). */
+ * only where their Newton solve's last tolerance tells them apart from
+ * zero (a node voltage of 1e-35 V beside 1e-18 V is not a magnitude, and
+ * a difference step scaled by it is lost in F's rounding). */
 static void learn_magnitudes(cdyn_dae *dae, const double *v)
 {
     int q = dae->q;
@@ -148,11 +148,17 @@ static void learn_magnitudes(cdyn_dae *dae, const double *v)
         m[i] = fmax(m[i], fabs(v[i]));
     }
     if (q == 0) return;
-    const double *nominal = cdyn__newton_nominal(dae->newton);
-    for (int k = 0; k < q; ++k) m[dae->algebraic[k]] = fmax(m[dae->algebraic[k]], nominal[k]);
+    const double *tol = cdyn__newton_tolerance(dae->newton);
+    for (int k = 0; k < q; ++k) {
+        double a = fabs(v[dae->algebraic[k]]);
+        if (a > tol[k]) m[dae->algebraic[k]] = fmax(m[dae->algebraic[k]], a);
+    }
     if (!dae->index2) return;
-    nominal = cdyn__newton_nominal(dae->newton_z);
-    for (int k = 0; k < dae->nz; ++k) m[dae->multiplier[k]] = fmax(m[dae->multiplier[k]], nominal[k]);
+    tol = cdyn__newton_tolerance(dae->newton_z);
+    for (int k = 0; k < dae->nz; ++k) {
+        double a = fabs(v[dae->multiplier[k]]);
+        if (a > tol[k]) m[dae->multiplier[k]] = fmax(m[dae->multiplier[k]], a);
+    }
 }
 
 cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
@@ -192,8 +198,8 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         dae->index2 = 0;
         dae->ny = r;
     }
-    if (q > 0) cdyn__newton_forget_magnitudes(dae->newton);
-    if (q > 0) cdyn__newton_forget_magnitudes(dae->newton_z);
+    if (q > 0) cdyn__newton_forget_chord(dae->newton);
+    if (q > 0) cdyn__newton_forget_chord(dae->newton_z);
     dae->reduced_factored = dae->part.hz_valid = 0;
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */

@@ -81,14 +81,12 @@ int cdyn__newton_solution_factored(const cdyn_newton *nt);
 /* Change the problem size to k x p (1 <= k <= p), growing the workspace if
  * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).
  * The object and its scalar settings survive; the per-unknown and
- * per-equation tolerances and the learned magnitudes are cleared when the
- * size changes. */
+ * per-equation tolerances are cleared when the size changes. */
 cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
 
-/* Forget what earlier solutions left: the magnitudes learned from them and
- * the factorization a chord start would use (the unknowns now mean
+/* Forget the factorization a chord start would use (the unknowns now mean
  * something else, e.g. after a new split of a DAE). */
-void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
+void cdyn__newton_forget_chord(cdyn_newton *nt);
 
 /* For the next cdyn_newton_solve() only: terms (k values >= 0, NULL for
  * none) is the size of the terms of each equation that belong to no
@@ -97,11 +95,6 @@ void cdyn__newton_forget_magnitudes(cdyn_newton *nt);
  * the initial guess shows (|G(x0)| - sum_j |J_ij x0_j|), which is 0 when
  * such terms cancel. */
 void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
-
-/* The magnitudes learned from converged solutions (p values: the largest
- * |x_j| the tolerance told apart from zero; 0 for an unknown only ever
- * solved to rounding). */
-const double *cdyn__newton_nominal(const cdyn_newton *nt);
 
 /* The per-unknown tolerances of the last iteration (p values). */
 const double *cdyn__newton_tolerance(const cdyn_newton *nt);

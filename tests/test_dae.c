@@ -1389,6 +1389,65 @@ START_TEST(an_all_algebraic_dae_is_judged_by_its_own_equations)
 }
 END_TEST
 
+/* A right-hand side far out must not loosen the later ones. x' = -x + y,
+ * 0 = y - 3x (M = diag(1, 0)): by hand y = 3x and x' = 2x. After rhs at
+ * x = 0.5, one at x = 1e20 whose Newton solve converges (y = 3e20), then
+ * one at x = 1: y = 3 and x' = 2 from the same object as from a fresh one,
+ * whether the far call succeeds or fails after its solve (its dF/dt
+ * callback refusing states beyond 1e10). Until 2026-11-27 the solve's
+ * default atol was rtol times the largest |y| converged so far, 3e10 after
+ * the far call: the call at x = 1 returned CDYN_OK with y = 0 and x' = -1
+ * (far call OK) or y = 1.5 and x' = 0.5 (far call failed: the warm start
+ * passed). Asserted to 1e-12, in SI and with x and y in units 1e8 apart. */
+typedef struct {
+    int refuse_far;
+    double unit_y; /* y in units of unit_y */
+} far_model;
+
+static int far_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    const far_model *fm = user;
+    F[0] = -v[0] + v[1] * fm->unit_y;
+    F[1] = v[1] - 3.0 * v[0] / fm->unit_y;
+    return 0;
+}
+
+static int far_time(double t, const double *v, double *F_t, void *user)
+{
+    (void)t;
+    const far_model *fm = user;
+    F_t[0] = F_t[1] = 0.0;
+    return fm->refuse_far && fabs(v[0]) > 1e10 ? 7 : 0;
+}
+
+START_TEST(a_far_state_does_not_loosen_later_right_hand_sides)
+{
+    for (int refuse = 0; refuse < 2; ++refuse)
+        for (int units = 0; units < 2; ++units) {
+            far_model fm = {refuse, units ? 1e-8 : 1.0};
+            cdyn_dae *dae = cdyn_dae_create(2, NULL);
+            const double M[4] = {1.0, 0.0, 0.0, 0.0};
+            ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_set_model(dae, far_force, NULL, far_time, &fm), CDYN_OK);
+            double v[2] = {0.5, 1.5 / fm.unit_y}, y = 0.5, ydot = 0.0, vs[2], vdot[2];
+            ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+            ck_assert_double_le(fabs(ydot - 1.0), 1e-12);
+            y = 1e20;
+            ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot),
+                             refuse ? CDYN_ERR_CALLBACK : CDYN_OK);
+            y = 1.0;
+            ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, vs, vdot), CDYN_OK);
+            ck_assert_msg(fabs(ydot - 2.0) <= 1e-12 && fabs(vs[1] * fm.unit_y - 3.0) <= 3e-12,
+                          "far call %s, units %d: x' = %.17g (2), y = %.17g (3)",
+                          refuse ? "failed" : "OK", units, ydot, vs[1] * fm.unit_y);
+            cdyn_dae_free(dae);
+        }
+}
+END_TEST
+
 /* The closed junction above with tanks rising at different rates and a
  * decoupled massless state (rising_junction.h): with d = 0.01 the rates
  * have no solution and must be refused however large s' = C is; with
@@ -2098,6 +2157,7 @@ int main(void)
     TCase *tc_bases = tcase_create("bases");
     tcase_add_test(tc_bases, bases_of_a_rotated_rank_two_mass_span_its_left_null_space_and_range);
     tcase_add_test(tc_bases, an_all_algebraic_dae_is_judged_by_its_own_equations);
+    tcase_add_test(tc_bases, a_far_state_does_not_loosen_later_right_hand_sides);
     tcase_add_test(tc_bases, bases_of_a_nonsymmetric_rank_two_product_annihilate_its_column_space);
     tcase_add_test(tc_bases, regular_mass_has_full_rank_no_beta_and_an_orthonormal_range);
     tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);

@@ -1428,6 +1428,45 @@ START_TEST(a_noise_coefficient_does_not_widen_a_tolerance)
 }
 END_TEST
 
+/* A solve far out must not loosen the next one. G(x) = x - c, solved at
+ * c = 1e20 and then at c = 1 from the guess 0; by hand x = c. Until
+ * 2026-11-27 the default atol was rtol times the largest |x| of any
+ * converged solution: 1e10 after the first solve, under which the guess 0
+ * passed both tests at c = 1 (|G| = 1 against a residual tolerance of
+ * 1e10) and came back as the root with CDYN_OK. Asserted for both signs of
+ * the far solve and in two unit systems: x = c within 1e-10 |c| after the
+ * far solve, as from a fresh object. */
+static int res_shift(const double *x, double *G, void *user)
+{
+    G[0] = x[0] - *(const double *)user;
+    return 0;
+}
+
+static int jac_shift(const double *x, double *J, int ldj, void *user)
+{
+    (void)x, (void)ldj, (void)user;
+    J[0] = 1.0; /* (a difference from the guess 0 cannot see 1e20) */
+    return 0;
+}
+
+START_TEST(a_far_solution_does_not_loosen_later_solves)
+{
+    for (int units = 0; units < 2; ++units)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            double unit = units ? 1e-8 : 1.0, c = sign * 1e20 * unit, x[1] = {0.0};
+            cdyn_newton *nt = create_ok(1, 1);
+            ck_assert_int_eq(cdyn_newton_solve(nt, res_shift, jac_shift, &c, x), CDYN_OK);
+            ck_assert_double_le(fabs(x[0] - c), 1e-10 * fabs(c));
+            c = 1.0 * unit;
+            x[0] = 0.0;
+            ck_assert_int_eq(cdyn_newton_solve(nt, res_shift, jac_shift, &c, x), CDYN_OK);
+            ck_assert_msg(fabs(x[0] - c) <= 1e-10 * fabs(c), "units %d sign %d: x = %.17g, by hand %g",
+                          units, sign, x[0], c);
+            cdyn_newton_free(nt);
+        }
+}
+END_TEST
+
 /* An equation an unknown barely enters must not set its scale (fuzz of
  * cdyn_sparse_dae): G0 = -14.56 x0|x0| (x0's term alone: a closed valve),
  * G1 = 7.3e-304 x0 + 21.9 x1 - 9.2. By hand the root is x0 = 0 (double),
@@ -2480,6 +2519,7 @@ static Suite *newton_suite(void)
     tcase_add_test(dbl, double_root_at_zero_converges_in_two_steps_at_any_scale);
     tcase_add_test(dbl, closed_valve_flow_converges_to_zero_against_the_junction_flows);
     tcase_add_test(dbl, a_noise_coefficient_does_not_widen_a_tolerance);
+    tcase_add_test(dbl, a_far_solution_does_not_loosen_later_solves);
     tcase_add_test(dbl, an_equation_an_unknown_barely_enters_does_not_set_its_scale);
     suite_add_tcase(s, dbl);
 
