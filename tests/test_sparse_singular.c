@@ -475,7 +475,7 @@ static cdyn_status dense_rhs(void *o, double t, const double *y, double *ydot)
 
 static cdyn_status rk4(rhs_fn f, void *o, double t, double h, double *y)
 {
-    double k1 = 0.0, k2 = 0.0, k3 = 0.0, k4 = 0.0, w; /* read only after OK calls */
+    double k1 = 0.0, k2 = 0.0, k3 = 0.0, k4 = 0.0, w; /* a failed call leaves its stage unset */
     cdyn_status st = f(o, t, y, &k1);
     w = *y + 0.5 * h * k1;
     if (st == CDYN_OK) st = f(o, t + 0.5 * h, &w, &k2);
