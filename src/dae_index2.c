@@ -53,22 +53,40 @@ static inline int x_state(const cdyn_dae *dae, int j)
  * shifts of the massless dependent states carry the error of a Jacobian
  * from differences (about 1e-8), far below the O(1) of a multiplier that
  * G0 does see. */
+/* The rounding size s_kj of g_kj (direction_absent). */
+static double rounding_size(const cdyn_dae *dae, int k, int j)
+{
+    int n = dae->n;
+    if (dae->part.beta_is_selection) return fabs(dae->part.constraint_jac[k + (size_t)j * dae->q]);
+    const double *b = dae->part.beta + (size_t)k * n, *fv = dae->force_jac + (size_t)j * n;
+    double size = 0.0;
+    for (int i = 0; i < n; ++i) size += fabs(b[i] * fv[i]);
+    return size;
+}
+
 static int direction_absent(const cdyn_dae *dae, const double *dir, int own)
 {
-    int n = dae->n, q = dae->q;
+    int n = dae->n, q = dae->q, nonzeros = 0, only = 0;
     const double *G = dae->part.constraint_jac;
+    for (int j = 0; j < n; ++j)
+        if (dir[j] != 0.0) ++nonzeros, only = j;
+    if (nonzeros == 1) { /* one state (every direction of a pure index-2 form) */
+        const double *g = G + (size_t)only * q;
+        for (int k = 0; k < q; ++k) {
+            double leak = fabs(g[k] * dir[only]), shifts = only != own ? leak : 0.0;
+            if (!(leak <= 64.0 * DBL_EPSILON * rounding_size(dae, k, only) * fabs(dir[only]) +
+                           1e-6 * shifts))
+                return 0;
+        }
+        return 1;
+    }
     for (int k = 0; k < q; ++k) {
         double leak = 0.0, rounding = 0.0, shifts = 0.0;
         for (int j = 0; j < n; ++j) {
             if (dir[j] == 0.0) continue;
-            double g = G[k + (size_t)j * q], size = fabs(g);
-            if (!dae->part.beta_is_selection) {
-                const double *b = dae->part.beta + (size_t)k * n, *fv = dae->force_jac + (size_t)j * n;
-                size = 0.0;
-                for (int i = 0; i < n; ++i) size += fabs(b[i] * fv[i]);
-            }
+            double g = G[k + (size_t)j * q];
             leak += g * dir[j];
-            rounding += size * fabs(dir[j]);
+            rounding += rounding_size(dae, k, j) * fabs(dir[j]);
             if (j != own) shifts += fabs(g * dir[j]);
         }
         if (!(fabs(leak) <= 64.0 * DBL_EPSILON * rounding + 1e-6 * shifts)) return 0;

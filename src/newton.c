@@ -40,6 +40,8 @@ typedef struct buffers {
     double *rhs, *dx, *x_best, *x_prev; /* p each */
     double *dx_prev;            /* p: the previous Newton correction */
     double *scratch;            /* max(k, p) */
+    double *col_abs;            /* k: |J_ij| of one column's equations with other terms */
+    int *col_rows;              /* k: their rows */
     int *dependent_rows;        /* k */
     int *dropped_cols;          /* p */
     /* the square QR kept for chord starts (cdyn__newton_keep_for_chord) */
@@ -86,8 +88,9 @@ static void buffers_free(buffers *b)
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
                         b->g_keep,    b->dx_prev,   b->known,   b->factored,
                         b->kept_qr,   b->kept_jac,  b->kept_tau, b->kept_row_scale,
-                        b->kept_col_scale};
+                        b->kept_col_scale, b->col_abs};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(b->col_rows);
     free(b->dependent_rows);
     free(b->dropped_cols);
     free(b->kept_jpvt);
@@ -137,6 +140,8 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->x_best = doubles(pp);
     b->x_prev = doubles(pp);
     b->scratch = doubles(big);
+    b->col_abs = doubles(kk);
+    b->col_rows = calloc(kk, sizeof(int));
     b->dependent_rows = calloc(kk, sizeof(int));
     b->dropped_cols = calloc(pp, sizeof(int));
     b->kept_qr = doubles(kp);
@@ -148,7 +153,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->reached && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
-         b->g_keep && b->dx_prev && b->known && b->factored &&
+         b->g_keep && b->dx_prev && b->known && b->factored && b->col_abs && b->col_rows &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
          b->kept_row_scale && b->kept_col_scale && b->kept_jpvt;
     if (!ok) buffers_free(b);
@@ -847,28 +852,27 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
             for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e]) * w;
         }
         for (int j = 0; j < p; ++j) {
-            int count = column(nt, J, j, &rows, &col);
+            int count = column(nt, J, j, &rows, &col), with_others = 0;
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
             double largest = 0.0; /* the largest terms of an equation with other terms */
+            /* the equations j enters that have other terms, gathered once
+             * (an equation whose only term is this unknown's, a closed
+             * valve's k Q|Q| = 0, says nothing of its scale) */
             for (int e = 0; e < count; ++e) {
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
-                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i])
+                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i]) {
+                    b->col_rows[with_others] = i;
+                    b->col_abs[with_others++] = a;
                     largest = terms[i] > largest ? terms[i] : largest;
+                }
             }
-            for (int e = 0; e < count; ++e) { /* the largest |J_ij| / terms_i among those */
-                int i = rows ? rows[e] : e;
-                double a = fabs(col[e]);
-                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i] &&
-                    terms[i] >= 1e-12 * largest)
-                    reach = a / terms[i] > reach ? a / terms[i] : reach;
+            for (int e = 0; e < with_others; ++e) { /* the largest |J_ij| / terms_i among those */
+                double t = terms[b->col_rows[e]], a = b->col_abs[e];
+                if (t >= 1e-12 * largest) reach = a / t > reach ? a / t : reach;
             }
-            for (int e = 0; e < count; ++e) {
-                int i = rows ? rows[e] : e;
-                double a = fabs(col[e]);
-                /* the other terms: an equation whose only term is this
-                 * unknown's (a closed valve: k Q|Q| = 0) says nothing of its
-                 * scale; nor does one that this unknown moves less than
+            for (int e = 0; e < with_others; ++e) {
+                /* nor does an equation that this unknown moves less than
                  * 1e-6 as much, for the size of its terms, as the equation
                  * with other terms it moves most (among those whose terms
                  * are not below 1e-12 of the largest such, near its
@@ -879,13 +883,11 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                  * the floor below at the equation's size over that noise.
                  * Unit-free (rows and the column scale alike); leaving an
                  * equation out can only tighten the tolerance. */
-                double others = terms[i] - a * own;
-                if (a <= 1e-6 * reach * terms[i]) continue;
-                if (a > 0.0 && others > 4.0 * DBL_EPSILON * terms[i]) {
-                    double ratio = others / a;
-                    best = ratio < best ? ratio : best;
-                    widest = ratio > widest ? ratio : widest;
-                }
+                double t = terms[b->col_rows[e]], a = b->col_abs[e];
+                if (a <= 1e-6 * reach * t) continue;
+                double ratio = (t - a * own) / a; /* the other terms, in x_j */
+                best = ratio < best ? ratio : best;
+                widest = ratio > widest ? ratio : widest;
             }
             /* and never below the rounding of the largest equation that
              * determines it (others / a / rtol is that equation's terms in
