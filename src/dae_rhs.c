@@ -198,8 +198,8 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         dae->index2 = 0;
         dae->ny = r;
     }
-    if (q > 0) cdyn__newton_forget_chord(dae->newton);
-    if (q > 0) cdyn__newton_forget_chord(dae->newton_z);
+    if (q > 0) cdyn__newton_forget(dae->newton);
+    if (q > 0) cdyn__newton_forget(dae->newton_z);
     dae->reduced_factored = dae->part.hz_valid = 0;
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */

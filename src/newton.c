@@ -28,6 +28,7 @@ typedef struct buffers {
     double *sv, *u, *vt;        /* k, k x k, k x p: SVD of the equilibrated J */
     double *svd_copy;           /* k x p */
     double *atol;               /* p */
+    double *nominal;            /* p: the largest converged |x_j| told apart from 0 */
     double *reached;            /* p: the largest |x_j| of this solve's iterates */
     double *gtol;               /* k */
     double *jac;                /* k x p */
@@ -83,7 +84,7 @@ static void buffers_free(buffers *b)
 {
     cdyn__rank_ws_free(&b->ws);
     double *arrays[] = {b->g_start, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
-                        b->svd_copy,  b->atol,      b->reached, b->gtol, b->jac,
+                        b->svd_copy,  b->atol,      b->nominal, b->reached, b->gtol, b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
                         b->g_keep,    b->dx_prev,   b->known,   b->factored,
@@ -122,6 +123,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->vt = doubles(kp);
     b->svd_copy = doubles(kp);
     b->atol = doubles(pp);
+    b->nominal = doubles(pp);
     b->reached = doubles(pp);
     b->gtol = doubles(kk);
     b->jac = doubles(kp);
@@ -151,7 +153,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_col_scale = doubles(pp);
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->reached && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
+         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->factored && b->col_abs && b->col_rows &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
@@ -226,7 +228,7 @@ void cdyn_newton_free(cdyn_newton *nt)
 static void clear_problem_settings(cdyn_newton *nt)
 {
     nt->has_atol = nt->has_gtol = 0;
-    cdyn__newton_forget_chord(nt);
+    cdyn__newton_forget(nt);
 }
 
 cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
@@ -248,7 +250,11 @@ cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p)
     return CDYN_OK;
 }
 
-void cdyn__newton_forget_chord(cdyn_newton *nt) { nt->kept_valid = 0; }
+void cdyn__newton_forget(cdyn_newton *nt)
+{
+    nt->kept_valid = 0; /* nor may a chord start use the old J */
+    memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
+}
 
 const double *cdyn__newton_tolerance(const cdyn_newton *nt) { return nt->b.tol_x; }
 
@@ -668,11 +674,12 @@ static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, voi
     return CDYN_OK;
 }
 
-/* The magnitude of unknown j for a difference step: |x_j| or what atol
- * says, else (0) the largest such magnitude of any unknown. */
+/* The magnitude of unknown j for a difference step: |x_j|, what atol or
+ * earlier solutions say, else (0) the largest such magnitude of any
+ * unknown. */
 static double magnitude(const cdyn_newton *nt, const double *x, int j)
 {
-    double s = fabs(x[j]);
+    double s = fmax(fabs(x[j]), nt->b.nominal[j]);
     if (nt->has_atol) s = fmax(s, nt->b.atol[j] / nt->rtol);
     return s;
 }
@@ -834,14 +841,20 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
         b->reached[j] = fabs(x[j]) > b->reached[j] ? fabs(x[j]) : b->reached[j];
     }
     if (!nt->has_atol) {
-        /* no unknown has a magnitude from earlier solves (a wild one would
-         * loosen every later tolerance): each gets at least the change
-         * that moves each equation it enters by rtol of its other terms
-         * (those of the other unknowns, and those of no unknown: g_start).
-         * Without this floor an unknown heading for a root at 0 would need
-         * a relative accuracy it can never have. J is walked by columns;
-         * every x, J and g_start here is finite, so plain comparisons
-         * stand for fmax. */
+        /* the scale the equations at hand give each unknown: at least the
+         * change that moves each equation it enters by rtol of its other
+         * terms (those of the other unknowns at their present values, and
+         * those of no unknown: g_start). Without such a floor an unknown
+         * heading for a root at 0 would need a relative accuracy it can
+         * never have. An unknown seen non-zero in an earlier solution
+         * takes rtol times that magnitude instead (a flow keeps its size
+         * when its valve closes; an angle's linearized terms |J x| grow
+         * without bound and say nothing of the other unknowns' scales),
+         * but never more than the widest scale its equations give it now:
+         * one solution far out (1e20 where 3 is due next) would otherwise
+         * loosen every later solve until a wrong root passes. J is walked
+         * by columns; every x, J and g_start here is finite, so plain
+         * comparisons stand for fmax. */
         double *terms = b->g_trial;
         const int *rows;
         const double *col;
@@ -894,6 +907,12 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
              * the unknown's units): an equation whose terms all vanish (a
              * junction on a path without flow) asks for an accuracy no
              * iteration can reach */
+            if (b->nominal[j] > 0.0) { /* learned, within what the equations say */
+                double learned = rtol * b->nominal[j];
+                if (widest > 0.0 && learned > widest) learned = widest;
+                b->tol_x[j] += learned;
+                continue;
+            }
             if (isfinite(best)) {
                 double floor = 8.0 * DBL_EPSILON * widest / rtol;
                 double least = best > floor ? best : floor;
@@ -1049,16 +1068,27 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
     return CDYN_OK;
 }
 
+/* Record the converged solution's magnitudes (tolerances()): only values
+ * that the tolerance tells apart from zero (a flow that converged to
+ * 1e-170 at a closed valve is zero, not a magnitude). */
+static void learn_magnitudes(cdyn_newton *nt, const double *x)
+{
+    for (int j = 0; j < nt->p; ++j)
+        if (fabs(x[j]) > nt->b.tol_x[j]) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
+}
+
 /* The end of a solve whose x meets the residual test while G is at its
  * rounding level: the correction is rounding too, amplified by J's
  * conditioning, and no iteration can improve x; the report's error ratio
  * (> 1) says how far that is from the requested tolerance. b->g = G(x). */
-static cdyn_status converged_at_rounding(cdyn_newton *nt, double res, double err)
+static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, double res,
+                                         double err)
 {
     nt->report.converged = 1;
     nt->report.residual_norm = norm_inf(nt->k, nt->b.g);
     nt->report.residual_ratio = res;
     nt->report.error_ratio = err;
+    learn_magnitudes(nt, x);
     return CDYN_OK;
 }
 
@@ -1191,6 +1221,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         }
         if (res <= 1.0 && err <= 1.0) {
             nt->report.converged = 1;
+            learn_magnitudes(nt, x);
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return CDYN_OK;
         }
@@ -1198,7 +1229,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
          * correction no longer shrinks: rounding, not progress (newton.h) */
         if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x)) {
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
-            return converged_at_rounding(nt, res, err);
+            return converged_at_rounding(nt, x, res, err);
         }
         previous_met = res <= 1.0;
         if (nt->report.iterations >= nt->max_iterations) {
@@ -1248,7 +1279,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
-            return converged_at_rounding(nt, res, err);
+            return converged_at_rounding(nt, x, res, err);
         }
         if (st == CDYN_OK && step == 0.0)
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,

@@ -81,12 +81,14 @@ int cdyn__newton_solution_factored(const cdyn_newton *nt);
 /* Change the problem size to k x p (1 <= k <= p), growing the workspace if
  * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).
  * The object and its scalar settings survive; the per-unknown and
- * per-equation tolerances are cleared when the size changes. */
+ * per-equation tolerances and the learned magnitudes are cleared when the
+ * size changes. */
 cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
 
-/* Forget the factorization a chord start would use (the unknowns now mean
+/* Forget what earlier solutions left: the magnitudes learned from them and
+ * the factorization a chord start would use (the unknowns now mean
  * something else, e.g. after a new split of a DAE). */
-void cdyn__newton_forget_chord(cdyn_newton *nt);
+void cdyn__newton_forget(cdyn_newton *nt);
 
 /* For the next cdyn_newton_solve() only: terms (k values >= 0, NULL for
  * none) is the size of the terms of each equation that belong to no

@@ -1395,8 +1395,9 @@ END_TEST
  * one at x = 1: y = 3 and x' = 2 from the same object as from a fresh one,
  * whether the far call succeeds or fails after its solve (its dF/dt
  * callback refusing states beyond 1e10). Until 2026-11-27 the solve's
- * default atol was rtol times the largest |y| converged so far, 3e10 after
- * the far call: the call at x = 1 returned CDYN_OK with y = 0 and x' = -1
+ * default atol, rtol times the largest |y| converged so far, had no cap
+ * from the equations at hand: 3e10 after the far call, and the call at
+ * x = 1 returned CDYN_OK with y = 0 and x' = -1
  * (far call OK) or y = 1.5 and x' = 0.5 (far call failed: the warm start
  * passed). Asserted to 1e-12, in SI and with x and y in units 1e8 apart. */
 typedef struct {

@@ -1430,8 +1430,9 @@ END_TEST
 
 /* A solve far out must not loosen the next one. G(x) = x - c, solved at
  * c = 1e20 and then at c = 1 from the guess 0; by hand x = c. Until
- * 2026-11-27 the default atol was rtol times the largest |x| of any
- * converged solution: 1e10 after the first solve, under which the guess 0
+ * 2026-11-27 the default atol, rtol times the largest |x| of any converged
+ * solution, had no cap from the equations at hand: 1e10 after the first
+ * solve, under which the guess 0
  * passed both tests at c = 1 (|G| = 1 against a residual tolerance of
  * 1e10) and came back as the root with CDYN_OK. Asserted for both signs of
  * the far solve and in two unit systems: x = c within 1e-10 |c| after the

@@ -36,11 +36,15 @@
  * evaluates it: where the caller's own rounding hides the residual (a G
  * computed with cancellation that returns exactly 0 near the root), the
  * tests pass wherever G does, and x is as accurate as that evaluation. Defaults:
- * rtol = 1e-10 and no atol: nothing carries over from earlier solves (until
- * 2026-11-27 atol_j was rtol times the largest |x_j| of any converged
- * solution so far, and one solve far out loosened every later one until
- * wrong roots passed). Instead tol_j is at least the change that moves each
- * equation it enters by rtol of that equation's other terms: those of the
+ * rtol = 1e-10; atol_j = rtol times the largest |x_j| of any converged
+ * solution of this object so far (a value counts only when it exceeds its
+ * tolerance: a flow converged to 1e-25 at a closed valve is zero), but
+ * never more than the widest scale the equations at hand give x_j (their
+ * other terms over its coefficient, below): one solution far out (1e20
+ * where 3 is due next) would otherwise loosen every later solve until a
+ * wrong root passed. For an unknown never seen non-zero, tol_j is at
+ * least the change that moves each equation it enters by rtol of that
+ * equation's other terms: those of the
  * other unknowns, and the part of |G| at the initial guess that no
  * unknown's term |J_il x_l| accounts for, or, at any iterate where the
  * equation nearly holds (|G_i| below half of it), the affine part

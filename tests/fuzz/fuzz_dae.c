@@ -67,8 +67,9 @@ static void check_residual(cdyn_dae *dae, const model *md, const double *M, doub
  * that; the check allows 1e-6 of it plus 1e-6 of the size of G0's terms:
  * it catches a state the solve never reached, not its last digits. v0 is
  * the largest |v_j| the object was given (split) or returned (consistent
- * values, earlier right-hand sides): a generous scale (the default
- * tolerances no longer learn magnitudes across solves, newton.h). */
+ * values, earlier right-hand sides): the default atol is rtol times the
+ * largest converged |v_j|, capped by the scales the equations give
+ * (newton.h). */
 static void check_constraints_hold(cdyn_dae *dae, const model *md, double t, const double *v0)
 {
     int n = md->n, q = n - cdyn_dae_rank(dae);
@@ -211,8 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (cdyn_dae_split(dae, t, v) == CDYN_OK) {
             cdyn_newton *nt = cdyn_dae_newton(dae);
             if (nt) cdyn_newton_set_max_iterations(nt, 8);
-            /* every OK right-hand side is judged: the default tolerances
-             * carry nothing over from earlier solves, failed calls included */
+            /* every OK right-hand side is judged: a magnitude learned inside a
+             * failed call counts only up to what the equations give (newton.h) */
             int strict = getenv("CDYN_FUZZ_STRICT") != NULL;
             if (cdyn_dae_consistent(dae, t, v) == CDYN_OK)
                 for (int j = 0; j < n; ++j) v0[j] = fmax(fabs(v0[j]), fabs(v[j]));
