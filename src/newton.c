@@ -902,17 +902,17 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                 best = ratio < best ? ratio : best;
                 widest = ratio > widest ? ratio : widest;
             }
-            /* and never below the rounding of the largest equation that
-             * determines it (others / a / rtol is that equation's terms in
-             * the unknown's units): an equation whose terms all vanish (a
-             * junction on a path without flow) asks for an accuracy no
-             * iteration can reach */
             if (b->nominal[j] > 0.0) { /* learned, within what the equations say */
                 double learned = rtol * b->nominal[j];
                 if (widest > 0.0 && learned > widest) learned = widest;
                 b->tol_x[j] += learned;
                 continue;
             }
+            /* and never below the rounding of the largest equation that
+             * determines it (others / a / rtol is that equation's terms in
+             * the unknown's units): an equation whose terms all vanish (a
+             * junction on a path without flow) asks for an accuracy no
+             * iteration can reach */
             if (isfinite(best)) {
                 double floor = 8.0 * DBL_EPSILON * widest / rtol;
                 double least = best > floor ? best : floor;
