@@ -39,7 +39,6 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     lwork = cdyn__max(lwork, cdyn__ormqr_lwork('R', 'N', m1, n, k));   /* reactions */
     lwork = cdyn__max(lwork, cdyn__gesvd_jobs_lwork('N', 'N', m1, n)); /* sigma_min */
     lwork = cdyn__max(lwork, 4 * m1);
-    lwork = cdyn__max(lwork, 3 * big); /* condition estimates */
     c->lwork = lwork;
     c->work = doubles((size_t)lwork);
     /* the Gram certificate of full rank runs above the small sizes */

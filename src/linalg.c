@@ -34,9 +34,6 @@ void dtrtri_(const char *uplo, const char *diag, const int *n, double *A, const 
              fchar_len, fchar_len);
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *A, const int *lda,
              double *B, const int *ldb, int *info, fchar_len);
-void dpocon_(const char *uplo, const int *n, const double *A, const int *lda,
-             const double *anorm, double *rcond, double *work, int *iwork, int *info,
-             fchar_len);
 void dgetrf_(const int *m, const int *n, double *A, const int *lda, int *ipiv, int *info);
 void dgetrs_(const char *t, const int *n, const int *nrhs, const double *A, const int *lda,
              const int *ipiv, double *B, const int *ldb, int *info, fchar_len);
@@ -229,38 +226,6 @@ int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, 
     int info = 0;
     dgecon_("1", &n, LU, &ldlu, &anorm, rcond, work, iwork, &info, 1);
     return info;
-}
-
-/* 1-norm of the symmetric n x n matrix whose lower triangle is stored, in
- * one pass down the columns (column sums in sums, n). */
-static double symmetric_norm1(int n, const double *A, int lda, double *sums)
-{
-    for (int j = 0; j < n; ++j) sums[j] = 0.0;
-    for (int j = 0; j < n; ++j) {
-        const double *col = A + (size_t)j * lda;
-        double below = 0.0;
-        for (int i = j + 1; i < n; ++i) {
-            double v = fabs(col[i]);
-            below += v;   /* A(i, j), column j */
-            sums[i] += v; /* A(j, i), column i */
-        }
-        sums[j] += fabs(col[j]) + below;
-    }
-    double best = 0.0;
-    for (int j = 0; j < n; ++j)
-        if (!(sums[j] <= best)) best = sums[j]; /* NaN or Inf propagates */
-    return best;
-}
-
-double cdyn__spd_cond(int n, const double *A, int lda, const double *L, int ldl, double *work,
-                      int *iwork)
-{
-    if (n <= CDYN__SMALL) return cdyn__small_spd_cond(n, L, ldl, work);
-    double anorm = symmetric_norm1(n, A, lda, work), rcond = 0.0;
-    if (!(anorm < INFINITY)) return INFINITY;
-    int info = 0;
-    dpocon_("L", &n, L, &ldl, &anorm, &rcond, work, iwork, &info, 1);
-    return info == 0 && rcond > 0.0 ? 1.0 / rcond : INFINITY;
 }
 
 double cdyn__norm1(int m, int n, const double *A, int lda)

@@ -81,15 +81,6 @@ int cdyn__getrs(char trans, int n, int nrhs, const double *LU, int ldlu, const i
 int cdyn__gecon(int n, const double *LU, int ldlu, double anorm, double *rcond, double *work,
                 int *iwork);
 
-/* An upper bound of the 2-norm condition number of the SPD A (lower
- * triangle, lda) from its Cholesky factor L (lower, ldl): for n <=
- * CDYN__SMALL the rigorous tr(A) tr(A^{-1}) (at most n^2 times too large);
- * above, LAPACK's 1-norm estimate (dpocon; cond_2 <= cond_1 for symmetric
- * A; work 3n, iwork n; A is read only there, NULL is fine below). Inf when
- * A is singular. */
-double cdyn__spd_cond(int n, const double *A, int lda, const double *L, int ldl, double *work,
-                      int *iwork);
-
 /* 1-norm (largest column sum) of an m x n matrix. */
 double cdyn__norm1(int m, int n, const double *A, int lda);
 

@@ -183,8 +183,6 @@ void dtrsm_(const char *side, const char *uplo, const char *ta, const char *diag
 void dpotrf_(const char *uplo, const int *n, double *A, const int *lda, int *info, flen);
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *A, const int *lda,
              double *B, const int *ldb, int *info, flen);
-void dpocon_(const char *uplo, const int *n, const double *A, const int *lda, const double *anorm,
-             double *rcond, double *work, int *iwork, int *info, flen);
 void dgetrf_(const int *m, const int *n, double *A, const int *lda, int *ipiv, int *info);
 void dgetrs_(const char *t, const int *n, const int *nrhs, const double *A, const int *lda,
              const int *ipiv, double *B, const int *ldb, int *info, flen);
@@ -1000,29 +998,8 @@ START_TEST(wrappers_dispatch_at_the_small_boundary)
             dpotrs_("L", &nn, &nrhs, Cw, &ld5, Bk, &ld5, &info, 1);
         ck_assert_msg(same_bits(nn, nrhs, Bw, ld5, Bk, ld5), "potrs n=%d nrhs=%d: not the %s path",
                       nn, nrhs, small ? "kernel" : "dpotrs");
-        /* spd_cond: the trace bound (bit-identical) or dpocon's estimate
-         * with ||A||_1 from the lower triangle (summed in another order
-         * here: 1e-13 relative) */
-        double work[4 * LDX], work2[4 * LDX], rcond = 0.0;
+        double work[4 * LDX], work2[4 * LDX];
         int iwork[LDX];
-        double cw = cdyn__spd_cond(nn, A0, ld5, Cw, ld5, work, iwork);
-        if (nn <= CDYN__SMALL) {
-            double cr = cdyn__small_spd_cond(nn, Cw, ld5, work2);
-            ck_assert_msg(memcmp(&cw, &cr, sizeof cw) == 0, "spd_cond n=%d: %.17g, kernel %.17g",
-                          nn, cw, cr);
-        } else {
-            double anorm = 0.0;
-            for (int j = 0; j < nn; ++j) {
-                double sum = 0.0;
-                for (int i = 0; i < nn; ++i)
-                    sum += fabs(i >= j ? A0[i + j * ld5] : A0[j + i * ld5]);
-                anorm = fmax(anorm, sum);
-            }
-            dpocon_("L", &nn, Cw, &ld5, &anorm, &rcond, work2, iwork, &info, 1);
-            ck_assert_int_eq(info, 0);
-            ck_assert_msg(fabs(cw * rcond - 1.0) <= 1e-13, "spd_cond n=%d: %.17g, dpocon %.17g", nn,
-                          cw, 1.0 / rcond);
-        }
         /* getrf, getrs (T), gecon on a general n x n matrix */
         small = nn <= CDYN__SMALL;
         int ipw[LDX], ipr[LDX];
