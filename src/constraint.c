@@ -251,7 +251,7 @@ cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, double tol)
     if (!(tol > 0.0 && tol < 1.0))
         return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: tol = %g is not in (0, 1)", fn, tol);
     c->rank_tol = tol;
-    c->decided = 0; /* the loaded instant is decided again */
+    c->decided = c->reusable = 0; /* the loaded instant is decided again */
     return CDYN_OK;
 }
 
@@ -260,7 +260,7 @@ cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c)
     if (!c) return CDYN_ERR_ARG;
     if (cdyn__constraint_check_idle(c, "cdyn_constraint_reset_scales")) return CDYN_ERR_BUSY;
     memset(c->ref.amax, 0, sizeof(double) * (size_t)c->m1 * (size_t)c->n);
-    c->decided = 0; /* the loaded instant is decided again, against itself */
+    c->decided = c->reusable = 0; /* the loaded instant is decided again, against itself */
     return CDYN_OK;
 }
 
@@ -272,6 +272,20 @@ static cdyn_status check_vector(cdyn_constraint *c, const char *fn, const char *
     long bad = x && len > 0 ? cdyn__first_nonfinite(len, 1, x, len) : -1;
     if (bad < 0) return CDYN_OK;
     return cdyn__fail(c->msg, CDYN_ERR_NONFINITE, "%s: %s[%ld] is not finite", fn, name, bad);
+}
+
+void cdyn__constraint_accel_rhs(const cdyn_constraint *c, const double *Phi, const double *Phi_dot,
+                                const double *xi, double *s)
+{
+    int m = c->m;
+    for (int i = 0; i < m; ++i) s[i] = xi ? xi[i] : 0.0;
+    if (c->gains_full) {
+        if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, s);
+        if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, s);
+    } else { /* diagonal gains (the default 0, Baumgarte, critical) */
+        for (int i = 0; Phi_dot && i < m; ++i) s[i] -= c->kd[i + (size_t)i * m] * Phi_dot[i];
+        for (int i = 0; Phi && i < m; ++i) s[i] -= c->kp[i + (size_t)i * m] * Phi[i];
+    }
 }
 
 cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, const double *Q,
@@ -316,14 +330,7 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     /* T4.6: s = xi - K_D Phi' - K_P Phi, checked before anything is copied
      * in (a failed load keeps the previous instant) */
     double *s = c->vec_m;
-    for (int i = 0; i < m; ++i) s[i] = xi ? xi[i] : 0.0;
-    if (c->gains_full) {
-        if (Phi_dot) cdyn__gemv('N', m, m, -1.0, c->kd, m, Phi_dot, 1.0, s);
-        if (Phi) cdyn__gemv('N', m, m, -1.0, c->kp, m, Phi, 1.0, s);
-    } else { /* diagonal gains (the default 0, Baumgarte, critical) */
-        for (int i = 0; Phi_dot && i < m; ++i) s[i] -= c->kd[i + (size_t)i * m] * Phi_dot[i];
-        for (int i = 0; Phi && i < m; ++i) s[i] -= c->kp[i + (size_t)i * m] * Phi[i];
-    }
+    cdyn__constraint_accel_rhs(c, Phi, Phi_dot, xi, s);
     if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
         return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                           "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
@@ -336,6 +343,7 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     memcpy(c->force, Q, sizeof(double) * (size_t)n);
     if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
     c->loaded = 1;
+    c->reusable = 0;
     c->decided = 0;
     c->has_result = 0;
     return CDYN_OK;

@@ -151,25 +151,31 @@ static void solve(cdyn_constraint *c, const double *f, const double *s, double *
 #undef SOLVE
 }
 
-int cdyn__constraint_lagrange_decided(cdyn_constraint *c)
+int cdyn__constraint_decided_solve(cdyn_constraint *c, const double *f, const double *s,
+                                   double *q, double *lambda)
 {
     int n = c->n, m = c->m;
-    if (m == 0 || n > CDYN__SMALL || c->decision.rank != m) return 0;
-    if (!prepare(c)) return 0;
-    c->path = CDYN__PATH_DECIDED;
-    double *q = c->q_result, *lambda = c->mult_result, *dq = c->q_scaled, *dl = c->delta_mult;
-    solve(c, c->force, c->accel_rhs, q, lambda);
+    double *dq = c->q_scaled, *dl = c->delta_mult;
+    solve(c, f, s, q, lambda);
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
     double omega = cdyn__kkt_backward_error(n, m, c->mass, n, c->jac, c->m1, 1.0, c->jac, c->m1,
-                                            q, lambda, c->force, c->accel_rhs, NULL, NULL, NULL,
-                                            c->residual_top, c->residual_bottom, c->kkt_work);
+                                            q, lambda, f, s, NULL, NULL, NULL, c->residual_top,
+                                            c->residual_bottom, c->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && omega < INFINITY; ++step) {
         solve(c, c->residual_top, c->residual_bottom, dq, dl);
         for (int j = 0; j < n; ++j) q[j] += dq[j];
         for (int i = 0; i < m; ++i) lambda[i] += dl[i];
         omega = cdyn__kkt_backward_error(n, m, c->mass, n, c->jac, c->m1, 1.0, c->jac, c->m1, q,
-                                         lambda, c->force, c->accel_rhs, NULL, NULL, NULL,
-                                         c->residual_top, c->residual_bottom, c->kkt_work);
+                                         lambda, f, s, NULL, NULL, NULL, c->residual_top,
+                                         c->residual_bottom, c->kkt_work);
     }
     return omega <= tolerance;
+}
+
+int cdyn__constraint_lagrange_decided(cdyn_constraint *c)
+{
+    if (c->m == 0 || c->n > CDYN__SMALL || c->decision.rank != c->m) return 0;
+    if (!prepare(c)) return 0;
+    c->path = CDYN__PATH_DECIDED;
+    return cdyn__constraint_decided_solve(c, c->force, c->accel_rhs, c->q_result, c->mult_result);
 }

@@ -55,6 +55,8 @@ struct cdyn_constraint {
     /* the prepared system, on the active rows of Phi_q (all of them, or the
      * independent ones for the pseudo-inverse): KKT equilibration and
      * factorizations */
+    int reusable;           /* the factors of the last success solve the whole bordered
+                             * system: cdyn__constraint_solve_again() */
     int active;             /* number of active rows */
     int *active_rows;       /* m: their indices, ascending */
     enum cdyn__kkt_path path;
@@ -106,6 +108,29 @@ cdyn_status cdyn__constraint_report_rank_loss(cdyn_constraint *c, const char *fn
  * (q'' in q_result, the multipliers in mult_result) is certified, else 0
  * and the general path must solve. Uses the prepared-system workspace. */
 int cdyn__constraint_lagrange_decided(cdyn_constraint *c);
+
+/* The decided path's solve for right-hand sides (f n, s m, the caller's
+ * units) with its prepared factors, refined up to two steps on the
+ * caller's system: 1 when the result (into q n and lambda m) is
+ * certified, else 0. */
+int cdyn__constraint_decided_solve(cdyn_constraint *c, const double *f, const double *s,
+                                   double *q, double *lambda);
+
+/* The bordered system [M Phi_q^T; Phi_q 0] [q; lambda] = [f; s] of the
+ * loaded instant for other right-hand sides (f n, s m, the caller's units),
+ * with the factors of the last successful cdyn_constraint_lagrange() (or
+ * cdyn_constraint_pseudoinverse() at full rank), refined and certified as
+ * that call's result was: 1 with the result in q (n) and lambda (m), 0
+ * (q, lambda untouched) when it is not certified or no such factors are
+ * kept (a load or any other formulation since). Leaves the last result
+ * (cdyn_constraint_force()) as it was. No allocation. */
+int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const double *s, double *q,
+                                 double *lambda);
+
+/* s = xi - K_D Phi' - K_P Phi (m) with the gains of c (T4.6); any input
+ * may be NULL (zero). s must not alias the inputs. */
+void cdyn__constraint_accel_rhs(const cdyn_constraint *c, const double *Phi, const double *Phi_dot,
+                                const double *xi, double *s);
 
 /* Record a failure that is not about the rank: the rank facts are cleared
  * so that they never describe another call than last_error does. */

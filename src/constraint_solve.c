@@ -49,6 +49,7 @@ static cdyn_status check_loaded(cdyn_constraint *c, const char *fn)
     if (!c->loaded)
         return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: no instant loaded; call cdyn_constraint_load",
                           fn);
+    c->reusable = 0; /* every formulation works in the prepared-system workspace */
     return CDYN_OK;
 }
 
@@ -348,19 +349,21 @@ static void solve_prepared(cdyn_constraint *c, const double *top, const double *
 
 /* ---- step 4: certify ------------------------------------------------------ */
 
-/* Solve with the prepared factors and certify the result on the caller's
- * system [M G^T; Phi_q 0] (G = C, or Phi_q when C is NULL); rows with
- * skip[i] set are left out of the certificate (redundant rows of the
- * pseudo-inverse). The result is in c->q_result and c->mult_result. */
-static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const double *C, int ldc,
-                                   const int *skip)
+/* Solve with the prepared factors for the right-hand sides f (n) and s
+ * (m, all rows; the active ones are used), refined up to two steps on the
+ * caller's system [M G^T; Phi_q 0] (G = C, or Phi_q when C is NULL); rows
+ * with skip[i] set are left out of the certificate (redundant rows of the
+ * pseudo-inverse). The result is in c->q_result and c->mult_result; returns
+ * its componentwise backward error. */
+static double solve_refined(cdyn_constraint *c, const double *C, int ldc, const int *skip,
+                            const double *f, const double *s)
 {
-    int n = c->n, m = c->m, m1 = c->m1, ma = c->active;
+    int n = c->n, m = c->m, ma = c->active;
     const int *rows = c->active_rows;
     const double *G = C ? C : c->jac, *sy = C ? c->scale_f : c->scale_g;
-    int ldg = C ? ldc : m1;
-    for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->force[j];
-    for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * c->accel_rhs[rows[a]];
+    int ldg = C ? ldc : c->m1;
+    for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * f[j];
+    for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * s[rows[a]];
     solve_prepared(c, c->top, c->bottom);
     for (int j = 0; j < n; ++j) c->q_result[j] = c->scale_q[j] * c->q_scaled[j];
     for (int i = 0; i < m; ++i) { /* inactive rows carry none, and need no floor */
@@ -374,22 +377,32 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
     /* the unknowns' units of the equilibrated frame (kkt.h's floor) */
     const double *ux = c->scale_q, *uy = c->mult_unit;
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
-    double omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1,
-                                            c->q_result, c->mult_result, c->force, c->accel_rhs,
-                                            ux, uy, skip, c->residual_top, c->residual_bottom,
-                                            c->kkt_work);
+    double omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, c->m1,
+                                            c->q_result, c->mult_result, f, s, ux, uy, skip,
+                                            c->residual_top, c->residual_bottom, c->kkt_work);
     for (int step = 0; step < 2 && omega > tolerance && isfinite(omega); ++step) {
         for (int j = 0; j < n; ++j) c->top[j] = c->scale_q[j] * c->residual_top[j];
         for (int a = 0; a < ma; ++a) c->bottom[a] = c->scale_g[a] * c->residual_bottom[rows[a]];
         solve_prepared(c, c->top, c->bottom);
         for (int j = 0; j < n; ++j) c->q_result[j] += c->scale_q[j] * c->q_scaled[j];
         for (int a = 0; a < ma; ++a) c->mult_result[rows[a]] += sy[a] * c->mult_scaled[a];
-        omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, m1, c->q_result,
-                                         c->mult_result, c->force, c->accel_rhs, ux, uy, skip,
+        omega = cdyn__kkt_backward_error(n, m, c->mass, n, G, ldg, 1.0, c->jac, c->m1,
+                                         c->q_result, c->mult_result, f, s, ux, uy, skip,
                                          c->residual_top, c->residual_bottom, c->kkt_work);
     }
+    return omega;
+}
+
+/* The loaded instant's solve with the prepared factors, certified (see
+ * solve_refined). */
+static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const double *C, int ldc,
+                                   const int *skip)
+{
+    int n = c->n, m = c->m;
+    double omega = solve_refined(c, C, ldc, skip, c->force, c->accel_rhs);
+    double tolerance = cdyn__kkt_backward_tolerance(n, m);
     cdyn_status st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
-    if (!st) st = check_overflow(c, fn, "the multipliers", m, 1, c->mult_result, m1);
+    if (!st) st = check_overflow(c, fn, "the multipliers", m, 1, c->mult_result, c->m1);
     if (st) return st;
     if (!(omega <= tolerance))
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
@@ -398,6 +411,22 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
                                      "refinement)",
                                      fn, omega, tolerance));
     return CDYN_OK;
+}
+
+int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const double *s, double *q,
+                                 double *lambda)
+{
+    int n = c->n, m = c->m;
+    if (!c->reusable) return 0;
+    int certified = c->path == CDYN__PATH_DECIDED
+                        ? cdyn__constraint_decided_solve(c, f, s, c->q_result, c->mult_result)
+                        : solve_refined(c, NULL, 0, NULL, f, s) <= cdyn__kkt_backward_tolerance(n, m);
+    if (!certified || cdyn__first_nonfinite(n, 1, c->q_result, n) >= 0 ||
+        (m > 0 && cdyn__first_nonfinite(m, 1, c->mult_result, m) >= 0))
+        return 0;
+    memcpy(q, c->q_result, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(lambda, c->mult_result, sizeof(double) * (size_t)m);
+    return 1;
 }
 
 /* Copy the result out and keep it for cdyn_constraint_force(): q'' into
@@ -491,7 +520,9 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
         st = solve_bordered(c, fn, NULL, 0, NULL);
         if (st) return st;
     }
-    return commit(c, fn, c->jac, c->m1, qdd, lambda);
+    st = commit(c, fn, c->jac, c->m1, qdd, lambda);
+    c->reusable = st == CDYN_OK;
+    return st;
 }
 
 cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc, double *qdd,
@@ -568,6 +599,7 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     if (st) return st;
     minimum_norm_multipliers(c, rank);
     st = commit(c, fn, c->jac, c->m1, qdd, lambda);
+    c->reusable = st == CDYN_OK && rank == c->m; /* then the whole system was solved */
     if (!st && rank < c->m) cdyn__constraint_report_rank_loss(c, fn, CDYN_OK);
     return st;
 }

@@ -287,6 +287,391 @@ START_TEST(no_allocation_and_state_of_the_operating_point)
 }
 END_TEST
 
+/* ---- the Lagrange form's Jacobian through the KKT factorization --------- */
+
+/* A cart (x, mass mc) carrying a pendulum (angle th, point mass mp on a
+ * massless rod L) and a slider (w, mass mw) held by two constraints:
+ *     Phi_1 = w - x^2 - L sin th,   Phi_2 = x + b th - c w^2,
+ * so M depends on th and Q on the speeds. By hand:
+ *     M = [mc + mp, mp L cos th, 0; mp L cos th, mp L^2, 0; 0, 0, mw],
+ *     Q = (mp L th'^2 sin th - d x', -mp g L sin th, -k w),
+ *     Phi_q = [-2x, -L cos th, 1; 1, b, -2 c w],
+ *     xi = (2 x'^2 - L sin th th'^2, 2 c w'^2)
+ * (xi = Phi_q q'' - Phi'' along any motion). */
+typedef struct {
+    double mc, mp, mw, L, b, c, d, k;
+} cart;
+
+static int cart_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t;
+    const cart *p = user;
+    double off = p->mp * p->L * cos(q[1]);
+    M[0] = p->mc + p->mp;
+    M[1] = M[ld] = off;
+    M[1 + ld] = p->mp * p->L * p->L;
+    M[2] = M[2 * ld] = M[2 + ld] = M[1 + 2 * ld] = 0.0;
+    M[2 + 2 * ld] = p->mw;
+    return 0;
+}
+
+static int cart_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t;
+    const cart *p = user;
+    Q[0] = p->mp * p->L * qd[1] * qd[1] * sin(q[1]) - p->d * qd[0];
+    Q[1] = -p->mp * G * p->L * sin(q[1]);
+    Q[2] = -p->k * q[2];
+    return 0;
+}
+
+static int cart_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t;
+    const cart *p = user;
+    Phi[0] = q[2] - q[0] * q[0] - p->L * sin(q[1]);
+    Phi[1] = q[0] + p->b * q[1] - p->c * q[2] * q[2];
+    return 0;
+}
+
+static int cart_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t;
+    const cart *p = user;
+    J[0] = -2.0 * q[0];
+    J[ld] = -p->L * cos(q[1]);
+    J[2 * ld] = 1.0;
+    J[1] = 1.0;
+    J[1 + ld] = p->b;
+    J[1 + 2 * ld] = -2.0 * p->c * q[2];
+    return 0;
+}
+
+static int cart_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    Phi_t[0] = Phi_t[1] = 0.0;
+    return 0;
+}
+
+static int cart_xi(double t, const double *q, const double *qd, double *xi, void *user)
+{
+    (void)t;
+    const cart *p = user;
+    xi[0] = 2.0 * qd[0] * qd[0] - p->L * sin(q[1]) * qd[1] * qd[1];
+    xi[1] = 2.0 * p->c * qd[2] * qd[2];
+    return 0;
+}
+
+/* The test's own reference: extrapolated central differences of
+ * cdyn_mbs_rhs with steps 1e-4 max(|y_j|, its half's largest), the
+ * right-hand side being certified to rounding. */
+static void rhs_differences(cdyn_mbs *mbs, const double *y, int n, double *J)
+{
+    double ys[40], fp[40], fm[40], fp2[40], fm2[40];
+    int size = 2 * n;
+    for (int j = 0; j < size; ++j) {
+        double big = 0.0;
+        for (int i = j < n ? 0 : n; i < (j < n ? n : size); ++i) big = fmax(big, fabs(y[i]));
+        double h = 1e-4 * fmax(fabs(y[j]), big);
+        memcpy(ys, y, sizeof(double) * (size_t)size);
+        ys[j] = y[j] + h;
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, ys, fp), CDYN_OK);
+        ys[j] = y[j] - h;
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, ys, fm), CDYN_OK);
+        ys[j] = y[j] + 2.0 * h;
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, ys, fp2), CDYN_OK);
+        ys[j] = y[j] - 2.0 * h;
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, ys, fm2), CDYN_OK);
+        for (int i = 0; i < size; ++i)
+            J[i + size * j] = (8.0 * (fp[i] - fm[i]) - (fp2[i] - fm2[i])) / (12.0 * h);
+    }
+}
+
+/* Largest |A - B| over a column, relative to that column's largest |B|
+ * (and 1e-300), worst over the columns. */
+static double column_error(int size, const double *A, const double *B)
+{
+    double worst = 0.0;
+    for (int j = 0; j < size; ++j) {
+        double diff = 0.0, big = 1e-300;
+        for (int i = 0; i < size; ++i) {
+            diff = fmax(diff, fabs(A[i + size * j] - B[i + size * j]));
+            big = fmax(big, fabs(B[i + size * j]));
+        }
+        worst = fmax(worst, diff / big);
+    }
+    return worst;
+}
+
+static long rhs_count(cdyn_mbs *mbs)
+{
+    cdyn_mbs_counters k;
+    ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &k), CDYN_OK);
+    return k.rhs;
+}
+
+START_TEST(lagrange_jacobian_through_the_factorization_is_the_hand_jacobian)
+{
+    /* the pendulum's Lagrange form by hand (no stabilization):
+     *     q'' = g - c q,  c = (q.g + |q'|^2) / |q|^2,  g = (0, -G),
+     *     dq''_i/dq_j = -c d_ij - q_i (g_j - 2 c q_j) / |q|^2,
+     *     dq''_i/dq'_j = -2 q_i q'_j / |q|^2,
+     * with lengths and masses in three unit systems each (the mass drops
+     * out); one evaluation of the right-hand side (the factors are reused
+     * for every column) */
+    const double lengths[] = {1.3, 1.3e-6, 1.3e6}, masses[] = {2.0, 2e8, 2e-8};
+    for (int u = 0; u < 9; ++u) {
+        bob b = {masses[u / 3], lengths[u % 3], G};
+        cdyn_mbs *mbs = sp_make(&b);
+        double y[4], J[16], hand[16] = {0}, gv[2] = {0.0, -G};
+        tm_pendulum_state(&b, 0.4, 1.1, y);
+        const double *q = y, *qd = y + 2;
+        double qq = q[0] * q[0] + q[1] * q[1];
+        double c = (q[1] * gv[1] + qd[0] * qd[0] + qd[1] * qd[1]) / qq;
+        hand[0 + 4 * 2] = hand[1 + 4 * 3] = 1.0;
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) {
+                hand[2 + i + 4 * j] = -(i == j ? c : 0.0) - q[i] * (gv[j] - 2.0 * c * q[j]) / qq;
+                hand[2 + i + 4 * (2 + j)] = -2.0 * q[i] * qd[j] / qq;
+            }
+        long before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        double err = column_error(4, J, hand);
+        ck_assert_msg(err <= 1e-10, "L = %g m, m = %g kg: off by %.3e", b.l, b.m, err);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+START_TEST(lagrange_jacobian_with_gains_and_a_configuration_dependent_mass)
+{
+    /* the cart: M(th), Q(q'), two nonlinear constraints, off the manifold
+     * so that the gains act; against the test's own differences of the
+     * right-hand side, in each stabilization and with the time terms given
+     * and left to cdyn */
+    cart p = {3.0, 0.7, 0.4, 0.9, 0.3, 0.2, 0.5, 40.0};
+    double y[6] = {0.12, 0.5, 0.0, 0.4, -1.3, 0.0}, J[36], ref[36];
+    y[2] = p.L * sin(y[1]) + y[0] * y[0] + 1e-3; /* Phi_1 = 1e-3 */
+    y[5] = 2.0 * y[0] * y[3] + p.L * cos(y[1]) * y[4]; /* speeds tangent to Phi_1 */
+    for (int variant = 0; variant < 6; ++variant) { /* even: exact time terms, ref from them */
+        cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, cart_mass, cart_force, cart_phi, cart_jacobian, &p),
+                         CDYN_OK);
+        if (variant % 2 == 0)
+            ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, cart_phi_t, cart_xi), CDYN_OK);
+        cdyn_constraint *k = cdyn_mbs_constraint(mbs);
+        if (variant / 2 == 1) ck_assert_int_eq(cdyn_constraint_set_baumgarte(k, 5.0, 7.0), CDYN_OK);
+        if (variant / 2 == 2) {
+            double KD[4] = {10.0, 2.0, 2.0, 6.0}, KP[4] = {30.0, -4.0, -4.0, 20.0};
+            ck_assert_int_eq(cdyn_constraint_set_gains(k, KD, 2, KP, 2), CDYN_OK);
+        }
+        long before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 6), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        if (variant % 2 == 0) rhs_differences(mbs, y, 3, ref);
+        double err = column_error(6, J, ref);
+        /* left to cdyn, the time terms carry their own differences' error
+         * (mbs.h), divided here by the step: measured 4.9e-6 at most */
+        ck_assert_msg(err <= (variant % 2 ? 2e-5 : 1e-10), "variant %d: off by %.3e", variant, err);
+        /* the pseudo-inverse at full rank is the same system and path */
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PSEUDOINVERSE), CDYN_OK);
+        double Jp[36];
+        before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, Jp, 6), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        ck_assert_double_le(column_error(6, Jp, J), 1e-10);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+/* A planar chain of LINKS point masses m on rods l from a fixed pivot,
+ * q = (x_1, y_1, ..., x_L, y_L), with gravity and a damping -d q' on each
+ * mass: Phi_k = |p_k - p_{k-1}|^2 - l^2 (p_0 = 0), its Jacobian rows
+ * 2 (p_k - p_{k-1}) and -2 (p_k - p_{k-1}), xi_k = -2 |v_k - v_{k-1}|^2.
+ * n = 18 > 16: the general KKT path. */
+enum { LINKS = 9 };
+typedef struct {
+    double m, l, d;
+} rope;
+
+static int rope_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const rope *r = user;
+    for (int j = 0; j < 2 * LINKS; ++j)
+        for (int i = 0; i < 2 * LINKS; ++i) M[i + j * ld] = i == j ? r->m : 0.0;
+    return 0;
+}
+
+static int rope_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t, (void)q;
+    const rope *r = user;
+    for (int i = 0; i < 2 * LINKS; ++i) Q[i] = -r->d * qd[i] - (i % 2 ? r->m * G : 0.0);
+    return 0;
+}
+
+static int rope_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t;
+    const rope *r = user;
+    for (int k = 0; k < LINKS; ++k) {
+        double dx = q[2 * k] - (k ? q[2 * k - 2] : 0.0), dy = q[2 * k + 1] - (k ? q[2 * k - 1] : 0.0);
+        Phi[k] = dx * dx + dy * dy - r->l * r->l;
+    }
+    return 0;
+}
+
+static int rope_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    for (int j = 0; j < 2 * LINKS; ++j)
+        for (int k = 0; k < LINKS; ++k) J[k + j * ld] = 0.0;
+    for (int k = 0; k < LINKS; ++k) {
+        double dx = q[2 * k] - (k ? q[2 * k - 2] : 0.0), dy = q[2 * k + 1] - (k ? q[2 * k - 1] : 0.0);
+        J[k + 2 * k * ld] = 2.0 * dx;
+        J[k + (2 * k + 1) * ld] = 2.0 * dy;
+        if (k == 0) continue;
+        J[k + (2 * k - 2) * ld] = -2.0 * dx;
+        J[k + (2 * k - 1) * ld] = -2.0 * dy;
+    }
+    return 0;
+}
+
+static int rope_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    for (int k = 0; k < LINKS; ++k) Phi_t[k] = 0.0;
+    return 0;
+}
+
+static int rope_xi(double t, const double *q, const double *qd, double *xi, void *user)
+{
+    (void)t, (void)q, (void)user;
+    for (int k = 0; k < LINKS; ++k) {
+        double du = qd[2 * k] - (k ? qd[2 * k - 2] : 0.0), dv = qd[2 * k + 1] - (k ? qd[2 * k - 1] : 0.0);
+        xi[k] = -2.0 * (du * du + dv * dv);
+    }
+    return 0;
+}
+
+START_TEST(lagrange_jacobian_of_a_large_mechanism_on_the_general_path)
+{
+    rope r = {0.3, 0.25, 0.05};
+    enum { N = 2 * LINKS };
+    double y[2 * N], J[4 * N * N], ref[4 * N * N], px = 0.0, py = 0.0, vx = 0.0, vy = 0.0;
+    for (int k = 0; k < LINKS; ++k) { /* on the manifold, speeds tangent */
+        double th = 0.3 + 0.1 * k, om = 0.5 - 0.13 * k;
+        px += r.l * sin(th);
+        py -= r.l * cos(th);
+        vx += r.l * om * cos(th);
+        vy += r.l * om * sin(th);
+        y[2 * k] = px;
+        y[2 * k + 1] = py;
+        y[N + 2 * k] = vx;
+        y[N + 2 * k + 1] = vy;
+    }
+    cdyn_mbs *mbs = cdyn_mbs_create(N, LINKS, NULL);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, rope_mass, rope_force, rope_phi, rope_jacobian, &r),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, rope_phi_t, rope_xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(cdyn_mbs_constraint(mbs), 3.0, 4.0), CDYN_OK);
+    long before = rhs_count(mbs);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2 * N), CDYN_OK);
+    ck_assert_int_eq(rhs_count(mbs) - before, 1);
+    rhs_differences(mbs, y, N, ref);
+    double err = column_error(2 * N, J, ref);
+    ck_assert_msg(err <= 1e-9, "off by %.3e", err);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* The pendulum with its constraint given twice: the pseudo-inverse is
+ * below full rank, so its Jacobian differences the right-hand side. */
+static int twice_phi(double t, const double *q, double *Phi, void *user)
+{
+    ck_assert_int_eq(tm_pendulum_phi(t, q, Phi, user), 0);
+    Phi[1] = Phi[0];
+    return 0;
+}
+
+static int twice_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    J[0] = J[1] = 2.0 * q[0];
+    J[ld] = J[1 + ld] = 2.0 * q[1];
+    return 0;
+}
+
+START_TEST(other_formulations_difference_the_right_hand_side)
+{
+    bob b = {2.0, 1.3, G};
+    double y[4], J[16], ref[16];
+    tm_pendulum_state(&b, 0.4, 1.1, y);
+    /* penalty: its own q'' (not the KKT one); 8n + 2 evaluations */
+    cdyn_mbs *mbs = sp_make(&b);
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+    long before = rhs_count(mbs);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    ck_assert_int_eq(rhs_count(mbs) - before, 8 * 2 + 2);
+    rhs_differences(mbs, y, 2, ref);
+    ck_assert_double_le(column_error(4, J, ref), 1e-8);
+    cdyn_mbs_free(mbs);
+    /* a redundant row: one evaluation finds the factors unusable, then the
+     * differences */
+    mbs = cdyn_mbs_create(2, 2, NULL);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, tm_pendulum_mass, tm_pendulum_force, twice_phi,
+                                        twice_jacobian, &b),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PSEUDOINVERSE), CDYN_OK);
+    before = rhs_count(mbs);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    ck_assert_int_eq(rhs_count(mbs) - before, 1 + 8 * 2 + 2);
+    rhs_differences(mbs, y, 2, ref);
+    ck_assert_double_le(column_error(4, J, ref), 1e-6);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* The pendulum's force callback refuses states with x beyond a limit. */
+static double refuse_beyond;
+static int picky_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    if (q[0] > refuse_beyond) return 7;
+    return tm_pendulum_force(t, q, qd, Q, user);
+}
+
+START_TEST(a_failed_jacobian_leaves_the_object_as_before)
+{
+    bob b = {2.0, 1.3, G};
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, tm_pendulum_mass, picky_force, tm_pendulum_phi,
+                                        tm_pendulum_jacobian, &b),
+                     CDYN_OK);
+    double y0[4], y[4], ydot[4], J[16], r_before[2], m_before[1], r_after[2], m_after[1];
+    refuse_beyond = 1e300;
+    tm_pendulum_state(&b, -0.2, 0.3, y0);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y0, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, r_before, m_before), CDYN_OK);
+    /* at y itself fine, refused a step to the right of it */
+    tm_pendulum_state(&b, 0.4, 1.1, y);
+    refuse_beyond = y[0] * (1.0 + 1e-4);
+    for (int i = 0; i < 16; ++i) J[i] = 5.0;
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), 7);
+    for (int i = 0; i < 16; ++i) ck_assert(J[i] == 5.0);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, r_after, m_after), CDYN_OK);
+    ck_assert(r_after[0] == r_before[0] && r_after[1] == r_before[1] && m_after[0] == m_before[0]);
+    /* and usable: the same call without the refusal */
+    refuse_beyond = 1e300;
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("linearize");
@@ -297,6 +682,11 @@ int main(void)
     tcase_add_test(tc, single_pendulum_input_matrix_by_hand);
     tcase_add_test(tc, lagrange_rhs_jacobian_meets_the_differentiated_constraint);
     tcase_add_test(tc, no_allocation_and_state_of_the_operating_point);
+    tcase_add_test(tc, lagrange_jacobian_through_the_factorization_is_the_hand_jacobian);
+    tcase_add_test(tc, lagrange_jacobian_with_gains_and_a_configuration_dependent_mass);
+    tcase_add_test(tc, lagrange_jacobian_of_a_large_mechanism_on_the_general_path);
+    tcase_add_test(tc, other_formulations_difference_the_right_hand_side);
+    tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
