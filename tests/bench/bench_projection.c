@@ -20,6 +20,11 @@
  *    hand-written projected run, steps, projections, and the angle error at
  *    10 s against the exact solution (Jacobi elliptic functions, by the
  *    arithmetic-geometric mean).
+ * C. The Jacobian d ydot / dy of the Lagrange form, per call:
+ *    cdyn_mbs_rhs_jacobian (one factorization, reused for every column)
+ *    against one cdyn_mbs_rhs and against forward differences of
+ *    cdyn_mbs_rhs (2n + 1 calls, what CVODE's dense difference quotients
+ *    cost), same models as A.
  * Ratios, not pass/fail. */
 #include "bench_pendulum.h"
 #include "bench_util.h"
@@ -205,6 +210,55 @@ static void per_call(const char *name, cdyn_mbs *mbs, int n, const double *y, in
     }
 }
 
+/* ---- C. the Jacobian of the right-hand side ------------------------------------- */
+
+typedef struct {
+    cdyn_mbs *mbs;
+    int n, which; /* 0 rhs, 1 cdyn_mbs_rhs_jacobian, 2 forward differences */
+    double y[2 * NMAX], ys[2 * NMAX], f0[2 * NMAX], f[2 * NMAX];
+    double J[4 * NMAX * NMAX];
+} jac_call;
+
+/* which 2: what CVODE's dense difference quotients do, 2n + 1 right-hand
+ * sides (steps sqrt(eps) max(|y_j|, 1e-3)) */
+static int run_jacobian(void *ctx)
+{
+    jac_call *c = ctx;
+    int size = 2 * c->n, bad = 0;
+    if (c->which == 0) return cdyn_mbs_rhs(c->mbs, 0.0, c->y, c->f0) != CDYN_OK;
+    if (c->which == 1) return cdyn_mbs_rhs_jacobian(c->mbs, 0.0, c->y, NULL, c->J, size) != CDYN_OK;
+    bad |= cdyn_mbs_rhs(c->mbs, 0.0, c->y, c->f0) != CDYN_OK;
+    memcpy(c->ys, c->y, sizeof(double) * (size_t)size);
+    for (int j = 0; j < size; ++j) {
+        double h = 1.4901161193847656e-08 * fmax(fabs(c->y[j]), 1e-3);
+        c->ys[j] = c->y[j] + h;
+        bad |= cdyn_mbs_rhs(c->mbs, 0.0, c->ys, c->f) != CDYN_OK;
+        c->ys[j] = c->y[j];
+        for (int i = 0; i < size; ++i) c->J[i + (size_t)j * size] = (c->f[i] - c->f0[i]) / h;
+    }
+    return bad;
+}
+
+static void per_jacobian(const char *name, cdyn_mbs *mbs, int n, const double *y, int quick)
+{
+    static const char *what[] = {"cdyn_mbs_rhs", "cdyn_mbs_rhs_jacobian", "2n+1 forward diffs"};
+    static jac_call c[3];
+    bu_path p[3];
+    for (int k = 0; k < 3; ++k) {
+        c[k].mbs = mbs;
+        c[k].n = n;
+        c[k].which = k;
+        memcpy(c[k].y, y, sizeof(double) * 2 * (size_t)n);
+        p[k] = (bu_path){.fn = run_jacobian, .ctx = &c[k]};
+    }
+    bu_measure(p, 3, quick ? 5 : 31, quick ? 3e-4 : 5e-3);
+    for (int k = 0; k < 3; ++k)
+        printf("  %-18s %-22s %9.3f us [%8.3f, %8.3f] %6.2f x rhs %6.2f x forward diffs%s\n",
+               name, what[k], 1e6 * p[k].t.median, 1e6 * p[k].t.min, 1e6 * p[k].t.max,
+               p[k].t.median / p[0].t.median, p[k].t.median / p[2].t.median,
+               p[k].failures ? "  FAILED" : "");
+}
+
 /* ---- B. CVODE on the pendulum ------------------------------------------------------ */
 
 static const double T_END = 10.0;
@@ -330,6 +384,13 @@ int main(int argc, char **argv)
                p[k].t.median / p[0].t.median, R[k].steps, R[k].projections, R[k].angle_error,
                failed || p[k].failures ? "  FAILED" : "");
     }
+    printf("\nC. the Jacobian d ydot / dy (Lagrange form), per call, median [min, max]; ratios "
+           "to one cdyn_mbs_rhs and to a forward-difference Jacobian (2n + 1 rhs, what CVODE's "
+           "difference quotients cost)\n");
+    per_jacobian("pendulum n=2", pend, 2, yp, quick);
+    per_jacobian("slider crank n=3", crank, N, yc, quick);
+    per_jacobian("chain n=12", chn, 2 * LINKS, ychain, quick);
+
     SUNContext_Free(&ctx);
     cdyn_mbs_free(pend);
     cdyn_mbs_free(crank);
