@@ -6,7 +6,7 @@
  * or NaN once when the input says so. Drives set_model, set_time_terms,
  * set_formulation, the stabilizer and penalty on cdyn_mbs_constraint(), rhs
  * with a few Euler steps, project (both metrics), reactions, residuals,
- * partition, partition_gather and partition_rhs. */
+ * rhs_jacobian, partition, partition_gather and partition_rhs. */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -336,6 +336,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(before, y, sizeof before);
         st = cdyn_mbs_project(mbs, t, y);
         check(mbs, st, y, 2 * n, st == CDYN_ERR_NOCONV ? NULL : before);
+        if (st == CDYN_OK) check_reactions(mbs, n, m);
+    }
+
+    /* the Jacobian of the right-hand side (the Lagrange form's goes through
+     * the evaluation's factorization): finite on OK, untouched otherwise */
+    if (steps & 16) {
+        double J[4 * NMAX * NMAX + FUZZ_GUARD], J_before[4 * NMAX * NMAX];
+        int count = 4 * n * n;
+        for (int i = 0; i < count; ++i) J[i] = J_before[i] = 7.0;
+        fuzz_guard_set(J, (size_t)count);
+        st = cdyn_mbs_rhs_jacobian(mbs, t, y, NULL, J, 2 * n);
+        check(mbs, st, J, count, J_before);
         if (st == CDYN_OK) check_reactions(mbs, n, m);
     }
 
