@@ -63,6 +63,10 @@ typedef struct cdyn__dae_part {
     double *top_value;         /* r x n */
     double *top_inverse, *top_column; /* r, n */
     int top_valid;
+    /* the same certificate's copy of G_v's non-zeros by columns, rebuilt
+     * at every call (G_v changes with the state) */
+    int *bottom_start, *bottom_row; /* n + 1, q x n */
+    double *bottom_value;           /* q x n */
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
 } cdyn__dae_part;
 

@@ -446,18 +446,30 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
     cdyn__dae_part *p = &dae->part;
     double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max;
     double *unit = dae->rate_unit, *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
+    const int *ts = p->top_start, *tr = p->top_row, *bs = p->bottom_start, *br = p->bottom_row;
+    const double *tv = p->top_value, *bv = p->bottom_value;
     top_frame(dae);
+    /* G_v's non-zeros by columns (bottom_*, rows 0..q-1) and its row
+     * maxima, in one pass: the passes below visit only non-zeros */
     memset(row_max_b, 0, sizeof(double) * (size_t)q);
+    int count = 0;
     for (int j = 0; j < n; ++j) {
         const double *g = bottom_column(dae, j);
-        for (int i = 0; i < q; ++i) row_max_b[i] = larger(row_max_b[i], fabs(g[i]));
+        p->bottom_start[j] = count;
+        for (int i = 0; i < q; ++i) {
+            if (g[i] == 0.0) continue;
+            row_max_b[i] = larger(row_max_b[i], fabs(g[i]));
+            p->bottom_row[count] = i;
+            p->bottom_value[count++] = g[i];
+        }
     }
-    double *inverse = row_max_b; /* 1 / row maxima of G_v, 0 for a zero row */
+    p->bottom_start[n] = count;
+    double *inverse = row_max_b; /* 1 / row maxima of G_v (a zero row has no entries) */
     for (int i = 0; i < q; ++i) inverse[i] = row_max_b[i] > 0.0 ? 1.0 / row_max_b[i] : 0.0;
     for (int j = 0; j < n; ++j) {
-        const double *g = bottom_column(dae, j);
         double largest = p->top_column[j];
-        for (int i = 0; i < q; ++i) largest = larger(largest, fabs(g[i]) * inverse[i]);
+        for (int e = bs[j]; e < bs[j + 1]; ++e)
+            largest = larger(largest, fabs(bv[e]) * inverse[br[e]]);
         unit[j] = largest > 0.0 ? 1.0 / largest : 1.0;
     }
     /* row_size (n, over the row maxima, no longer needed): the largest
@@ -466,20 +478,16 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
     double *row_size = row_max;
     memset(row_size, 0, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) {
-        const double *g = bottom_column(dae, j);
         double size = fabs(vdot[j]) / unit[j];
-        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
-            row_size[p->top_row[e]] = larger(row_size[p->top_row[e]], size);
-        for (int i = 0; i < q; ++i)
-            if (g[i] != 0.0) row_size[r + i] = larger(row_size[r + i], size);
+        for (int e = ts[j]; e < ts[j + 1]; ++e) row_size[tr[e]] = larger(row_size[tr[e]], size);
+        for (int e = bs[j]; e < bs[j + 1]; ++e)
+            row_size[r + br[e]] = larger(row_size[r + br[e]], size);
     }
     for (int j = 0; j < n; ++j) {
-        const double *g = bottom_column(dae, j);
         double neighbours = 0.0;
-        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
-            neighbours = larger(neighbours, row_size[p->top_row[e]]);
-        for (int i = 0; i < q; ++i)
-            if (g[i] != 0.0) neighbours = larger(neighbours, row_size[r + i]);
+        for (int e = ts[j]; e < ts[j + 1]; ++e) neighbours = larger(neighbours, row_size[tr[e]]);
+        for (int e = bs[j]; e < bs[j + 1]; ++e)
+            neighbours = larger(neighbours, row_size[r + br[e]]);
         unit[j] *= DBL_EPSILON * neighbours;
     }
     /* top: P^T F (ptf, the reduced right-hand side before the solve) */
@@ -492,16 +500,14 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
         bound[r + k] = fabs(p->vec_q2[k]);
     }
     for (int j = 0; j < n; ++j) {
-        const double *g = bottom_column(dae, j);
         double x = vdot[j], floor = fabs(x) + unit[j];
-        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e) {
-            int i = p->top_row[e];
-            res[i] -= p->top_value[e] * x;
-            bound[i] += fabs(p->top_value[e]) * floor;
+        for (int e = ts[j]; e < ts[j + 1]; ++e) {
+            res[tr[e]] -= tv[e] * x;
+            bound[tr[e]] += fabs(tv[e]) * floor;
         }
-        for (int i = 0; i < q; ++i) {
-            res[r + i] -= g[i] * x;
-            bound[r + i] += fabs(g[i]) * floor;
+        for (int e = bs[j]; e < bs[j + 1]; ++e) {
+            res[r + br[e]] -= bv[e] * x;
+            bound[r + br[e]] += fabs(bv[e]) * floor;
         }
     }
     double worst = 0.0;
