@@ -589,6 +589,104 @@ START_TEST(lagrange_jacobian_of_a_large_mechanism_on_the_general_path)
 }
 END_TEST
 
+/* A bead (mass m) on a rod turning at the rate w about the origin, under
+ * gravity: Phi = -x sin wt + y cos wt = n(t).q, n = (-sin wt, cos wt),
+ * Phi_t = -w (x cos wt + y sin wt), and
+ *     xi = 2w (x' cos wt + y' sin wt) - w^2 (x sin wt - y cos wt).
+ * With |n| = 1 the Lagrange form is q'' = Q/m + n (s - n.Q/m),
+ * s = xi - K_D Phi' - K_P Phi, so by hand (Q constant)
+ *     dq''/dy = n ds/dy,   ds/dy = dxi/dy - K_D dPhi'/dy - K_P dPhi/dy,
+ *     dxi/dq = w^2 (-sin wt, cos wt),  dxi/dq' = 2w (cos wt, sin wt),
+ *     dPhi/dq = n,  dPhi'/dq = -w (cos wt, sin wt),  dPhi'/dq' = n. */
+typedef struct {
+    double m, w;
+} bead;
+
+static int bead_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const bead *b = user;
+    M[0] = M[1 + ld] = b->m;
+    M[1] = M[ld] = 0.0;
+    return 0;
+}
+
+static int bead_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qd;
+    const bead *b = user;
+    Q[0] = 0.0;
+    Q[1] = -b->m * G;
+    return 0;
+}
+
+static int bead_phi(double t, const double *q, double *Phi, void *user)
+{
+    const bead *b = user;
+    Phi[0] = -q[0] * sin(b->w * t) + q[1] * cos(b->w * t);
+    return 0;
+}
+
+static int bead_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)q;
+    const bead *b = user;
+    J[0] = -sin(b->w * t);
+    J[ld] = cos(b->w * t);
+    return 0;
+}
+
+static int bead_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    const bead *b = user;
+    Phi_t[0] = -b->w * (q[0] * cos(b->w * t) + q[1] * sin(b->w * t));
+    return 0;
+}
+
+static int bead_xi(double t, const double *q, const double *qd, double *xi, void *user)
+{
+    const bead *b = user;
+    double c = cos(b->w * t), s = sin(b->w * t);
+    xi[0] = 2.0 * b->w * (qd[0] * c + qd[1] * s) - b->w * b->w * (q[0] * s - q[1] * c);
+    return 0;
+}
+
+START_TEST(lagrange_jacobian_of_a_rheonomic_constraint_by_hand)
+{
+    bead b = {0.3, 1.7};
+    const double t = 0.7, kd = 2.0 * 3.0, kp = 4.0 * 4.0;
+    double c = cos(b.w * t), sn = sin(b.w * t), nv[2] = {-sn, c};
+    /* on the rod 0.8 m out, 1e-3 m off it, sliding and turning with it */
+    double y[4] = {0.8 * c + 1e-3 * nv[0], 0.8 * sn + 1e-3 * nv[1], 0.0, 0.0}, J[16], hand[16];
+    y[2] = 0.5 * c - b.w * 0.8 * sn;
+    y[3] = 0.5 * sn + b.w * 0.8 * c;
+    for (int variant = 0; variant < 3; ++variant) { /* time terms: given, xi left, both left */
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, bead_mass, bead_force, bead_phi, bead_jacobian, &b),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, variant < 2 ? bead_phi_t : NULL,
+                                                 variant == 0 ? bead_xi : NULL),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_set_baumgarte(cdyn_mbs_constraint(mbs), 3.0, 4.0),
+                         CDYN_OK);
+        double ds[4] = {b.w * b.w * (-sn) - kd * (-b.w * c) - kp * nv[0],
+                        b.w * b.w * c - kd * (-b.w * sn) - kp * nv[1],
+                        2.0 * b.w * c - kd * nv[0], 2.0 * b.w * sn - kd * nv[1]};
+        memset(hand, 0, sizeof hand);
+        hand[0 + 4 * 2] = hand[1 + 4 * 3] = 1.0;
+        for (int j = 0; j < 4; ++j)
+            for (int i = 0; i < 2; ++i) hand[2 + i + 4 * j] = nv[i] * ds[j];
+        long before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, t, y, NULL, J, 4), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        double err = column_error(4, J, hand);
+        ck_assert_msg(err <= (variant == 0 ? 1e-10 : 1e-6), "variant %d: off by %.3e", variant,
+                      err);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* The pendulum with its constraint given twice: the pseudo-inverse is
  * below full rank, so its Jacobian differences the right-hand side. */
 static int twice_phi(double t, const double *q, double *Phi, void *user)
@@ -685,6 +783,7 @@ int main(void)
     tcase_add_test(tc, lagrange_jacobian_through_the_factorization_is_the_hand_jacobian);
     tcase_add_test(tc, lagrange_jacobian_with_gains_and_a_configuration_dependent_mass);
     tcase_add_test(tc, lagrange_jacobian_of_a_large_mechanism_on_the_general_path);
+    tcase_add_test(tc, lagrange_jacobian_of_a_rheonomic_constraint_by_hand);
     tcase_add_test(tc, other_formulations_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
     suite_add_tcase(s, tc);
