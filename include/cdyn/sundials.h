@@ -181,9 +181,11 @@ CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
  * (ny x ny, ny = cdyn_dae_ode_size()) by cdyn_dae_rhs_jacobian() at
  * (t, y), into a dense SUNMatrix (SUNDenseMatrix(ny, ny)). Without it
  * CVODE builds the Jacobian from ny + 1 right-hand sides, each a Newton
- * solve of the algebraic states; with it (index 1), from one evaluation
- * and ny solves with that evaluation's factorizations (in the index-2
- * form, central differences: accuracy and cost in dae.h). fy is not used (the evaluation is repeated, which
+ * solve of the algebraic states; with it, from one evaluation and ny
+ * solves with that evaluation's factorizations (index 1, and the index-2
+ * form when the model has a Jacobian callback; the index-2 form without
+ * one: central differences of the right-hand side; accuracy and cost in
+ * dae.h). fy is not used (the evaluation is repeated, which
  * also makes the warm start that of (t, y)); tmp1..tmp3 are not used.
  * Returns as described at the top: -CDYN_ERR_ARG for NULL user data, a
  * wrong vector length or a matrix that is not dense ny x ny. No allocation.
