@@ -240,6 +240,7 @@ cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha)
     cdyn_status st = check_positive(c, "cdyn_constraint_set_penalty", "alpha", alpha);
     if (st) return st;
     if (c->m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)c->m);
+    c->reusable = 0; /* the penalty form's factors hold the old alpha */
     return CDYN_OK;
 }
 

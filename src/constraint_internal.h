@@ -8,6 +8,9 @@
 #include "internal.h"
 #include "rank.h"
 
+/* What cdyn__constraint_solve_again() can solve with the kept factors. */
+enum { REUSE_BORDERED = 1, REUSE_PENALTY = 2 };
+
 /* How the prepared (equilibrated) system is solved for the multipliers. */
 enum cdyn__kkt_path {
     CDYN__PATH_SCHUR,     /* Cholesky of A = X X^T (well conditioned) */
@@ -55,8 +58,8 @@ struct cdyn_constraint {
     /* the prepared system, on the active rows of Phi_q (all of them, or the
      * independent ones for the pseudo-inverse): KKT equilibration and
      * factorizations */
-    int reusable;           /* the factors of the last success solve the whole bordered
-                             * system: cdyn__constraint_solve_again() */
+    int reusable;           /* what the factors of the last success solve again
+                             * (cdyn__constraint_solve_again): 0, REUSE_* */
     int active;             /* number of active rows */
     int *active_rows;       /* m: their indices, ascending */
     enum cdyn__kkt_path path;
@@ -116,14 +119,18 @@ int cdyn__constraint_lagrange_decided(cdyn_constraint *c);
 int cdyn__constraint_decided_solve(cdyn_constraint *c, const double *f, const double *s,
                                    double *q, double *lambda);
 
-/* The bordered system [M Phi_q^T; Phi_q 0] [q; lambda] = [f; s] of the
- * loaded instant for other right-hand sides (f n, s m, the caller's units),
- * with the factors of the last successful cdyn_constraint_lagrange() (or
- * cdyn_constraint_pseudoinverse() at full rank), refined and certified as
- * that call's result was: 1 with the result in q (n) and lambda (m), 0
+/* The last successful formulation's system of the loaded instant for
+ * other right-hand sides (f n, s m, the caller's units), with its kept
+ * factors, refined and certified as that call's result was: the bordered
+ * [M Phi_q^T; Phi_q 0] [q; lambda] = [f; s] after
+ * cdyn_constraint_lagrange() (or cdyn_constraint_pseudoinverse() at full
+ * rank), or the penalty form's (M + Phi_q^T alpha Phi_q) q =
+ * f + Phi_q^T alpha s, lambda = alpha (Phi_q q - s) after
+ * cdyn_constraint_penalty(). 1 with the result in q (n) and lambda (m), 0
  * (q, lambda untouched) when it is not certified or no such factors are
- * kept (a load or any other formulation since). Leaves the last result
- * (cdyn_constraint_force()) as it was. No allocation. */
+ * kept (a load, a setting that changes them, or another formulation
+ * since). Leaves the last result (cdyn_constraint_force()) as it was. No
+ * allocation. */
 int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const double *s, double *q,
                                  double *lambda);
 

@@ -413,22 +413,6 @@ static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const dou
     return CDYN_OK;
 }
 
-int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const double *s, double *q,
-                                 double *lambda)
-{
-    int n = c->n, m = c->m;
-    if (!c->reusable) return 0;
-    int certified = c->path == CDYN__PATH_DECIDED
-                        ? cdyn__constraint_decided_solve(c, f, s, c->q_result, c->mult_result)
-                        : solve_refined(c, NULL, 0, NULL, f, s) <= cdyn__kkt_backward_tolerance(n, m);
-    if (!certified || cdyn__first_nonfinite(n, 1, c->q_result, n) >= 0 ||
-        (m > 0 && cdyn__first_nonfinite(m, 1, c->mult_result, m) >= 0))
-        return 0;
-    memcpy(q, c->q_result, sizeof(double) * (size_t)n);
-    if (m > 0) memcpy(lambda, c->mult_result, sizeof(double) * (size_t)m);
-    return 1;
-}
-
 /* Copy the result out and keep it for cdyn_constraint_force(): q'' into
  * qdd, the multipliers into mult_out (may be NULL), the generalized force
  * G^T mult. Outputs are written last. */
@@ -521,7 +505,7 @@ cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, double *la
         if (st) return st;
     }
     st = commit(c, fn, c->jac, c->m1, qdd, lambda);
-    c->reusable = st == CDYN_OK;
+    c->reusable = st == CDYN_OK ? REUSE_BORDERED : 0;
     return st;
 }
 
@@ -599,9 +583,39 @@ cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, doubl
     if (st) return st;
     minimum_norm_multipliers(c, rank);
     st = commit(c, fn, c->jac, c->m1, qdd, lambda);
-    c->reusable = st == CDYN_OK && rank == c->m; /* then the whole system was solved */
+    c->reusable = st == CDYN_OK && rank == c->m ? REUSE_BORDERED : 0; /* the whole system */
     if (!st && rank < c->m) cdyn__constraint_report_rank_loss(c, fn, CDYN_OK);
     return st;
+}
+
+/* The penalty form's K q = b for the right-hand sides f (n) and s (m):
+ * b = f + Phi_q^T alpha s, solved with K (c->qr) and its factor (c->chol,
+ * scale c->scale_q) and refined on K (up to three solves); q into
+ * c->q_result, lambda = alpha (Phi_q q - s) into c->mult_result. Returns
+ * the componentwise backward error on K (kkt.h with no constraint rows). */
+static double penalty_solve(cdyn_constraint *c, const double *f, const double *s)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    double *b = c->top, *q = c->q_result, *res = c->residual_top;
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = INFINITY;
+    for (int i = 0; i < m; ++i) c->vec_m[i] = c->alpha[i] * s[i];
+    memcpy(b, f, sizeof(double) * (size_t)n);
+    cdyn__gemv('T', m, n, 1.0, c->jac, m1, c->vec_m, 1.0, b);
+    memset(q, 0, sizeof(double) * (size_t)n);
+    memcpy(res, b, sizeof(double) * (size_t)n);
+    for (int step = 0; step < 3 && omega > tolerance; ++step) {
+        for (int j = 0; j < n; ++j) c->w[j] = c->scale_q[j] * res[j];
+        cdyn__potrs(n, 1, c->chol, n, c->w, n);
+        for (int j = 0; j < n; ++j) q[j] += c->scale_q[j] * c->w[j];
+        omega = cdyn__kkt_backward_error(n, 0, c->qr, n, NULL, 1, 1.0, NULL, 1, q, NULL, b, NULL,
+                                         c->scale_q, NULL, NULL, res, NULL, c->kkt_work);
+        if (!isfinite(omega)) break;
+    }
+    /* lambda ~ alpha (Phi_q q'' - s) */
+    memcpy(c->mult_result, s, sizeof(double) * (size_t)m);
+    cdyn__gemv('N', m, n, 1.0, c->jac, m1, q, -1.0, c->mult_result);
+    for (int i = 0; i < m; ++i) c->mult_result[i] *= c->alpha[i];
+    return omega;
 }
 
 cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
@@ -632,35 +646,18 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
                                      "(leading minor %d of the equilibrated matrix): some "
                                      "motion has no mass and no constraint",
                                      fn, info));
-    double *b = c->top;
-    for (int i = 0; i < m; ++i) c->vec_m[i] = c->alpha[i] * c->accel_rhs[i];
-    memcpy(b, c->force, sizeof(double) * (size_t)n);
-    cdyn__gemv('T', m, n, 1.0, c->jac, m1, c->vec_m, 1.0, b);
-    /* certified solve of K q'' = b (kkt.h with no constraint rows) */
-    double *q = c->q_result, *res = c->residual_top, tolerance = cdyn__kkt_backward_tolerance(n, 0);
-    memset(q, 0, sizeof(double) * (size_t)n);
-    memcpy(res, b, sizeof(double) * (size_t)n);
-    double omega = INFINITY;
-    for (int step = 0; step < 3 && omega > tolerance; ++step) {
-        for (int j = 0; j < n; ++j) c->w[j] = c->scale_q[j] * res[j];
-        cdyn__potrs(n, 1, c->chol, n, c->w, n);
-        for (int j = 0; j < n; ++j) q[j] += c->scale_q[j] * c->w[j];
-        omega = cdyn__kkt_backward_error(n, 0, c->qr, n, NULL, 1, 1.0, NULL, 1, q, NULL, b, NULL,
-                                         c->scale_q, NULL, NULL, res, NULL, c->kkt_work);
-        if (!isfinite(omega)) break;
-    }
-    st = check_overflow(c, fn, "q''", n, 1, q, n);
+    double omega = penalty_solve(c, c->force, c->accel_rhs);
+    double tolerance = cdyn__kkt_backward_tolerance(n, 0);
+    st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
     if (st) return st;
     if (!(omega <= tolerance))
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                                      "%s: M + Phi_q^T alpha_c Phi_q is singular to working "
                                      "accuracy (componentwise backward error %.2e > %.2e)",
                                      fn, omega, tolerance));
-    /* lambda ~ alpha (Phi_q q'' - s) */
-    memcpy(c->mult_result, c->accel_rhs, sizeof(double) * (size_t)m);
-    cdyn__gemv('N', m, n, 1.0, c->jac, m1, q, -1.0, c->mult_result);
-    for (int i = 0; i < m; ++i) c->mult_result[i] *= c->alpha[i];
-    return commit(c, fn, c->jac, m1, qdd, lambda);
+    st = commit(c, fn, c->jac, m1, qdd, lambda);
+    c->reusable = st == CDYN_OK ? REUSE_PENALTY : 0;
+    return st;
 }
 
 cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant variant,
@@ -715,4 +712,24 @@ cdyn_status cdyn_constraint_export(cdyn_constraint *c, cdyn_export_variant varia
     memcpy(B + n, c->top, sizeof(double) * (size_t)n);
     if (m > 0) memcpy(B + 2 * n, c->accel_rhs, sizeof(double) * (size_t)m);
     return CDYN_OK;
+}
+
+/* ---- the kept factors, for other right-hand sides ---------------------- */
+
+int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const double *s, double *q,
+                                 double *lambda)
+{
+    int n = c->n, m = c->m, certified = 0;
+    if (c->reusable == REUSE_PENALTY)
+        certified = penalty_solve(c, f, s) <= cdyn__kkt_backward_tolerance(n, 0);
+    else if (c->reusable == REUSE_BORDERED && c->path == CDYN__PATH_DECIDED)
+        certified = cdyn__constraint_decided_solve(c, f, s, c->q_result, c->mult_result);
+    else if (c->reusable == REUSE_BORDERED)
+        certified = solve_refined(c, NULL, 0, NULL, f, s) <= cdyn__kkt_backward_tolerance(n, m);
+    if (!certified || cdyn__first_nonfinite(n, 1, c->q_result, n) >= 0 ||
+        (m > 0 && cdyn__first_nonfinite(m, 1, c->mult_result, m) >= 0))
+        return 0;
+    memcpy(q, c->q_result, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(lambda, c->mult_result, sizeof(double) * (size_t)m);
+    return 1;
 }

@@ -12,14 +12,17 @@
  * right-hand side carries the rounding of a Newton solve (about its
  * tolerance, 1e-10 relative by default) and that, divided by h, is the
  * other error: about 1e-7 relative all told. g is the right-hand side
- * itself, except for the Lagrange form (and the pseudo-inverse at full
- * rank), whose q'' and multipliers x = [q''; lambda] solve K(y) x = b(y),
- * K = [M Phi_q^T; Phi_q 0], b = [Q; s] (T4.4-T4.6). Differentiating that
- * along e_j gives K dx/dy_j = d/dy_j (b - K x) at fixed x: g is then the
- * residual of the solution at y, evaluated at the moved states (model
- * callbacks and two products, no solve), and each column is one solve with
- * the factors of the evaluation at y (cdyn__constraint_solve_again), in
- * place of 8 right-hand sides each with its own factorization.
+ * itself only for the pseudo-inverse below full rank. In the Lagrange form
+ * (and the pseudo-inverse at full rank) x = [q''; lambda] solves
+ * K(y) x = b(y), K = [M Phi_q^T; Phi_q 0], b = [Q; s] (T4.4-T4.6), and
+ * differentiating along e_j gives K dx/dy_j = db - dK x at fixed x: the
+ * differences are those of the model's terms, and each column is one
+ * solve with the factors of the evaluation at y
+ * (cdyn__constraint_solve_again), in place of 8 right-hand sides each with
+ * its own factorization. The penalty form (T4.8) has the same
+ * M q'' + Phi_q^T lambda = Q with lambda = alpha (Phi_q q'' - s), so the
+ * same [top; bottom] = db - dK x goes to its own matrix:
+ * (M + Phi_q^T alpha Phi_q) dq'' = top + Phi_q^T alpha bottom.
  */
 #include "constraint_internal.h"
 #include "linalg.h"
@@ -204,14 +207,13 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
     return CDYN_OK;
 }
 
-/* J = d ydot / dy (2n x 2n) of the Lagrange form at (t, y): one evaluation
- * at y, then per column the extrapolated central differences dK, db of the
- * model's terms, and d[q''; lambda] = K^{-1} (db - dK [q''; lambda]) with
- * the evaluation's factors (the file's comment). *applies = 0, with
- * nothing written and the object as before the call, when the kernel kept
- * no such factors (another formulation, or the pseudo-inverse below full
- * rank) or a column's solve is not certified: the caller then differences
- * the right-hand side. */
+/* J = d ydot / dy (2n x 2n) at (t, y): one evaluation at y, then per
+ * column the extrapolated central differences dK, db of the model's terms,
+ * and the solve of db - dK [q''; lambda] with the evaluation's factors (the
+ * file's comment). *applies = 0, with nothing written and the object as
+ * before the call, when the kernel kept no such factors (the
+ * pseudo-inverse below full rank) or a column's solve is not certified:
+ * the caller then differences the right-hand side. */
 static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *y,
                                 const double *scale, double *J, int ldj, int *applies)
 {
@@ -287,10 +289,8 @@ cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, cons
     if (ldj < size)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: ldj = %d < 2n = %d", fn, ldj, size);
     int applies = 0;
-    if (mbs->formulation != CDYN_MBS_PENALTY) {
-        cdyn_status st = kkt_jacobian(mbs, fn, t, y, scale, J, ldj, &applies);
-        if (applies) return st;
-    }
+    cdyn_status st = kkt_jacobian(mbs, fn, t, y, scale, J, ldj, &applies);
+    if (applies) return st;
     return difference_jacobian(mbs, fn, cdyn_mbs_rhs, size, t, y, scale, J, ldj);
 }
 

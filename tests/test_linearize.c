@@ -31,6 +31,7 @@
 
 #include "alloc_count.h"
 #include "models.h"
+#include "quadref.h"
 #include "testutil.h"
 #include "cdyn.h"
 
@@ -704,23 +705,102 @@ static int twice_jacobian(double t, const double *q, double *J, int ld, void *us
     return 0;
 }
 
-START_TEST(other_formulations_difference_the_right_hand_side)
+/* The pendulum's penalty form in quad precision (T4.8, no gains):
+ * (m I + alpha Phi_q^T Phi_q) q'' = Q + Phi_q^T alpha xi, Phi_q = 2 q^T,
+ * xi = -2 |q'|^2, into qdd. */
+static void penalty_pendulum_quad(const bob *b, quad alpha, const quad *y, quad *qdd)
+{
+    quad x = y[0], z = y[1], u = y[2], w = y[3], m = b->m;
+    quad xi = -2 * (u * u + w * w), K[4], rhs[2];
+    K[0] = m + alpha * 4 * x * x;
+    K[1] = K[2] = alpha * 4 * x * z;
+    K[3] = m + alpha * 4 * z * z;
+    rhs[0] = alpha * xi * 2 * x;
+    rhs[1] = -m * (quad)b->g + alpha * xi * 2 * z;
+    ck_assert_int_eq(qref_solve(2, K, rhs, qdd), 0);
+}
+
+/* Its Jacobian by extrapolated central differences in quad (steps 1e-4
+ * |y_j|: truncation about 1e-16 relative, rounding 1e-34 times the
+ * penalty's conditioning over the step). */
+static void penalty_pendulum_reference(const bob *b, double alpha, const double *y, double *J)
+{
+    quad ys[4], f[4][2];
+    memset(J, 0, sizeof(double) * 16);
+    J[0 + 4 * 2] = J[1 + 4 * 3] = 1.0;
+    for (int j = 0; j < 4; ++j) {
+        quad h = (quad)1e-4 * fabs(y[j]), steps[4] = {h, -h, 2 * h, -2 * h};
+        for (int p = 0; p < 4; ++p) {
+            for (int i = 0; i < 4; ++i) ys[i] = y[i];
+            ys[j] += steps[p];
+            penalty_pendulum_quad(b, alpha, ys, f[p]);
+        }
+        for (int i = 0; i < 2; ++i)
+            J[2 + i + 4 * j] = (double)((8 * (f[0][i] - f[1][i]) - (f[2][i] - f[3][i])) / (12 * h));
+    }
+}
+
+START_TEST(penalty_jacobian_through_its_factorization)
+{
+    /* the penalty form's own q'' (T4.8, not the KKT one), through the
+     * factorization of M + Phi_q^T alpha Phi_q: the pendulum against a
+     * quad-precision reference with penalties from soft to stiff (the
+     * double right-hand side's rounding, cond ~ alpha, would drown a
+     * difference reference), and the cart (M(th), two constraints,
+     * Baumgarte gains, off the manifold) at a soft penalty against the
+     * test's own differences of the right-hand side */
+    const double alphas[] = {1e2, 1e6, 1e9};
+    for (int a = 0; a < 3; ++a) {
+        bob b = {2.0, 1.3, G};
+        double y[4], J[16], ref[16], alpha[1] = {alphas[a]};
+        tm_pendulum_state(&b, 0.4, 1.1, y);
+        cdyn_mbs *mbs = sp_make(&b);
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_set_penalty(cdyn_mbs_constraint(mbs), alpha), CDYN_OK);
+        long before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        penalty_pendulum_reference(&b, alphas[a], y, ref);
+        /* the penalty form itself is conditioned like alpha |Phi_q|^2 / m
+         * (3.4e9 at alpha = 1e9): its q'', and so J, carry that times eps
+         * (measured: below 1e-9 up to 1e6, 8.8e-8 at 1e9) */
+        double err = column_error(4, J, ref), tol = fmax(1e-9, 10.0 * alphas[a] * 2.2e-16);
+        ck_assert_msg(err <= tol, "pendulum, alpha %g: off by %.3e", alphas[a], err);
+        cdyn_mbs_free(mbs);
+        if (a > 0) continue;
+
+        cart p = {3.0, 0.7, 0.4, 0.9, 0.3, 0.2, 0.5, 40.0};
+        double yc[6] = {0.12, 0.5, 0.0, 0.4, -1.3, 0.0}, Jc[36], refc[36], pen[2] = {alphas[a], 3.0 * alphas[a]};
+        yc[2] = p.L * sin(yc[1]) + yc[0] * yc[0] + 1e-3;
+        yc[5] = 2.0 * yc[0] * yc[3] + p.L * cos(yc[1]) * yc[4];
+        mbs = cdyn_mbs_create(3, 2, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, cart_mass, cart_force, cart_phi, cart_jacobian, &p),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, cart_phi_t, cart_xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+        cdyn_constraint *k = cdyn_mbs_constraint(mbs);
+        ck_assert_int_eq(cdyn_constraint_set_penalty(k, pen), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_set_baumgarte(k, 5.0, 7.0), CDYN_OK);
+        before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, yc, NULL, Jc, 6), CDYN_OK);
+        ck_assert_int_eq(rhs_count(mbs) - before, 1);
+        rhs_differences(mbs, yc, 3, refc);
+        err = column_error(6, Jc, refc);
+        ck_assert_msg(err <= 1e-9, "cart, alpha %g: off by %.3e", alphas[a], err);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
+START_TEST(redundant_rows_difference_the_right_hand_side)
 {
     bob b = {2.0, 1.3, G};
     double y[4], J[16], ref[16];
+    long before;
     tm_pendulum_state(&b, 0.4, 1.1, y);
-    /* penalty: its own q'' (not the KKT one); 8n + 2 evaluations */
-    cdyn_mbs *mbs = sp_make(&b);
-    ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
-    long before = rhs_count(mbs);
-    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
-    ck_assert_int_eq(rhs_count(mbs) - before, 8 * 2 + 2);
-    rhs_differences(mbs, y, 2, ref);
-    ck_assert_double_le(column_error(4, J, ref), 1e-8);
-    cdyn_mbs_free(mbs);
-    /* a redundant row: one evaluation finds the factors unusable, then the
-     * differences */
-    mbs = cdyn_mbs_create(2, 2, NULL);
+    /* a redundant row: one evaluation finds the factors unusable (the
+     * pseudo-inverse below full rank), then the differences */
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
     ck_assert_int_eq(cdyn_mbs_set_model(mbs, tm_pendulum_mass, tm_pendulum_force, twice_phi,
                                         twice_jacobian, &b),
                      CDYN_OK);
@@ -784,7 +864,8 @@ int main(void)
     tcase_add_test(tc, lagrange_jacobian_with_gains_and_a_configuration_dependent_mass);
     tcase_add_test(tc, lagrange_jacobian_of_a_large_mechanism_on_the_general_path);
     tcase_add_test(tc, lagrange_jacobian_of_a_rheonomic_constraint_by_hand);
-    tcase_add_test(tc, other_formulations_difference_the_right_hand_side);
+    tcase_add_test(tc, penalty_jacobian_through_its_factorization);
+    tcase_add_test(tc, redundant_rows_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -342,14 +342,18 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * (t, y), y = [q; q'], in the formulation and stabilizer set on mbs
  * (THEORY T4.3-T4.8): [0 I; dq''/dq dq''/dq'].
  *
- * Lagrange form (any gains), and the pseudo-inverse where Phi_q has full
- * rank: one evaluation of cdyn_mbs_rhs at y, whose factorization of
- * K = [M Phi_q^T; Phi_q 0] then serves every column. Differentiating
- * K [q''; lambda] = [Q; s] gives K d[q''; lambda] = db - dK [q''; lambda];
- * dK and db (M, Phi_q, Q and s = xi - K_D Phi' - K_P Phi) come from
- * extrapolated central differences of the model's callbacks (steps as
- * below; a speed moves only Q, xi and Phi'), and each column's solve is
- * refined and certified like the evaluation's. Cost: the callbacks at 4
+ * Lagrange form (any gains), the pseudo-inverse where Phi_q has full rank,
+ * and the penalty form: one evaluation of cdyn_mbs_rhs at y, whose
+ * factorization then serves every column. Differentiating
+ * K [q''; lambda] = [Q; s], K = [M Phi_q^T; Phi_q 0], gives
+ * K d[q''; lambda] = db - dK [q''; lambda]; the penalty form, whose
+ * M q'' + Phi_q^T lambda = Q has lambda = alpha (Phi_q q'' - s), solves
+ * (M + Phi_q^T alpha Phi_q) dq'' = top + Phi_q^T alpha bottom with the
+ * same [top; bottom] = db - dK [q''; lambda]. dK and db (M, Phi_q, Q and
+ * s = xi - K_D Phi' - K_P Phi) come from extrapolated central differences
+ * of the model's callbacks (steps as below; a speed moves only Q, xi and
+ * Phi'), and each column's solve is refined and certified like the
+ * evaluation's. Cost: the callbacks at 4
  * moved states per column and one solve, measured 3.9, 6.8 and 10 right-hand
  * sides at n = 2, 3 and 12, against 2n + 1 for forward differences
  * (tests/bench/bench_projection). Accuracy (test_linearize, against hand
@@ -358,12 +362,15 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * 1.3e-6 m to 1.3e6 m and masses of 2e-8 to 2e8 kg, a cart with M(q) and
  * generalized Baumgarte gains, and an 18-coordinate chain; with the time
  * terms left to differences, their own error divided by the step (4.9e-6
- * on the cart).
+ * on the cart). Penalty form against a quad-precision reference: 5e-13,
+ * 2.5e-10 and 1.1e-7 at alpha = 1e2, 1e6, 1e9 (the form's own
+ * conditioning, about alpha |Phi_q|^2 / m, times eps; differences of the
+ * right-hand side gave 6e-12, 4e-7 and 5e-4).
  *
- * Penalty form, the pseudo-inverse below full rank, or a column whose
- * solve is not certified: the same extrapolated central differences of
- * cdyn_mbs_rhs itself as cdyn_mbs_partition_jacobian() (8 n + 2
- * evaluations; after the one that found the factors unusable).
+ * The pseudo-inverse below full rank, or a column whose solve is not
+ * certified: the same extrapolated central differences of cdyn_mbs_rhs
+ * itself as cdyn_mbs_partition_jacobian() (8 n + 2 evaluations; after
+ * the one that found the factors unusable).
  *
  * scale: 2n values > 0, or NULL, as for cdyn_mbs_partition_jacobian().
  * The last evaluation of cdyn_mbs_rhs is at y (warm start, reactions and

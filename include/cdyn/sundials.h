@@ -97,12 +97,11 @@ CDYN_API int cdyn_cvode_mbs_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *
  * cdyn_mbs: J = d ydot / d y (2n x 2n) by cdyn_mbs_rhs_jacobian() at
  * (t, y), into a dense SUNMatrix (SUNDenseMatrix(2n, 2n)), in the
  * formulation and stabilizer set on the cdyn_mbs (KKT, Baumgarte,
- * generalized Baumgarte, penalty, pseudo-inverse). For the Lagrange form
- * one factorization serves every column (mbs.h): measured at or below the
- * cost of CVODE's own difference quotients (2n + 1 right-hand sides) and
- * far more accurate; the penalty form and the pseudo-inverse below full
- * rank take 8n + 2 right-hand sides (tests/bench/bench_projection,
- * test_sundials).
+ * generalized Baumgarte, penalty, pseudo-inverse). One factorization
+ * serves every column (mbs.h): measured at or below the cost of CVODE's
+ * own difference quotients (2n + 1 right-hand sides) for the Lagrange form,
+ * and far more accurate; only the pseudo-inverse below full rank takes
+ * 8n + 2 right-hand sides (tests/bench/bench_projection, test_sundials).
  * The last evaluation is at y (the warm start and reactions are those of
  * y). fy and tmp1..tmp3 are not used. Returns as described at the top;
  * -CDYN_ERR_ARG for NULL user data, an odd length or a matrix that is not
