@@ -163,7 +163,7 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     return CDYN_OK;
 }
 
-/* ---- the Lagrange form through its factorization ----------------------- */
+/* ---- through the evaluation's factorization ------------------------------ */
 
 /* The model's terms at ys, moved from y by delta along column j, added
  * with weight w into the sums dM (n x n), dG (m x n, ld m1), dQ (n) and
