@@ -394,25 +394,36 @@ static inline double larger(double a, double b) { return a > b ? a : b; }
  * columns, 1 / its row maxima (0 for a zero row) and, per column, the
  * largest |entry| / row maximum. Fixed for a constant M, so built once per
  * mass; for M(t) at every call. */
+/* The non-zeros of A (rows x n, ld rows) by columns into start (n + 1),
+ * row and value, and 1 / the largest |entry| of each row into inverse
+ * (rows; 0 for a zero row), in one pass. */
+static void gather_nonzeros(int rows, int n, const double *A, int *start, int *row,
+                            double *value, double *inverse)
+{
+    int count = 0;
+    memset(inverse, 0, sizeof(double) * (size_t)rows); /* the row maxima first */
+    for (int j = 0; j < n; ++j) {
+        const double *a = A + (size_t)j * rows;
+        start[j] = count;
+        for (int i = 0; i < rows; ++i) {
+            if (a[i] == 0.0) continue;
+            inverse[i] = larger(inverse[i], fabs(a[i]));
+            row[count] = i;
+            value[count++] = a[i];
+        }
+    }
+    start[n] = count;
+    for (int i = 0; i < rows; ++i) inverse[i] = inverse[i] > 0.0 ? 1.0 / inverse[i] : 0.0;
+}
+
 static void top_frame(cdyn_dae *dae)
 {
     cdyn__dae_part *p = &dae->part;
     if (p->top_valid && !dae->mass_fn) return;
-    int n = dae->n, r = dae->r, count = 0;
-    double *inverse = p->top_inverse;
-    memset(inverse, 0, sizeof(double) * (size_t)r); /* the row maxima first */
-    for (int j = 0; j < n; ++j) {
-        const double *a = p->range_t_mass + (size_t)j * r;
-        p->top_start[j] = count;
-        for (int i = 0; i < r; ++i) {
-            if (a[i] == 0.0) continue;
-            inverse[i] = larger(inverse[i], fabs(a[i]));
-            p->top_row[count] = i;
-            p->top_value[count++] = a[i];
-        }
-    }
-    p->top_start[n] = count;
-    for (int i = 0; i < r; ++i) inverse[i] = inverse[i] > 0.0 ? 1.0 / inverse[i] : 0.0;
+    int n = dae->n;
+    const double *inverse = p->top_inverse;
+    gather_nonzeros(dae->r, n, p->range_t_mass, p->top_start, p->top_row, p->top_value,
+                    p->top_inverse);
     for (int j = 0; j < n; ++j) {
         double largest = 0.0;
         for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
@@ -420,12 +431,6 @@ static void top_frame(cdyn_dae *dae)
         p->top_column[j] = largest;
     }
     p->top_valid = 1;
-}
-
-/* Column j of the constraint block G_v (q entries). */
-static inline const double *bottom_column(const cdyn_dae *dae, int j)
-{
-    return dae->part.constraint_jac + (size_t)j * dae->q;
 }
 
 /* Residual of the rates (top block P^T F - P^T M v', bottom -G_t - G_v v')
@@ -438,34 +443,22 @@ static inline const double *bottom_column(const cdyn_dae *dae, int j)
  * the rates it is eliminated with, in any units. The floor is local, not
  * kkt.h's largest rate of the whole system: a decoupled state with a rate
  * of 1e28 made that floor accept a closed junction's inconsistent rates
- * (test_dae). The top block is walked by its non-zeros (top_frame), the
- * bottom one by columns. */
+ * (test_dae). Both blocks are walked by their non-zeros (gather_nonzeros:
+ * the top once per mass in top_frame, G_v at every call). */
 double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
     cdyn__dae_part *p = &dae->part;
     double *res = dae->residual, *bound = dae->bound, *row_max = dae->row_max;
-    double *unit = dae->rate_unit, *row_max_b = row_max + r; /* rows r.. of the matrix: G_v */
+    double *unit = dae->rate_unit;
     const int *ts = p->top_start, *tr = p->top_row, *bs = p->bottom_start, *br = p->bottom_row;
     const double *tv = p->top_value, *bv = p->bottom_value;
     top_frame(dae);
-    /* G_v's non-zeros by columns (bottom_*, rows 0..q-1) and its row
-     * maxima, in one pass: the passes below visit only non-zeros */
-    memset(row_max_b, 0, sizeof(double) * (size_t)q);
-    int count = 0;
-    for (int j = 0; j < n; ++j) {
-        const double *g = bottom_column(dae, j);
-        p->bottom_start[j] = count;
-        for (int i = 0; i < q; ++i) {
-            if (g[i] == 0.0) continue;
-            row_max_b[i] = larger(row_max_b[i], fabs(g[i]));
-            p->bottom_row[count] = i;
-            p->bottom_value[count++] = g[i];
-        }
-    }
-    p->bottom_start[n] = count;
-    double *inverse = row_max_b; /* 1 / row maxima of G_v (a zero row has no entries) */
-    for (int i = 0; i < q; ++i) inverse[i] = row_max_b[i] > 0.0 ? 1.0 / row_max_b[i] : 0.0;
+    /* G_v's non-zeros by columns and 1 / its row maxima: the passes below
+     * visit only non-zeros */
+    double *inverse = row_max + r; /* rows r.. of the matrix: G_v */
+    gather_nonzeros(q, n, p->constraint_jac, p->bottom_start, p->bottom_row, p->bottom_value,
+                    inverse);
     for (int j = 0; j < n; ++j) {
         double largest = p->top_column[j];
         for (int e = bs[j]; e < bs[j + 1]; ++e)

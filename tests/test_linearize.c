@@ -688,6 +688,76 @@ START_TEST(lagrange_jacobian_of_a_rheonomic_constraint_by_hand)
 }
 END_TEST
 
+/* Two coupled damped oscillators without constraints (m = 0): masses
+ * (m1, m2), springs k1 to ground and k12 between them, dampers c on each,
+ * and a cubic spring e q_1^3 on the first:
+ *     q1'' = (-k1 q1 - e q1^3 - k12 (q1 - q2) - c q1') / m1,
+ *     q2'' = (-k12 (q2 - q1) - c q2') / m2,
+ * whose Jacobian is written down directly. */
+typedef struct {
+    double m1, m2, k1, k12, c, e;
+} springs;
+
+static int springs_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const springs *s = user;
+    M[0] = s->m1;
+    M[1 + ld] = s->m2;
+    M[1] = M[ld] = 0.0;
+    return 0;
+}
+
+static int springs_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t;
+    const springs *s = user;
+    Q[0] = -s->k1 * q[0] - s->e * q[0] * q[0] * q[0] - s->k12 * (q[0] - q[1]) - s->c * qd[0];
+    Q[1] = -s->k12 * (q[1] - q[0]) - s->c * qd[1];
+    return 0;
+}
+
+static int springs_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)q, (void)Phi, (void)user;
+    return 0;
+}
+
+static int springs_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)J, (void)ld, (void)user;
+    return 0;
+}
+
+START_TEST(jacobian_without_constraints_by_hand_and_into_its_own_state)
+{
+    springs sp = {2.0, 0.5, 30.0, 12.0, 0.4, 5.0};
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 0, NULL);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, springs_mass, springs_force, springs_phi,
+                                        springs_jacobian, &sp),
+                     CDYN_OK);
+    double y[4] = {0.3, -0.2, 1.1, -0.7}, J[16], hand[16] = {0};
+    hand[0 + 4 * 2] = hand[1 + 4 * 3] = 1.0;
+    hand[2 + 4 * 0] = (-sp.k1 - 3.0 * sp.e * y[0] * y[0] - sp.k12) / sp.m1;
+    hand[2 + 4 * 1] = sp.k12 / sp.m1;
+    hand[2 + 4 * 2] = -sp.c / sp.m1;
+    hand[3 + 4 * 0] = sp.k12 / sp.m2;
+    hand[3 + 4 * 1] = -sp.k12 / sp.m2;
+    hand[3 + 4 * 3] = -sp.c / sp.m2;
+    long before = rhs_count(mbs);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    ck_assert_int_eq(rhs_count(mbs) - before, 1);
+    double err = column_error(4, J, hand);
+    ck_assert_msg(err <= 1e-10, "off by %.3e", err);
+    /* J may alias y (mbs.h): the state in J's first column, the same J */
+    double both[16];
+    memcpy(both, y, sizeof y);
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, both, NULL, both, 4), CDYN_OK);
+    for (int i = 0; i < 16; ++i) ck_assert(both[i] == J[i]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* The pendulum with its constraint given twice: the pseudo-inverse is
  * below full rank, so its Jacobian differences the right-hand side. */
 static int twice_phi(double t, const double *q, double *Phi, void *user)
@@ -864,6 +934,7 @@ int main(void)
     tcase_add_test(tc, lagrange_jacobian_with_gains_and_a_configuration_dependent_mass);
     tcase_add_test(tc, lagrange_jacobian_of_a_large_mechanism_on_the_general_path);
     tcase_add_test(tc, lagrange_jacobian_of_a_rheonomic_constraint_by_hand);
+    tcase_add_test(tc, jacobian_without_constraints_by_hand_and_into_its_own_state);
     tcase_add_test(tc, penalty_jacobian_through_its_factorization);
     tcase_add_test(tc, redundant_rows_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);

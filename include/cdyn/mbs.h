@@ -357,15 +357,16 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * moved states per column and one solve, measured 3.9, 6.8 and 10 right-hand
  * sides at n = 2, 3 and 12, against 2n + 1 for forward differences
  * (tests/bench/bench_projection). Accuracy (test_linearize, against hand
- * derivations and independent differences of the right-hand side): 1e-10
- * relative per column or better with Phi_t and xi given, for pendulums of
- * 1.3e-6 m to 1.3e6 m and masses of 2e-8 to 2e8 kg, a cart with M(q) and
- * generalized Baumgarte gains, and an 18-coordinate chain; with the time
- * terms left to differences, their own error divided by the step (4.9e-6
- * on the cart). Penalty form against a quad-precision reference: 5e-13,
- * 2.5e-10 and 1.1e-7 at alpha = 1e2, 1e6, 1e9 (the form's own
- * conditioning, about alpha |Phi_q|^2 / m, times eps; differences of the
- * right-hand side gave 6e-12, 4e-7 and 5e-4).
+ * derivations and independent differences of the right-hand side), with
+ * Phi_t and xi given, relative per column: 1e-10 for pendulums of 1.3e-6 m
+ * to 1.3e6 m and masses of 2e-8 to 2e8 kg, a bead on a turning rod, an
+ * unconstrained oscillator and a cart with M(q) and generalized Baumgarte
+ * gains, 1e-9 for an 18-coordinate chain; with the time terms left to
+ * differences, their own error divided by the step (2e-5 asserted on the
+ * cart, 4.9e-6 measured; 1e-6 on the bead). Penalty form against a
+ * quad-precision reference: 1e-9 up to alpha = 1e6, and at 1e9 the form's
+ * own conditioning (about alpha |Phi_q|^2 / m) times eps (1.1e-7 measured,
+ * where differences of the right-hand side were 5e-4 off).
  *
  * The pseudo-inverse below full rank, or a column whose solve is not
  * certified: the same extrapolated central differences of cdyn_mbs_rhs
