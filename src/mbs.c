@@ -44,6 +44,9 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     if (mbs->projector) {
         cdyn_newton_set_max_iterations(mbs->projector, 10);
         cdyn_newton_set_tolerances(mbs->projector, 1e-12, NULL);
+        /* no exact J at the projected q is needed: the speed step checks
+         * its own residual (project_speeds) */
+        cdyn__newton_set_judge_near(mbs->projector, 1);
         cdyn__newton_set_owner(mbs->projector, busy);
     }
     if (mbs->dependent) {
@@ -439,11 +442,80 @@ static cdyn_status mass_metric(cdyn_mbs *mbs, const char *fn, double t, const do
     return CDYN_OK;
 }
 
+/* v = J^+ b (J = mbs->jac_work: Phi_q at q_work in the metric, m x n, ld
+ * m1) when the projector's factorization is of J at the Newton iterate one
+ * step before q_work (cdyn__newton_near_factored): v = J^T y with
+ * J J^T y = b solved by iterations preconditioned with that factorization
+ * (or, for square J, v refined on J v = b), until each row of J v meets b
+ * to the rounding of the products, |J v - b|_i <= (n + 1) eps (|J| |v| +
+ * |b|)_i, or within 64 times that where an iteration no longer gains a
+ * digit. The result then lies in range(J^T) at q_work as J^+ b does.
+ * 0 when it does not get there in four iterations (the caller factors J). Uses
+ * mbs->fd_work (3m); b and v must not be in it. */
+static int near_solve(cdyn_mbs *mbs, const double *b, double *v)
+{
+    int n = mbs->n, m = mbs->m, ld = mbs->m1, wide = cdyn__newton_wide(mbs->projector);
+    const double *J = mbs->jac_work;
+    double *y = mbs->fd_work, *r = y + m, *step = r + m; /* m each (m = n when square) */
+    double unit = (n + 1) * DBL_EPSILON, previous = INFINITY;
+    memcpy(r, b, sizeof(double) * (size_t)m);
+    memset(y, 0, sizeof(double) * (size_t)m);
+    memset(v, 0, sizeof(double) * (size_t)n);
+    for (int iteration = 0; iteration < 4; ++iteration) {
+        if (wide) { /* y += (J0 J0^T)^-1 r, v = J^T y */
+            cdyn__newton_apply_gram(mbs->projector, r, step);
+            for (int i = 0; i < m; ++i) y[i] += step[i];
+            for (int j = 0; j < n; ++j) {
+                double sum = 0.0;
+                for (int i = 0; i < m; ++i) sum += J[i + (size_t)j * ld] * y[i];
+                v[j] = sum;
+            }
+        } else { /* v += J0^-1 r */
+            cdyn__newton_apply(mbs->projector, r, step);
+            for (int j = 0; j < n; ++j) v[j] += step[j];
+        }
+        double worst = 0.0; /* max_i |r_i| / ((n + 1) eps (|J| |v| + |b|)_i) */
+        for (int i = 0; i < m; ++i) {
+            double Jv = 0.0, terms = fabs(b[i]);
+            for (int j = 0; j < n; ++j) {
+                Jv += J[i + (size_t)j * ld] * v[j];
+                terms += fabs(J[i + (size_t)j * ld] * v[j]);
+            }
+            r[i] = b[i] - Jv;
+            double ratio = fabs(r[i]) / (unit * terms);
+            if (r[i] != 0.0 && !(ratio <= worst)) worst = ratio;
+        }
+        /* at the rounding of the products, or within 64 times it where
+         * another iteration no longer gains a digit */
+        if (worst <= 1.0 || (worst <= 64.0 && worst > 0.1 * previous)) return 1;
+        previous = worst;
+    }
+    return previous <= 64.0;
+}
+
+/* x = J^+ b (J = mbs->jac_work) with the projector's factorization: as it
+ * stands when it is of J, by near_solve when it is of the Newton iterate
+ * before q_work (*near), factoring J when near_solve falls short (*near
+ * then 0). -1 when LAPACK fails. */
+static int metric_solve(cdyn_mbs *mbs, int *near, const double *b, double *x)
+{
+    if (*near && near_solve(mbs, b, x)) return 0;
+    if (*near) {
+        *near = 0;
+        if (cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0) return -1;
+    }
+    cdyn__newton_apply(mbs->projector, b, x);
+    return 0;
+}
+
 /* T4.9 speeds at the positions in mbs->q_work: q' + dq', dq' = -J^+ (Phi_q
  * q' + Phi_t) in the metric (one linear step, the rank-revealing solve of
- * the projector, whose report is left alone; with `reuse` its factorization
- * of J at q_work, left by the position solve, is applied as it is), into
- * mbs->vec_n, and the velocity residual into mbs->vec_m. CDYN_ERR_SINGULAR when the velocity
+ * the projector, whose report is left alone), into mbs->vec_n, and the
+ * velocity residual into mbs->vec_m. With `reuse` the projector's
+ * factorization left by the position solve serves: of J at q_work, or (the
+ * Newton's last step judged on the factorization before it) of J one
+ * iterate before, through metric_solve. mbs->jac_work keeps J at q_work
+ * for cdyn_mbs_project_tangent. CDYN_ERR_SINGULAR when the velocity
  * constraints are left unmet beyond the rounding of their terms |Phi_q|
  * (|q'| + |q'_new|) + |Phi'| and what the rank decision dropped (a
  * rank-deficient Phi_q whose rows ask for inconsistent speeds). */
@@ -457,10 +529,12 @@ static cdyn_status project_speeds(cdyn_mbs *mbs, const char *fn, double t, const
     memcpy(mbs->jac_work, mbs->Phi_q, sizeof(double) * (size_t)mbs->m1 * n);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('R', 'L', 'T', 'N', m, n, 1.0, mbs->chol, n, mbs->jac_work, mbs->m1);
+    mbs->projector_near = reuse && !cdyn__newton_solution_factored(mbs->projector);
     if (!reuse && cdyn__newton_factor(mbs->projector, mbs->jac_work, mbs->m1) < 0)
         return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
-    for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->Phi_dot[i];
-    cdyn__newton_apply(mbs->projector, mbs->vec_m, mbs->qdot_work);
+    for (int i = 0; i < m; ++i) mbs->vec_m2[i] = -mbs->Phi_dot[i];
+    if (metric_solve(mbs, &mbs->projector_near, mbs->vec_m2, mbs->qdot_work) < 0)
+        return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
     if (mbs->metric == CDYN_PROJECT_MASS)
         cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->qdot_work, n);
     double *speeds = mbs->vec_n;
@@ -537,7 +611,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     cdyn_newton_get_report(mbs->projector, &position_report);
     /* the position solve's last factorization is J at the projected q when
      * it converged at full rank: the speed step applies it */
-    int reuse = newton == CDYN_OK && cdyn__newton_solution_factored(mbs->projector);
+    int reuse = newton == CDYN_OK && (cdyn__newton_solution_factored(mbs->projector) ||
+                                      cdyn__newton_near_factored(mbs->projector));
     st = project_speeds(mbs, fn, t, qdot, reuse);
     if (st) return st;
     /* commit */
@@ -600,8 +675,9 @@ cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w)
     for (int half = 0; half < 2; ++half) {
         const double *h = w + (size_t)half * n;
         double *dq = mbs->qdot_work, *o = out + (size_t)half * n;
-        cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, h, 0.0, mbs->vec_m2);
-        cdyn__newton_apply(mbs->projector, mbs->vec_m2, dq);
+        cdyn__gemv('N', m, n, 1.0, mbs->Phi_q, mbs->m1, h, 0.0, mbs->vec_m);
+        if (metric_solve(mbs, &mbs->projector_near, mbs->vec_m, dq) < 0)
+            return cdyn__fail(mbs->msg, CDYN_ERR_LAPACK, "%s: LAPACK failed on Phi_q", fn);
         if (mbs->metric == CDYN_PROJECT_MASS)
             cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, dq, n);
         for (int j = 0; j < n; ++j) o[j] = h[j] - dq[j];

@@ -67,6 +67,8 @@ struct cdyn_newton {
     int solving;                /* a solve past its argument checks (counted) */
     int n_dependent_rows, n_dropped_cols;
     int solution_factored;      /* the last factorization is that of J at the solution */
+    int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
+    int judge_near;             /* accept on the last factorization's correction */
     int has_known;              /* b.known holds the owner's terms for the next solve */
     int factored_valid;         /* b.factored is the J of the current factorization */
     int factored_result;        /* what cdyn__newton_factor returned for it */
@@ -268,6 +270,8 @@ void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
 
 void cdyn__newton_set_chord(cdyn_newton *nt, int on) { nt->chord = on != 0; }
 
+void cdyn__newton_set_judge_near(cdyn_newton *nt, int on) { nt->judge_near = on != 0; }
+
 void cdyn__newton_keep_for_chord(cdyn_newton *nt)
 {
     buffers *b = &nt->b;
@@ -437,7 +441,7 @@ static int factor(cdyn_newton *nt, const double *J, int ldj);
 int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
 {
     int k = nt->k, p = nt->p;
-    nt->solution_factored = 0;
+    nt->solution_factored = nt->near_factored = 0;
     /* an unchanged J (constant junction balances, a linear model) keeps its
      * factorization: the same input, the same factors */
     if (same_as_factored(nt, J, ldj)) {
@@ -527,6 +531,34 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b_in, double *x)
     }
 }
 
+void cdyn__newton_apply_gram(cdyn_newton *nt, const double *b_in, double *y)
+{
+    buffers *b = &nt->b;
+    cdyn__rank_ws *w = &b->ws;
+    int k = nt->k, p = nt->p;
+    const double *R = w->qr; /* upper k x k, ld p */
+    double *z = b->rhs;
+    /* B = D_r J, B^T E = Q R: J J^T = D_r^-1 E R^T R E^T D_r^-1 */
+    for (int i = 0; i < k; ++i) z[i] = b->row_scale[w->jpvt[i]] * b_in[w->jpvt[i]];
+    if (k > 16) {
+        cdyn__trsm('L', 'U', 'T', 'N', k, 1, 1.0, R, p, z, k);
+        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, R, p, z, k);
+    } else { /* R^T z = c by columns of R, then R w = z */
+        for (int i = 0; i < k; ++i) {
+            double sum = z[i];
+            for (int l = 0; l < i; ++l) sum -= R[l + (size_t)i * p] * z[l];
+            z[i] = sum / R[i + (size_t)i * p];
+        }
+        for (int i = k - 1; i >= 0; --i) {
+            z[i] /= R[i + (size_t)i * p];
+            for (int l = 0; l < i; ++l) z[l] -= R[l + (size_t)i * p] * z[i];
+        }
+    }
+    for (int i = 0; i < k; ++i) y[w->jpvt[i]] = b->row_scale[w->jpvt[i]] * z[i];
+}
+
+int cdyn__newton_wide(const cdyn_newton *nt) { return nt->mode == MODE_QR_WIDE; }
+
 void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
                              int ldx)
 {
@@ -611,7 +643,7 @@ static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, c
 static void report_reset(cdyn_newton *nt)
 {
     memset(&nt->report, 0, sizeof nt->report);
-    nt->solution_factored = 0;
+    nt->solution_factored = nt->near_factored = 0;
     nt->n_dependent_rows = 0;
     nt->n_dropped_cols = 0;
 }
@@ -1148,6 +1180,36 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
     return CDYN_OK;
 }
 
+/* The acceptance of cdyn__newton_set_judge_near, after a full step from
+ * x_prev to x (b->g = G(x), b->dx_prev the step): the next correction by
+ * the step's own factorization of J(x_prev), with tolerances at x. x is
+ * accepted when that correction and G meet the usual tests and the
+ * correction is at most a tenth of the step, which it shrank from (the
+ * quadratic regime, where J(x_prev) and J(x) give the same correction to
+ * within that tenth). Only the pivoted QR at full rank, square or wide,
+ * with the caller's Jacobian judges this way. */
+static int accepted_near(cdyn_newton *nt, int has_jacobian, const double *x)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    if (!nt->judge_near || !has_jacobian || nt->has_ops || nt->mode == MODE_SVD ||
+        nt->rank < k)
+        return 0;
+    for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
+    cdyn__newton_apply(nt, b->scratch, b->dx);
+    tolerances(nt, b->jac, x);
+    double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
+    double step = weighted_max(p, b->dx_prev, b->tol_x);
+    if (!(res <= 1.0 && err <= 1.0 && err <= 0.1 * step)) return 0;
+    nt->report.converged = 1;
+    nt->report.residual_norm = norm_inf(k, b->g);
+    nt->report.residual_ratio = res;
+    nt->report.error_ratio = err;
+    learn_magnitudes(nt, x);
+    nt->near_factored = 1;
+    return 1;
+}
+
 static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobian_fn jacobian,
                          void *user, double *x);
 
@@ -1275,6 +1337,8 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         nt->report.step_norm = step;
         pending = st == CDYN_OK && step > 0.0;
         previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
+        if (st == CDYN_OK && previous_full && accepted_near(nt, jacobian != NULL, x))
+            return CDYN_OK;
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */
@@ -1359,3 +1423,5 @@ int cdyn__newton_solution_factored(const cdyn_newton *nt)
 {
     return nt->solution_factored;
 }
+
+int cdyn__newton_near_factored(const cdyn_newton *nt) { return nt->near_factored; }

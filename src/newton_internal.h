@@ -59,6 +59,14 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj);
 /* x (p) = J# b (k) with the last factorization; x and b may alias. */
 void cdyn__newton_apply(cdyn_newton *nt, const double *b, double *x);
 
+/* y (k) = (J J^T)^-1 b with the last factorization, when it is of a wide
+ * J (k < p) at full rank on the pivoted QR path (cdyn__newton_wide):
+ * two triangular solves with its R. J^T y is then J^+ b. */
+void cdyn__newton_apply_gram(cdyn_newton *nt, const double *b, double *y);
+
+/* 1 when the last factorization is the pivoted QR of a wide J. */
+int cdyn__newton_wide(const cdyn_newton *nt);
+
 /* X (p x nrhs, ldx) = J# B (k x nrhs, ldb) with the last factorization;
  * X may be B itself (same leading dimension) for square J. */
 void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs, double *X,
@@ -77,6 +85,21 @@ double cdyn__newton_dropped(const cdyn_newton *nt);
  * difference Jacobian, the SVD path, a failed solve, any later
  * cdyn__newton_factor()). */
 int cdyn__newton_solution_factored(const cdyn_newton *nt);
+
+/* on != 0: a solve may also end one full step after its last
+ * factorization, without a Jacobian at the result, when the correction
+ * that factorization gives there meets the tolerances and is at most a
+ * tenth of the step (quadratic convergence, where J at the previous
+ * iterate and at the result give the same correction to within that
+ * tenth). Only with the caller's Jacobian callback, at full rank on the
+ * pivoted QR path. Saves one Jacobian and factorization per solve for an
+ * owner that needs no exact J at the solution. Off at create. */
+void cdyn__newton_set_judge_near(cdyn_newton *nt, int on);
+
+/* 1 when the last cdyn_newton_solve() ended that way: the factorization
+ * is of J at the iterate one full Newton step before the returned x (full
+ * rank, pivoted QR). 0 otherwise. */
+int cdyn__newton_near_factored(const cdyn_newton *nt);
 
 /* Change the problem size to k x p (1 <= k <= p), growing the workspace if
  * needed: all or nothing (CDYN_ERR_NOMEM leaves the solver as it was).

@@ -165,7 +165,14 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
 /**
  * Project y = [q; q'] onto the manifold after a step (T4.9): q onto
  * Phi(q, t) = 0 by Newton with minimum-norm (or mass-weighted) corrections,
- * then q' onto Phi_q q' + Phi_t = 0 in one linear step. y is updated in
+ * then q' onto Phi_q q' + Phi_t = 0 in one linear step (its correction in
+ * W Phi_q^T's range at the projected q, to rounding). The Newton may end
+ * one full step after its last factorization when the correction that
+ * factorization gives there is within tolerance and at most a tenth of
+ * the step; the speed step then solves with Phi_q at the projected q by
+ * iterations preconditioned with that factorization (two, typically),
+ * factoring Phi_q there only if they fall short: one factorization per
+ * projection where there were two. y is updated in
  * place on success and on CDYN_ERR_NOCONV (best iterate; the Newton report
  * tells). CDYN_ERR_SINGULAR, y untouched, when the velocity constraints
  * are left unmet beyond the rounding of their terms (Phi_q rank deficient
@@ -193,12 +200,15 @@ CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double
  * onto the tangent space of the constraints at the projected q, in the
  * projection metric: h <- h - W Phi_q^T (Phi_q W Phi_q^T)^+ Phi_q h, W = I
  * (minimum norm) or M^-1 (mass metric, M at the unprojected q). Uses that
- * projection's factorization: two matrix-vector products and two solves,
+ * projection's Phi_q and factorization (a matrix-vector product and a
+ * solve per half, the solve preconditioned as in cdyn_mbs_project() when
+ * the factorization is of the Newton's last iterate before the result),
  * no model callback (THEORY T4.9). w may be any vector; on error it is
  * untouched. Returns CDYN_OK (also for m = 0: w unchanged); CDYN_ERR_ARG
  * (NULL, no such projection just before); CDYN_ERR_NONFINITE (NaN/Inf in
- * w, or an intermediate Phi_q w that overflows); CDYN_ERR_BUSY. No
- * allocation.
+ * w, or an intermediate Phi_q w that overflows); CDYN_ERR_LAPACK (the
+ * factorization of Phi_q that a preconditioned solve falling short needs
+ * failed); CDYN_ERR_BUSY. No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_project_tangent(cdyn_mbs *mbs, double *w);
 
