@@ -44,8 +44,9 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     if (mbs->projector) {
         cdyn_newton_set_max_iterations(mbs->projector, 10);
         cdyn_newton_set_tolerances(mbs->projector, 1e-12, NULL);
-        /* no exact J at the projected q is needed: the speed step checks
-         * its own residual (project_speeds) */
+        /* the Newton may end without a J at the projected q: the speed
+         * step and the tangent projection solve with Phi_q there through
+         * the factorization it left (near_solve) */
         cdyn__newton_set_judge_near(mbs->projector, 1);
         cdyn__newton_set_owner(mbs->projector, busy);
     }
@@ -609,8 +610,9 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     unknowns_to_coordinates(mbs, x);
     cdyn_newton_report position_report;
     cdyn_newton_get_report(mbs->projector, &position_report);
-    /* the position solve's last factorization is J at the projected q when
-     * it converged at full rank: the speed step applies it */
+    /* the position solve's last factorization is of J at the projected q,
+     * or at the iterate one step before it, when it converged at full
+     * rank: the speed step uses it (metric_solve) */
     int reuse = newton == CDYN_OK && (cdyn__newton_solution_factored(mbs->projector) ||
                                       cdyn__newton_near_factored(mbs->projector));
     st = project_speeds(mbs, fn, t, qdot, reuse);
