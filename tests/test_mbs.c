@@ -2303,70 +2303,6 @@ END_TEST
  * w0 = 1e307 projects to 0 (to 1e-9 relative); w0 = 1e308 makes the
  * intermediate Phi_q w = 2.4e308 overflow: refused with CDYN_ERR_NONFINITE,
  * a message, and w untouched, never CDYN_OK with a NaN. */
-/* m = n: a point held where a circle of radius sqrt 2 meets the line
- * x = y, q = (1, 1), so the projected speeds are 0. The projection's last
- * factorization is of Phi_q one Newton iterate before the result (the
- * square refinement of its speed step), and the result is exact. */
-static int pin_mass(double t, const double *q, double *M, int ldm, void *user)
-{
-    (void)t, (void)q, (void)user;
-    M[0] = M[1 + ldm] = 2.0;
-    M[1] = M[ldm] = 0.0;
-    return 0;
-}
-
-static int pin_force(double t, const double *q, const double *qd, double *Q, void *user)
-{
-    (void)t, (void)q, (void)qd, (void)user;
-    Q[0] = Q[1] = 0.0;
-    return 0;
-}
-
-static int pin_phi(double t, const double *q, double *Phi, void *user)
-{
-    (void)t, (void)user;
-    Phi[0] = q[0] * q[0] + q[1] * q[1] - 2.0;
-    Phi[1] = q[0] - q[1];
-    return 0;
-}
-
-static int pin_jacobian(double t, const double *q, double *J, int ld, void *user)
-{
-    (void)t, (void)user;
-    J[0] = 2.0 * q[0];
-    J[ld] = 2.0 * q[1];
-    J[1] = 1.0;
-    J[1 + ld] = -1.0;
-    return 0;
-}
-
-START_TEST(projection_with_as_many_constraints_as_coordinates)
-{
-    for (int metric = 0; metric < 2; ++metric) {
-        cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
-        ck_assert_ptr_nonnull(mbs);
-        ck_assert_int_eq(cdyn_mbs_set_model(mbs, pin_mass, pin_force, pin_phi, pin_jacobian, NULL),
-                         CDYN_OK);
-        ck_assert_int_eq(cdyn_mbs_set_projection_metric(
-                             mbs, metric ? CDYN_PROJECT_MASS : CDYN_PROJECT_MIN_NORM),
-                         CDYN_OK);
-        double y[4] = {1.003, 0.998, 0.7, -0.2};
-        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
-        cdyn_newton_counters c;
-        ck_assert_int_eq(cdyn_newton_get_counters(cdyn_mbs_newton(mbs), &c), CDYN_OK);
-        ck_assert_int_ge(c.iterations, 2);
-        ck_assert_int_eq(c.jacobian_evaluations, c.iterations);
-        ck_assert_double_le(fabs(y[0] - 1.0), 4e-16);
-        ck_assert_double_le(fabs(y[1] - 1.0), 4e-16);
-        ck_assert_double_le(fabs(y[2]), 1e-15);
-        ck_assert_double_le(fabs(y[3]), 1e-15);
-        double w[4] = {0.3, -0.1, 2.0, 5.0};
-        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, w), CDYN_OK);
-        for (int i = 0; i < 4; ++i) ck_assert_double_le(fabs(w[i]), 1e-14);
-        cdyn_mbs_free(mbs);
-    }
-}
-END_TEST
 
 START_TEST(project_tangent_refuses_an_overflowing_projection)
 {
@@ -2425,6 +2361,56 @@ static int drv_jac(double t, const double *q, double *J, int ld, void *user)
     J[ld] = 0.0;
     return 0;
 }
+
+/* m = n: a point held where a circle of radius sqrt 2 meets the line
+ * x = y, q = (1, 1), so the projected speeds are 0. The projection's last
+ * factorization is of Phi_q one Newton iterate before the result (the
+ * square refinement of its speed step), and the result is exact. */
+static int pin_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - 2.0;
+    Phi[1] = q[0] - q[1];
+    return 0;
+}
+
+static int pin_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    J[1] = 1.0;
+    J[1 + ld] = -1.0;
+    return 0;
+}
+
+START_TEST(projection_with_as_many_constraints_as_coordinates)
+{
+    for (int metric = 0; metric < 2; ++metric) {
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, drv_mass, drv_force, pin_phi, pin_jacobian, NULL),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_projection_metric(
+                             mbs, metric ? CDYN_PROJECT_MASS : CDYN_PROJECT_MIN_NORM),
+                         CDYN_OK);
+        double y[4] = {1.003, 0.998, 0.7, -0.2};
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+        cdyn_newton_counters c;
+        ck_assert_int_eq(cdyn_newton_get_counters(cdyn_mbs_newton(mbs), &c), CDYN_OK);
+        ck_assert_int_ge(c.iterations, 2);
+        ck_assert_int_eq(c.jacobian_evaluations, c.iterations);
+        ck_assert_double_le(fabs(y[0] - 1.0), 4e-16);
+        ck_assert_double_le(fabs(y[1] - 1.0), 4e-16);
+        ck_assert_double_le(fabs(y[2]), 1e-15);
+        ck_assert_double_le(fabs(y[3]), 1e-15);
+        double w[4] = {0.3, -0.1, 2.0, 5.0};
+        ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, w), CDYN_OK);
+        for (int i = 0; i < 4; ++i) ck_assert_double_le(fabs(w[i]), 1e-14);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
 
 START_TEST(time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate)
 {
