@@ -128,7 +128,7 @@ static int double_pendulum(void)
         double w = sqrt(re[k]), w_hand = sqrt(hand[k]), rel = fabs(w - w_hand) / w_hand;
         printf("  mode %d: omega = %.9f rad/s (%.6f Hz), by hand %.9f rad/s, rel. diff %.1e\n",
                k + 1, w, w / (2.0 * PI), w_hand, rel);
-        bad |= !(rel < 1e-7);
+        bad |= !(rel < 1e-12);
     }
     cdyn_mbs_free(mbs);
     return bad;

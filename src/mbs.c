@@ -77,7 +77,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);
     mbs->q_base = malloc(sizeof(double) * (size_t)n);
-    mbs->lin_work = malloc(sizeof(double) * (5 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
+    mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->ind_index = malloc(sizeof(int) * (size_t)n);
     mbs->dep_index = malloc(sizeof(int) * (size_t)m1);

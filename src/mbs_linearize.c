@@ -23,6 +23,20 @@
  * M q'' + Phi_q^T lambda = Q with lambda = alpha (Phi_q q'' - s), so the
  * same [top; bottom] = db - dK x goes to its own matrix:
  * (M + Phi_q^T alpha Phi_q) dq'' = top + Phi_q^T alpha bottom.
+ *
+ * The partitioned form's state matrix goes through the chain rule the same
+ * way. Its right-hand side is q''(y(z)) at the consistent state y(z), q''
+ * from K x = [Q; xi] with no stabilizer (consistent states need none), so
+ * column j is dq''/dy u_j with u_j = dy/dz_j, the direction a change of
+ * z_j moves the consistent state in (THEORY T4.10): for a speed, u =
+ * [0; V e_k] (V the null-space basis with I on the independent
+ * coordinates, exact); for a coordinate, u = [V e_k; dq'] with the
+ * dependent speeds' change dq' from Phi_q dq' = -d(Phi_q q' + Phi_t)/dq
+ * V e_k at fixed q' (a difference of Phi' along V e_k). The extrapolated
+ * differences of M, Phi_q, Q and xi along u then give db - dK x, solved
+ * with the partition's factors of the evaluation at z: no Newton solve in
+ * the differences, whose noise (about its tolerance over h) was the 1e-7
+ * of differencing the partitioned right-hand side itself.
  */
 #include "constraint_internal.h"
 #include "linalg.h"
@@ -34,6 +48,11 @@
 #define LIN_STEP 1e-3
 
 typedef cdyn_status (*rhs_fn)(cdyn_mbs *mbs, double t, const double *x, double *fx);
+
+/* The extrapolated central difference as a stencil: g'(x) u is about
+ * sum_p WEIGHTS[p] / h g(x + STEPS[p] h u) (the file's comment). */
+static const double STEPS[4] = {1.0, -1.0, 2.0, -2.0};
+static const double WEIGHTS[4] = {2.0 / 3.0, -2.0 / 3.0, -1.0 / 12.0, 1.0 / 12.0};
 
 /* The magnitude of entry j of x (size 2h: coordinates, then speeds): the
  * caller's scale, else |x_j|, else the largest |x| of its half; a speed
@@ -165,6 +184,17 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
 
 /* ---- through the evaluation's factorization ------------------------------ */
 
+/* w M and w Phi_q (as evaluated last) added into dM (n x n) and dG (m x n,
+ * ld m1). */
+static void add_position_terms(const cdyn_mbs *mbs, double w, double *dM, double *dG)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    for (size_t e = 0; e < (size_t)n * n; ++e) dM[e] += w * mbs->M[e];
+    for (int col = 0; col < n; ++col)
+        for (int i = 0; i < m; ++i)
+            dG[i + (size_t)col * m1] += w * mbs->Phi_q[i + (size_t)col * m1];
+}
+
 /* The model's terms at ys, moved from y by delta along column j, added
  * with weight w into the sums dM (n x n), dG (m x n, ld m1), dQ (n) and
  * ds (m) of the difference stencil (phi0, phidot0: Phi and Phi' at y). A
@@ -200,10 +230,7 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
         cdyn__constraint_accel_rhs(mbs->kernel, phi, mbs->Phi_dot, mbs->xi_val, mbs->vec_m);
         for (int i = 0; i < m; ++i) ds[i] += w * mbs->vec_m[i];
     }
-    if (j >= n) return CDYN_OK;
-    for (size_t e = 0; e < (size_t)n * n; ++e) dM[e] += w * mbs->M[e];
-    for (int col = 0; col < n; ++col)
-        for (int i = 0; i < m; ++i) dG[i + (size_t)col * m1] += w * mbs->Phi_q[i + (size_t)col * m1];
+    if (j < n) add_position_terms(mbs, w, dM, dG);
     return CDYN_OK;
 }
 
@@ -217,8 +244,6 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
 static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *y,
                                 const double *scale, double *J, int ldj, int *applies)
 {
-    static const double steps[4] = {1.0, -1.0, 2.0, -2.0};
-    static const double weights[4] = {2.0 / 3.0, -2.0 / 3.0, -1.0 / 12.0, 1.0 / 12.0};
     int n = mbs->n, m = mbs->m, m1 = mbs->m1, size = 2 * n, nm = n + m1;
     double *jac = mbs->lin_work, *dM = jac + (size_t)size * size, *dG = dM + (size_t)n * n,
            *ys = dG + (size_t)n * m1, *x = ys + size, *rhs = x + nm, *dx = rhs + nm,
@@ -246,8 +271,8 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
             memset(dG, 0, sizeof(double) * (size_t)n * m1);
         }
         for (int p = 0; st == CDYN_OK && p < 4; ++p) {
-            ys[j] = y[j] + steps[p] * h;
-            st = add_moved_terms(mbs, fn, t, ys, j, ys[j] - y[j], weights[p] / h, phi0, phidot0,
+            ys[j] = y[j] + STEPS[p] * h;
+            st = add_moved_terms(mbs, fn, t, ys, j, ys[j] - y[j], WEIGHTS[p] / h, phi0, phidot0,
                                  dM, dG, dQ, ds);
         }
         ys[j] = y[j];
@@ -294,6 +319,137 @@ cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, cons
     return difference_jacobian(mbs, fn, cdyn_mbs_rhs, size, t, y, scale, J, ldj);
 }
 
+/* ---- the partitioned form through the chain rule ------------------------- */
+
+/* out (m) = d(Phi_q q' + Phi_t)/dq dq at the consistent y (2n), q' fixed,
+ * by the stencil with step h along dq. ys: 2n of scratch. */
+static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, double t,
+                                            const double *y, const double *dq, double h,
+                                            double *ys, double *out)
+{
+    int n = mbs->n, m = mbs->m;
+    memset(out, 0, sizeof(double) * (size_t)m);
+    memcpy(ys + n, y + n, sizeof(double) * (size_t)n);
+    for (int p = 0; p < 4; ++p) {
+        for (int i = 0; i < n; ++i) ys[i] = y[i] + STEPS[p] * h * dq[i];
+        cdyn_status st =
+            cdyn__mbs_velocity_constraint(mbs, fn, t, ys, ys + n, mbs->Phi_q, mbs->Phi_dot);
+        if (st) return st;
+        for (int i = 0; i < m; ++i) out[i] += WEIGHTS[p] / h * mbs->Phi_dot[i];
+    }
+    return CDYN_OK;
+}
+
+/* The partitioned form's terms at ys (2n): M and Phi_q when the positions
+ * moved, Q and xi always (no stabilizer), added with weight w into dM, dG
+ * (m x n, ld m1), dQ (n) and dxi (m). */
+static cdyn_status add_terms_at(cdyn_mbs *mbs, const char *fn, double t, const double *ys,
+                                int positions, double w, double *dM, double *dG, double *dQ,
+                                double *dxi)
+{
+    int n = mbs->n, m = mbs->m;
+    cdyn_status st = CDYN_OK;
+    if (positions) st = cdyn__mbs_mass(mbs, fn, t, ys);
+    if (!st && positions) st = cdyn__mbs_jacobian(mbs, fn, t, ys, mbs->Phi_q);
+    if (!st) st = cdyn__mbs_force(mbs, fn, t, ys, ys + n);
+    if (!st) st = cdyn__mbs_xi(mbs, fn, t, ys, ys + n);
+    if (st) return st;
+    for (int i = 0; i < n; ++i) dQ[i] += w * mbs->Q[i];
+    for (int i = 0; i < m; ++i) dxi[i] += w * mbs->xi_val[i];
+    if (positions) add_position_terms(mbs, w, dM, dG);
+    return CDYN_OK;
+}
+
+/* A = df/dz (2d x 2d, lda) of the partitioned form at (t, z) by the chain
+ * rule (the file's comment): one cdyn_mbs_partition_rhs at z, then per
+ * column the direction u, the differences of the terms along it and a
+ * solve of M dq'' - Phi_q^T dmu = dQ - dM q'' + dPhi_q^T mu,
+ * Phi_q dq'' = dxi - dPhi_q q'' (nullspace.h's signs: mu the multipliers
+ * of M q'' - Phi_q^T mu = Q) with the partition's factors at z. *applies
+ * = 0, with nothing written and the object as before the call, when a
+ * column's solve is not certified: the caller then differences the
+ * partitioned right-hand side. */
+static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, double t,
+                                            const double *z, const double *scale, double *A,
+                                            int lda, int *applies)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1, d = n - m, size = 2 * d;
+    cdyn_nullspace *ns = mbs->partition;
+    double *jac = mbs->lin_work, *dM = jac + (size_t)size * size, *M0 = dM + (size_t)n * n,
+           *dG = M0 + (size_t)n * n, *y = dG + (size_t)n * m1, *ys = y + 2 * n, *u = ys + 2 * n,
+           *accel = u + 2 * n, *dQ = accel + n, *F = dQ + n, *da = F + n, *unit = da + n,
+           *mu = unit + n, *dxi = mu + m1, *c = dxi + m1, *dmu = c + m1, *space = dmu + m1;
+    *applies = 1;
+    cdyn_status st = check_scale(mbs, fn, size, scale);
+    if (st) return st;
+    committed before;
+    save_committed(mbs, space, &before);
+    st = cdyn_mbs_partition_rhs(mbs, t, z, u); /* the factors, q'' and mu at z */
+    if (st == CDYN_OK) {
+        memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)n);
+        memcpy(M0, mbs->M, sizeof(double) * (size_t)n * n);
+        memcpy(accel, mbs->vec_n, sizeof(double) * (size_t)n);
+        memcpy(mu, mbs->vec_m2, sizeof(double) * (size_t)m);
+    }
+    for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
+        int positions = j < d, k = j % d;
+        double h = column_step(z, scale, d, j);
+        memset(unit, 0, sizeof(double) * (size_t)d);
+        unit[k] = 1.0;
+        memset(u, 0, sizeof(double) * 2 * (size_t)n);
+        cdyn_status basis = cdyn_nullspace_expand(ns, unit, positions ? u : u + n); /* V e_k */
+        if (!basis && positions) { /* the dependent speeds: Phi_q dq' = -dPhi'/dq V e_k */
+            memset(unit, 0, sizeof(double) * (size_t)d);
+            st = velocity_constraint_rate(mbs, fn, t, y, u, h, ys, c);
+            if (!st) basis = cdyn_nullspace_complete(ns, unit, c, u + n);
+        }
+        if (basis) /* an overflowing direction */
+            st = cdyn__fail(mbs->msg, basis, "%s at t = %g: %s", fn, t,
+                            cdyn_nullspace_last_error(ns));
+        memset(dQ, 0, sizeof(double) * (size_t)n);
+        memset(dxi, 0, sizeof(double) * (size_t)m);
+        if (positions) {
+            memset(dM, 0, sizeof(double) * (size_t)n * n);
+            memset(dG, 0, sizeof(double) * (size_t)n * m1);
+        }
+        for (int p = 0; !st && p < 4; ++p) {
+            for (int i = 0; i < 2 * n; ++i) ys[i] = y[i] + STEPS[p] * h * u[i];
+            st = add_terms_at(mbs, fn, t, ys, positions, WEIGHTS[p] / h, dM, dG, dQ, dxi);
+        }
+        if (st) break;
+        for (int i = 0; i < n; ++i) F[i] = dQ[i];
+        for (int i = 0; i < m; ++i) c[i] = -dxi[i];
+        for (int col = 0; positions && col < n; ++col) { /* - dM q'' + dPhi_q^T mu, + dPhi_q q'' */
+            const double *mc = dM + (size_t)col * n, *gc = dG + (size_t)col * m1;
+            double gtmu = 0.0;
+            for (int i = 0; i < n; ++i) F[i] -= mc[i] * accel[col];
+            for (int i = 0; i < m; ++i) {
+                c[i] += gc[i] * accel[col];
+                gtmu += gc[i] * mu[i];
+            }
+            F[col] += gtmu;
+        }
+        if (cdyn_nullspace_solve(ns, M0, n, F, c, da, dmu) != CDYN_OK) {
+            *applies = 0;
+            break;
+        }
+        double *column = jac + (size_t)j * size;
+        for (int i = 0; i < d; ++i) {
+            column[i] = !positions && i == k ? 1.0 : 0.0;
+            column[d + i] = da[mbs->ind_index[i]];
+        }
+    }
+    if (st == CDYN_OK && *applies && cdyn__first_nonfinite(size, size, jac, size) >= 0)
+        *applies = 0;
+    if (st != CDYN_OK || !*applies) {
+        restore_committed(mbs, &before);
+        return st;
+    }
+    for (int j = 0; j < size; ++j)
+        memcpy(A + (size_t)j * lda, jac + (size_t)j * size, sizeof(double) * (size_t)size);
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z,
                                         const double *scale, double *A, int lda)
 {
@@ -306,6 +462,9 @@ cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z
     if (!z || !A) return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn, !z ? "z" : "A");
     if (lda < size)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: lda = %d < 2d = %d", fn, lda, size);
+    int applies = 0;
+    cdyn_status st = partition_chain_jacobian(mbs, fn, t, z, scale, A, lda, &applies);
+    if (applies) return st;
     return difference_jacobian(mbs, fn, cdyn_mbs_partition_rhs, size, t, z, scale, A, lda);
 }
 

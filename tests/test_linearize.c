@@ -37,6 +37,22 @@
 
 static const double G = 9.81;
 
+/* Largest |A - B| over a column, relative to that column's largest |B|
+ * (and 1e-300), worst over the columns. */
+static double column_error(int size, const double *A, const double *B)
+{
+    double worst = 0.0;
+    for (int j = 0; j < size; ++j) {
+        double diff = 0.0, big = 1e-300;
+        for (int i = 0; i < size; ++i) {
+            diff = fmax(diff, fabs(A[i + size * j] - B[i + size * j]));
+            big = fmax(big, fabs(B[i + size * j]));
+        }
+        worst = fmax(worst, diff / big);
+    }
+    return worst;
+}
+
 /* ---- double pendulum: q = (x1, y1, x2, y2) --------------------------------- */
 
 typedef struct {
@@ -101,21 +117,158 @@ START_TEST(double_pendulum_frequencies_by_hand)
     double z[4], A[16];
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 4), CDYN_OK);
-    /* [0 I; K D]: top half exact to the differences, D = 0 at rest */
+    /* [0 I; K D]: the top half exactly (the chain rule's columns), D = 0
+     * at rest (the speed terms are quadratic; xi is left to differences) */
     for (int j = 0; j < 4; ++j)
-        for (int i = 0; i < 2; ++i)
-            ck_assert_double_le(fabs(A[i + 4 * j] - (j == i + 2 ? 1.0 : 0.0)), 1e-9);
+        for (int i = 0; i < 2; ++i) ck_assert(A[i + 4 * j] == (j == i + 2 ? 1.0 : 0.0));
     double scale = G / c.L;
     for (int j = 2; j < 4; ++j)
-        for (int i = 2; i < 4; ++i) ck_assert_double_le(fabs(A[i + 4 * j]), 1e-7 * scale);
+        for (int i = 2; i < 4; ++i) ck_assert_double_le(fabs(A[i + 4 * j]), 1e-12 * scale);
     /* omega^2 = eigenvalues of -K (2 x 2) */
     double k11 = -A[2], k21 = -A[3], k12 = -A[2 + 4], k22 = -A[3 + 4];
     double tr = k11 + k22, det = k11 * k22 - k12 * k21, disc = sqrt(tr * tr / 4.0 - det);
     double w_low = tr / 2.0 - disc, w_high = tr / 2.0 + disc;
     double e_low = scale * (2.0 - sqrt(2.0)), e_high = scale * (2.0 + sqrt(2.0));
-    ck_assert_msg(fabs(w_low - e_low) <= 1e-7 * e_high && fabs(w_high - e_high) <= 1e-7 * e_high,
+    ck_assert_msg(fabs(w_low - e_low) <= 1e-12 * e_high && fabs(w_high - e_high) <= 1e-12 * e_high,
                   "omega^2 = %.12g, %.12g; by hand %.12g, %.12g", w_low, w_high, e_low, e_high);
     cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* ---- the double pendulum in motion against a quad-precision reference ---- */
+
+static int dp_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    Phi_t[0] = Phi_t[1] = 0.0;
+    return 0;
+}
+
+/* xi = Phi_q q'' = -(Phi_q q')_q q' = (-2 |v1|^2, -2 |v2 - v1|^2) */
+static int dp_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    (void)t, (void)q, (void)user;
+    double a = qdot[2] - qdot[0], b = qdot[3] - qdot[1];
+    xi[0] = -2.0 * (qdot[0] * qdot[0] + qdot[1] * qdot[1]);
+    xi[1] = -2.0 * (a * a + b * b);
+    return 0;
+}
+
+/* dp_phi and dp_jacobian in quad (J: 2 x 4). */
+static void dp_quad_constraints(const chain *c, const quad *q, quad *phi, quad *J)
+{
+    quad L = c->L, dx = q[2] - q[0], dy = q[3] - q[1];
+    phi[0] = q[0] * q[0] + q[1] * q[1] - L * L;
+    phi[1] = dx * dx + dy * dy - L * L;
+    J[0] = 2 * q[0];
+    J[2] = 2 * q[1];
+    J[4] = J[6] = 0;
+    J[1] = -2 * dx;
+    J[3] = -2 * dy;
+    J[5] = 2 * dx;
+    J[7] = 2 * dy;
+}
+
+/* The partitioned right-hand side's accelerations of the independent
+ * coordinates at z (2 coordinates, 2 speeds), in quad and independently of
+ * cdyn: the dependent coordinates by Newton on Phi = 0 from y's values,
+ * the dependent speeds from Phi_q q' = 0, then the bordered system
+ * [M -Phi_q^T; Phi_q 0] [q''; mu] = [Q; xi]. */
+static void dp_partitioned_quad(const chain *c, const int *ind, const int *dep, const double *y,
+                                const quad *z, quad *accel)
+{
+    quad q[4], v[4], phi[2], J[8], A[4], rhs[2], x[6], K[36], b[6];
+    for (int i = 0; i < 4; ++i) q[i] = y[i];
+    for (int k = 0; k < 2; ++k) q[ind[k]] = z[k];
+    for (int iteration = 0; iteration < 8; ++iteration) { /* quadratic: 1e-4 to 1e-32 in 3 */
+        dp_quad_constraints(c, q, phi, J);
+        for (int r = 0; r < 2; ++r) {
+            for (int k = 0; k < 2; ++k) A[r + 2 * k] = J[r + 2 * dep[k]];
+            rhs[r] = -phi[r];
+        }
+        ck_assert_int_eq(qref_solve(2, A, rhs, x), 0);
+        for (int k = 0; k < 2; ++k) q[dep[k]] += x[k];
+    }
+    dp_quad_constraints(c, q, phi, J);
+    for (int k = 0; k < 2; ++k) v[ind[k]] = z[2 + k];
+    for (int r = 0; r < 2; ++r)
+        rhs[r] = -(J[r + 2 * ind[0]] * z[2] + J[r + 2 * ind[1]] * z[3]);
+    ck_assert_int_eq(qref_solve(2, A, rhs, x), 0); /* A: Phi_q's dependent columns at q */
+    for (int k = 0; k < 2; ++k) v[dep[k]] = x[k];
+    memset(K, 0, sizeof K);
+    for (int i = 0; i < 4; ++i) K[i + 6 * i] = c->m;
+    for (int r = 0; r < 2; ++r)
+        for (int j = 0; j < 4; ++j) {
+            K[4 + r + 6 * j] = J[r + 2 * j];
+            K[j + 6 * (4 + r)] = -J[r + 2 * j];
+        }
+    quad da = v[2] - v[0], db = v[3] - v[1];
+    b[0] = b[2] = 0;
+    b[1] = b[3] = -(quad)c->m * (quad)G;
+    b[4] = -2 * (v[0] * v[0] + v[1] * v[1]);
+    b[5] = -2 * (da * da + db * db);
+    ck_assert_int_eq(qref_solve(6, K, b, x), 0);
+    for (int k = 0; k < 2; ++k) accel[k] = x[ind[k]];
+}
+
+/* df/dz of dp_partitioned_quad by extrapolated central differences in
+ * quad (steps 1e-4 |z_j|: truncation about 1e-18, rounding 1e-29), and
+ * the top half [0 I] exactly. */
+static void dp_state_matrix_quad(const chain *c, const int *ind, const int *dep, const double *y,
+                                 const double *z, double *A)
+{
+    quad zs[4], f[4][2];
+    memset(A, 0, sizeof(double) * 16);
+    A[0 + 4 * 2] = A[1 + 4 * 3] = 1.0;
+    for (int j = 0; j < 4; ++j) {
+        quad h = (quad)1e-4 * fabs(z[j]), steps[4] = {h, -h, 2 * h, -2 * h};
+        for (int p = 0; p < 4; ++p) {
+            for (int i = 0; i < 4; ++i) zs[i] = z[i];
+            zs[j] += steps[p];
+            dp_partitioned_quad(c, ind, dep, y, zs, f[p]);
+        }
+        for (int i = 0; i < 2; ++i)
+            A[2 + i + 4 * j] = (double)((8 * (f[0][i] - f[1][i]) - (f[2][i] - f[3][i])) / (12 * h));
+    }
+}
+
+START_TEST(double_pendulum_in_motion_against_a_quad_reference)
+{
+    /* both rods off the vertical and turning: every entry of the state
+     * matrix non-zero, the dependent coordinates and speeds moving with
+     * each independent one. With xi given the chain rule's columns
+     * (mbs_linearize.c) carry only the differences of the model's terms;
+     * with xi left to cdyn's differences, their error adds. One
+     * partitioned right-hand side per call: no Newton solve in the
+     * differences. */
+    chain c = {1.5, 0.8};
+    double a = 0.3, b = 0.5, wa = 0.4, wb = -0.2, L = c.L;
+    double y[8] = {L * sin(a), -L * cos(a), L * (sin(a) + sin(b)), -L * (cos(a) + cos(b)),
+                   L * cos(a) * wa, L * sin(a) * wa, L * (cos(a) * wa + cos(b) * wb),
+                   L * (sin(a) * wa + sin(b) * wb)};
+    for (int given = 1; given >= 0; --given) {
+        cdyn_mbs *mbs = cdyn_mbs_create(4, 2, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, dp_mass, dp_force, dp_phi, dp_jacobian, &c),
+                         CDYN_OK);
+        if (given) ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, dp_phi_t, dp_xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        int ind[2], dep[2];
+        ck_assert_int_ge(cdyn_mbs_partition_coordinates(mbs, ind, dep), 0);
+        double z[4], A[16], ref[16];
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        cdyn_mbs_counters before, after;
+        ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &before), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 4), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &after), CDYN_OK);
+        ck_assert_int_eq(after.partition_rhs - before.partition_rhs, 1);
+        dp_state_matrix_quad(&c, ind, dep, y, z, ref);
+        for (int j = 0; j < 4; ++j) /* the top half exactly */
+            for (int i = 0; i < 2; ++i) ck_assert(A[i + 4 * j] == ref[i + 4 * j]);
+        double err = column_error(4, A, ref);
+        ck_assert_msg(err <= (given ? 1e-11 : 1e-6), "xi %s: off by %.3e",
+                      given ? "given" : "by differences", err);
+        cdyn_mbs_free(mbs);
+    }
 }
 END_TEST
 
@@ -165,11 +318,14 @@ START_TEST(single_pendulum_state_matrix_by_hand)
                 dfdx = -w * w / s - 2.0 * yy * yy * w * w / (s * s) + 2.0 * G * yy / (L * L);
                 dfdv = -2.0 * yy * w / s;
             }
-            ck_assert_double_le(fabs(A[0]), 1e-9);
-            ck_assert_double_le(fabs(A[2] - 1.0), 1e-9);
-            ck_assert_msg(fabs(A[1] - dfdx) <= 1e-7 * fabs(dfdx),
+            ck_assert(A[0] == 0.0 && A[2] == 1.0);
+            /* with Phi_t and xi given only the differences of the model's
+             * terms (measured <= 2e-13); xi by differences adds its own
+             * error (measured <= 3e-8) */
+            double tol = tt ? 1e-11 : 1e-7;
+            ck_assert_msg(fabs(A[1] - dfdx) <= tol * fabs(dfdx),
                           "time terms %d, L %g: df/dx %.15g vs %.15g", tt, L, A[1], dfdx);
-            ck_assert_msg(fabs(A[3] - dfdv) <= 1e-7 * fabs(dfdv),
+            ck_assert_msg(fabs(A[3] - dfdv) <= tol * fabs(dfdv),
                           "time terms %d, L %g: df/dv %.15g vs %.15g", tt, L, A[3], dfdv);
             cdyn_mbs_free(mbs);
         }
@@ -387,22 +543,6 @@ static void rhs_differences(cdyn_mbs *mbs, const double *y, int n, double *J)
         for (int i = 0; i < size; ++i)
             J[i + size * j] = (8.0 * (fp[i] - fm[i]) - (fp2[i] - fm2[i])) / (12.0 * h);
     }
-}
-
-/* Largest |A - B| over a column, relative to that column's largest |B|
- * (and 1e-300), worst over the columns. */
-static double column_error(int size, const double *A, const double *B)
-{
-    double worst = 0.0;
-    for (int j = 0; j < size; ++j) {
-        double diff = 0.0, big = 1e-300;
-        for (int i = 0; i < size; ++i) {
-            diff = fmax(diff, fabs(A[i + size * j] - B[i + size * j]));
-            big = fmax(big, fabs(B[i + size * j]));
-        }
-        worst = fmax(worst, diff / big);
-    }
-    return worst;
 }
 
 static long rhs_count(cdyn_mbs *mbs)
@@ -916,6 +1056,21 @@ START_TEST(a_failed_jacobian_leaves_the_object_as_before)
     /* and usable: the same call without the refusal */
     refuse_beyond = 1e300;
     ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+    /* the state matrix likewise: its evaluation at z commits, a refused
+     * step of its differences gives back what was there before the call */
+    double z[2], A[4] = {5.0, 5.0, 5.0, 5.0};
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y0, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, r_before, m_before), CDYN_OK);
+    refuse_beyond = y[0] * (1.0 + 1e-4);
+    ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), 7);
+    for (int i = 0; i < 4; ++i) ck_assert(A[i] == 5.0);
+    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, r_after, m_after), CDYN_OK);
+    ck_assert(r_after[0] == r_before[0] && r_after[1] == r_before[1] && m_after[0] == m_before[0]);
+    refuse_beyond = 1e300;
+    ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_OK);
     cdyn_mbs_free(mbs);
 }
 END_TEST
@@ -926,6 +1081,7 @@ int main(void)
     TCase *tc = tcase_create("mechanisms");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, double_pendulum_frequencies_by_hand);
+    tcase_add_test(tc, double_pendulum_in_motion_against_a_quad_reference);
     tcase_add_test(tc, single_pendulum_state_matrix_by_hand);
     tcase_add_test(tc, single_pendulum_input_matrix_by_hand);
     tcase_add_test(tc, lagrange_rhs_jacobian_meets_the_differentiated_constraint);

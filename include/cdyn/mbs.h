@@ -299,22 +299,29 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * mechanism: for an undamped one, +-i omega with the natural frequencies
  * omega (examples/linearize.c).
  *
- * Extrapolated central differences of the partitioned right-hand side
- * (8 d + 2 evaluations, each a Newton solve of the dependent coordinates
- * and a null-space solve): step 1e-3 of each entry's magnitude, from scale
- * (2d values > 0, may be NULL): NULL takes |z_j|, else the largest |z| of
- * the same half (coordinates, speeds), and a speed half that is all zero
- * takes the coordinates' magnitude per second. Accuracy (test_linearize,
- * against hand derivations): about 1e-7 relative with Phi_t and xi given
- * (cdyn_mbs_set_time_terms()), also for pendulums of 1.3e-6 m and 1.3e6 m;
- * with them left to differences their error adds: 4e-8 for a 1.3 m
- * pendulum and the double pendulum's frequencies, 7e-8 for the 1.3e6 m
- * one (whose 38-minute motion needs the steps that follow the motion's
- * time scale, cdyn_mbs_set_time_terms(); with steps on a 1 s scale it was
- * 4e-3). The last evaluation
- * is at z, so warm start, reactions and the partition event are those of
- * (t, z); a failed call gives back those of before the call (the rank
- * histories keep what the evaluations added).
+ * Through the chain rule (THEORY T4.10): one cdyn_mbs_partition_rhs() at
+ * z, then per column the direction in which z_j moves the consistent
+ * state (a coordinate also moves the dependent coordinates, along the
+ * null space of Phi_q, and the dependent speeds, from differences of
+ * Phi_q q' + Phi_t along it: 4 Phi_q and Phi_t evaluations), extrapolated
+ * central differences of M, Phi_q, Q and xi along it (4 evaluations each;
+ * a speed moves only Q and xi) and a null-space solve with the
+ * partition's factors at z. Steps 1e-3 of each entry's magnitude, from
+ * scale (2d values > 0, may be NULL): NULL takes |z_j|, else the largest
+ * |z| of the same half (coordinates, speeds), and a speed half that is
+ * all zero takes the coordinates' magnitude per second. The first d rows
+ * are [0 I] exactly. Accuracy (test_linearize, against hand derivations
+ * and a quad-precision reference): 2e-13 relative with Phi_t and xi given
+ * (cdyn_mbs_set_time_terms()), also for pendulums of 1.3e-6 m and 1.3e6 m,
+ * 1e-12 of each column for a double pendulum in motion; with xi left to
+ * differences its error adds: 3e-8 for a 1.3 m pendulum, 7e-9 for the
+ * 1.3e6 m one, 7e-8 for the double pendulum in motion (the same one at
+ * rest: its frequencies to 1e-16). When a column's solve is not certified,
+ * the partitioned right-hand side itself is differenced instead (8 d + 2
+ * evaluations, each with a Newton solve of the dependent coordinates).
+ * The evaluation at z commits, so warm start, reactions and the partition
+ * event are those of (t, z); a failed call gives back those of before the
+ * call (the rank histories keep what the evaluations added).
  *
  * A is written last (it may alias z) and only on success. Returns the
  * statuses of cdyn_mbs_partition_rhs(); CDYN_ERR_ARG for NULL, a bad lda,

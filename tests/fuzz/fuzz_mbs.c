@@ -6,7 +6,8 @@
  * or NaN once when the input says so. Drives set_model, set_time_terms,
  * set_formulation, the stabilizer and penalty on cdyn_mbs_constraint(), rhs
  * with a few Euler steps, project (both metrics), reactions, residuals,
- * rhs_jacobian, partition, partition_gather and partition_rhs. */
+ * rhs_jacobian, partition, partition_gather, partition_rhs and
+ * partition_jacobian. */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
@@ -372,6 +373,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (st == CDYN_OK) check_reactions(mbs, n, m);
             for (int i = 0; st == CDYN_OK && i < 2 * d; ++i) z[i] += h * zdot[i];
             t += h;
+        }
+        if (st == CDYN_OK && (steps & 32)) { /* the state matrix: finite, or untouched */
+            double A[4 * NMAX * NMAX + FUZZ_GUARD], A_before[4 * NMAX * NMAX];
+            int count = 4 * d * d;
+            for (int i = 0; i < count; ++i) A[i] = A_before[i] = 7.0;
+            fuzz_guard_set(A, (size_t)count);
+            st = cdyn_mbs_partition_jacobian(mbs, t, z, NULL, A, 2 * d);
+            check(mbs, st, A, count, A_before);
         }
         cdyn_mbs_partition_event(mbs);
     }
