@@ -199,6 +199,71 @@ static void check_reactions(cdyn_mbs *mbs, int n, int m)
     check(mbs, st, res, 2, NULL);
 }
 
+/* The size of each constraint row's terms at q (for the strict check). */
+static void phi_terms(const model *md, double t, const double *q, double *terms)
+{
+    double p[NMAX], r = fabs(md->len[0]), l = fabs(md->len[1]), u = drive(md, t, NULL, NULL);
+    physical(md, q, p);
+    if (md->crank) { /* the decoded lengths may be negative */
+        terms[0] = r * fabs(cos(p[1])) + l * fabs(cos(p[2])) + fabs(p[0]);
+        terms[1] = r * fabs(sin(p[1])) + l * fabs(sin(p[2])) + fabs(u);
+    } else {
+        terms[0] = p[0] * p[0] + p[1] * p[1] + (r + u) * (r + u);
+    }
+    rows_out(md, terms);
+    for (int i = 0; i < md->m; ++i) terms[i] = fabs(terms[i]);
+}
+
+/* With CDYN_FUZZ_STRICT set, an OK projection of `in` to `out` (2n each)
+ * must be right (mbs.h): Phi(q) = 0 and Phi_q q' + Phi_t = 0 at the
+ * result, each row within 1e-8 of its terms (the Newton's tolerance is
+ * 1e-12 of q, which moves Phi by 1e-12 sum_j |Phi_q,ij q_j|: those count
+ * as terms, as the speeds' terms before the projection do for Phi'; the
+ * speeds only with Phi_t given: differences of Phi in t carry the rounding
+ * of Phi's terms over their step, which no bound here models),
+ * and for the pendulum (one row) the speed correction dq' in W Phi_q^T's
+ * range: t^T W^-1 dq' = 0 for the tangent t, within 1e-8 of
+ * sum_k |t_k| (|W^-1| (|dq'| + |q'|))_k (W^-1 = M at the unprojected q,
+ * or I; q' before the projection: the stored q' + dq' rounds to it).
+ * Loose bounds, for a wrong answer rather than its last digits; only for
+ * inputs with no injected failure and the default Newton settings. */
+static void check_projection(model *md, int metric, int exact_phi_t, double t, const double *in,
+                             const double *out)
+{
+    int n = md->n, m = md->m;
+    double Phi[MMAX], terms[MMAX], J[MMAX * NMAX], Phi_t[MMAX] = {0};
+    const double *q = out, *qdot = out + n;
+    if (phi(t, q, Phi, md) || jacobian(t, q, J, m, md) || phi_t(t, q, Phi_t, md)) abort();
+    phi_terms(md, t, q, terms);
+    for (int i = 0; i < m; ++i) {
+        double moved = 0.0; /* what the Newton's tolerance on q moves Phi by, over 1e-12 */
+        for (int j = 0; j < n; ++j) moved += fabs(J[i + m * j] * q[j]);
+        if (!(fabs(Phi[i]) <= 1e-8 * (terms[i] + moved))) abort();
+        double residual = Phi_t[i], size = fabs(Phi_t[i]); /* of the speeds before, too */
+        for (int j = 0; j < n; ++j) {
+            residual += J[i + m * j] * qdot[j];
+            size += fabs(J[i + m * j]) * (fabs(qdot[j]) + fabs(in[n + j]));
+        }
+        if (exact_phi_t && !(fabs(residual) <= 1e-8 * size)) abort();
+    }
+    if (md->crank || md->redundant) return;
+    double tangent[2] = {-J[1], J[0]}, change[2], size[2], M[4], weighted[2], bound[2];
+    for (int j = 0; j < 2; ++j) { /* the change as stored: q' + dq' rounded */
+        change[j] = qdot[j] - in[n + j];
+        size[j] = fabs(change[j]) + fabs(in[n + j]);
+    }
+    if (metric == CDYN_PROJECT_MASS && mass(t, in, M, 2, md)) abort();
+    for (int i = 0; i < 2; ++i) {
+        weighted[i] = metric == CDYN_PROJECT_MASS ? M[i] * change[0] + M[i + 2] * change[1]
+                                                  : change[i];
+        bound[i] = metric == CDYN_PROJECT_MASS ? fabs(M[i]) * size[0] + fabs(M[i + 2]) * size[1]
+                                               : size[i];
+    }
+    double along = tangent[0] * weighted[0] + tangent[1] * weighted[1];
+    double measure = fabs(tangent[0]) * bound[0] + fabs(tangent[1]) * bound[1];
+    if (!(fabs(along) <= 1e-8 * measure)) abort();
+}
+
 /* A decoded parameter around its typical value (raw bits sometimes). */
 static double param(fuzz_input *in, double typical) { return typical * (1.0 + fuzz_double(in)); }
 
@@ -325,6 +390,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (setup & 128) fuzz_fill(&in, y, 2 * (size_t)n); /* a raw state */
 
     /* rhs, explicit Euler steps and projection, alternating the metric */
+    int strict = getenv("CDYN_FUZZ_STRICT") != NULL;
     for (int k = 0; k <= (steps & 3); ++k) {
         memcpy(before, ydot, sizeof before);
         st = cdyn_mbs_rhs(mbs, t, y, ydot);
@@ -338,6 +404,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st = cdyn_mbs_project(mbs, t, y);
         check(mbs, st, y, 2 * n, st == CDYN_ERR_NOCONV ? NULL : before);
         if (st == CDYN_OK) check_reactions(mbs, n, m);
+        if (st == CDYN_OK && strict && (md.fail_fn < 0 || md.fail_fn >= F_COUNT) &&
+            !(setup & 16))
+            check_projection(&md, metric ^ (k & 1), (shape & 32) != 0, t, before, y);
     }
 
     /* the Jacobian of the right-hand side (the Lagrange form's goes through
