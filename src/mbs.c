@@ -179,6 +179,9 @@ cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metric metric
     if (metric != CDYN_PROJECT_MIN_NORM && metric != CDYN_PROJECT_MASS)
         return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
                           "cdyn_mbs_set_projection_metric: unknown value %d", (int)metric);
+    /* learned magnitudes of one metric's unknowns (q, L^T q) do not fit
+     * the other's */
+    if (metric != mbs->metric && mbs->projector) cdyn__newton_forget(mbs->projector);
     mbs->metric = metric;
     return CDYN_OK;
 }
@@ -594,6 +597,10 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
         if (st) return st;
+        /* the Newton's learned magnitudes are of its unknowns, and L^T q
+         * has other units at every q: none carry over (nor to the other
+         * metric: cdyn_mbs_set_projection_metric) */
+        cdyn__newton_forget(mbs->projector);
         for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
             double sum = 0.0;
             for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];

@@ -2502,6 +2502,60 @@ START_TEST(projection_whose_step_turns_the_jacobian_factors_it_at_the_result)
 }
 END_TEST
 
+/* A unit circle with masses of 1e40 (units of 1e-40 kg, say), no forces. */
+static int heavy_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    M[0] = M[1 + ld] = 1e40;
+    M[1] = M[ld] = 0.0;
+    return 0;
+}
+
+static int circle_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    Phi[0] = q[0] * q[0] + q[1] * q[1] - 1.0;
+    return 0;
+}
+
+static int circle_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    return 0;
+}
+
+/* The projector's Newton learns the magnitudes of its unknowns, and in
+ * the mass metric those are L^T q (M = L L^T at each call's q), 1e20 q
+ * here, not q. A minimum-norm projection from (0, -10) after a mass-metric
+ * one took 1e-12 of that as y's tolerance (the equation has no other term
+ * there to cap it) and returned CDYN_OK after one step, at y = -5.05. */
+START_TEST(magnitudes_learned_in_the_mass_metric_do_not_carry_over)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, heavy_mass, drv_force, circle_phi, circle_jacobian, NULL),
+        CDYN_OK);
+    for (int round = 0; round < 2; ++round) {
+        ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MASS), CDYN_OK);
+        double near[4] = {0.6006, -0.8008, 0.0, 0.0};
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, near), CDYN_OK);
+        ck_assert_double_le(fabs(near[0] * near[0] + near[1] * near[1] - 1.0), 1e-11);
+        /* round 0 switches the metric; round 1 stays in the mass metric,
+         * whose next call's unknowns are again L^T q */
+        if (round == 0)
+            ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MIN_NORM), CDYN_OK);
+        double far[4] = {0.0, -10.0, 0.0, 0.0};
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, far), CDYN_OK);
+        ck_assert_msg(far[0] == 0.0 && fabs(far[1] + 1.0) <= 2e-16, "round %d: q = (%g, %.17g)",
+                      round, far[0], far[1]);
+    }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 START_TEST(time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate)
 {
     driver d = {0.3, 2.0};
@@ -2546,6 +2600,7 @@ int main(void)
     tcase_add_test(tc_proj, project_tangent_is_the_metric_projection);
     tcase_add_test(tc_proj, projection_with_as_many_constraints_as_coordinates);
     tcase_add_test(tc_proj, projection_whose_step_turns_the_jacobian_factors_it_at_the_result);
+    tcase_add_test(tc_proj, magnitudes_learned_in_the_mass_metric_do_not_carry_over);
     tcase_add_test(tc_proj, project_tangent_refuses_an_overflowing_projection);
     tcase_add_test(tc_proj, time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate);
     tcase_add_test(tc_proj,

@@ -214,18 +214,53 @@ static void phi_terms(const model *md, double t, const double *q, double *terms)
     for (int i = 0; i < md->m; ++i) terms[i] = fabs(terms[i]);
 }
 
+static double norm3(const double *x) { return sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]); }
+
+/* The slider crank's speed correction in the minimum-norm metric lies in
+ * range(Phi_q^T): orthogonal to t = a x b for Phi_q's rows a, b scaled to
+ * unit length, within 1e-8 |t| (|dq'| + |q'|) (q' before the projection:
+ * the stored q' + dq' rounds to it) where |t|, the sine of the rows'
+ * angle, is at least 1e-3 (the correction's part along t is then a few
+ * thousand eps of it: Householder QR of Phi_q^T is backward stable row by
+ * row, as is a product Phi_q^T y). */
+static void check_crank_speeds(const double *J, const double *qdot_in, const double *qdot)
+{
+    double a[3], b[3], t[3], change[3];
+    for (int j = 0; j < 3; ++j) {
+        a[j] = J[2 * j];
+        b[j] = J[1 + 2 * j];
+        change[j] = qdot[j] - qdot_in[j];
+    }
+    double na = norm3(a), nb = norm3(b);
+    if (!(na > 0.0 && nb > 0.0 && isfinite(na) && isfinite(nb))) return;
+    for (int j = 0; j < 3; ++j) {
+        a[j] /= na;
+        b[j] /= nb;
+    }
+    t[0] = a[1] * b[2] - a[2] * b[1];
+    t[1] = a[2] * b[0] - a[0] * b[2];
+    t[2] = a[0] * b[1] - a[1] * b[0];
+    double nt = norm3(t);
+    if (!(nt >= 1e-3)) return;
+    double along = t[0] * change[0] + t[1] * change[1] + t[2] * change[2];
+    if (!(fabs(along) <= 1e-8 * nt * (norm3(change) + norm3(qdot_in)))) abort();
+}
+
 /* With CDYN_FUZZ_STRICT set, an OK projection of `in` to `out` (2n each)
  * must be right (mbs.h): Phi(q) = 0 and Phi_q q' + Phi_t = 0 at the
  * result, each row within 1e-8 of its terms (the Newton's tolerance is
- * 1e-12 of q, which moves Phi by 1e-12 sum_j |Phi_q,ij q_j|: those count
- * as terms, as the speeds' terms before the projection do for Phi'; the
+ * about 1e-12 of each coordinate's size, which moves Phi by 1e-12
+ * sum_j |Phi_q,ij| size_j: those count as terms, as the speeds' terms
+ * before the projection do for Phi'; the
  * speeds only with Phi_t given: differences of Phi in t carry the rounding
  * of Phi's terms over their step, which no bound here models),
  * and for the pendulum (one row) the speed correction dq' in W Phi_q^T's
  * range: t^T W^-1 dq' = 0 for the tangent t, within 1e-8 of
  * sum_k |t_k| (|W^-1| (|dq'| + |q'|))_k (W^-1 = M at the unprojected q,
  * or I; q' before the projection: the stored q' + dq' rounds to it).
- * Loose bounds, for a wrong answer rather than its last digits; only for
+ * The slider crank's correction likewise, in the minimum-norm metric
+ * (check_crank_speeds). Loose bounds, for a wrong answer rather than its
+ * last digits; only for
  * inputs with no injected failure and the default Newton settings. */
 static void check_projection(model *md, int metric, int exact_phi_t, double t, const double *in,
                              const double *out)
@@ -235,9 +270,15 @@ static void check_projection(model *md, int metric, int exact_phi_t, double t, c
     const double *q = out, *qdot = out + n;
     if (phi(t, q, Phi, md) || jacobian(t, q, J, m, md) || phi_t(t, q, Phi_t, md)) abort();
     phi_terms(md, t, q, terms);
+    /* each coordinate's size: |q_j|, or its nominal one where it is near 0
+     * (the crank's angles, 1 rad; the slider and the bob, the lengths) */
+    double reach = md->crank ? fmax(fabs(md->len[0]), fabs(md->len[1])) : fabs(md->len[0]);
+    double nominal[NMAX]; /* may overflow to Inf: only non-zero J_ij multiply it */
+    for (int j = 0; j < n; ++j) nominal[j] = (md->crank && j > 0 ? 1.0 : reach) / md->S[j];
     for (int i = 0; i < m; ++i) {
         double moved = 0.0; /* what the Newton's tolerance on q moves Phi by, over 1e-12 */
-        for (int j = 0; j < n; ++j) moved += fabs(J[i + m * j] * q[j]);
+        for (int j = 0; j < n; ++j)
+            if (J[i + m * j] != 0.0) moved += fabs(J[i + m * j]) * fmax(fabs(q[j]), nominal[j]);
         if (!(fabs(Phi[i]) <= 1e-8 * (terms[i] + moved))) abort();
         double residual = Phi_t[i], size = fabs(Phi_t[i]); /* of the speeds before, too */
         for (int j = 0; j < n; ++j) {
@@ -246,7 +287,11 @@ static void check_projection(model *md, int metric, int exact_phi_t, double t, c
         }
         if (exact_phi_t && !(fabs(residual) <= 1e-8 * size)) abort();
     }
-    if (md->crank || md->redundant) return;
+    if (md->redundant) return;
+    if (md->crank) {
+        if (metric == CDYN_PROJECT_MIN_NORM) check_crank_speeds(J, in + n, qdot);
+        return;
+    }
     double tangent[2] = {-J[1], J[0]}, change[2], size[2], M[4], weighted[2], bound[2];
     for (int j = 0; j < 2; ++j) { /* the change as stored: q' + dq' rounded */
         change[j] = qdot[j] - in[n + j];
