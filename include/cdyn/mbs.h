@@ -145,7 +145,10 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
  * The Newton solver of the projection (m equations in n unknowns; NULL when
  * m = 0, m > n or mbs is NULL), owned by mbs: cap and tolerances (defaults:
  * 10 iterations, rtol 1e-12 with newton.h's default absolute parts), report
- * of the last projection.
+ * of the last projection. Its unknowns are q in the minimum-norm metric and
+ * L^T q (M = L L^T at the unprojected q) in the mass metric; the magnitudes
+ * it learns of them (newton.h) are forgotten when the metric changes and
+ * before each mass-metric projection, whose unknowns change units with M.
  */
 CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
 
