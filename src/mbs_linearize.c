@@ -5,15 +5,15 @@
  * mechanism's linear modes at an operating point, with its input matrix
  * for forces that depend on inputs u (exact: q'' is linear in Q).
  *
- * Both are extrapolated central differences: for each column,
+ * Both rest on extrapolated central differences: for each column,
  * D(h) = (g(x + h e_j) - g(x - h e_j)) / 2h at h and 2h, and
- * (4 D(h) - D(2h)) / 3, whose truncation error is O(h^4). The step is
- * large (1e-3 of the state's magnitude), because the partitioned
- * right-hand side carries the rounding of a Newton solve (about its
- * tolerance, 1e-10 relative by default) and that, divided by h, is the
- * other error: about 1e-7 relative all told. g is the right-hand side
- * itself only for the pseudo-inverse below full rank. In the Lagrange form
- * (and the pseudo-inverse at full rank) x = [q''; lambda] solves
+ * (4 D(h) - D(2h)) / 3, whose truncation error is O(h^4), with a step of
+ * 1e-3 of the state's magnitude. g is a right-hand side itself only for
+ * the pseudo-inverse below full rank and where a column's solve below is
+ * not certified (the partitioned right-hand side then carries the
+ * rounding of a Newton solve, about its tolerance, 1e-10 relative, and
+ * that over h makes about 1e-7); otherwise the model's terms. In the
+ * Lagrange form (and the pseudo-inverse at full rank) x = [q''; lambda] solves
  * K(y) x = b(y), K = [M Phi_q^T; Phi_q 0], b = [Q; s] (T4.4-T4.6), and
  * differentiating along e_j gives K dx/dy_j = db - dK x at fixed x: the
  * differences are those of the model's terms, and each column is one
