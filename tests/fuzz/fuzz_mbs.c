@@ -258,8 +258,10 @@ static void check_crank_speeds(const double *J, const double *qdot_in, const dou
  * of Phi's terms over their step, which no bound here models),
  * and for the pendulum (one row) the speed correction dq' in W Phi_q^T's
  * range: t^T W^-1 dq' = 0 for the tangent t, within 1e-8 of
- * sum_k |t_k| (|W^-1| (|dq'| + |q'|))_k (W^-1 = M at the unprojected q,
- * or I; q' before the projection: the stored q' + dq' rounds to it).
+ * |t| ||W^-1| (|dq'| + |q'|)| (2-norms: the range holds to rounding
+ * normwise, mbs.h; a component of dq' 1e-228 of the others' may be
+ * lost; W^-1 = M at the unprojected q, or I; q' before the projection:
+ * the stored q' + dq' rounds to it).
  * The slider crank's correction likewise, in the minimum-norm metric
  * (check_crank_speeds). Loose bounds, for a wrong answer rather than its
  * last digits; only for
@@ -307,7 +309,7 @@ static void check_projection(model *md, int metric, int exact_phi_t, double t, c
                                                : size[i];
     }
     double along = tangent[0] * weighted[0] + tangent[1] * weighted[1];
-    double measure = fabs(tangent[0]) * bound[0] + fabs(tangent[1]) * bound[1];
+    double measure = hypot(tangent[0], tangent[1]) * hypot(bound[0], bound[1]);
     if (!isfinite(measure)) return; /* this check's own products overflow */
     if (!(fabs(along) <= 1e-8 * measure)) abort();
 }
