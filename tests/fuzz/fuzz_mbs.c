@@ -270,8 +270,13 @@ static void check_projection(model *md, int metric, int exact_phi_t, double t, c
                              const double *out)
 {
     int n = md->n, m = md->m;
-    double Phi[MMAX], terms[MMAX], J[MMAX * NMAX], Phi_t[MMAX] = {0};
+    double Phi[MMAX], terms[MMAX], J[MMAX * NMAX], Phi_t[MMAX] = {0}, p[NMAX];
     const double *q = out, *qdot = out + n;
+    physical(md, q, p);
+    /* crank angles beyond 1e6 rad: sin and cos change by more than 1e-10
+     * within one ulp, Phi is noise there and no tolerance rule can tell
+     * (an OK at angles of 5e24 rad with the slider 1e53 m off was seen) */
+    if (md->crank && !(fabs(p[1]) <= 1e6 && fabs(p[2]) <= 1e6)) return;
     if (phi(t, q, Phi, md) || jacobian(t, q, J, m, md) || phi_t(t, q, Phi_t, md)) abort();
     phi_terms(md, t, q, terms);
     /* each coordinate's size: |q_j|, or its nominal one where it is near 0
