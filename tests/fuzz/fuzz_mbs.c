@@ -214,7 +214,8 @@ static void phi_terms(const model *md, double t, const double *q, double *terms)
     for (int i = 0; i < md->m; ++i) terms[i] = fabs(terms[i]);
 }
 
-static double norm3(const double *x) { return sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]); }
+/* |x| without underflow or overflow in the squares */
+static double norm3(const double *x) { return hypot(hypot(x[0], x[1]), x[2]); }
 
 /* The slider crank's speed correction in the minimum-norm metric lies in
  * range(Phi_q^T): orthogonal to t = a x b for Phi_q's rows a, b scaled to
