@@ -976,7 +976,10 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
  * initial guess: what of |G_i| the unknowns' terms |J_ij x_j| do not account
  * for (exact for equations linear in x; 0 for an equation made only of
  * unknowns' terms, such as k Q|Q| at a closed valve, whose |G| must not pass
- * for a scale of its own). An equation that (nearly) holds at the guess
+ * for a scale of its own; 0 too where that difference is within the
+ * rounding of |G| and the terms: far from the root, eps |G(x0)| would pass
+ * for a constant that no later iterate's terms come near, 1e20 m beside a
+ * slider's 73 m). An equation that (nearly) holds at the guess
  * while its affine part c = G(x0) - J x0 is large has a term of no unknown
  * of that size which cancels the unknowns' terms (a constant load balanced
  * by a flow): then |c| (for k Q|Q| alone, |G| = |c|, and nothing changes).
@@ -1002,7 +1005,11 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x, in
         }
     }
     for (int i = 0; i < k; ++i) {
-        if (first) b->g_start[i] = fmax(0.0, b->g_start[i] - terms[i]);
+        if (first) { /* |G| - sum |J x|: a part below their rounding is none */
+            double rest = b->g_start[i] - terms[i];
+            double rounding = 4.0 * (p + 1) * DBL_EPSILON * (b->g_start[i] + terms[i]);
+            b->g_start[i] = rest > rounding ? rest : 0.0;
+        }
         if (fabs(b->g[i]) < 0.5 * fabs(affine[i]) && isfinite(affine[i]))
             b->g_start[i] = fmax(b->g_start[i], fabs(affine[i]));
         if (!first) continue;

@@ -2556,6 +2556,76 @@ START_TEST(magnitudes_learned_in_the_mass_metric_do_not_carry_over)
 }
 END_TEST
 
+/* A slider crank in scaled units (fuzz_mbs's): q = S^-1 p with
+ * S = (1e26, 1, 1e6), rows scaled by R = (1e20, 10), crank r = -14.98 m,
+ * rod l = 58.22 m, the slider's line offset by u = 2.05 m:
+ *     Phi = R (r cos p1 + l cos p2 - p0, r sin p1 - l sin p2 - u). */
+static const double TS_S[3] = {1e26, 1.0, 1e6}, TS_R[2] = {1e20, 10.0};
+static const double TS_CRANK = -14.978515625, TS_ROD = 58.21875;
+
+static double ts_offset(void) { return 2.52490234375 * sin(-0.38671875 * 0.510947265625); }
+
+static int ts_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    double p0 = TS_S[0] * q[0], p1 = TS_S[1] * q[1], p2 = TS_S[2] * q[2];
+    Phi[0] = TS_R[0] * (TS_CRANK * cos(p1) + TS_ROD * cos(p2) - p0);
+    Phi[1] = TS_R[1] * (TS_CRANK * sin(p1) - TS_ROD * sin(p2) - ts_offset());
+    return 0;
+}
+
+static int ts_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    double p1 = TS_S[1] * q[1], p2 = TS_S[2] * q[2];
+    J[0] = -TS_R[0] * TS_S[0];
+    J[ld] = -TS_R[0] * TS_CRANK * sin(p1) * TS_S[1];
+    J[2 * ld] = -TS_R[0] * TS_ROD * sin(p2) * TS_S[2];
+    J[1] = 0.0;
+    J[1 + ld] = TS_R[1] * TS_CRANK * cos(p1) * TS_S[1];
+    J[1 + 2 * ld] = -TS_R[1] * TS_ROD * cos(p2) * TS_S[2];
+    return 0;
+}
+
+static int ts_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) M[i + (size_t)j * ld] = i == j ? TS_S[i] * TS_S[i] : 0.0;
+    return 0;
+}
+
+static int ts_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot, (void)user;
+    Q[0] = Q[1] = Q[2] = 0.0;
+    return 0;
+}
+
+/* From the slider 7.4e35 m off (a raw state), the part of |Phi_1| that the
+ * unknowns' terms do not account for at the start is the rounding of
+ * 7.4e35 R, 1e40. The Newton took it for a constant term of the equation,
+ * which made the angles' tolerances 1e5 rad by the end, and returned
+ * CDYN_OK with the slider at 0, Phi_1 = 73 m (fuzz_mbs, strict). */
+START_TEST(projection_from_far_off_does_not_take_rounding_for_a_constant)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, ts_mass, ts_force, ts_phi, ts_jacobian, NULL),
+                     CDYN_OK);
+    double y[6] = {-7392107607.1314173, -28.366404038220644, 2.8416324543238765e-07, 0, 0, 0};
+    double Phi[2];
+    cdyn_status st = cdyn_mbs_project(mbs, 0.0, y);
+    ts_phi(0.0, y, Phi, NULL);
+    /* the slider at 73 m, each row within 1e-10 of its terms (about 150 m
+     * and 80 m, times R) */
+    ck_assert_int_eq(st, CDYN_OK);
+    ck_assert_msg(fabs(Phi[0]) <= 1e-10 * 1e20 * 150.0 && fabs(Phi[1]) <= 1e-10 * 10.0 * 80.0,
+                  "Phi = (%g, %g) at q = (%g, %g, %g)", Phi[0], Phi[1], y[0], y[1], y[2]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 START_TEST(time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate)
 {
     driver d = {0.3, 2.0};
@@ -2601,6 +2671,7 @@ int main(void)
     tcase_add_test(tc_proj, projection_with_as_many_constraints_as_coordinates);
     tcase_add_test(tc_proj, projection_whose_step_turns_the_jacobian_factors_it_at_the_result);
     tcase_add_test(tc_proj, magnitudes_learned_in_the_mass_metric_do_not_carry_over);
+    tcase_add_test(tc_proj, projection_from_far_off_does_not_take_rounding_for_a_constant);
     tcase_add_test(tc_proj, project_tangent_refuses_an_overflowing_projection);
     tcase_add_test(tc_proj, time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate);
     tcase_add_test(tc_proj,
