@@ -597,10 +597,6 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
         if (st) return st;
-        /* the Newton's learned magnitudes are of its unknowns, and L^T q
-         * has other units at every q: none carry over (nor to the other
-         * metric: cdyn_mbs_set_projection_metric) */
-        cdyn__newton_forget(mbs->projector);
         for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
             double sum = 0.0;
             for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];

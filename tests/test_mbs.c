@@ -2544,7 +2544,7 @@ START_TEST(magnitudes_learned_in_the_mass_metric_do_not_carry_over)
         ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, near), CDYN_OK);
         ck_assert_double_le(fabs(near[0] * near[0] + near[1] * near[1] - 1.0), 1e-11);
         /* round 0 switches the metric; round 1 stays in the mass metric,
-         * whose next call's unknowns are again L^T q */
+         * whose next call's unknowns are again L^T q (M constant here) */
         if (round == 0)
             ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MIN_NORM), CDYN_OK);
         double far[4] = {0.0, -10.0, 0.0, 0.0};

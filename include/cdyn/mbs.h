@@ -147,8 +147,7 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
  * 10 iterations, rtol 1e-12 with newton.h's default absolute parts), report
  * of the last projection. Its unknowns are q in the minimum-norm metric and
  * L^T q (M = L L^T at the unprojected q) in the mass metric; the magnitudes
- * it learns of them (newton.h) are forgotten when the metric changes and
- * before each mass-metric projection, whose unknowns change units with M.
+ * it learns of them (newton.h) are forgotten when the metric changes.
  */
 CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
 
