@@ -387,17 +387,28 @@ cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y, double 
 
 /* ---- projection (T4.9) ------------------------------------------------- */
 
-/* Newton unknowns x → q: q = x (minimum norm) or q = L^{-T} x (mass
- * metric, M = L L^T, so that |dx| = |dq|_M), into mbs->q_work. The unknowns
- * are absolute, not corrections, so the Newton step test compares a step
- * with the size of the coordinates: it also ends the iteration where
- * rounding of large coordinates keeps |Phi| above its tolerance. */
+/* Newton unknowns x → q: q = x (minimum norm) or, in the mass metric
+ * (M = L L^T, so that |dx| = |dq|_M), q = q0 + L^{-T} (x - x0) from the
+ * projection's origin q0 and x0 = L^T q0 (in mbs->lin_work, set by
+ * cdyn_mbs_project), into mbs->q_work. Through the change, not L^{-T} x
+ * itself: where L couples a light coordinate to a heavy one, L^T q0 holds
+ * the light one below the rounding of the heavy one's term, and the round
+ * trip lost it (a slider of 2.5 kg coupled by 1e31 to a coordinate of
+ * 1.8e276 kg came back at 0 m from 94 m). The unknowns are absolute, not
+ * corrections, so the Newton step test compares a step with the size of
+ * the coordinates: it also ends the iteration where rounding of large
+ * coordinates keeps |Phi| above its tolerance. */
 static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
 {
     int n = mbs->n;
-    memcpy(mbs->q_work, x, sizeof(double) * (size_t)n);
-    if (mbs->metric == CDYN_PROJECT_MASS)
-        cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
+    if (mbs->metric != CDYN_PROJECT_MASS) {
+        memcpy(mbs->q_work, x, sizeof(double) * (size_t)n);
+        return;
+    }
+    const double *q0 = mbs->lin_work, *x0 = q0 + n;
+    for (int i = 0; i < n; ++i) mbs->q_work[i] = x[i] - x0[i];
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
+    for (int i = 0; i < n; ++i) mbs->q_work[i] += q0[i];
 }
 
 static int projection_residual(const double *x, double *G, void *user)
@@ -602,6 +613,9 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
             for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
             x[i] = sum;
         }
+        /* the origin of unknowns_to_coordinates: q0 and x0 */
+        memcpy(mbs->lin_work, q, sizeof(double) * (size_t)n);
+        memcpy(mbs->lin_work + n, x, sizeof(double) * (size_t)n);
     } else {
         memcpy(x, q, sizeof(double) * (size_t)n);
     }
