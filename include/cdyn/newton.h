@@ -46,7 +46,9 @@
  * least the change that moves each equation it enters by rtol of that
  * equation's other terms: those of the
  * other unknowns, and the part of |G| at the initial guess that no
- * unknown's term |J_il x_l| accounts for, or, at any iterate where the
+ * unknown's term |J_il x_l| accounts for (beyond the rounding of |G| and
+ * those terms: far from the root that rounding is no constant of the
+ * equation), or, at any iterate where the
  * equation nearly holds (|G_i| below half of it), the affine part
  * |G_i - sum_l J_il x_l|: a constant the unknowns' terms cancel. (So a flow heading for a root at
  * 0, seen from the junction equation it shares with other flows, is judged
