@@ -19,7 +19,10 @@
  *        Phi_q d q''/dq = -2 q''^T,   Phi_q d q''/dq' = -4 q'^T,
  *    and the top half [0 I].
  *  - the input matrix of forces on the pendulum's bob, from the tangential
- *    component of the force (single_pendulum_input_matrix_by_hand).
+ *    component of the force (single_pendulum_input_matrix_by_hand);
+ *  - the double pendulum in motion: its partitioned ODE written out again
+ *    in __float128 (Newton for the dependent coordinates, the bordered
+ *    solve) and differenced there, independently of cdyn.
  * Magnitudes: the single pendulum is also run at lengths 1.3e-6 and
  * 1.3e6 m, so the differences' steps must follow the state's own scale,
  * with Phi_t and xi given and left to cdyn's differences (whose steps must
