@@ -129,6 +129,21 @@ static void restore_committed(cdyn_mbs *mbs, const committed *c)
     mbs->best_quality = c->best_quality;
 }
 
+/* The end of a Jacobian call: with st OK and `written`, jac (size x size)
+ * into A (ld lda); otherwise the object's committed state of before the
+ * call back (A untouched). Returns st. */
+static cdyn_status finish_jacobian(cdyn_mbs *mbs, const committed *before, cdyn_status st,
+                                   int written, const double *jac, int size, double *A, int lda)
+{
+    if (st != CDYN_OK || !written) {
+        restore_committed(mbs, before);
+        return st;
+    }
+    for (int j = 0; j < size; ++j)
+        memcpy(A + (size_t)j * lda, jac + (size_t)j * size, sizeof(double) * (size_t)size);
+    return CDYN_OK;
+}
+
 /* A (size x size, lda) = df/dx at (t, x) by extrapolated central
  * differences of f; ends with an evaluation at x itself, so that the
  * object's state (warm starts, reactions) is that of (t, x). Written only
@@ -173,13 +188,7 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     if (st == CDYN_OK && cdyn__first_nonfinite(size, size, jac, size) >= 0)
         st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: the Jacobian overflowed at t = %g", fn,
                         t);
-    if (st != CDYN_OK) {
-        restore_committed(mbs, &before);
-        return st;
-    }
-    for (int j = 0; j < size; ++j)
-        memcpy(A + (size_t)j * lda, jac + (size_t)j * size, sizeof(double) * (size_t)size);
-    return CDYN_OK;
+    return finish_jacobian(mbs, &before, st, 1, jac, size, A, lda);
 }
 
 /* ---- through the evaluation's factorization ------------------------------ */
@@ -294,13 +303,7 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
             column[n + i] = dx[i];
         }
     }
-    if (st != CDYN_OK || !*applies) {
-        restore_committed(mbs, &before);
-        return st;
-    }
-    for (int j = 0; j < size; ++j)
-        memcpy(J + (size_t)j * ldj, jac + (size_t)j * size, sizeof(double) * (size_t)size);
-    return CDYN_OK;
+    return finish_jacobian(mbs, &before, st, *applies, jac, size, J, ldj);
 }
 
 cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, const double *scale,
@@ -441,13 +444,7 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
     }
     if (st == CDYN_OK && *applies && cdyn__first_nonfinite(size, size, jac, size) >= 0)
         *applies = 0;
-    if (st != CDYN_OK || !*applies) {
-        restore_committed(mbs, &before);
-        return st;
-    }
-    for (int j = 0; j < size; ++j)
-        memcpy(A + (size_t)j * lda, jac + (size_t)j * size, sizeof(double) * (size_t)size);
-    return CDYN_OK;
+    return finish_jacobian(mbs, &before, st, *applies, jac, size, A, lda);
 }
 
 cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z,

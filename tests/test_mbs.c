@@ -2659,8 +2659,7 @@ static int coupled_jacobian(double t, const double *q, double *J, int ld, void *
 /* The mass metric's unknowns are x = L^T q, and x0 = 1.58 q0 + 7.6e30 q2
  * holds q0 = 94 below the rounding of the heavy term: q = L^-T x gave
  * back a state already on the manifold with q0 = 0 (CDYN_OK, fuzz_mbs
- * strict). From the change of x, it stays where it is. (A state 1 mm off
- * is left 1 mm off: in these unknowns that is rounding, mbs.h.) */
+ * strict). From the change of x, it stays where it is. */
 START_TEST(mass_metric_keeps_a_light_coordinate_beside_a_heavy_one)
 {
     cdyn_mbs *mbs = cdyn_mbs_create(3, 1, NULL);

@@ -150,8 +150,7 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
  * it learns of them (newton.h) are forgotten when the metric changes. Its
  * tolerances are relative to those unknowns, so in the mass metric to a
  * mass-weighted size: a light coordinate coupled to a far heavier one is
- * resolved only to the rounding of the heavy one's term in L^T q (test_mbs:
- * 2.5 kg coupled by 1.2e31 to 1.8e276 kg leaves 1 mm of 94 m uncorrected).
+ * resolved only to the rounding of the heavy one's term in L^T q.
  */
 CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
 
