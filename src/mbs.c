@@ -387,17 +387,38 @@ cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y, double 
 
 /* ---- projection (T4.9) ------------------------------------------------- */
 
+/* Row i of L^T q (L = mbs->chol, lower, M = L L^T), and in *size the sum
+ * of its terms' magnitudes. */
+static double chol_transpose_row(const cdyn_mbs *mbs, int i, const double *q, double *size)
+{
+    int n = mbs->n;
+    double sum = 0.0, terms = 0.0;
+    for (int j = i; j < n; ++j) {
+        double t = mbs->chol[j + (size_t)i * n] * q[j];
+        sum += t;
+        terms += fabs(t);
+    }
+    *size = terms;
+    return sum;
+}
+
 /* Newton unknowns x → q: q = x (minimum norm) or, in the mass metric
- * (M = L L^T, so that |dx| = |dq|_M), q = q0 + L^{-T} (x - x0) from the
- * projection's origin q0 and x0 = L^T q0 (in mbs->lin_work, set by
- * cdyn_mbs_project), into mbs->q_work. Through the change, not L^{-T} x
- * itself: where L couples a light coordinate to a heavy one, L^T q0 holds
- * the light one below the rounding of the heavy one's term, and the round
- * trip lost it (a slider of 2.5 kg coupled by 1e31 to a coordinate of
- * 1.8e276 kg came back at 0 m from 94 m). The unknowns are absolute, not
- * corrections, so the Newton step test compares a step with the size of
- * the coordinates: it also ends the iteration where rounding of large
- * coordinates keeps |Phi| above its tolerance. */
+ * (M = L L^T, so that |dx| = |dq|_M), q with L^T q = x, into mbs->q_work.
+ * First through the change from the projection's origin q0 and x0 = L^T q0
+ * (in mbs->lin_work, set by cdyn_mbs_project), q = q0 + L^{-T} (x - x0):
+ * where L couples a light coordinate to a heavy one, L^T q0 holds the
+ * light one below the rounding of the heavy one's term, and L^{-T} x lost
+ * it (a slider of 2.5 kg coupled by 1e31 to a coordinate of 1.8e276 kg
+ * came back at 0 m from 94 m). That q is kept only when L^T q gives back
+ * x within the rounding of its terms, 8 (n + 1) eps (|L^T| |q| + |x|) in
+ * each row; a change as large as q0 itself cancels, and q0 + L^{-T}
+ * (x - x0) then rounds away what x holds (a pendulum's bob at 0 m where
+ * the Newton's x put it 1.5e126 m out, from 6.3e142 m: the iteration,
+ * judging x, accepted a q that was never on the circle). Otherwise q =
+ * L^{-T} x, which (backward stable) always meets that test. The unknowns
+ * are absolute, not corrections, so the Newton step test compares a step
+ * with the size of the coordinates: it also ends the iteration where
+ * rounding of large coordinates keeps |Phi| above its tolerance. */
 static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
 {
     int n = mbs->n;
@@ -406,9 +427,18 @@ static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
         return;
     }
     const double *q0 = mbs->lin_work, *x0 = q0 + n;
-    for (int i = 0; i < n; ++i) mbs->q_work[i] = x[i] - x0[i];
-    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, mbs->q_work, n);
-    for (int i = 0; i < n; ++i) mbs->q_work[i] += q0[i];
+    double *q = mbs->q_work, unit = 8.0 * (n + 1) * DBL_EPSILON;
+    for (int i = 0; i < n; ++i) q[i] = x[i] - x0[i];
+    cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, q, n);
+    for (int i = 0; i < n; ++i) q[i] += q0[i];
+    for (int i = 0; i < n; ++i) {
+        double size, r = chol_transpose_row(mbs, i, q, &size) - x[i];
+        if (!(fabs(r) <= unit * (size + fabs(x[i])))) { /* the change cancelled */
+            memcpy(q, x, sizeof(double) * (size_t)n);
+            cdyn__trsm('L', 'L', 'T', 'N', n, 1, 1.0, mbs->chol, n, q, n);
+            return;
+        }
+    }
 }
 
 static int projection_residual(const double *x, double *G, void *user)
@@ -608,11 +638,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
         if (st) return st;
-        for (int i = 0; i < n; ++i) { /* x = L^T q from the lower triangle */
-            double sum = 0.0;
-            for (int j = i; j < n; ++j) sum += mbs->chol[j + (size_t)i * n] * q[j];
-            x[i] = sum;
-        }
+        double size;
+        for (int i = 0; i < n; ++i) x[i] = chol_transpose_row(mbs, i, q, &size); /* L^T q */
         /* the origin of unknowns_to_coordinates: q0 and x0 */
         memcpy(mbs->lin_work, q, sizeof(double) * (size_t)n);
         memcpy(mbs->lin_work + n, x, sizeof(double) * (size_t)n);
