@@ -96,6 +96,11 @@ double cdyn__norm1(int m, int n, const double *A, int lda);
  * call per reflector or per solve costs more than the arithmetic. */
 #define CDYN__SMALL_VECTOR 32
 _Static_assert(CDYN__SMALL_VECTOR >= CDYN__SMALL, "the kernels' buffers hold either size");
+/* The pivoted QR (the rank decisions' kernel) goes to its plain loops up
+ * to this size: LAPACK's dgeqp3 runs unblocked below 128 columns, with a
+ * BLAS call per column and step. */
+#define CDYN__SMALL_QR 64
+_Static_assert(CDYN__SMALL_QR >= CDYN__SMALL, "the QR kernel takes every small size");
 void cdyn__small_gemm(char transa, char transb, int m, int n, int k, double alpha,
                       const double *A, int lda, const double *B, int ldb, double beta,
                       double *C, int ldc);
@@ -112,7 +117,8 @@ void cdyn__small_getrs(char trans, int n, int nrhs, const double *LU, int ldlu,
                        const int *ipiv, double *B, int ldb);
 /* Exact reciprocal 1-norm condition from the LU factors; work n. */
 double cdyn__small_gecon(int n, const double *LU, int ldlu, double anorm, double *work);
-/* Pivoted Householder QR in dgeqp3's form (linalg_small_qr.c); info 0. */
+/* Pivoted Householder QR in dgeqp3's form (linalg_small_qr.c), m, n <=
+ * CDYN__SMALL_QR; info 0. */
 int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau);
 /* Q C, Q^T C, C Q or C Q^T with Q from k reflectors of that form (dormqr). */
 void cdyn__small_ormqr(char side, char trans, int m, int n, int k, const double *A, int lda,

@@ -1,5 +1,5 @@
 /* Householder QR with column pivoting for small matrices (m, n <=
- * CDYN__SMALL), the kernel behind cdyn__geqp3 at the sizes where the rank
+ * CDYN__SMALL_QR), the kernel behind cdyn__geqp3 at the sizes where the rank
  * policy (rank.h) runs at every load of a mechanism or a network.
  *
  * The result has LAPACK dgeqp3's form, so that dormqr and the callers read
@@ -8,11 +8,14 @@
  * 1-based permutation jpvt (A P = Q R). Columns with jpvt[j] != 0 on entry
  * are moved to the front and factored first without pivoting, as dgeqp3
  * does. The free columns are then chosen by the largest norm of what is
- * left of them; here those norms are recomputed at every step instead of
- * downdated, which costs O(m n^2) more (nothing at these sizes) and never
- * suffers the cancellation dgeqp3 has to detect. Pivots can therefore
- * differ from dgeqp3's only between columns whose remaining norms tie to
- * rounding. Tested against dgeqp3 in tests/test_linalg.c. */
+ * left of them, downdated after each step by the entry it removes and
+ * measured again where the downdate has cancelled (within sqrt(eps) of
+ * the norm last measured), the rule of dgeqp3's unblocked step (dlaqp2):
+ * the same pivots as dgeqp3 but between columns whose norms tie to
+ * rounding. Up to CDYN__SMALL_QR (64) rows and columns, where dgeqp3
+ * spends its time in the calls per column (dnrm2, dlarf, iladlc) of its
+ * unblocked step: 0.56 of its time at 24 x 24, 0.7 at 32 and 42, 0.8 at
+ * 64 (reference LAPACK). Tested against dgeqp3 in tests/test_linalg.c. */
 #include "linalg.h"
 
 #include <float.h>
@@ -20,17 +23,18 @@
 #include <stddef.h>
 
 /* The 2-norm of x (len entries, stride 1) without overflow or underflow in
- * the squares: scaled by the largest entry only when a square could leave
- * the normal range. */
+ * the squares: the plain sum of squares where it lies in [2^-1000, 2^1000]
+ * (then every square that matters is a normal number), else scaled by the
+ * largest entry. */
 static double norm2(int len, const double *x)
 {
-    double big = 0.0, sum = 0.0;
+    double sum = 0.0;
+    for (int i = 0; i < len; ++i) sum += x[i] * x[i];
+    if (sum >= 0x1p-1000 && sum <= 0x1p+1000) return sqrt(sum);
+    double big = 0.0;
     for (int i = 0; i < len; ++i) big = fabs(x[i]) > big ? fabs(x[i]) : big;
-    if (big == 0.0) return 0.0;
-    if (big > 0x1p-500 && big < 0x1p+500) {
-        for (int i = 0; i < len; ++i) sum += x[i] * x[i];
-        return sqrt(sum);
-    }
+    if (big == 0.0 || !(big <= DBL_MAX)) return big; /* 0, or Inf/NaN as it is */
+    sum = 0.0;
     for (int i = 0; i < len; ++i) {
         double t = x[i] / big;
         sum += t * t;
@@ -53,17 +57,29 @@ static double reflector(int len, double *alpha, double *x)
 }
 
 /* Apply H (from column k's reflector: v = [1; A(k+1:m, k)], tau) to the
- * rows k..m-1 of column j. */
-static void apply_reflector(int m, double *A, int lda, int k, double tau, int j)
+ * rows k..end-1 of column j, beyond which v is zero; a column that H does
+ * not change (v^T col = 0: the two have no row in common, as is common
+ * in a banded Jacobian) is left as it is. With `rows` (count of them) the
+ * rows below k where v is non-zero: the same sums without the zero terms. */
+static void apply_reflector(int end, const int *rows, int count, double *A, int lda, int k,
+                            double tau, int j)
 {
-    if (tau == 0.0) return;
     const double *v = A + (size_t)k * lda;
     double *col = A + (size_t)j * lda;
     double dot = col[k];
-    for (int i = k + 1; i < m; ++i) dot += v[i] * col[i];
+    if (rows) {
+        for (int e = 0; e < count; ++e) dot += v[rows[e]] * col[rows[e]];
+    } else {
+        for (int i = k + 1; i < end; ++i) dot += v[i] * col[i];
+    }
+    if (dot == 0.0) return;
     dot *= tau;
     col[k] -= dot;
-    for (int i = k + 1; i < m; ++i) col[i] -= dot * v[i];
+    if (rows) {
+        for (int e = 0; e < count; ++e) col[rows[e]] -= dot * v[rows[e]];
+    } else {
+        for (int i = k + 1; i < end; ++i) col[i] -= dot * v[i];
+    }
 }
 
 static void swap_columns(int m, double *A, int lda, int a, int b)
@@ -76,12 +92,23 @@ static void swap_columns(int m, double *A, int lda, int a, int b)
     }
 }
 
-/* Step k: the reflector of column k, applied to the columns after it. */
+/* Step k: the reflector of column k, applied to the columns after it,
+ * over v's non-zero rows only (dgeqp3's dlarf trims v's trailing zeros;
+ * a banded Jacobian's v has a few non-zeros in all). */
 static void eliminate(int m, int n, double *A, int lda, int k, double *tau)
 {
     double *col = A + k + (size_t)k * lda;
     tau[k] = reflector(m - k - 1, col, col + 1);
-    for (int j = k + 1; j < n; ++j) apply_reflector(m, A, lda, k, tau[k], j);
+    if (tau[k] == 0.0) return;
+    int end = m; /* v's last non-zero, + 1 */
+    while (end > k + 1 && col[end - 1 - k] == 0.0) --end;
+    int rows[CDYN__SMALL_QR], count = 0, len = end - k - 1; /* v's non-zeros below k */
+    if (len >= 8)
+        for (int i = k + 1; i < end; ++i)
+            if (col[i - k] != 0.0) rows[count++] = i;
+    int sparse = len >= 8 && 2 * count <= len; /* long and mostly zeros: by index */
+    for (int j = k + 1; j < n; ++j)
+        apply_reflector(end, sparse ? rows : NULL, count, A, lda, k, tau[k], j);
 }
 
 int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau)
@@ -100,20 +127,42 @@ int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau)
     }
     int step = 0;
     for (; step < k && step < fixed; ++step) eliminate(m, n, A, lda, step, tau);
-    double norms[CDYN__SMALL];
+    /* the norms of what is left of the free columns (partial) and the
+     * norms they were last computed at (whole) */
+    double partial[CDYN__SMALL_QR], whole[CDYN__SMALL_QR];
+    for (int j = step; j < n; ++j)
+        partial[j] = whole[j] = norm2(m - step, A + step + (size_t)j * lda);
+    const double recompute = 1.0536712127723509e-08; /* sqrt(2^-53) */
     for (; step < k; ++step) {
         int best = step;
-        for (int j = step; j < n; ++j) {
-            norms[j] = norm2(m - step, A + step + (size_t)j * lda);
-            if (norms[j] > norms[best]) best = j; /* the first of equal norms */
-        }
+        for (int j = step + 1; j < n; ++j)
+            if (partial[j] > partial[best]) best = j; /* the first of equal norms */
         if (best != step) {
             swap_columns(m, A, lda, best, step);
             int t = jpvt[best];
             jpvt[best] = jpvt[step];
             jpvt[step] = t;
+            partial[best] = partial[step];
+            whole[best] = whole[step];
         }
         eliminate(m, n, A, lda, step, tau);
+        /* each later column loses its entry in row `step`: |rest|^2 =
+         * |before|^2 - a^2, taken by the factor sqrt(1 - (a / before)^2);
+         * where that has cancelled to within sqrt(eps) of the norm last
+         * computed, the rest is measured again */
+        for (int j = step + 1; j < n; ++j) {
+            if (partial[j] == 0.0) continue;
+            double ratio = fabs(A[step + (size_t)j * lda]) / partial[j];
+            double left = 1.0 - ratio * ratio, kept = partial[j] / whole[j];
+            left = left > 0.0 ? left : 0.0;
+            if (left * kept * kept > recompute) {
+                partial[j] *= sqrt(left);
+            } else {
+                partial[j] = step + 1 < m ? norm2(m - step - 1, A + step + 1 + (size_t)j * lda)
+                                          : 0.0;
+                whole[j] = partial[j];
+            }
+        }
     }
     return 0;
 }

@@ -197,7 +197,7 @@ void dsyev_(const char *jobz, const char *uplo, const int *n, double *A, const i
             double *work, const int *lwork, int *info, flen, flen);
 
 #define OUT_PAD (-7777.25)               /* marks output memory a routine must not write */
-enum { LDX = 40, BUFN = LDX * LDX + 8 }; /* room for 33 x 33 with ld 36, and a tail */
+enum { LDX = 72, BUFN = LDX * LDX + 8 }; /* room for 65 x 65 with ld 68, and a tail */
 
 static const int SMALL_SIZES[] = {0, 1, 2, 5, CDYN__SMALL};
 #define NSIZES ((int)(sizeof SMALL_SIZES / sizeof SMALL_SIZES[0]))
@@ -1043,7 +1043,7 @@ END_TEST
 
 /* The small pivoted QR against dgeqp3 on the same data: R, the Householder
  * vectors, tau and the pivots agree (random data: no ties between column
- * norms), with columns flagged to lead, at every shape up to 16 x 16 with
+ * norms), with columns flagged to lead, at shapes up to 64 x 64 with
  * padded leading dimensions; nothing outside the m x n block is written.
  * On a rank-deficient matrix the first pivots agree and the trailing
  * diagonal is at rounding level in both. */
@@ -1063,7 +1063,8 @@ static void qr_pair(int m, int n, const double *A0, int ld, const int *lead, dou
 START_TEST(small_geqp3_matches_dgeqp3)
 {
     static const int shapes[][2] = {{0, 3}, {3, 0}, {1, 1}, {1, 5}, {5, 1}, {2, 3},  {3, 2},
-                                    {4, 4}, {7, 3}, {3, 7}, {16, 16}, {16, 9}, {9, 16}, {12, 12}};
+                                    {4, 4}, {7, 3}, {3, 7}, {16, 16}, {16, 9}, {9, 16}, {12, 12},
+                                    {24, 24}, {30, 17}, {17, 30}, {42, 42}, {64, 64}, {64, 40}};
     tu_rng r;
     tu_rng_seed(&r, 121);
     double A0[BUFN], As[BUFN], Af[BUFN], ts[LDX], tf[LDX];
@@ -1135,8 +1136,8 @@ END_TEST
 
 START_TEST(qr_wrappers_dispatch_at_the_small_boundary)
 {
-    static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3},
-                                  {3, 20},  {32, 32}, {33, 33}};
+    static const int dims[][2] = {{16, 16}, {17, 16}, {16, 17}, {20, 3}, {3, 20},
+                                  {32, 32}, {33, 33}, {64, 64}, {65, 64}, {64, 65}};
     const int one = 1;
     tu_rng r;
     tu_rng_seed(&r, 122);
@@ -1144,7 +1145,7 @@ START_TEST(qr_wrappers_dispatch_at_the_small_boundary)
     int pw[LDX], pr[LDX], lwork = 64 * LDX, info = -1;
     for (size_t c = 0; c < sizeof dims / sizeof dims[0]; ++c) {
         int m = dims[c][0], n = dims[c][1], ld = m + 1;
-        int small = m <= CDYN__SMALL && n <= CDYN__SMALL;
+        int small = m <= CDYN__SMALL_QR && n <= CDYN__SMALL_QR;
         fill(&r, m, n, A0, ld, OUT_PAD);
         memcpy(Aw, A0, sizeof A0);
         memcpy(Ar, A0, sizeof A0);
