@@ -14,8 +14,9 @@
  * the same pivots as dgeqp3 but between columns whose norms tie to
  * rounding. Up to CDYN__SMALL_QR (64) rows and columns, where dgeqp3
  * spends its time in the calls per column (dnrm2, dlarf, iladlc) of its
- * unblocked step: 0.56 of its time at 24 x 24, 0.7 at 32 and 42, 0.8 at
- * 64 (reference LAPACK). Tested against dgeqp3 in tests/test_linalg.c. */
+ * unblocked step: 0.66-0.68 of its time at 17 x 17 to 24 x 24, 0.72 at 32
+ * and 42, 0.65-0.81 at 64 (random dense matrices, reference LAPACK and
+ * OpenBLAS's). Tested against dgeqp3 in tests/test_linalg.c. */
 #include "linalg.h"
 
 #include <float.h>
