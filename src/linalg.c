@@ -110,7 +110,8 @@ int cdyn__geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau, double
                 int lwork)
 {
     int info = 0;
-    if (m <= CDYN__SMALL_QR && n <= CDYN__SMALL_QR) return cdyn__small_geqp3(m, n, A, lda, jpvt, tau);
+    if (m <= CDYN__SMALL_QR && n <= CDYN__SMALL_QR)
+        return cdyn__small_geqp3(m, n, A, lda, jpvt, tau);
     dgeqp3_(&m, &n, A, &lda, jpvt, tau, work, &lwork, &info);
     return info;
 }
