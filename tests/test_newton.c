@@ -737,6 +737,78 @@ END_TEST
  * object), and near these simple roots the error is |dx| to first order
  * (plus the forward difference's ~1e-8 relative error on J times |dx|):
  * 3.1e-10 for the 3x3 root (|x| <= 3), 1.5e-10 for (sqrt2, sqrt2). */
+/* A sparse system (a discretized -u'' + c u^3 = f, tridiagonal J: 70 of
+ * 576 entries non-zero, so the solver's weights walk J by its non-zeros)
+ * in units of its own: G(x) = s F(x / u), root x = u x* with x* chosen
+ * and f made from it. */
+enum { TRI_N = 24 };
+typedef struct {
+    double s, u, f[TRI_N];
+} tri_system;
+
+static double tri_root(int i) { return 1.0 + 0.5 * sin(1.0 + i); }
+
+static void tri_apply(const double *X, double *F)
+{
+    for (int i = 0; i < TRI_N; ++i) {
+        double left = i > 0 ? X[i - 1] : 0.0, right = i + 1 < TRI_N ? X[i + 1] : 0.0;
+        F[i] = 2.0 * X[i] - left - right + 3.0 * X[i] * X[i] * X[i];
+    }
+}
+
+static int res_tri(const double *x, double *G, void *user)
+{
+    const tri_system *t = user;
+    double X[TRI_N];
+    for (int i = 0; i < TRI_N; ++i) X[i] = x[i] / t->u;
+    tri_apply(X, G);
+    for (int i = 0; i < TRI_N; ++i) G[i] = t->s * (G[i] - t->f[i]);
+    return 0;
+}
+
+static int jac_tri(const double *x, double *J, int ldj, void *user)
+{
+    const tri_system *t = user;
+    double d = t->s / t->u;
+    for (int j = 0; j < TRI_N; ++j)
+        for (int i = 0; i < TRI_N; ++i) {
+            double X = x[i] / t->u;
+            double v = i == j ? 2.0 + 9.0 * X * X : (i == j + 1 || j == i + 1) ? -1.0 : 0.0;
+            J[i + (size_t)j * ldj] = d * v;
+        }
+    return 0;
+}
+
+START_TEST(sparse_system_converges_to_its_root_with_the_same_verdicts_in_any_units)
+{
+    static const double scales[] = {1.0, 1e8, 1e-8};
+    double star[TRI_N];
+    for (int i = 0; i < TRI_N; ++i) star[i] = tri_root(i);
+    int iterations = -1;
+    for (int a = 0; a < 3; ++a)
+        for (int c = 0; c < 3; ++c) {
+            tri_system t = {scales[a], scales[c], {0}};
+            tri_apply(star, t.f);
+            cdyn_newton *nt = cdyn_newton_create(TRI_N, TRI_N, NULL);
+            ck_assert_ptr_nonnull(nt);
+            double x[TRI_N];
+            for (int i = 0; i < TRI_N; ++i) x[i] = t.u * (star[i] + 0.3 * cos(2.0 * i));
+            ck_assert_int_eq(cdyn_newton_solve(nt, res_tri, jac_tri, &t, x), CDYN_OK);
+            double err = 0.0;
+            for (int i = 0; i < TRI_N; ++i) err = fmax(err, fabs(x[i] / t.u - star[i]));
+            /* J's condition is below 10 (diagonally dominant): the default
+             * rtol 1e-10 and quadratic convergence leave rounding */
+            ck_assert_msg(err <= 1e-12, "s = %g, u = %g: error %g", t.s, t.u, err);
+            cdyn_newton_report r;
+            ck_assert_int_eq(cdyn_newton_get_report(nt, &r), CDYN_OK);
+            if (iterations < 0) iterations = r.iterations;
+            ck_assert_msg(r.iterations == iterations, "s = %g, u = %g: %d iterations, not %d",
+                          t.s, t.u, r.iterations, iterations);
+            cdyn_newton_free(nt);
+        }
+}
+END_TEST
+
 START_TEST(finite_difference_jacobian_converges_to_known_roots)
 {
     cdyn_newton *nt = create_ok(3, 3);
@@ -2497,6 +2569,7 @@ static Suite *newton_suite(void)
     tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);
     tcase_add_test(conv, warm_start_after_small_parameter_change_needs_at_most_two_steps);
     tcase_add_test(conv, finite_difference_jacobian_converges_to_known_roots);
+    tcase_add_test(conv, sparse_system_converges_to_its_root_with_the_same_verdicts_in_any_units);
     suite_add_tcase(s, conv);
 
     TCase *cap = tcase_create("iteration_cap");
