@@ -100,7 +100,7 @@ static void part_free(cdyn__dae_part *p)
                         p->range_t_fz, p->top_value, p->top_inverse, p->top_column,
                         p->hz_last,   p->gx_last,     p->fz_next, p->multiplier_dir,
                         p->rate_w,    p->multiplier_step, p->g0_bound,
-                        p->w_start,   p->bottom_value};
+                        p->w_start,   p->bottom_value, p->bottom_inverse, p->bottom_source};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
@@ -160,6 +160,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->bottom_start = malloc(sizeof(int) * ((size_t)n + 1));
     p->bottom_row = malloc(sizeof(int) * q1 * (size_t)n);
     p->bottom_value = doubles(q1 * (size_t)n);
+    p->bottom_inverse = doubles(q1);
+    p->bottom_source = doubles(q1 * (size_t)n);
     p->hz_last = doubles(q1 * q1);
     p->gx_last = doubles(q1 * r1);
     p->fz_next = doubles(r1 * q1);
@@ -178,7 +180,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
              p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
              p->top_value && p->top_inverse && p->top_column && p->bottom_start &&
-             p->bottom_row && p->bottom_value && p->hz_last && p->gx_last &&
+             p->bottom_row && p->bottom_value && p->bottom_inverse && p->bottom_source &&
+             p->hz_last && p->gx_last &&
              p->fz_next && p->multiplier_dir && p->rate_w &&
              p->multiplier_step && p->g0_bound &&
              p->w_start;

@@ -74,6 +74,7 @@ static int direction_absent(const cdyn_dae *dae, const double *dir, int own)
         const double *g = G + (size_t)only * q;
         for (int k = 0; k < q; ++k) {
             double leak = fabs(g[k] * dir[only]), shifts = only != own ? leak : 0.0;
+            if (leak == 0.0) continue; /* the bound is >= 0: every input is finite */
             if (!(leak <= 64.0 * DBL_EPSILON * rounding_size(dae, k, only) * fabs(dir[only]) +
                            1e-6 * shifts))
                 return 0;
@@ -195,7 +196,7 @@ static void rates_of_x(cdyn_dae *dae, const double *F, double *ptf, double *xdot
     int n = dae->n, r = dae->r;
     cdyn__dae_range_t(dae, 1, F, n, 1.0, ptf, r);
     memcpy(xdot, ptf, sizeof(double) * (size_t)r);
-    cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, xdot, r);
+    cdyn__dae_solve_reduced(dae, 1, xdot, r);
 }
 
 /* out (q) = G_x x' + G_w w' + G_t for x' (r, in B's column order) and the
@@ -333,7 +334,7 @@ static int multiplier_jacobian(const double *u, double *J, int ldj, void *user)
     if (!same) { /* X_z = B^-1 P^T F_z, H_z = G_x X_z (else both as last time) */
         memcpy(p->range_t_fz, p->fz_next, fz_bytes);
         memcpy(x_z, p->range_t_fz, fz_bytes);
-        cdyn__getrs('N', r, nz, p->reduced, r, p->ipiv, x_z, r);
+        cdyn__dae_solve_reduced(dae, nz, x_z, r);
         for (int j = 0; j < r; ++j)
             memcpy(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
                    sizeof(double) * (size_t)q);
@@ -467,7 +468,7 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     for (int j = 0; j < r; ++j)
         memcpy(p->reduced + (size_t)j * r, p->range_t_mass + (size_t)x_state(dae, j) * r,
                sizeof(double) * (size_t)r);
-    if (cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
+    if (cdyn__dae_factor_reduced(dae) != 0)
         return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                           "%s: P^T M of the states with mass is singular at t = %g", fn, t);
     dae->reduced_factored = 1;
@@ -656,7 +657,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
         if (step == 2 || !(omega > tolerance) || !isfinite(omega)) break;
         const double *res_top = dae->residual, *res_bottom = dae->residual + r;
         memcpy(dx, res_top, sizeof(double) * (size_t)r);
-        cdyn__getrs('N', r, 1, dae->part.reduced, r, dae->part.ipiv, dx, r);
+        cdyn__dae_solve_reduced(dae, 1, dx, r);
         constraint_rate(dae, dx, NULL, du); /* G_x dx0 - G_t */
         for (int k = 0; k < q; ++k) du[k] = res_bottom[k] - (du[k] + dae->part.vec_q2[k]);
         cdyn__newton_apply(dae->newton_z, du, du);

@@ -63,10 +63,14 @@ typedef struct cdyn__dae_part {
     double *top_value;         /* r x n */
     double *top_inverse, *top_column; /* r, n */
     int top_valid;
-    /* the same certificate's copy of G_v's non-zeros by columns, rebuilt
-     * at every call (G_v changes with the state) */
+    /* the same certificate's copy of G_v's non-zeros by columns and 1 / its
+     * row maxima, rebuilt when G_v is not bit for bit the G_v they were
+     * made of (bottom_source; affine balances keep it) */
     int *bottom_start, *bottom_row; /* n + 1, q x n */
     double *bottom_value;           /* q x n */
+    double *bottom_inverse;         /* q */
+    double *bottom_source;          /* q x n */
+    int bottom_valid;
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
 } cdyn__dae_part;
 
@@ -108,6 +112,8 @@ struct cdyn_dae {
     int hold_chord;         /* evaluations inside a Jacobian leave the chord starts alone */
     int reduced_factored;   /* part.reduced holds the LU of a matrix fixed by the split and a
                              * constant M (P^T M_i, decoupled; P^T M_x, index-2 form) */
+    int reduced_diagonal;   /* that LU is diagonal without row exchanges (a diagonal M: the
+                             * hydraulic inertances), and its solves divide */
     int ny;                 /* length of y: r (index 1) or r - q (index 2) */
     int *multiplier;        /* nz (index-2 form): the massless states G0 does not see */
     int nz;                 /* number of multipliers: q in a pure index-2 network, fewer when
@@ -271,6 +277,15 @@ void cdyn__dae_coupling(cdyn_dae *dae);
  * evaluation is decoupled (P^T M_a = 0), v_i' from P^T M_i v_i' = top and
  * v_a' = G_a^# (bottom - G_i v_i'), without A. Uses part.vec_q and
  * part.reduced_rhs. */
+/* The LU of the r x r part.reduced in place (cdyn__getrf; its info
+ * returned), noting whether the factors are diagonal. */
+int cdyn__dae_factor_reduced(cdyn_dae *dae);
+
+/* X (r x nrhs, ld ldx) = B^-1 X with that LU: by divisions when it is
+ * diagonal (the same results as the triangular solves, whose other terms
+ * are exact zeros), else cdyn__getrs. */
+void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx);
+
 void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out);
 
 /* Componentwise backward error of the rates vdot (n) on

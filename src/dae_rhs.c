@@ -350,6 +350,36 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
+/* cdyn__dae_factor_reduced: dae_internal.h. */
+int cdyn__dae_factor_reduced(cdyn_dae *dae)
+{
+    int r = dae->r;
+    const double *lu = dae->part.reduced;
+    dae->reduced_diagonal = 0;
+    int info = cdyn__getrf(r, dae->part.reduced, r, dae->part.ipiv);
+    if (info != 0) return info;
+    for (int j = 0; j < r; ++j) {
+        if (dae->part.ipiv[j] != j + 1) return 0;
+        for (int i = 0; i < r; ++i)
+            if (i != j && lu[i + (size_t)j * r] != 0.0) return 0;
+    }
+    dae->reduced_diagonal = 1;
+    return 0;
+}
+
+/* cdyn__dae_solve_reduced: dae_internal.h. */
+void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx)
+{
+    int r = dae->r;
+    const double *lu = dae->part.reduced;
+    if (!dae->reduced_diagonal) {
+        cdyn__getrs('N', r, nrhs, lu, r, dae->part.ipiv, X, ldx);
+        return;
+    }
+    for (int j = 0; j < nrhs; ++j)
+        for (int i = 0; i < r; ++i) X[i + (size_t)j * ldx] /= lu[i + (size_t)i * r];
+}
+
 /* cdyn__dae_solve_rates: dae_internal.h. */
 void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out)
 {
@@ -361,7 +391,7 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
         /* P^T M_a = 0: v_i' from the top block alone, then
          * v_a' = G_a^# (bottom - G_i v_i') */
         memcpy(vi, top, sizeof(double) * (size_t)r);
-        cdyn__getrs('N', r, 1, p->reduced, r, p->ipiv, vi, r);
+        cdyn__dae_solve_reduced(dae, 1, vi, r);
         memcpy(va_part, bottom, sizeof(double) * (size_t)q);
         for (int j = 0; j < r; ++j) {
             const double *gi = p->constraint_jac + (size_t)dae->integrated[j] * q;
@@ -378,7 +408,7 @@ void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *botto
         const double *ptm_a = ptm + (size_t)dae->algebraic[k] * r;
         for (int i = 0; i < r; ++i) vi[i] -= ptm_a[i] * va_part[k];
     }
-    cdyn__getrs('N', r, 1, p->reduced, r, p->ipiv, vi, r);
+    cdyn__dae_solve_reduced(dae, 1, vi, r);
     for (int j = 0; j < r; ++j) out[dae->integrated[j]] = vi[j];
     for (int k = 0; k < q; ++k) {
         double s = va_part[k];
@@ -444,7 +474,7 @@ static void top_frame(cdyn_dae *dae)
  * kkt.h's largest rate of the whole system: a decoupled state with a rate
  * of 1e28 made that floor accept a closed junction's inconsistent rates
  * (test_dae). Both blocks are walked by their non-zeros (gather_nonzeros:
- * the top once per mass in top_frame, G_v at every call). */
+ * the top once per mass in top_frame, G_v whenever it changed). */
 double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, q = dae->q, r = dae->r;
@@ -454,11 +484,16 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
     const int *ts = p->top_start, *tr = p->top_row, *bs = p->bottom_start, *br = p->bottom_row;
     const double *tv = p->top_value, *bv = p->bottom_value;
     top_frame(dae);
-    /* G_v's non-zeros by columns and 1 / its row maxima: the passes below
-     * visit only non-zeros */
-    double *inverse = row_max + r; /* rows r.. of the matrix: G_v */
-    gather_nonzeros(q, n, p->constraint_jac, p->bottom_start, p->bottom_row, p->bottom_value,
-                    inverse);
+    /* G_v's non-zeros by columns and 1 / its row maxima (rows r.. of the
+     * matrix): the passes below visit only non-zeros */
+    const double *inverse = p->bottom_inverse;
+    size_t g_bytes = sizeof(double) * (size_t)q * n;
+    if (!p->bottom_valid || memcmp(p->bottom_source, p->constraint_jac, g_bytes) != 0) {
+        gather_nonzeros(q, n, p->constraint_jac, p->bottom_start, p->bottom_row, p->bottom_value,
+                        p->bottom_inverse);
+        memcpy(p->bottom_source, p->constraint_jac, g_bytes);
+        p->bottom_valid = 1;
+    }
     for (int j = 0; j < n; ++j) {
         double largest = p->top_column[j];
         for (int e = bs[j]; e < bs[j + 1]; ++e)
@@ -534,7 +569,7 @@ static cdyn_status rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
                 for (int i = 0; i < r; ++i) col[i] += ptm_a[i] * c;
             }
         }
-        if (r > 0 && cdyn__getrf(r, p->reduced, r, p->ipiv) != 0)
+        if (r > 0 && cdyn__dae_factor_reduced(dae) != 0)
             return cdyn__fail(dae->msg, CDYN_ERR_SINGULAR,
                               "%s: minimum-order matrix P^T M Pi [I; -G_a^-1 G_i] is singular "
                               "at t = %g",
