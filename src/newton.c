@@ -469,6 +469,14 @@ int cdyn__newton_factor(cdyn_newton *nt, const double *J, int ldj)
     return result;
 }
 
+/* Has the one-row J (ld ldj, p columns) a non-zero entry? */
+static int nonzero_row(int p, const double *J, int ldj)
+{
+    for (int j = 0; j < p; ++j)
+        if (J[(size_t)j * ldj] != 0.0) return 1;
+    return 0;
+}
+
 /* The factorization itself (cdyn__newton_factor). */
 static int factor(cdyn_newton *nt, const double *J, int ldj)
 {
@@ -478,8 +486,16 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
      * fact of J, whatever the units of the unknowns); its minimum-norm step
      * then needs the QR in the caller's metric, a second factorization */
     enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS;
-    int rank =
-        cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, NULL, &decision);
+    int rank;
+    if (k == 1 && p > 1 && nonzero_row(p, J, ldj)) {
+        /* one row: its one pivot is the largest, so the decision keeps it
+         * in any scaling (the equilibrated row is non-zero with J's) */
+        rank = 1;
+        decision = (cdyn__rank){.rank = 1, .ratio = 1.0, .dropped = 0.0};
+    } else {
+        rank = cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, NULL,
+                                 &decision);
+    }
     if (rank == k && k < p &&
         cdyn__rank_decide(&nt->b.ws, CDYN__RANK_ROWS_METRIC, k, p, J, ldj, nt->rank_tol, NULL,
                           NULL, NULL) < 0)
