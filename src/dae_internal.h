@@ -269,14 +269,6 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
  * G_a (nothing to do when it is there already). */
 void cdyn__dae_coupling(cdyn_dae *dae);
 
-/* With those factorizations: the rates for given right-hand sides of the
- * two blocks of the linear system of T3.3,
- *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
- * into out (n): v_a' = A v_i' + G_a^# bottom and
- * [P^T M Pi [I; A]] v_i' = top - P^T M Pi [0; G_a^# bottom]; when the
- * evaluation is decoupled (P^T M_a = 0), v_i' from P^T M_i v_i' = top and
- * v_a' = G_a^# (bottom - G_i v_i'), without A. Uses part.vec_q and
- * part.reduced_rhs. */
 /* The LU of the r x r part.reduced in place (cdyn__getrf; its info
  * returned), noting whether the factors are diagonal. */
 int cdyn__dae_factor_reduced(cdyn_dae *dae);
@@ -286,6 +278,14 @@ int cdyn__dae_factor_reduced(cdyn_dae *dae);
  * are exact zeros), else cdyn__getrs. */
 void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx);
 
+/* With the factorizations cdyn__dae_rhs_at() leaves: the rates for given right-hand sides of the
+ * two blocks of the linear system of T3.3,
+ *     P^T M v' = top (r)        G_v v' = bottom (q; G_v = dG0/dv),
+ * into out (n): v_a' = A v_i' + G_a^# bottom and
+ * [P^T M Pi [I; A]] v_i' = top - P^T M Pi [0; G_a^# bottom]; when the
+ * evaluation is decoupled (P^T M_a = 0), v_i' from P^T M_i v_i' = top and
+ * v_a' = G_a^# (bottom - G_i v_i'), without A. Uses part.vec_q and
+ * part.reduced_rhs. */
 void cdyn__dae_solve_rates(cdyn_dae *dae, const double *top, const double *bottom, double *out);
 
 /* Componentwise backward error of the rates vdot (n) on
