@@ -35,6 +35,24 @@ static double largest_difference(int m, const double *a, const double *b)
     return d;
 }
 
+/* Phi(q, t + h0) into plus, Phi(q, t - h0) into minus and Phi(q, t + h1)
+ * into at_h1 for the tableau's first two steps (h0 = c, h1 = c/4 as they
+ * are representable at t); *same when all three are the same bits. */
+static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, const double *q,
+                                    double c, double *plus, double *minus, double *at_h1,
+                                    int *same)
+{
+    volatile double ahead = t + c, ahead1 = t + 0.25 * c; /* as in the tableau */
+    double h0 = ahead - t, h1 = ahead1 - t;
+    cdyn_status st = cdyn__mbs_phi(mbs, fn, t + h0, q, plus);
+    if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - h0, q, minus);
+    if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t + h1, q, at_h1);
+    if (st != CDYN_OK) return st;
+    size_t bytes = sizeof(double) * (size_t)mbs->m;
+    *same = memcmp(plus, minus, bytes) == 0 && memcmp(plus, at_h1, bytes) == 0;
+    return CDYN_OK;
+}
+
 /* The derivative of order 1 or 2 of f at tau = 0 (THEORY T4.1) into out,
  * by central differences D_k with steps h_k = c T 4^-k extrapolated to the
  * limit h -> 0 (Richardson, in a tableau: the error of a central
@@ -51,7 +69,11 @@ static double largest_difference(int m, const double *a, const double *b)
  * rounding nor depends on the units of length or time; but 1 s when Phi
  * depends on t explicitly, whose time scale cdyn cannot know. The levels
  * reach down to c min(1 s, |q|_inf / |q'|_inf) / 64. For Phi_t alone,
- * T = 1 s and four levels. */
+ * T = 1 s and four levels, and the first three evaluations (t - c, t + c,
+ * t + c/4: unequally spaced) come first: when Phi gives the same bits at
+ * all three it does not depend on t there (a scleronomic constraint), and
+ * Phi_t = 0 exactly, without the other five; else the tableau goes on with
+ * them. */
 static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
                                    int order, double t, const double *q, const double *qdot,
                                    double *out)
@@ -87,12 +109,25 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
         ++levels;
     c *= longest;
     if (order == 2) st = evaluate(mbs, fn, kind, t, q, qdot, 0.0, center);
+    if (kind == PHI_IN_TIME) { /* levels 0 and 1's t + h first (center: order 1) */
+        int same = 0;
+        st = time_independent(mbs, fn, t, q, c, plus, minus, center, &same);
+        if (st != CDYN_OK) return st;
+        if (same) {
+            for (int i = 0; i < m; ++i) out[i] = 0.0;
+            return CDYN_OK;
+        }
+    }
     double best = INFINITY, step = c;
     for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
         volatile double ahead = t + step; /* the step actually representable */
         double h = ahead - t;
-        st = evaluate(mbs, fn, kind, t, q, qdot, h, plus);
-        if (st == CDYN_OK) st = evaluate(mbs, fn, kind, t, q, qdot, -h, minus);
+        if (kind == PHI_IN_TIME && k == 1) /* its t + h is in center */
+            memcpy(plus, center, sizeof(double) * (size_t)m);
+        else if (!(kind == PHI_IN_TIME && k == 0))
+            st = evaluate(mbs, fn, kind, t, q, qdot, h, plus);
+        if (st == CDYN_OK && !(kind == PHI_IN_TIME && k == 0))
+            st = evaluate(mbs, fn, kind, t, q, qdot, -h, minus);
         if (st != CDYN_OK) break;
         for (int i = 0; i < m; ++i)
             row[i] = order == 1 ? (plus[i] - minus[i]) / (2.0 * h)

@@ -814,6 +814,50 @@ START_TEST(stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_m
 }
 END_TEST
 
+static int zero_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    Phi_t[0] = Phi_t[1] = 0.0;
+    return 0;
+}
+
+/* Phi_t of a scleronomic constraint by differences (phi_t NULL) is exactly
+ * 0: the first three evaluations of its tableau (t - c, t + c, t + c/4)
+ * give the same bits, and they are all it takes. The velocity projection
+ * and the right-hand side must give bit for bit what they give with a
+ * phi_t callback returning the exact 0, at several times (t = 1e6 s too,
+ * where the steps are rounded to t's spacing). */
+START_TEST(scleronomic_phi_t_by_differences_is_exactly_zero_after_three_evaluations)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    cdyn_mbs *diff = slider_new(&sc, 1), *exact = slider_new(&sc, 1);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(exact, zero_phi_t, sc_xi), CDYN_OK);
+    const double times[3] = {0.0, 3.7, 1e6}, th1[3] = {1.1, -0.4, 2.8};
+    for (int k = 0; k < 3; ++k) {
+        double y[6], y_diff[6], y_exact[6], yd_diff[6], yd_exact[6];
+        slider_state(&sc, th1[k], 2.3, y);
+        y[3] += 1e-3, y[5] -= 2e-3; /* speeds off the velocity constraint */
+        memcpy(y_diff, y, sizeof y);
+        memcpy(y_exact, y, sizeof y);
+        cdyn_mbs_counters before, after;
+        cdyn_mbs_get_counters(diff, &before);
+        ck_assert_int_eq(cdyn_mbs_project_velocities(diff, times[k], y_diff), CDYN_OK);
+        cdyn_mbs_get_counters(diff, &after);
+        /* 3 for Phi_t, 1 for the position residual it reports (9 before
+         * the shortcut: the tableau's four levels) */
+        ck_assert_int_eq(after.phi_evaluations - before.phi_evaluations, 4);
+        ck_assert_int_eq(cdyn_mbs_project_velocities(exact, times[k], y_exact), CDYN_OK);
+        ck_assert_mem_eq(y_diff, y_exact, sizeof y);
+        ck_assert_int_eq(cdyn_mbs_rhs(diff, times[k], y, yd_diff), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_rhs(exact, times[k], y, yd_exact), CDYN_OK);
+        ck_assert_mem_eq(yd_diff, yd_exact, sizeof yd_diff);
+    }
+    cdyn_mbs_free(diff);
+    cdyn_mbs_free(exact);
+}
+END_TEST
+
 /* The slider-crank's accelerations and multipliers against a bordered KKT
  * solve (dgesv) with the exact xi. */
 START_TEST(slider_crank_rhs_matches_a_bordered_kkt_solve)
@@ -2748,6 +2792,7 @@ int main(void)
     suite_add_tcase(s, tc_rhs);
 
     TCase *tc_rheo = tcase_create("rheonomic");
+    tcase_add_test(tc_rheo, scleronomic_phi_t_by_differences_is_exactly_zero_after_three_evaluations);
     tcase_add_test(tc_rheo, rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_exact_time_terms);
     tcase_add_test(
         tc_rheo,

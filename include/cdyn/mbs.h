@@ -101,8 +101,10 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
  * c min(1 s, |q|_inf / |q'|_inf) / 64, so for scleronomic constraints the
  * steps follow the motion whatever the units of length and time; for
  * Phi_t alone T = 1 s and 4 levels. Each level costs two Phi (or Phi_q) evaluations:
- * - phi_t NULL: Phi_t by differences of Phi in t (exact, 0, for
- *   scleronomic constraints);
+ * - phi_t NULL: Phi_t by differences of Phi in t; the first three
+ *   evaluations (t - c, t + c, t + c/4) come first, and when Phi gives the
+ *   same bits at all three (a scleronomic constraint) Phi_t = 0 exactly
+ *   after those three;
  * - xi NULL with phi_t given: xi = -d/dtau (Phi_q q' + Phi_t) along the
  *   path (q + tau q', t + tau): tests show relative errors <= 1e-9 on
  *   smooth constraints;
