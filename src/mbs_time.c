@@ -37,7 +37,9 @@ static double largest_difference(int m, const double *a, const double *b)
 
 /* Phi(q, t + h0) into plus, Phi(q, t - h0) into minus and Phi(q, t + h1)
  * into at_h1 for the tableau's first two steps (h0 = c, h1 = c/4 as they
- * are representable at t); *same when all three are the same bits. */
+ * are representable at t); *same when all three are the same bits at
+ * three distinct times (at a t so large that the steps round to 0 or to
+ * each other, never: the tableau then reports its quotients). */
 static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                                     double c, double *plus, double *minus, double *at_h1,
                                     int *same)
@@ -49,7 +51,8 @@ static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, con
     if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t + h1, q, at_h1);
     if (st != CDYN_OK) return st;
     size_t bytes = sizeof(double) * (size_t)mbs->m;
-    *same = memcmp(plus, minus, bytes) == 0 && memcmp(plus, at_h1, bytes) == 0;
+    *same = h1 > 0.0 && h1 < h0 && memcmp(plus, minus, bytes) == 0 &&
+            memcmp(plus, at_h1, bytes) == 0;
     return CDYN_OK;
 }
 

@@ -858,6 +858,37 @@ START_TEST(scleronomic_phi_t_by_differences_is_exactly_zero_after_three_evaluati
 }
 END_TEST
 
+/* A rheonomic constraint at a time so large that the steps of Phi_t's
+ * differences round to nothing (t = 1e13 s: its spacing, 2e-3 s, is above
+ * twice the first step, 7.4e-4 s): the three first evaluations are all at
+ * t and agree, but that proves nothing about Phi_t, so no CDYN_OK with
+ * Phi_t = 0 may come back (the quotients are 0 / 0: CDYN_ERR_NONFINITE). */
+START_TEST(rheonomic_phi_t_is_not_taken_for_zero_where_the_steps_round_away)
+{
+    rod r;
+    rod_init(&r);
+    cdyn_mbs *mbs = rod_new(&r, 0, 1);
+    double y[4];
+    rod_state(&r, 1e13, 0.8, 0.3, y);
+    y[2] += 0.1;
+    ck_assert_int_eq(cdyn_mbs_project_velocities(mbs, 1e13, y), CDYN_ERR_NONFINITE);
+    /* elsewhere Phi' = 0 fixes the speed along the rod's normal at
+     * e_th . q' = w rr = 1.36 m/s (0 if Phi_t were taken for 0): to 1e-9 at
+     * t = 3.7 s, and to 1e-6 at 1e6 s, where w t carries an absolute
+     * rounding of 2e-10 rad into Phi's differences over steps of 7e-4 s */
+    const double times[2] = {3.7, 1e6}, tolerance[2] = {1e-9, 1e-6};
+    for (int k = 0; k < 2; ++k) {
+        double t = times[k], w = r.omega, rr = 0.8;
+        rod_state(&r, t, rr, 0.3, y);
+        y[2] += 0.1;
+        ck_assert_int_eq(cdyn_mbs_project_velocities(mbs, t, y), CDYN_OK);
+        double normal = -sin(w * t) * y[2] + cos(w * t) * y[3];
+        ck_assert_double_eq_tol(normal, w * rr, tolerance[k] * w * rr);
+    }
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* The slider-crank's accelerations and multipliers against a bordered KKT
  * solve (dgesv) with the exact xi. */
 START_TEST(slider_crank_rhs_matches_a_bordered_kkt_solve)
@@ -2793,6 +2824,7 @@ int main(void)
 
     TCase *tc_rheo = tcase_create("rheonomic");
     tcase_add_test(tc_rheo, scleronomic_phi_t_by_differences_is_exactly_zero_after_three_evaluations);
+    tcase_add_test(tc_rheo, rheonomic_phi_t_is_not_taken_for_zero_where_the_steps_round_away);
     tcase_add_test(tc_rheo, rheonomic_rhs_matches_the_bead_on_a_turning_rod_with_exact_time_terms);
     tcase_add_test(
         tc_rheo,

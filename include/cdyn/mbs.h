@@ -104,7 +104,8 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
  * - phi_t NULL: Phi_t by differences of Phi in t; the first three
  *   evaluations (t - c, t + c, t + c/4) come first, and when Phi gives the
  *   same bits at all three (a scleronomic constraint) Phi_t = 0 exactly
- *   after those three;
+ *   after those three (not at a t so large that the steps round away:
+ *   the differences then report CDYN_ERR_NONFINITE);
  * - xi NULL with phi_t given: xi = -d/dtau (Phi_q q' + Phi_t) along the
  *   path (q + tau q', t + tau): tests show relative errors <= 1e-9 on
  *   smooth constraints;
