@@ -20,6 +20,9 @@
  *    and the top half [0 I].
  *  - the input matrix of forces on the pendulum's bob, from the tangential
  *    component of the force (single_pendulum_input_matrix_by_hand);
+ *  - two masses held together on a spring, state matrix [0 1; -K/(2m) 0],
+ *    also with forces and masses 1e300 times larger, where the chain
+ *    rule's differences overflow and the right-hand side is differenced;
  *  - the double pendulum in motion: its partitioned ODE written out again
  *    in __float128 (Newton for the dependent coordinates, the bordered
  *    solve) and differenced there, independently of cdyn.
@@ -795,6 +798,97 @@ static int bead_xi(double t, const double *q, const double *qd, double *xi, void
     return 0;
 }
 
+/* ---- a heavy mass pair on a stiff spring: q = (q1, q2), q1 = q2 ---------- */
+
+/* Two equal masses m joined rigidly (Phi = q1 - q2), a spring of
+ * stiffness K on q1: 2 m z'' = -K z, so the partitioned state matrix is
+ * [0 1; -K / (2 m) 0] whichever coordinate is independent. In SI with
+ * m = 1 kg and K = 1e10 N/m, and with forces and masses both 1e300 times
+ * larger (m = 1e300 kg, K = 1e310 N/m: the same motion); K itself is not
+ * representable there, and Q = -(k q1) k with k = 1e155. */
+typedef struct {
+    double m, k; /* K = k^2 */
+} spring_pair;
+
+static int sp_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const spring_pair *s = user;
+    M[0] = M[1 + ld] = s->m;
+    M[1] = M[ld] = 0.0;
+    return 0;
+}
+
+static int sp_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)qdot;
+    const spring_pair *s = user;
+    Q[0] = -(s->k * q[0]) * s->k;
+    Q[1] = 0.0;
+    return 0;
+}
+
+static int sp_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    Phi[0] = q[0] - q[1];
+    return 0;
+}
+
+static int sp_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    J[0] = 1.0;
+    J[ld] = -1.0;
+    return 0;
+}
+
+static int sp_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)q, (void)user;
+    Phi_t[0] = 0.0;
+    return 0;
+}
+
+static int sp_xi(double t, const double *q, const double *qdot, double *xi, void *user)
+{
+    (void)t, (void)q, (void)qdot, (void)user;
+    xi[0] = 0.0;
+    return 0;
+}
+
+/* At m = 1e300 kg the chain rule's differences of Q along a column
+ * (|Q| = 1e307 N over steps of about 1e-11 m) overflow, so that column's
+ * solve is not certified, and cdyn_mbs_partition_jacobian differences the
+ * partitioned right-hand side instead (8 d + 2 = 10 more evaluations, as
+ * mbs.h says); its accelerations are 5e6 m/s^2, their differences finite.
+ * Both unit systems must give the hand matrix; in SI the chain rule
+ * serves (one partitioned right-hand side). */
+START_TEST(partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows)
+{
+    const double masses[2] = {1.0, 1e300}, stiff[2] = {1e5, 1e155};
+    const long evaluations[2] = {1, 11};
+    for (int u = 0; u < 2; ++u) {
+        spring_pair s = {masses[u], stiff[u]};
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, sp_mass, sp_force, sp_phi, sp_jacobian, &s),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, sp_phi_t, sp_xi), CDYN_OK);
+        double y[4] = {1e-3, 1e-3, 0.3, 0.3}, z[2], A[4];
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        cdyn_mbs_counters before, after;
+        cdyn_mbs_get_counters(mbs, &before);
+        ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_OK);
+        cdyn_mbs_get_counters(mbs, &after);
+        ck_assert_int_eq(after.partition_rhs - before.partition_rhs, evaluations[u]);
+        const double hand[4] = {0.0, -5e9, 1.0, 0.0}; /* by columns */
+        ck_assert_double_le(column_error(2, A, hand), 1e-10); /* 7e-14, 1.2e-13 seen */
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 START_TEST(lagrange_jacobian_of_a_rheonomic_constraint_by_hand)
 {
     bead b = {0.3, 1.7};
@@ -1097,6 +1191,7 @@ int main(void)
     tcase_add_test(tc, penalty_jacobian_through_its_factorization);
     tcase_add_test(tc, redundant_rows_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
+    tcase_add_test(tc, partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

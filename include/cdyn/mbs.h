@@ -324,9 +324,11 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * 1e-12 of each column for a double pendulum in motion; with xi left to
  * differences its error adds: 3e-8 for a 1.3 m pendulum, 7e-9 for the
  * 1.3e6 m one, 7e-8 for the double pendulum in motion (the same one at
- * rest: its frequencies to 1e-16). When a column's solve is not certified,
+ * rest: its frequencies to 1e-16). When a column's solve is not certified
+ * (or its differences overflow: forces of 1e307 N on masses of 1e300 kg),
  * the partitioned right-hand side itself is differenced instead (8 d + 2
- * evaluations, each with a Newton solve of the dependent coordinates).
+ * evaluations, each with a Newton solve of the dependent coordinates;
+ * test_linearize, against the hand matrix to 1e-10).
  * The evaluation at z commits, so warm start, reactions and the partition
  * event are those of (t, z); a failed call gives back those of before the
  * call (the rank histories keep what the evaluations added).
