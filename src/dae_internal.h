@@ -112,8 +112,8 @@ struct cdyn_dae {
     int hold_chord;         /* evaluations inside a Jacobian leave the chord starts alone */
     int reduced_factored;   /* part.reduced holds the LU of a matrix fixed by the split and a
                              * constant M (P^T M_i, decoupled; P^T M_x, index-2 form) */
-    int reduced_diagonal;   /* that LU is diagonal without row exchanges (a diagonal M: the
-                             * hydraulic inertances), and its solves divide */
+    int reduced_diagonal;   /* that LU has L = I and a diagonal U (a diagonal M: the
+                             * hydraulic inertances), and its solves swap rows and divide */
     int ny;                 /* length of y: r (index 1) or r - q (index 2) */
     int *multiplier;        /* nz (index-2 form): the massless states G0 does not see */
     int nz;                 /* number of multipliers: q in a pure index-2 network, fewer when
@@ -270,12 +270,13 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
 void cdyn__dae_coupling(cdyn_dae *dae);
 
 /* The LU of the r x r part.reduced in place (cdyn__getrf; its info
- * returned), noting whether the factors are diagonal. */
+ * returned), noting whether L = I and U is diagonal. */
 int cdyn__dae_factor_reduced(cdyn_dae *dae);
 
-/* X (r x nrhs, ld ldx) = B^-1 X with that LU: by divisions when it is
- * diagonal (the same results as the triangular solves, whose other terms
- * are exact zeros), else cdyn__getrs. */
+/* X (r x nrhs, ld ldx) = B^-1 X with that LU: by the row exchanges and
+ * divisions when L = I and U is diagonal (the same results as the
+ * triangular solves, whose other terms are exact zeros), else
+ * cdyn__getrs. */
 void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx);
 
 /* With the factorizations cdyn__dae_rhs_at() leaves: the rates for given right-hand sides of the

@@ -358,11 +358,12 @@ int cdyn__dae_factor_reduced(cdyn_dae *dae)
     dae->reduced_diagonal = 0;
     int info = cdyn__getrf(r, dae->part.reduced, r, dae->part.ipiv);
     if (info != 0) return info;
-    for (int j = 0; j < r; ++j) {
-        if (dae->part.ipiv[j] != j + 1) return 0;
+    /* the factors of a row permutation of a diagonal matrix (P^T M_x of
+     * the index-2 form takes the states in B's column order, not P's) are
+     * L = I and a diagonal U, exactly: each pivot column has one non-zero */
+    for (int j = 0; j < r; ++j)
         for (int i = 0; i < r; ++i)
             if (i != j && lu[i + (size_t)j * r] != 0.0) return 0;
-    }
     dae->reduced_diagonal = 1;
     return 0;
 }
@@ -376,8 +377,18 @@ void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx)
         cdyn__getrs('N', r, nrhs, lu, r, dae->part.ipiv, X, ldx);
         return;
     }
-    for (int j = 0; j < nrhs; ++j)
-        for (int i = 0; i < r; ++i) X[i + (size_t)j * ldx] /= lu[i + (size_t)i * r];
+    for (int j = 0; j < nrhs; ++j) {
+        double *x = X + (size_t)j * ldx;
+        for (int i = 0; i < r; ++i) { /* the row exchanges, in getrf's order */
+            int swap = dae->part.ipiv[i] - 1;
+            if (swap != i) {
+                double keep = x[i];
+                x[i] = x[swap];
+                x[swap] = keep;
+            }
+        }
+        for (int i = 0; i < r; ++i) x[i] /= lu[i + (size_t)i * r];
+    }
 }
 
 /* cdyn__dae_solve_rates: dae_internal.h. */
