@@ -274,9 +274,9 @@ void cdyn__dae_coupling(cdyn_dae *dae);
 int cdyn__dae_factor_reduced(cdyn_dae *dae);
 
 /* X (r x nrhs, ld ldx) = B^-1 X with that LU: by the row exchanges and
- * divisions when L = I and U is diagonal (the same results as the
- * triangular solves, whose other terms are exact zeros), else
- * cdyn__getrs. */
+ * divisions when L = I and U is diagonal (the triangular solves' other
+ * terms are exact zeros; a division is correctly rounded where the small
+ * kernel multiplies by a reciprocal), else cdyn__getrs. */
 void cdyn__dae_solve_reduced(const cdyn_dae *dae, int nrhs, double *X, int ldx);
 
 /* With the factorizations cdyn__dae_rhs_at() leaves: the rates for given right-hand sides of the
