@@ -80,6 +80,8 @@ struct cdyn_newton {
     cdyn__newton_linear ops;
     int chord;                  /* start solves with chord steps (cdyn__newton_set_chord) */
     int kept_valid;             /* b.kept_* hold a factorization for them */
+    int r_diagonal;             /* the square QR is Q = I, R diagonal (factor_scaled_permutation) */
+    int kept_r_diagonal;        /* ... and so is the kept one */
     cdyn__guard guard;
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
@@ -298,6 +300,7 @@ void cdyn__newton_keep_for_chord(cdyn_newton *nt)
     memcpy(b->kept_row_scale, b->row_scale, sizeof(double) * k);
     memcpy(b->kept_col_scale, b->col_scale, sizeof(double) * k);
     memcpy(b->kept_jpvt, b->ws.jpvt, sizeof(int) * k);
+    nt->kept_r_diagonal = nt->r_diagonal;
 }
 
 void cdyn__newton_set_owner(cdyn_newton *nt, const int *owner_in_callback)
@@ -477,6 +480,52 @@ static int nonzero_row(int p, const double *J, int ldj)
     return 0;
 }
 
+/* A square J with one non-zero in each column, the columns' in distinct
+ * rows (a scaled permutation: the diagonal Jacobian of junctions that each
+ * leak through an orifice of their own), needs no QR. Its equilibrated
+ * B = D_r J D_c has every non-zero in [1/2, 1) (each row and column holds
+ * only that one), and ordering its columns by the rows of their non-zeros
+ * gives B E = R diagonal with Q = I: the QR that cdyn__newton_apply reads,
+ * with tau = 0. dgeqp3 on B would find the same pivots in magnitude (its
+ * columns are orthogonal), so the rank decision's verdict is the same: all
+ * k kept when the smallest |R_ii| / the largest exceeds the tolerance
+ * (always, for the default), which is the ratio reported. Returns 0 and
+ * leaves the workspace to the QR path when J is not such a matrix or the
+ * tolerance would drop a pivot. */
+static int factor_scaled_permutation(cdyn_newton *nt, const double *J, int ldj,
+                                     cdyn__rank *decision)
+{
+    int k = nt->k;
+    cdyn__rank_ws *w = &nt->b.ws;
+    int *column_of_row = w->jpvt;
+    for (int i = 0; i < k; ++i) column_of_row[i] = -1;
+    for (int j = 0; j < k; ++j) {
+        const double *col = J + (size_t)j * ldj;
+        int row = -1;
+        for (int i = 0; i < k; ++i) {
+            if (col[i] == 0.0) continue;
+            if (row >= 0) return 0; /* a second non-zero */
+            row = i;
+        }
+        if (row < 0 || column_of_row[row] >= 0) return 0;
+        column_of_row[row] = j;
+    }
+    cdyn__equilibrate(k, k, J, ldj, w->row_scale, w->col_scale);
+    double smallest = INFINITY, largest = 0.0;
+    memset(w->qr, 0, sizeof(double) * (size_t)k * k);
+    for (int i = 0; i < k; ++i) {
+        int j = column_of_row[i];
+        double b = w->row_scale[i] * J[i + (size_t)j * ldj] * w->col_scale[j];
+        w->qr[i + (size_t)i * k] = b;
+        w->tau[i] = 0.0;
+        smallest = fabs(b) < smallest ? fabs(b) : smallest;
+        largest = fabs(b) > largest ? fabs(b) : largest;
+    }
+    if (!(smallest > nt->rank_tol * largest)) return 0;
+    *decision = (cdyn__rank){.rank = k, .ratio = smallest / largest, .dropped = 0.0};
+    return 1;
+}
+
 /* The factorization itself (cdyn__newton_factor). */
 static int factor(cdyn_newton *nt, const double *J, int ldj)
 {
@@ -487,11 +536,15 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
      * then needs the QR in the caller's metric, a second factorization */
     enum cdyn__rank_mode how = k == p ? CDYN__RANK_COLUMNS : CDYN__RANK_ROWS;
     int rank;
+    nt->r_diagonal = 0;
     if (k == 1 && p > 1 && nonzero_row(p, J, ldj)) {
         /* one row: its one pivot is the largest, so the decision keeps it
          * in any scaling (the equilibrated row is non-zero with J's) */
         rank = 1;
         decision = (cdyn__rank){.rank = 1, .ratio = 1.0, .dropped = 0.0};
+    } else if (k == p && factor_scaled_permutation(nt, J, ldj, &decision)) {
+        rank = k;
+        nt->r_diagonal = 1;
     } else {
         rank = cdyn__rank_decide(&nt->b.ws, how, k, p, J, ldj, nt->rank_tol, NULL, NULL,
                                  &decision);
@@ -517,17 +570,22 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
 }
 
 /* x = J^-1 b from the QR of a square J's equilibrated B = D_r J D_c,
- * B E = Q R: R z = Q^T D_r b, x = D_c E z. x and b may alias. */
+ * B E = Q R: R z = Q^T D_r b, x = D_c E z; with Q = I and a diagonal R
+ * (diagonal) by divisions. x and b may alias. */
 static void apply_square(cdyn_newton *nt, const double *qr, const double *tau, const int *jpvt,
-                         const double *row_scale, const double *col_scale, const double *b_in,
-                         double *x)
+                         const double *row_scale, const double *col_scale, int diagonal,
+                         const double *b_in, double *x)
 {
     cdyn__rank_ws *w = &nt->b.ws;
     double *y = nt->b.rhs;
     int k = nt->k;
-    for (int i = 0; i < k; ++i) y[i] = row_scale[i] * b_in[i];
-    cdyn__ormqr('L', 'T', k, 1, k, qr, k, tau, y, k, w->work, w->lwork);
-    cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, qr, k, y, k);
+    if (diagonal) {
+        for (int i = 0; i < k; ++i) y[i] = row_scale[i] * b_in[i] / qr[i + (size_t)i * k];
+    } else {
+        for (int i = 0; i < k; ++i) y[i] = row_scale[i] * b_in[i];
+        cdyn__ormqr('L', 'T', k, 1, k, qr, k, tau, y, k, w->work, w->lwork);
+        cdyn__trsm('L', 'U', 'N', 'N', k, 1, 1.0, qr, k, y, k);
+    }
     for (int i = 0; i < k; ++i) x[jpvt[i]] = col_scale[jpvt[i]] * y[i];
 }
 
@@ -539,7 +597,8 @@ void cdyn__newton_apply(cdyn_newton *nt, const double *b_in, double *x)
     double *y = b->rhs; /* p */
     switch (nt->mode) {
     case MODE_QR_SQUARE:
-        apply_square(nt, w->qr, w->tau, w->jpvt, b->row_scale, b->col_scale, b_in, x);
+        apply_square(nt, w->qr, w->tau, w->jpvt, b->row_scale, b->col_scale, nt->r_diagonal,
+                     b_in, x);
         break;
     case MODE_QR_WIDE: /* B = D_r J, B^T E = Q R: R^T z = E^T D_r b, x = Q [z; 0] */
         for (int i = 0; i < k; ++i) y[i] = b->row_scale[w->jpvt[i]] * b_in[w->jpvt[i]];
@@ -605,12 +664,17 @@ void cdyn__newton_apply_many(cdyn_newton *nt, const double *B, int ldb, int nrhs
     for (int j = 0; j < nrhs; ++j)
         for (int i = 0; i < k; ++i)
             X[i + (size_t)j * ldx] = b->row_scale[i] * B[i + (size_t)j * ldb];
-    for (int j0 = 0; j0 < nrhs; j0 += w->lwork) { /* dormqr needs lwork >= columns */
-        int cols = nrhs - j0 < w->lwork ? nrhs - j0 : w->lwork;
-        cdyn__ormqr('L', 'T', k, cols, k, w->qr, k, w->tau, X + (size_t)j0 * ldx, ldx, w->work,
-                    w->lwork);
+    if (nt->r_diagonal) { /* Q = I, R diagonal */
+        for (int j = 0; j < nrhs; ++j)
+            for (int i = 0; i < k; ++i) X[i + (size_t)j * ldx] /= w->qr[i + (size_t)i * k];
+    } else {
+        for (int j0 = 0; j0 < nrhs; j0 += w->lwork) { /* dormqr needs lwork >= columns */
+            int cols = nrhs - j0 < w->lwork ? nrhs - j0 : w->lwork;
+            cdyn__ormqr('L', 'T', k, cols, k, w->qr, k, w->tau, X + (size_t)j0 * ldx, ldx,
+                        w->work, w->lwork);
+        }
+        cdyn__trsm('L', 'U', 'N', 'N', k, nrhs, 1.0, w->qr, k, X, ldx);
     }
-    cdyn__trsm('L', 'U', 'N', 'N', k, nrhs, 1.0, w->qr, k, X, ldx);
     for (int j = 0; j < nrhs; ++j) {
         double *col = X + (size_t)j * ldx;
         memcpy(b->rhs, col, sizeof(double) * (size_t)k);
@@ -638,6 +702,7 @@ static cdyn_status newton_direction(cdyn_newton *nt, const double *J, int ldj, c
         nt->smallest_kept = smallest;
         nt->largest_dropped = 0.0;
         nt->mode = result == 1 ? MODE_SVD : MODE_QR_SQUARE;
+        nt->r_diagonal = 0; /* the owner's factors, not the workspace's */
         nt->n_dependent_rows = nt->n_dropped_cols = 0;
         if (result == 1) {
             nt->report.svd_steps++;
@@ -1230,7 +1295,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
             nt->ops.apply(nt->ops.ctx, b->scratch, b->dx);
         else
             apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
-                         b->kept_col_scale, b->scratch, b->dx);
+                         b->kept_col_scale, nt->kept_r_diagonal, b->scratch, b->dx);
         if (s == 0) tolerances(nt, J0, x); /* the weights of the start serve the chord */
         double err = weighted_max(p, b->dx, b->tol_x);
         if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;

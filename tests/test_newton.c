@@ -1007,6 +1007,94 @@ START_TEST(step_on_full_rank_square_matches_hand_solution)
 }
 END_TEST
 
+START_TEST(step_on_scaled_permutation_matches_hand_solution_and_the_qr_verdict)
+{
+    /* J = [0 0 3e-6; 0 -5e4 0; 2 0 0]: one non-zero per column, in distinct
+     * rows (the diagonal Jacobian of leaking junctions, reordered), which
+     * newton.c factors without a QR. G = (6e-6, 1e5, 4): J dx = -G gives
+     * dx = (-2, 2, -2). The equilibrated entries (rows by powers of two into
+     * [1/2, 1), the columns then already there) are 3e-6 * 2^18 = 0.786432,
+     * 5e4 * 2^-16 = 0.762939453125 and 2 * 2^-2 = 0.5; the columns are
+     * orthogonal, so the pivoted QR's |R_jj| are those three and its ratio
+     * is 0.5 / 0.786432. A rank tolerance above that ratio drops the
+     * smallest (the QR's verdict: rank 2, an SVD step without column 0, the
+     * dependent row 2). */
+    const double J[9] = {0, 0, 2, 0, -5e4, 0, 3e-6, 0, 0}, G[3] = {6e-6, 1e5, 4};
+    const double ratio = 0.5 / 0.786432;
+    double dx[3 + GUARD];
+    for (int pass = 0; pass < 3; ++pass) {
+        cdyn_newton *nt = create_ok(3, 3);
+        if (pass == 1) ck_assert_int_eq(cdyn_newton_set_rank_tolerance(nt, 0.9 * ratio), CDYN_OK);
+        if (pass == 2) ck_assert_int_eq(cdyn_newton_set_rank_tolerance(nt, 1.1 * ratio), CDYN_OK);
+        for (int i = 0; i < 3 + GUARD; ++i) dx[i] = SENTINEL;
+        ck_assert_int_eq(cdyn_newton_step(nt, J, 3, G, dx), CDYN_OK);
+        for (int i = 3; i < 3 + GUARD; ++i) ck_assert(dx[i] == SENTINEL);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_double_eq_tol(dx[1], 2.0, 1e-15);
+        ck_assert_double_eq_tol(dx[2], -2.0, 1e-15);
+        if (pass < 2) {
+            ck_assert_double_eq_tol(dx[0], -2.0, 1e-15);
+            ck_assert_int_eq(r.rank, 3);
+            ck_assert_int_eq(r.svd_steps, 0);
+            ck_assert_double_eq_tol(r.smallest_kept, ratio, 1e-15);
+            ck_assert(r.largest_dropped == 0.0);
+        } else {
+            ck_assert(fabs(dx[0]) < 1e-15);
+            ck_assert_int_eq(r.rank, 2);
+            ck_assert_int_eq(r.svd_steps, 1);
+            ck_assert_double_eq_tol(r.largest_dropped, ratio, 1e-15);
+            int row = -1, col = -1;
+            ck_assert_int_eq(cdyn_newton_dependent_rows(nt, &row), 1);
+            ck_assert_int_eq(cdyn_newton_dropped_columns(nt, &col), 1);
+            ck_assert_int_eq(row, 2);
+            ck_assert_int_eq(col, 0);
+        }
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
+/* G = (3e-6 (x2^3 - 8), -5e4 (x1 - 2), 2 (exp(x0) - exp(-2))): root
+ * (-2, 2, 2), a scaled permutation for J everywhere. */
+static int permuted_residual(const double *x, double *G, void *user)
+{
+    (void)user;
+    G[0] = 3e-6 * (x[2] * x[2] * x[2] - 8.0);
+    G[1] = -5e4 * (x[1] - 2.0);
+    G[2] = 2.0 * (exp(x[0]) - exp(-2.0));
+    return 0;
+}
+
+static int permuted_jacobian(const double *x, double *J, int ldj, void *user)
+{
+    (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + (size_t)j * ldj] = 0.0;
+    J[2 + 0 * (size_t)ldj] = 2.0 * exp(x[0]);
+    J[1 + 1 * (size_t)ldj] = -5e4;
+    J[0 + 2 * (size_t)ldj] = 9e-6 * x[2] * x[2];
+    return 0;
+}
+
+START_TEST(scaled_permutation_jacobian_converges_to_the_known_root)
+{
+    /* the factorization without a QR, through whole solves (warm starts and
+     * chord starts take the same path) */
+    cdyn_newton *nt = create_ok(3, 3);
+    double x[3] = {-1.0, 5.0, 3.0};
+    ck_assert_int_eq(cdyn_newton_solve(nt, permuted_residual, permuted_jacobian, NULL, x),
+                     CDYN_OK);
+    ck_assert_double_eq_tol(x[0], -2.0, 1e-9);
+    ck_assert_double_eq_tol(x[1], 2.0, 1e-9);
+    ck_assert_double_eq_tol(x[2], 2.0, 1e-9);
+    cdyn_newton_report r = get_report(nt);
+    ck_assert_int_eq(r.rank, 3);
+    ck_assert_int_eq(r.svd_steps, 0);
+    ck_assert(r.converged);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 START_TEST(step_on_wide_jacobian_is_minimum_norm)
 {
     /* J = [1 0 1; 0 1 1], J J^T = [2 1; 1 2], (J J^T)^{-1} = [2 -1; -1 2]/3.
@@ -2600,6 +2688,8 @@ static Suite *newton_suite(void)
     TCase *step = tcase_create("step");
     tcase_set_timeout(step, 60);
     tcase_add_test(step, step_on_full_rank_square_matches_hand_solution);
+    tcase_add_test(step, step_on_scaled_permutation_matches_hand_solution_and_the_qr_verdict);
+    tcase_add_test(step, scaled_permutation_jacobian_converges_to_the_known_root);
     tcase_add_test(step, step_on_wide_jacobian_is_minimum_norm);
     tcase_add_test(step, step_on_singular_jacobian_uses_svd_outer_inverse);
     suite_add_tcase(s, step);
