@@ -1055,43 +1055,58 @@ START_TEST(step_on_scaled_permutation_matches_hand_solution_and_the_qr_verdict)
 END_TEST
 
 /* G = (3e-6 (x2^3 - 8), -5e4 (x1 - 2), 2 (exp(x0) - exp(-2))): root
- * (-2, 2, 2), a scaled permutation for J everywhere. */
-static int permuted_residual(const double *x, double *G, void *user)
+ * (-2, 2, 2), a scaled permutation for J everywhere; written in other
+ * units (user: {equation scale, unknown scale}) as E G(D xs), x = D xs. */
+static int permuted_residual(const double *xs, double *G, void *user)
 {
-    (void)user;
-    G[0] = 3e-6 * (x[2] * x[2] * x[2] - 8.0);
-    G[1] = -5e4 * (x[1] - 2.0);
-    G[2] = 2.0 * (exp(x[0]) - exp(-2.0));
+    const double *unit = user;
+    double x[3];
+    for (int j = 0; j < 3; ++j) x[j] = unit[1] * xs[j];
+    G[0] = unit[0] * 3e-6 * (x[2] * x[2] * x[2] - 8.0);
+    G[1] = unit[0] * -5e4 * (x[1] - 2.0);
+    G[2] = unit[0] * 2.0 * (exp(x[0]) - exp(-2.0));
     return 0;
 }
 
-static int permuted_jacobian(const double *x, double *J, int ldj, void *user)
+static int permuted_jacobian(const double *xs, double *J, int ldj, void *user)
 {
-    (void)user;
+    const double *unit = user;
+    double x[3], c = unit[0] * unit[1];
+    for (int j = 0; j < 3; ++j) x[j] = unit[1] * xs[j];
     for (int j = 0; j < 3; ++j)
         for (int i = 0; i < 3; ++i) J[i + (size_t)j * ldj] = 0.0;
-    J[2 + 0 * (size_t)ldj] = 2.0 * exp(x[0]);
-    J[1 + 1 * (size_t)ldj] = -5e4;
-    J[0 + 2 * (size_t)ldj] = 9e-6 * x[2] * x[2];
+    J[2 + 0 * (size_t)ldj] = c * 2.0 * exp(x[0]);
+    J[1 + 1 * (size_t)ldj] = c * -5e4;
+    J[0 + 2 * (size_t)ldj] = c * 9e-6 * x[2] * x[2];
     return 0;
 }
 
-START_TEST(scaled_permutation_jacobian_converges_to_the_known_root)
+START_TEST(scaled_permutation_jacobian_converges_to_the_known_root_in_any_units)
 {
-    /* the factorization without a QR, through whole solves (warm starts and
-     * chord starts take the same path) */
-    cdyn_newton *nt = create_ok(3, 3);
-    double x[3] = {-1.0, 5.0, 3.0};
-    ck_assert_int_eq(cdyn_newton_solve(nt, permuted_residual, permuted_jacobian, NULL, x),
-                     CDYN_OK);
-    ck_assert_double_eq_tol(x[0], -2.0, 1e-9);
-    ck_assert_double_eq_tol(x[1], 2.0, 1e-9);
-    ck_assert_double_eq_tol(x[2], 2.0, 1e-9);
-    cdyn_newton_report r = get_report(nt);
-    ck_assert_int_eq(r.rank, 3);
-    ck_assert_int_eq(r.svd_steps, 0);
-    ck_assert(r.converged);
-    cdyn_newton_free(nt);
+    /* the factorization without a QR, through whole solves, in SI and with
+     * the equations and the unknowns rescaled by 1e+-8: the same root, the
+     * same iterations and the same rank verdict */
+    static const double units[][2] = {{1.0, 1.0}, {1e8, 1e-8}, {1e-8, 1e8}, {1e8, 1e8}};
+    int iterations = -1;
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; ++u) {
+        cdyn_newton *nt = create_ok(3, 3);
+        const double start[3] = {-1.0, 5.0, 3.0};
+        double x[3];
+        for (int j = 0; j < 3; ++j) x[j] = start[j] / units[u][1];
+        void *user = (void *)units[u];
+        ck_assert_int_eq(cdyn_newton_solve(nt, permuted_residual, permuted_jacobian, user, x),
+                         CDYN_OK);
+        ck_assert_double_eq_tol(x[0] * units[u][1], -2.0, 1e-9);
+        ck_assert_double_eq_tol(x[1] * units[u][1], 2.0, 1e-9);
+        ck_assert_double_eq_tol(x[2] * units[u][1], 2.0, 1e-9);
+        cdyn_newton_report r = get_report(nt);
+        ck_assert_int_eq(r.rank, 3);
+        ck_assert_int_eq(r.svd_steps, 0);
+        ck_assert(r.converged);
+        if (u == 0) iterations = r.iterations;
+        ck_assert_int_eq(r.iterations, iterations);
+        cdyn_newton_free(nt);
+    }
 }
 END_TEST
 
@@ -2689,7 +2704,7 @@ static Suite *newton_suite(void)
     tcase_set_timeout(step, 60);
     tcase_add_test(step, step_on_full_rank_square_matches_hand_solution);
     tcase_add_test(step, step_on_scaled_permutation_matches_hand_solution_and_the_qr_verdict);
-    tcase_add_test(step, scaled_permutation_jacobian_converges_to_the_known_root);
+    tcase_add_test(step, scaled_permutation_jacobian_converges_to_the_known_root_in_any_units);
     tcase_add_test(step, step_on_wide_jacobian_is_minimum_norm);
     tcase_add_test(step, step_on_singular_jacobian_uses_svd_outer_inverse);
     suite_add_tcase(s, step);
