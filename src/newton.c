@@ -542,7 +542,7 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
          * in any scaling (the equilibrated row is non-zero with J's) */
         rank = 1;
         decision = (cdyn__rank){.rank = 1, .ratio = 1.0, .dropped = 0.0};
-    } else if (k == p && factor_scaled_permutation(nt, J, ldj, &decision)) {
+    } else if (k == p && k > 0 && factor_scaled_permutation(nt, J, ldj, &decision)) {
         rank = k;
         nt->r_diagonal = 1;
     } else {
