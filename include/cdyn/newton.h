@@ -11,6 +11,10 @@
  * units); wide systems (k < p) have their rank decided the same way and
  * take the minimum-norm step (in the caller's coordinates: the one choice
  * that depends on them) from a pivoted QR of J^T with equilibrated rows.
+ * A square J with one non-zero per column, all in distinct rows (a scaled
+ * permutation, such as the diagonal Jacobian of junctions that each leak
+ * through their own orifice), is its own R once equilibrated and reordered:
+ * it is solved by divisions, with the verdict and the ratio the QR gives.
  * When J is rank deficient (|R_jj| <= tol |R_00| of the equilibrated
  * matrix: the one rank policy of cdyn), that step uses the SVD of the
  * equilibrated J and its outer inverse J# (T2.3); the SVD is used only on
