@@ -486,12 +486,15 @@ static int nonzero_row(int p, const double *J, int ldj)
  * B = D_r J D_c has every non-zero in [1/2, 1) (each row and column holds
  * only that one), and ordering its columns by the rows of their non-zeros
  * gives B E = R diagonal with Q = I: the QR that cdyn__newton_apply reads,
- * with tau = 0. dgeqp3 on B would find the same pivots in magnitude (its
- * columns are orthogonal), so the rank decision's verdict is the same: all
- * k kept when the smallest |R_ii| / the largest exceeds the tolerance
- * (always, for the default), which is the ratio reported. Returns 0 and
- * leaves the workspace to the QR path when J is not such a matrix or the
- * tolerance would drop a pivot. */
+ * with tau = 0. A pivoted QR of B finds the same pivots in magnitude (its
+ * columns are orthogonal), so the rank decision is the one the QR path
+ * makes: all k kept when the smallest |R_ii| / the largest exceeds the
+ * tolerance (always, for the default), and that ratio is reported. Here
+ * the ratio is exact; cdyn's own QR (k <= CDYN__SMALL_QR) gives it bit for
+ * bit, LAPACK's dgeqp3 above that size to an ulp or two, so the two
+ * verdicts can differ only for a tolerance within ulps of the ratio.
+ * Returns 0 when J is not such a matrix or the tolerance would drop a
+ * pivot; the QR path then refills the workspace it has written. */
 static int factor_scaled_permutation(cdyn_newton *nt, const double *J, int ldj,
                                      cdyn__rank *decision)
 {

@@ -1110,6 +1110,71 @@ START_TEST(scaled_permutation_jacobian_converges_to_the_known_root_in_any_units)
 }
 END_TEST
 
+START_TEST(scaled_permutation_step_is_exact_and_leaves_no_trace)
+{
+    /* 1. Exactness, the sign that the divisions are taken: J = [0 -1.3 0;
+     * 0 0 0.7; 3 0 0] and dx spanning 17 orders of magnitude. The divisions
+     * give each component from its own equation, to the rounding of
+     * G = -J dx and of one quotient. A pivoted QR starts with column 0
+     * (equilibrated 0.75, the largest), whose non-zero is in row 2: its
+     * reflector exchanges rows 0 and 2 by subtraction, which leaves dx_0 an
+     * absolute error of the order of G_0's ulp (8e-7 relative, measured). */
+    const double J[9] = {0, 0, 3, -1.3, 0, 0, 0, 0.7, 0};
+    const double want[3] = {1.7e-5, 2.5e5, -3.1e-12};
+    double G[3] = {-(-1.3 * want[1]), -(0.7 * want[2]), -(3.0 * want[0])};
+    double dx[3 + GUARD];
+    cdyn_newton *nt = create_ok(3, 3);
+    for (int i = 0; i < 3 + GUARD; ++i) dx[i] = SENTINEL;
+    ck_assert_int_eq(cdyn_newton_step(nt, J, 3, G, dx), CDYN_OK);
+    for (int i = 0; i < 3; ++i) ck_assert(fabs(dx[i] - want[i]) <= 4 * DBL_EPSILON * fabs(want[i]));
+    for (int i = 3; i < 3 + GUARD; ++i) ck_assert(dx[i] == SENTINEL);
+
+    /* 2. The same solver then steps on a dense J (the QR path): the
+     * factorization's kind is not carried over. J = [2 1 0; 1 3 1; 0 1 4],
+     * G = -(1, 0, 7): dx = (1, -1, 2) by hand. Then the permutation again,
+     * and the dense one again. */
+    const double D[9] = {2, 1, 0, 1, 3, 1, 0, 1, 4}, GD[3] = {-1, 0, -7}, want_d[3] = {1, -1, 2};
+    for (int round = 0; round < 2; ++round) {
+        ck_assert_int_eq(cdyn_newton_step(nt, D, 3, GD, dx), CDYN_OK);
+        for (int i = 0; i < 3; ++i) ck_assert_double_eq_tol(dx[i], want_d[i], 1e-14);
+        ck_assert_int_eq(get_report(nt).rank, 3);
+        ck_assert_int_eq(cdyn_newton_step(nt, J, 3, G, dx), CDYN_OK);
+        for (int i = 0; i < 3; ++i)
+            ck_assert(fabs(dx[i] - want[i]) <= 4 * DBL_EPSILON * fabs(want[i]));
+    }
+    cdyn_newton_free(nt);
+
+    /* 3. The rank policy's strict inequality (kept when |R_jj| > tol |R_00|):
+     * K = [0 0 3*2^-20; 0 -4.5 0; 3 0 0] equilibrates to entries 0.75,
+     * 0.5625, 0.75, so the ratio 0.75 and its product 0.75 * 0.75 = 0.5625
+     * are exact. At a tolerance just below 0.75 all three are kept; at 0.75
+     * the smallest is dropped (the QR path: rank 2, column 1 and row 1). */
+    const double K[9] = {0, 0, 3, 0, -4.5, 0, 3 * 0x1p-20, 0, 0}, GK[3] = {1, 1, 1};
+    for (int pass = 0; pass < 2; ++pass) {
+        double tol = pass == 0 ? nextafter(0.75, 0.0) : 0.75;
+        nt = create_ok(3, 3);
+        ck_assert_int_eq(cdyn_newton_set_rank_tolerance(nt, tol), CDYN_OK);
+        ck_assert_int_eq(cdyn_newton_step(nt, K, 3, GK, dx), CDYN_OK);
+        cdyn_newton_report r = get_report(nt);
+        if (pass == 0) {
+            ck_assert_int_eq(r.rank, 3);
+            ck_assert(r.smallest_kept == 0.75);
+            ck_assert(dx[0] == -1.0 / 3.0 && dx[1] == 1.0 / 4.5 && dx[2] == -1.0 / (3 * 0x1p-20));
+        } else {
+            ck_assert_int_eq(r.rank, 2);
+            ck_assert_int_eq(r.svd_steps, 1);
+            ck_assert(r.largest_dropped == 0.75);
+            int row = -1, col = -1;
+            ck_assert_int_eq(cdyn_newton_dependent_rows(nt, &row), 1);
+            ck_assert_int_eq(cdyn_newton_dropped_columns(nt, &col), 1);
+            ck_assert_int_eq(row, 1);
+            ck_assert_int_eq(col, 1);
+        }
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 START_TEST(step_on_wide_jacobian_is_minimum_norm)
 {
     /* J = [1 0 1; 0 1 1], J J^T = [2 1; 1 2], (J J^T)^{-1} = [2 -1; -1 2]/3.
@@ -2705,6 +2770,7 @@ static Suite *newton_suite(void)
     tcase_add_test(step, step_on_full_rank_square_matches_hand_solution);
     tcase_add_test(step, step_on_scaled_permutation_matches_hand_solution_and_the_qr_verdict);
     tcase_add_test(step, scaled_permutation_jacobian_converges_to_the_known_root_in_any_units);
+    tcase_add_test(step, scaled_permutation_step_is_exact_and_leaves_no_trace);
     tcase_add_test(step, step_on_wide_jacobian_is_minimum_norm);
     tcase_add_test(step, step_on_singular_jacobian_uses_svd_outer_inverse);
     suite_add_tcase(s, step);

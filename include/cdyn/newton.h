@@ -14,7 +14,9 @@
  * A square J with one non-zero per column, all in distinct rows (a scaled
  * permutation, such as the diagonal Jacobian of junctions that each leak
  * through their own orifice), is its own R once equilibrated and reordered:
- * it is solved by divisions, with the verdict and the ratio the QR gives.
+ * it is solved by divisions, with the QR's rank verdict and ratio (the
+ * exact ratio; LAPACK's QR, used above 64 unknowns, may differ from it in
+ * the last bits).
  * When J is rank deficient (|R_jj| <= tol |R_00| of the equilibrated
  * matrix: the one rank policy of cdyn), that step uses the SVD of the
  * equilibrated J and its outer inverse J# (T2.3); the SVD is used only on
