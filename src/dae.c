@@ -100,7 +100,8 @@ static void part_free(cdyn__dae_part *p)
                         p->range_t_fz, p->top_value, p->top_inverse, p->top_column,
                         p->hz_last,   p->gx_last,     p->fz_next, p->multiplier_dir,
                         p->rate_w,    p->multiplier_step, p->g0_bound,
-                        p->w_start,   p->bottom_value, p->bottom_inverse, p->bottom_source};
+                        p->w_start,   p->multiplier_start, p->bottom_value, p->bottom_inverse,
+                        p->bottom_source};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
@@ -170,6 +171,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->multiplier_step = doubles(q1);
     p->g0_bound = doubles(q1);
     p->w_start = doubles(q1);
+    p->multiplier_start = doubles(q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -184,7 +186,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->hz_last && p->gx_last &&
              p->fz_next && p->multiplier_dir && p->rate_w &&
              p->multiplier_step && p->g0_bound &&
-             p->w_start;
+             p->w_start && p->multiplier_start;
     if (!ok) part_free(p);
     return ok;
 }

@@ -20,8 +20,11 @@
  * drift; (z, w') solve H = G_x B^-1 P^T F(x, w, z, t) + G_w w' + G_t = 0
  * with a second Newton solver (one step when F is affine in z, as in
  * hydraulics); then x' = B^-1 P^T F. The rates are certified as those of
- * index 1 (the multipliers' columns of [P^T M; G_v] are zero). Without w
- * (a pure index-2 network) every multiplier's direction is its own state. */
+ * index 1 (the multipliers' columns of [P^T M; G_v] are zero). Where H_z
+ * is the one of the last evaluation (F affine in z), that Newton solve is
+ * left out: the rates' refinement through the kept factorization moves z,
+ * and the certificate decides (multipliers_by_refinement). Without w (a
+ * pure index-2 network) every multiplier's direction is its own state. */
 #include "dae_internal.h"
 #include "kkt.h"
 #include "linalg.h"
@@ -264,12 +267,29 @@ static int multiplier_residual(const double *u, double *H, void *user)
     return 0;
 }
 
+/* dF/dv along each multiplier's direction into fz (n x nz) from the
+ * caller's dF/dv in dae->force_jac. */
+static void directional_force_jacobian(cdyn_dae *dae, double *fz)
+{
+    int n = dae->n, q = dae->q, nz = dae->nz;
+    for (int l = 0; l < nz; ++l) {
+        const double *d = dae->part.multiplier_dir + (size_t)l * n;
+        double *col = fz + (size_t)l * n;
+        memcpy(col, dae->force_jac + (size_t)dae->multiplier[l] * n, sizeof(double) * (size_t)n);
+        for (int k = nz; k < q; ++k) {
+            int w = dae->algebraic[k];
+            const double *fw = dae->force_jac + (size_t)w * n;
+            for (int i = 0; d[w] != 0.0 && i < n; ++i) col[i] += fw[i] * d[w];
+        }
+    }
+}
+
 /* dF/dv along each multiplier's direction into fz (n x nz): from the
  * caller's dF/dv or by forward differences in z (steps as for the
  * algebraic states). The multipliers are left at u. */
 static int force_along_multipliers(cdyn_dae *dae, const double *u, double *fz)
 {
-    int n = dae->n, q = dae->q, nz = dae->nz;
+    int n = dae->n, nz = dae->nz;
     int code;
     if (dae->jacobian) {
         set_multipliers(dae, u);
@@ -281,16 +301,7 @@ static int force_along_multipliers(cdyn_dae *dae, const double *u, double *fz)
             dae->callback_code = code;
             return code;
         }
-        for (int l = 0; l < nz; ++l) {
-            const double *d = dae->part.multiplier_dir + (size_t)l * n;
-            double *col = fz + (size_t)l * n;
-            memcpy(col, dae->force_jac + (size_t)dae->multiplier[l] * n, sizeof(double) * (size_t)n);
-            for (int k = nz; k < q; ++k) {
-                int w = dae->algebraic[k];
-                const double *fw = dae->force_jac + (size_t)w * n;
-                for (int i = 0; d[w] != 0.0 && i < n; ++i) col[i] += fw[i] * d[w];
-            }
-        }
+        directional_force_jacobian(dae, fz);
         return 0;
     }
     double *base = dae->tau, *shifted = dae->force_shift, *zs = dae->row_max;
@@ -313,25 +324,37 @@ static int force_along_multipliers(cdyn_dae *dae, const double *u, double *fz)
     return code;
 }
 
+/* With P^T F_z (F_z from fz, n x nz) into part.fz_next: are it and G_x
+ * (part.constraint_jac) bit for bit those H_z and X_z were last formed
+ * from (part.hz_last)? */
+static int multiplier_jacobian_unchanged(cdyn_dae *dae, const double *fz)
+{
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
+    cdyn__dae_part *p = &dae->part;
+    cdyn__dae_range_t(dae, nz, fz, n, 1.0, p->fz_next, r);
+    int same = p->hz_valid &&
+               memcmp(p->fz_next, p->range_t_fz, sizeof(double) * (size_t)r * nz) == 0;
+    for (int j = 0; same && j < r; ++j)
+        same = memcmp(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
+                      sizeof(double) * (size_t)q) == 0;
+    return same;
+}
+
 /* Newton Jacobian [H_z, G_w] with H_z = G_x B^-1 P^T F_z (F_z along the
  * multipliers' directions); B^-1 P^T F_z is kept in
  * part.rate_of_multiplier. */
 static int multiplier_jacobian(const double *u, double *J, int ldj, void *user)
 {
     cdyn_dae *dae = user;
-    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
+    int q = dae->q, r = dae->r, nz = dae->nz;
     double *fz = dae->scratch; /* n x nz */
     int code = force_along_multipliers(dae, u, fz);
     if (code != 0) return code;
     cdyn__dae_part *p = &dae->part;
     double *x_z = p->rate_of_multiplier; /* r x nz */
     size_t fz_bytes = sizeof(double) * (size_t)r * nz;
-    cdyn__dae_range_t(dae, nz, fz, n, 1.0, p->fz_next, r);
-    int same = p->hz_valid && memcmp(p->fz_next, p->range_t_fz, fz_bytes) == 0;
-    for (int j = 0; same && j < r; ++j)
-        same = memcmp(p->gx_last + (size_t)j * q, p->constraint_jac + (size_t)x_state(dae, j) * q,
-                      sizeof(double) * (size_t)q) == 0;
-    if (!same) { /* X_z = B^-1 P^T F_z, H_z = G_x X_z (else both as last time) */
+    if (!multiplier_jacobian_unchanged(dae, fz)) {
+        /* X_z = B^-1 P^T F_z, H_z = G_x X_z (else both as last time) */
         memcpy(p->range_t_fz, p->fz_next, fz_bytes);
         memcpy(x_z, p->range_t_fz, fz_bytes);
         cdyn__dae_solve_reduced(dae, nz, x_z, r);
@@ -604,19 +627,20 @@ static void assemble_rates(const cdyn_dae *dae, const double *xdot, const double
     for (int i = 0; i < nw; ++i) vdot[x_state(dae, r + i)] = wdot[i];
 }
 
-cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
+/* (z, w') from the multipliers' Newton solve, started from v_trial's
+ * multipliers and the last w'; w (when there is any) solved again at the
+ * new z; [H_z, G_w] factored at the solution. z in v_trial, w' in
+ * part.rate_w. */
+static cdyn_status solve_multipliers(cdyn_dae *dae, const char *fn, double t)
 {
-    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
-    cdyn_status st = polish_dependent(dae, fn, t);
-    if (st == CDYN_OK) st = constraint_data(dae, fn, t);
-    if (st != CDYN_OK) return st;
-    bound_constraints(dae);
+    int q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
     double *u = dae->part.vec_q, *wdot = dae->part.rate_w;
     for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
     for (int i = 0; i < nw; ++i) /* w' from the last evaluation (H is affine in w') */
         u[nz + i] = dae->state_valid ? dae->vdot_last[x_state(dae, r + i)] : 0.0;
     dae->t_eval = t;
-    st = cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, u);
+    cdyn_status st =
+        cdyn_newton_solve(dae->newton_z, multiplier_residual, multiplier_jacobian, dae, u);
     set_multipliers(dae, u);
     memcpy(wdot, u + nz, sizeof(double) * (size_t)nw);
     const double *z_tolerance = cdyn__newton_tolerance(dae->newton_z);
@@ -635,18 +659,25 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     }
     memcpy(u + nz, wdot, sizeof(double) * (size_t)nw);
     for (int l = 0; l < nz; ++l) u[l] = dae->v_trial[dae->multiplier[l]];
-    st = factor_at_solution(dae, fn, t, u);
-    if (st != CDYN_OK) return st;
+    return factor_at_solution(dae, fn, t, u);
+}
 
-    /* x' = B^-1 P^T F(x, z, t) and w', certified on
-     * [P^T M; G_v] v' = [P^T F; -G_t] (the multipliers' columns are zero),
-     * with up to two steps of refinement of (x', z, w') through the
-     * factorizations of B and [H_z, G_w]: dx0 = B^-1 res_top,
-     * (dz, dw') = [H_z, G_w]^-1 (res_bottom - G_x dx0),
-     * dx' = dx0 + (B^-1 P^T F_z) dz; F is evaluated again at the new z */
+/* x' = B^-1 P^T F(x, z, t) and w' into vdot, certified on
+ * [P^T M; G_v] v' = [P^T F; -G_t] (the multipliers' columns are zero),
+ * with up to `steps` steps of refinement of (x', z, w') through the
+ * factorizations of B and [H_z, G_w]: dx0 = B^-1 res_top,
+ * (dz, dw') = [H_z, G_w]^-1 (res_bottom - G_x dx0),
+ * dx' = dx0 + (B^-1 P^T F_z) dz; F is evaluated again at the new z. With
+ * `have_force` F at v_trial is already in force_val. CDYN_ERR_SINGULAR
+ * when the certificate fails. */
+static cdyn_status certified_rates(cdyn_dae *dae, const char *fn, double t, double *vdot,
+                                   int steps, int have_force)
+{
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
     double *ptf = dae->force_shift, *xdot = dae->part.reduced_rhs, *du = dae->part.vec_q;
-    double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier;
-    st = cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
+    double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier, *wdot = dae->part.rate_w;
+    cdyn_status st =
+        have_force ? CDYN_OK : cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
     if (st == CDYN_OK && nw == 0) st = constraints_still_hold(dae, fn, t, dae->force_val);
     if (st != CDYN_OK) return st;
     rates_of_x(dae, dae->force_val, ptf, xdot);
@@ -654,7 +685,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     for (int step = 0;; ++step) {
         assemble_rates(dae, xdot, wdot, vdot);
         omega = backward_error(dae, vdot, ptf);
-        if (step == 2 || !(omega > tolerance) || !isfinite(omega)) break;
+        if (step == steps || !(omega > tolerance) || !isfinite(omega)) break;
         const double *res_top = dae->residual, *res_bottom = dae->residual + r;
         memcpy(dx, res_top, sizeof(double) * (size_t)r);
         cdyn__dae_solve_reduced(dae, 1, dx, r);
@@ -680,6 +711,54 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
                           "(componentwise backward error %.2e > %.2e): the index-2 system is "
                           "singular to rounding there",
                           fn, t, omega, tolerance);
+    return CDYN_OK;
+}
+
+/* May the multipliers' Newton solve be left out? When the last evaluation
+ * ended with [H_z, G_w] factored at its solution (part.hz_factored) and
+ * H_z at the warm start is bit for bit that one (F affine in z with
+ * affine balances: the hydraulic case; dF/dv at v_trial, as
+ * constraint_data left it), the rates' refinement through that
+ * factorization is Newton's method on H from the warm start, and the
+ * rates' certificate judges where it ends, as it judges the Newton
+ * solve's result. Only without massless dependent states w (they would
+ * need G0 solved again at the new z). The multipliers' tolerances
+ * (dae->resolution, learn_magnitudes) stay those of the last Newton
+ * solve. */
+static int multipliers_by_refinement(cdyn_dae *dae)
+{
+    if (!dae->part.hz_factored || !dae->jacobian || dae->q != dae->nz) return 0;
+    directional_force_jacobian(dae, dae->scratch);
+    return multiplier_jacobian_unchanged(dae, dae->scratch);
+}
+
+cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
+{
+    int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
+    cdyn_status st = polish_dependent(dae, fn, t);
+    if (st == CDYN_OK) st = constraint_data(dae, fn, t);
+    if (st != CDYN_OK) return st;
+    bound_constraints(dae);
+    if (multipliers_by_refinement(dae)) {
+        /* the warm start's F is force_val (constraint_data); up to three
+         * steps: one from the warm start, two of refinement as after the
+         * Newton solve. Where the certificate fails, the Newton solve
+         * takes over from the warm start (callback failures are reported
+         * as they are) */
+        dae->part.hz_factored = 0;
+        double *z0 = dae->part.multiplier_start;
+        for (int l = 0; l < nz; ++l) z0[l] = dae->v_trial[dae->multiplier[l]];
+        st = certified_rates(dae, fn, t, vdot, 3, 1);
+        if (st != CDYN_ERR_SINGULAR && st != CDYN_ERR_NONFINITE) {
+            dae->part.hz_factored = st == CDYN_OK;
+            return st;
+        }
+        set_multipliers(dae, z0);
+    }
+    dae->part.hz_factored = 0;
+    st = solve_multipliers(dae, fn, t);
+    if (st == CDYN_OK) st = certified_rates(dae, fn, t, vdot, 2, 0);
+    if (st != CDYN_OK) return st;
     /* the rates of the massless states the multipliers move are not
      * determined (only those of w relative to the multipliers are) */
     for (int l = 0; l < nz; ++l) {
@@ -687,6 +766,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
         for (int i = 0; i < nw; ++i)
             if (d[x_state(dae, r + i)] != 0.0) vdot[x_state(dae, r + i)] = 0.0;
     }
+    dae->part.hz_factored = 1;
     return CDYN_OK;
 }
 

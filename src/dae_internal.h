@@ -56,6 +56,10 @@ typedef struct cdyn__dae_part {
     double *multiplier_step; /* q: scratch of set_multipliers */
     double *g0_bound;        /* q: what G0 may be once the multipliers moved */
     double *w_start;         /* q: the states w before they did */
+    double *multiplier_start; /* q: the multipliers' warm start, kept for a fallback */
+    /* the last index-2 evaluation ended with [H_z, G_w] factored (newton_z)
+     * at its solution, from part.hz_last (multipliers_by_refinement) */
+    int hz_factored;
     /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
      * its non-zeros by columns, 1 / its row maxima and each column's largest
      * |entry| / row maximum; built once for a constant M (top_valid) */

@@ -200,7 +200,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     }
     if (q > 0) cdyn__newton_forget(dae->newton);
     if (q > 0) cdyn__newton_forget(dae->newton_z);
-    dae->reduced_factored = dae->part.hz_valid = 0;
+    dae->reduced_factored = dae->part.hz_valid = dae->part.hz_factored = 0;
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */
         dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));

@@ -16,7 +16,9 @@
  *     p_1 = p_2 + L_a q_a' + R_a q_a,
  * differentiated by hand for the Jacobian and integrated by a hand-written
  * RK4 for the runs. Plus: the same verdicts and results in other units
- * (bar and L/s, and scales of 1e+-8), a mixed index-1/2 network (an
+ * (bar and L/s, and scales of 1e+-8), the pressures found without their
+ * Newton solve and with it where a kink in a loss makes the kept
+ * Jacobian wrong, a mixed index-1/2 network (an
  * orifice between two junctions without storage) against its own hand
  * solution, and no allocation per step. */
 #include <check.h>
@@ -35,6 +37,7 @@ typedef struct {
     double sq, sp;    /* units: state = s * SI value (flows, pressures) */
     double e[5];      /* equation scales */
     int with_time;    /* give dF/dt */
+    double kink, pc;  /* pipe c loses kink (p_2 - pc) more above pc (0: none) */
 } net;
 
 static void net_init(net *m)
@@ -54,6 +57,8 @@ static void net_init(net *m)
     m->sq = m->sp = 1.0;
     for (int i = 0; i < 5; ++i) m->e[i] = 1.0;
     m->with_time = 1;
+    m->kink = 0.0;
+    m->pc = 0.0;
 }
 
 /* the valve closes between t = 1 and 2 to 2 % of its area, opens from 3 to 4 */
@@ -86,7 +91,8 @@ static int net_force(double t, const double *v, double *F, void *user)
     double qa = v[0] / m->sq, qb = v[1] / m->sq, qc = v[2] / m->sq;
     double p1 = v[3] / m->sp, p2 = v[4] / m->sp, K = valve_k(m, t), b = inflow(m, t);
     double f[5] = {p1 - p2 - m->Ra * qa, p1 - p2 - m->Rb * qb - K * qb * fabs(qb),
-                   p2 - m->pT - m->Rc * qc, b - qa - qb, qa + qb - qc};
+                   p2 - m->pT - m->Rc * qc - m->kink * fmax(p2 - m->pc, 0.0), b - qa - qb,
+                   qa + qb - qc};
     for (int i = 0; i < 5; ++i) F[i] = m->e[i] * f[i];
     return 0;
 }
@@ -94,10 +100,10 @@ static int net_force(double t, const double *v, double *F, void *user)
 static int net_jacobian(double t, const double *v, double *J, int ld, void *user)
 {
     const net *m = user;
-    double qb = v[1] / m->sq, K = valve_k(m, t);
+    double qb = v[1] / m->sq, K = valve_k(m, t), p2 = v[4] / m->sp;
     double d[5][5] = {{-m->Ra, 0, 0, 1, -1},
                       {0, -m->Rb - 2.0 * K * fabs(qb), 0, 1, -1},
-                      {0, 0, -m->Rc, 0, 1},
+                      {0, 0, -m->Rc, 0, p2 > m->pc ? 1.0 - m->kink : 1.0},
                       {-1, -1, 0, 0, 0},
                       {1, 1, -1, 0, 0}};
     for (int j = 0; j < 5; ++j)
@@ -139,7 +145,8 @@ static hand hand_solution(const net *m, double t, double qa)
     hand h;
     double b = inflow(m, t), bd = inflow_dot(m, t), K = valve_k(m, t), qb = b - qa;
     double qa_dot = (m->Lb * bd + m->Rb * qb + K * qb * fabs(qb) - m->Ra * qa) / (m->La + m->Lb);
-    double p2 = m->pT + m->Lc * bd + m->Rc * b;
+    double p2 = m->pT + m->Lc * bd + m->Rc * b; /* below pc; above: */
+    if (p2 > m->pc && m->kink != 0.0) p2 = (p2 - m->kink * m->pc) / (1.0 - m->kink);
     double v[5] = {qa, qb, b, p2 + m->La * qa_dot + m->Ra * qa, p2};
     memcpy(h.v, v, sizeof v);
     h.qdot[0] = qa_dot;
@@ -778,6 +785,64 @@ START_TEST(a_refused_split_keeps_the_previous_one)
 }
 END_TEST
 
+/* F evaluations of one cdyn_dae_rhs at (t, q_a), and its results checked
+ * against the hand solution */
+static long rhs_checked(cdyn_dae *dae, const net *m, int integ, double t, double qa)
+{
+    cdyn_dae_counters before, after;
+    ck_assert_int_eq(cdyn_dae_get_counters(dae, &before), CDYN_OK);
+    double y = y_of(integ, m, t, qa), ydot = 0.0, v[5];
+    ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_get_counters(dae, &after), CDYN_OK);
+    hand h = hand_solution(m, t, qa);
+    ck_assert_double_le(fabs(qa_dot_of(integ, m, t, ydot) - h.qdot[0]), 1e-11 * h.rate_scale);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+    for (int k = 3; k < 5; ++k)
+        ck_assert_double_le(fabs(v[k] / m->sp - h.v[k]), 1e-12 * h.v[k]);
+    return after.force_evaluations - before.force_evaluations;
+}
+
+START_TEST(pressures_by_refinement_and_the_newton_fallback_across_a_kink)
+{
+    /* F is affine in the pressures here, so after the first evaluation the
+     * multipliers' Newton solve is left out: the rates' refinement through
+     * the kept factorization of H_z finds them (fewer evaluations of F). A
+     * kink in pipe c's loss (slope 1 - kink in p_2 above pc) puts the next
+     * solution where the kept H_z is wrong by half: the refinement cannot
+     * certify it in its steps, and the Newton solve takes over. Every
+     * result against the hand solution, in SI and in other units. */
+    static const double unit[][2] = {{1.0, 1.0}, {1e3, 1e-5}, {1e8, 1e-8}, {1e-8, 1e8}};
+    for (size_t u = 0; u < sizeof unit / sizeof unit[0]; ++u) {
+        net m;
+        net_init(&m);
+        m.sq = unit[u][0];
+        m.sp = unit[u][1];
+        m.kink = 0.5;
+        /* start at the time whose junction pressure p_2 is below pc (the
+         * kept H_z has slope 1 there), then go to one above it */
+        double t1 = 0.9, t2 = 0.2, qa = 1.0e-3;
+        m.pc = 1e30; /* no kink: the two pressures */
+        double s1 = hand_solution(&m, t1, qa).v[4], s2 = hand_solution(&m, t2, qa).v[4];
+        ck_assert(s2 > s1 * 1.01);
+        m.pc = 0.5 * (s1 + s2);
+        cdyn_dae *dae = net_dae(&m, 1);
+        double v[5];
+        start_state(&m, t1, qa, v);
+        ck_assert_int_eq(cdyn_dae_split(dae, t1, v), CDYN_OK);
+        int integ = integrated_flow(dae);
+        long first = rhs_checked(dae, &m, integ, t1, qa);
+        rhs_checked(dae, &m, integ, t1 + 1e-3, qa * 1.001);
+        long fast = rhs_checked(dae, &m, integ, t1 + 2e-3, qa * 1.002);
+        ck_assert_int_lt(fast, first); /* the Newton solve left out */
+        long across = rhs_checked(dae, &m, integ, t2, qa);
+        ck_assert_int_gt(across, fast); /* ... and taken again */
+        long after = rhs_checked(dae, &m, integ, t2 + 1e-3, qa * 0.999);
+        ck_assert_int_le(after, fast); /* the new side's H_z kept */
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 START_TEST(no_allocation_per_step)
 {
     for (int exact = 1; exact >= 0; --exact) {
@@ -815,6 +880,7 @@ static Suite *suite(void)
     tcase_add_test(tc, mixed_index_fixed_step_run_follows_the_hand_equation);
     tcase_add_test(tc, a_multiplier_the_constraints_see_only_far_away_is_refused_there);
     tcase_add_test(tc, a_refused_split_keeps_the_previous_one);
+    tcase_add_test(tc, pressures_by_refinement_and_the_newton_fallback_across_a_kink);
     tcase_add_test(tc, no_allocation_per_step);
     suite_add_tcase(s, tc);
     return s;
