@@ -838,6 +838,12 @@ START_TEST(pressures_by_refinement_and_the_newton_fallback_across_a_kink)
         ck_assert_int_gt(across, fast); /* ... and taken again */
         long after = rhs_checked(dae, &m, integ, t2 + 1e-3, qa * 0.999);
         ck_assert_int_le(after, fast); /* the new side's H_z kept */
+        /* the Jacobian after an evaluation that left the Newton solve out
+         * (d q_a'/d q_a: the kink is in no term of the loop equation) */
+        double t3 = t2 + 2e-3, y = y_of(integ, &m, t3, qa), ydot = 0.0, J = 0.0;
+        ck_assert_int_eq(cdyn_dae_rhs_jacobian(dae, t3, &y, &ydot, &J, 1), CDYN_OK);
+        hand h = hand_solution(&m, t3, qa);
+        ck_assert_double_le(fabs(J - h.dqa_dqa), 1e-12 * fabs(h.dqa_dqa));
         cdyn_dae_free(dae);
     }
 }

@@ -3,7 +3,8 @@
  * set_mass, the residual form (its CDYN_OK checked against M v' - F
  * computed here), hidden constraints, analyze, split (index 1 or the
  * index-2 form), consistent, rhs, its Jacobian, state, every CDYN_OK
- * output finite; with CDYN_FUZZ_STRICT set in the environment also that
+ * output finite (with dF/dv when CDYN_FUZZ_JACOBIAN is set); with
+ * CDYN_FUZZ_STRICT set in the environment also that
  * the hidden constraints hold at every state an OK right-hand side returns
  * (check_constraints_hold: a model of the default tolerances of newton.h
  * that is generous but not exact, so it runs in campaigns, not in CI's 60 s
@@ -32,6 +33,20 @@ static int force(double t, const double *v, double *F, void *user)
             s += md->a[i + NMAX * j] * v[j] + md->b[i + NMAX * j] * v[j] * fabs(v[j]);
         F[i] = s;
     }
+    return 0;
+}
+
+/* dF/dv of force: a_ij + 2 b_ij |v_j|. Given to the object when
+ * CDYN_FUZZ_JACOBIAN is set in the environment (a campaign knob, as
+ * CDYN_FUZZ_STRICT): the paths that need dF/dv (the index-2 pressures
+ * without their Newton solve) run then. */
+static int force_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    const model *md = user;
+    (void)t;
+    for (int j = 0; j < md->n; ++j)
+        for (int i = 0; i < md->n; ++i)
+            J[i + (size_t)ld * j] = md->a[i + NMAX * j] + 2.0 * md->b[i + NMAX * j] * fabs(v[j]);
     return 0;
 }
 
@@ -198,7 +213,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_scale_matrix(md.b, n, n, NMAX, R, S2);
     fuzz_scale_vector(v, n, Sinv);
     if (cdyn_dae_set_mass(dae, M, n) == CDYN_OK &&
-        cdyn_dae_set_model(dae, force, NULL, NULL, &md) == CDYN_OK) {
+        cdyn_dae_set_model(dae, force, getenv("CDYN_FUZZ_JACOBIAN") ? force_jacobian : NULL,
+                           NULL, &md) == CDYN_OK) {
         check_residual(dae, &md, M, t, v);
         double G0[NMAX + FUZZ_GUARD];
         int q = n - cdyn_dae_rank(dae);
