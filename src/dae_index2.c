@@ -67,23 +67,27 @@ static double rounding_size(const cdyn_dae *dae, int k, int j)
     return size;
 }
 
+/* direction_absent for a direction with one non-zero, a at state `only`. */
+static int state_absent(const cdyn_dae *dae, int only, double a, int own)
+{
+    int q = dae->q;
+    const double *g = dae->part.constraint_jac + (size_t)only * q;
+    for (int k = 0; k < q; ++k) {
+        double leak = fabs(g[k] * a), shifts = only != own ? leak : 0.0;
+        if (leak == 0.0) continue; /* the bound is >= 0: every input is finite */
+        if (!(leak <= 64.0 * DBL_EPSILON * rounding_size(dae, k, only) * fabs(a) + 1e-6 * shifts))
+            return 0;
+    }
+    return 1;
+}
+
 static int direction_absent(const cdyn_dae *dae, const double *dir, int own)
 {
     int n = dae->n, q = dae->q, nonzeros = 0, only = 0;
     const double *G = dae->part.constraint_jac;
     for (int j = 0; j < n; ++j)
         if (dir[j] != 0.0) ++nonzeros, only = j;
-    if (nonzeros == 1) { /* one state (every direction of a pure index-2 form) */
-        const double *g = G + (size_t)only * q;
-        for (int k = 0; k < q; ++k) {
-            double leak = fabs(g[k] * dir[only]), shifts = only != own ? leak : 0.0;
-            if (leak == 0.0) continue; /* the bound is >= 0: every input is finite */
-            if (!(leak <= 64.0 * DBL_EPSILON * rounding_size(dae, k, only) * fabs(dir[only]) +
-                           1e-6 * shifts))
-                return 0;
-        }
-        return 1;
-    }
+    if (nonzeros == 1) return state_absent(dae, only, dir[only], own);
     for (int k = 0; k < q; ++k) {
         double leak = 0.0, rounding = 0.0, shifts = 0.0;
         for (int j = 0; j < n; ++j) {
@@ -472,9 +476,11 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
         if (st != CDYN_OK) return st;
         cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
         for (int l = 0; l < nz; ++l) {
+            /* without w every direction is the multiplier's own unit vector */
             int z = dae->multiplier[l];
-            if (!direction_absent(dae, p->multiplier_dir + (size_t)l * n, z))
-                return multiplier_appears(dae, fn, t, z);
+            int absent = q == nz ? state_absent(dae, z, 1.0, z)
+                                 : direction_absent(dae, p->multiplier_dir + (size_t)l * n, z);
+            if (!absent) return multiplier_appears(dae, fn, t, z);
         }
         for (int l = 0; l < nz; ++l)
             memset(p->constraint_jac + (size_t)dae->multiplier[l] * q, 0,
