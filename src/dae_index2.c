@@ -748,13 +748,17 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     if (multipliers_by_refinement(dae)) {
         /* the warm start's F is force_val (constraint_data); up to three
          * steps: one from the warm start, two of refinement as after the
-         * Newton solve. Where the certificate fails, the Newton solve
-         * takes over from the warm start (callback failures are reported
-         * as they are) */
+         * Newton solve. Where the certificate or G0 fails, the Newton
+         * solve takes over from the warm start (callback failures are
+         * reported as they are) */
         dae->part.hz_factored = 0;
         double *z0 = dae->part.multiplier_start;
         for (int l = 0; l < nz; ++l) z0[l] = dae->v_trial[dae->multiplier[l]];
         st = certified_rates(dae, fn, t, vdot, 3, 1);
+        /* z moved by the steps themselves here, not by rounding: G0 at
+         * where they ended (F in force_val), which the rates' certificate
+         * does not see */
+        if (st == CDYN_OK) st = constraints_still_hold(dae, fn, t, dae->force_val);
         if (st != CDYN_ERR_SINGULAR && st != CDYN_ERR_NONFINITE) {
             dae->part.hz_factored = st == CDYN_OK;
             return st;

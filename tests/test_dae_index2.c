@@ -766,6 +766,68 @@ START_TEST(a_multiplier_the_constraints_see_only_far_away_is_refused_there)
 }
 END_TEST
 
+/* The faint model's network with a multiplier that G0 sees only beyond
+ * |z| = 1e50, exactly (a dead zone): F_2 = max(|z| - 1e50, 0) + v_0 + v_1
+ * - 1, so dG0/dz is exactly 0 near, and dF/dv is given. */
+static int far_force(double t, const double *v, double *F, void *user)
+{
+    (void)t;
+    const faint *m = user;
+    F[0] = -v[0] + v[2] + m->S;
+    F[1] = -v[1] + 2.0 * v[2];
+    F[2] = fmax(fabs(v[2]) - 1e50, 0.0) + v[0] + v[1] - 1.0;
+    return 0;
+}
+
+static int far_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    (void)user;
+    double dz = fabs(v[2]) > 1e50 ? (v[2] > 0.0 ? 1.0 : -1.0) : 0.0;
+    const double d[3][3] = {{-1.0, 0.0, 1.0}, {0.0, -1.0, 2.0}, {1.0, 1.0, dz}};
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + (size_t)ld * j] = d[i][j];
+    return 0;
+}
+
+START_TEST(a_far_multiplier_is_refused_without_its_newton_solve_too)
+{
+    /* after evaluations near (S = 1, z = 0) the multiplier's Jacobian is
+     * the kept one, so its Newton solve is left out; with S = 1e100 the
+     * refinement sends z to -3.3e99, where G0 = 3.3e99: the rates'
+     * certificate does not see G0 (row 2 has no mass), so the check that
+     * G0 still holds must run after the refinement too, as after the
+     * Newton solve. Refused, and the object answers again once S is
+     * back. */
+    faint m = {0.0, 1.0};
+    cdyn_dae *dae = cdyn_dae_create(3, NULL);
+    double M[9] = {1, 0, 0, 0, 1, 0, 0, 0, 0};
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, far_force, far_jacobian, NULL, &m), CDYN_OK);
+    double v[3] = {0.25, 0.75, 0.0}, y, ydot = 0.0;
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_index2(dae), 1);
+    int integ[1];
+    ck_assert_int_eq(cdyn_dae_split_states(dae, integ, NULL), 1);
+    y = v[integ[0]];
+    for (int round = 0; round < 2; ++round) {
+        m.S = 1.0;
+        for (int call = 0; call < 3; ++call)
+            ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+        m.S = 1e100;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_ERR_SINGULAR);
+        ck_assert_ptr_nonnull(strstr(cdyn_dae_last_error(dae), "hidden constraints see them"));
+    }
+    m.S = 1.0;
+    ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, &y, &ydot), CDYN_OK);
+    double vv[3];
+    ck_assert_int_eq(cdyn_dae_last_state(dae, vv, NULL), CDYN_OK);
+    ck_assert_double_le(fabs(vv[2]), 1e-12);
+    ck_assert_double_le(fabs(vv[0] + vv[1] - 1.0), 4.0 * DBL_EPSILON);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 /* A failed split keeps the previous index-2 split usable. */
 START_TEST(a_refused_split_keeps_the_previous_one)
 {
@@ -885,6 +947,7 @@ static Suite *suite(void)
     tcase_add_test(tc, mixed_index_jacobian_matches_the_hand_derivative);
     tcase_add_test(tc, mixed_index_fixed_step_run_follows_the_hand_equation);
     tcase_add_test(tc, a_multiplier_the_constraints_see_only_far_away_is_refused_there);
+    tcase_add_test(tc, a_far_multiplier_is_refused_without_its_newton_solve_too);
     tcase_add_test(tc, a_refused_split_keeps_the_previous_one);
     tcase_add_test(tc, pressures_by_refinement_and_the_newton_fallback_across_a_kink);
     tcase_add_test(tc, no_allocation_per_step);
