@@ -675,7 +675,7 @@ static cdyn_status solve_multipliers(cdyn_dae *dae, const char *fn, double t)
  * (dz, dw') = [H_z, G_w]^-1 (res_bottom - G_x dx0),
  * dx' = dx0 + (B^-1 P^T F_z) dz; F is evaluated again at the new z. With
  * `have_force` F at v_trial is already in force_val. CDYN_ERR_SINGULAR
- * when the certificate fails. */
+ * when the certificate fails or G0 no longer holds where z ended. */
 static cdyn_status certified_rates(cdyn_dae *dae, const char *fn, double t, double *vdot,
                                    int steps, int have_force)
 {
@@ -717,7 +717,11 @@ static cdyn_status certified_rates(cdyn_dae *dae, const char *fn, double t, doub
                           "(componentwise backward error %.2e > %.2e): the index-2 system is "
                           "singular to rounding there",
                           fn, t, omega, tolerance);
-    return CDYN_OK;
+    /* G0 where the steps left z (and w with it; F there in force_val): the
+     * certificate does not see the massless rows, and a step need not be
+     * small (from the warm start when the Newton solve is left out; from a
+     * far solution of an ill-scaled H, fuzz_dae) */
+    return constraints_still_hold(dae, fn, t, dae->force_val);
 }
 
 /* May the multipliers' Newton solve be left out? When the last evaluation
@@ -755,10 +759,6 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
         double *z0 = dae->part.multiplier_start;
         for (int l = 0; l < nz; ++l) z0[l] = dae->v_trial[dae->multiplier[l]];
         st = certified_rates(dae, fn, t, vdot, 3, 1);
-        /* z moved by the steps themselves here, not by rounding: G0 at
-         * where they ended (F in force_val), which the rates' certificate
-         * does not see */
-        if (st == CDYN_OK) st = constraints_still_hold(dae, fn, t, dae->force_val);
         if (st != CDYN_ERR_SINGULAR && st != CDYN_ERR_NONFINITE) {
             dae->part.hz_factored = st == CDYN_OK;
             return st;
