@@ -318,7 +318,11 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
  * The right-hand side of the minimum-order ODE (T3.3): y = v_i (length
  * cdyn_dae_ode_size(): r, or r - q in the index-2 form of cdyn_dae_split(),
  * where the multipliers are solved after v_a and the rates are certified
- * the same way) → ydot = v_i'. Solves G0 = 0 for v_a (warm start from the last
+ * the same way; with dF/dv, where their Jacobian is bit for bit the last
+ * evaluation's, the rates' refinement through its kept factorization moves
+ * them instead of a Newton solve, under the same certificate and the check
+ * that G0 still holds, the Newton solve taking over where either fails:
+ * docs/theory.md, "Index-2 networks") → ydot = v_i'. Solves G0 = 0 for v_a (warm start from the last
  * successful evaluation, the Newton cap applies; the solve starts with up
  * to four chord steps on the factorization of G_a that the last successful
  * evaluation left, and a fresh Jacobian and factorization at the end judge
