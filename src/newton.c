@@ -1062,6 +1062,9 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                 double t = terms[b->col_rows[e]], a = b->col_abs[e];
                 if (a <= 1e-6 * reach * t) continue;
                 double ratio = (t - a * own) / a; /* the other terms, in x_j */
+                /* beyond the double range: a scale no x_j can have (an
+                 * infinite tolerance would pass any residual) */
+                if (!(ratio < INFINITY)) continue;
                 best = ratio < best ? ratio : best;
                 widest = ratio > widest ? ratio : widest;
             }

@@ -1750,6 +1750,49 @@ START_TEST(an_equation_an_unknown_barely_enters_does_not_set_its_scale)
 END_TEST
 
 
+/* x0 + x1 = 3 and a x0 + 1e19 (x1 - 1) = 0 (a in user): root (2, 1 - 2a /
+ * 1e19) ~ (2, 1). In the second equation x0's other terms over its
+ * coefficient (the scale that equation gives x0) are rtol 1e19 / a: for
+ * a = 1e-300, 1e309, beyond the double range. */
+static int res_overflow(const double *x, double *G, void *user)
+{
+    double a = *(const double *)user;
+    G[0] = x[0] + x[1] - 3.0;
+    G[1] = a * x[0] + 1e19 * (x[1] - 1.0);
+    return 0;
+}
+
+static int jac_overflow(const double *x, double *J, int ldj, void *user)
+{
+    (void)x;
+    J[0] = 1.0;
+    J[1] = *(const double *)user;
+    J[ldj] = 1.0;
+    J[1 + ldj] = 1e19;
+    return 0;
+}
+
+START_TEST(a_scale_beyond_the_double_range_is_no_tolerance)
+{
+    /* at a = 1e-300 that overflowed scale became x0's tolerance floor
+     * (Inf), and with it every equation's residual tolerance: the start
+     * (0, 0), with residuals 3 and 1e19, came back as converged (found by
+     * fuzz_dae with dF/dv, at a DAE's state of rest with G0 = 2.8e18).
+     * Such a scale is now no scale, and the root is found as it is for a
+     * coefficient whose scale stays in range */
+    static const double coefficient[] = {1e-300, 1e-290, 1e-100, 1e-20};
+    for (size_t c = 0; c < sizeof coefficient / sizeof coefficient[0]; ++c) {
+        cdyn_newton *nt = create_ok(2, 2);
+        double x[2] = {0.0, 0.0};
+        void *user = (void *)&coefficient[c];
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_overflow, jac_overflow, user, x), CDYN_OK);
+        ck_assert_msg(fabs(x[0] - 2.0) <= 1e-9, "a = %g: x0 = %g", coefficient[c], x[0]);
+        ck_assert_double_le(fabs(x[1] - 1.0), 1e-15);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
 
@@ -2763,6 +2806,7 @@ static Suite *newton_suite(void)
     tcase_add_test(dbl, a_noise_coefficient_does_not_widen_a_tolerance);
     tcase_add_test(dbl, a_far_solution_does_not_loosen_later_solves);
     tcase_add_test(dbl, an_equation_an_unknown_barely_enters_does_not_set_its_scale);
+    tcase_add_test(dbl, a_scale_beyond_the_double_range_is_no_tolerance);
     suite_add_tcase(s, dbl);
 
     TCase *step = tcase_create("step");
