@@ -73,7 +73,9 @@
  * noise (a tolerance of 0.75 on a state of 0.05 was seen). And a scale
  * 1e32 times every non-zero value the unknown has taken in the solve is
  * replaced by rtol times those values (an equation it barely enters, 1e-303
- * x beside terms of 10, would say 1e303). A caller who knows
+ * x beside terms of 10, would say 1e303). A scale beyond the double range
+ * (other terms over a coefficient that overflow) is no scale: that
+ * equation is passed over too. A caller who knows
  * the magnitudes gives atol (cdyn_newton_set_tolerances).
  *
  * Iteration: starting from the caller's x (warm start), x <- x + dx, at
