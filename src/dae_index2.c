@@ -684,7 +684,6 @@ static cdyn_status certified_rates(cdyn_dae *dae, const char *fn, double t, doub
     double *dx = dae->tau, *x_z = dae->part.rate_of_multiplier, *wdot = dae->part.rate_w;
     cdyn_status st =
         have_force ? CDYN_OK : cdyn__dae_force(dae, fn, t, dae->v_trial, dae->force_val);
-    if (st == CDYN_OK && nw == 0) st = constraints_still_hold(dae, fn, t, dae->force_val);
     if (st != CDYN_OK) return st;
     rates_of_x(dae, dae->force_val, ptf, xdot);
     double tolerance = cdyn__kkt_backward_tolerance(n, 0), omega = INFINITY;
