@@ -48,6 +48,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->vdot_last = doubles((size_t)n);
     dae->magnitude = calloc((size_t)n, sizeof(double));
     dae->resolution = calloc((size_t)n, sizeof(double));
+    dae->held_magnitudes = doubles(2 * (size_t)n);
     dae->v_trial = doubles((size_t)n);
     dae->force_val = doubles((size_t)n);
     dae->force_shift = doubles((size_t)n);
@@ -74,7 +75,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
         !dae->multiplier ||
-        !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution || !dae->v_trial ||
+        !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution ||
+        !dae->held_magnitudes || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
@@ -200,7 +202,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     cdyn__rank_ws_free(&dae->rank_ws);
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
-                        dae->resolution,
+                        dae->resolution, dae->held_magnitudes,
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,

@@ -127,6 +127,7 @@ struct cdyn_dae {
     double *vdot_last;      /* n */
     double *magnitude;      /* n: largest |v_j| of any consistent state (difference steps) */
     double *resolution;     /* n: a solved state's tolerance in its last solve (0: integrated) */
+    double *held_magnitudes; /* 2n: the Newton solvers' learned magnitudes at a call's start */
     cdyn_dae_counters counters; /* since create or the last reset */
     int state_valid;
     int decoupled;          /* this evaluation: P^T M_a = 0, the rates need no A */

@@ -626,6 +626,11 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     dae->coupling_valid = 0;
     dae->decoupled = 0;
 
+    /* what the solves have learned so far: put back if this call fails */
+    double *held = dae->held_magnitudes;
+    if (q > 0) cdyn__newton_save_magnitudes(dae->newton, held);
+    if (q > 0 && dae->index2) cdyn__newton_save_magnitudes(dae->newton_z, held + n);
+
     /* v_i from y, v_a from the warm start, then G0 = 0 for v_a */
     memcpy(dae->v_trial, dae->v_last, sizeof(double) * (size_t)n);
     for (int j = 0; j < ny; ++j) dae->v_trial[dae->integrated[j]] = y[j];
@@ -643,6 +648,8 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
         if (st == CDYN_OK) st = rates(dae, fn, t, vdot);
     }
     if (st != CDYN_OK) {
+        if (q > 0) cdyn__newton_restore_magnitudes(dae->newton, held);
+        if (q > 0 && dae->index2) cdyn__newton_restore_magnitudes(dae->newton_z, held + n);
         dae->counters.rhs_failures++;
         return st;
     }

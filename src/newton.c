@@ -272,6 +272,16 @@ void cdyn__newton_forget(cdyn_newton *nt)
     memset(nt->b.nominal, 0, sizeof(double) * (size_t)nt->b.p);
 }
 
+void cdyn__newton_save_magnitudes(const cdyn_newton *nt, double *out)
+{
+    memcpy(out, nt->b.nominal, sizeof(double) * (size_t)nt->p);
+}
+
+void cdyn__newton_restore_magnitudes(cdyn_newton *nt, const double *in)
+{
+    memcpy(nt->b.nominal, in, sizeof(double) * (size_t)nt->p);
+}
+
 const double *cdyn__newton_tolerance(const cdyn_newton *nt) { return nt->b.tol_x; }
 
 const double *cdyn__newton_residual_tolerance(const cdyn_newton *nt) { return nt->b.tol_g; }

@@ -108,6 +108,15 @@ int cdyn__newton_near_factored(const cdyn_newton *nt);
  * size changes. */
 cdyn_status cdyn__newton_set_size(cdyn_newton *nt, int k, int p);
 
+/* The magnitudes learned from converged solutions (p values, newton.h),
+ * copied out and put back by an owner whose call fails after one of its
+ * solves converged: a call that fails leaves no scale behind (a solve
+ * that converged far out inside a failed call would otherwise loosen the
+ * next call's tolerances where an equation has no other term to cap them;
+ * docs/reliability.md). */
+void cdyn__newton_save_magnitudes(const cdyn_newton *nt, double *out);
+void cdyn__newton_restore_magnitudes(cdyn_newton *nt, const double *in);
+
 /* Forget what earlier solutions left: the magnitudes learned from them and
  * the factorization a chord start would use (the unknowns now mean
  * something else, e.g. after a new split of a DAE). */

@@ -50,7 +50,9 @@
  *
  * Failure semantics: on error, output arrays are untouched; the object
  * keeps its mass, split and last consistent algebraic states, so it stays
- * usable.
+ * usable. A failed cdyn_dae_rhs() or cdyn_dae_consistent() also leaves
+ * no magnitude learned by its solves (cdyn_dae_newton(), newton.h): the
+ * next call's default tolerances are what they would have been without it.
  */
 #ifndef CDYN_DAE_H
 #define CDYN_DAE_H
