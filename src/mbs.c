@@ -77,6 +77,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);
     mbs->q_base = malloc(sizeof(double) * (size_t)n);
+    mbs->held_magnitudes = malloc(sizeof(double) * (size_t)n);
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->ind_index = malloc(sizeof(int) * (size_t)n);
@@ -90,7 +91,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->lin_work || !mbs->y_part ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->lin_work || !mbs->y_part ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -113,7 +114,8 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
-                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work};
+                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work,
+                        mbs->held_magnitudes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -646,6 +648,10 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     } else {
         memcpy(x, q, sizeof(double) * (size_t)n);
     }
+    /* what the projector has learned so far: put back if the speed step
+     * fails after the positions converged */
+    double *held = mbs->held_magnitudes;
+    cdyn__newton_save_magnitudes(mbs->projector, held);
     /* T4.9 positions: Newton with minimum-norm steps dq = -Phi_q^+ Phi */
     cdyn_status newton = cdyn_newton_solve(mbs->projector, projection_residual,
                                            projection_jacobian, mbs, x);
@@ -660,7 +666,10 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     int reuse = newton == CDYN_OK && (cdyn__newton_solution_factored(mbs->projector) ||
                                       cdyn__newton_near_factored(mbs->projector));
     st = project_speeds(mbs, fn, t, qdot, reuse);
-    if (st) return st;
+    if (st) {
+        cdyn__newton_restore_magnitudes(mbs->projector, held);
+        return st;
+    }
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);

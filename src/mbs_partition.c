@@ -4,6 +4,7 @@
  * null-space reduction of T1 with W = Phi_q. */
 #include "linalg.h"
 #include "mbs_internal.h"
+#include "newton_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -179,6 +180,16 @@ static void watch_partition(cdyn_mbs *mbs)
     mbs->event = mbs->quality > mbs->partition_limit * mbs->best_quality;
 }
 
+/* The end of a failed call after the dependent coordinates' solve may
+ * have converged: the magnitudes it learned are put back (held, saved at
+ * the call's start), so that a call that fails leaves no scale behind
+ * (docs/reliability.md, "A failed call leaves no learned magnitude"). */
+static cdyn_status failed_call(cdyn_mbs *mbs, const double *held, cdyn_status st)
+{
+    cdyn__newton_restore_magnitudes(mbs->dependent, held);
+    return st;
+}
+
 cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, double *zdot)
 {
     if (!mbs) return CDYN_ERR_ARG;
@@ -190,20 +201,25 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
         st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
-    if (!st) mbs->counters.partition_rhs++;
-    if (!st) st = consistent_state(mbs, fn, t, z);
     if (st) return st;
+    mbs->counters.partition_rhs++;
+    double *held = mbs->held_magnitudes;
+    cdyn__newton_save_magnitudes(mbs->dependent, held);
+    st = consistent_state(mbs, fn, t, z);
+    if (st) return failed_call(mbs, held, st);
     cdyn_nullspace *ns = mbs->partition;
     double *q = mbs->q_base, *qdot = mbs->qdot_work;
     /* accelerations: T1.4-T1.5 with F = Q and c = -xi; T1's lambda is -T4's */
     st = cdyn__mbs_mass(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
     if (!st) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
-    if (st) return st;
+    if (st) return failed_call(mbs, held, st);
     for (int i = 0; i < m; ++i) mbs->vec_m[i] = -mbs->xi_val[i];
     st = cdyn_nullspace_solve(ns, mbs->M, n, mbs->Q, mbs->vec_m, mbs->vec_n, mbs->vec_m2);
     if (st)
-        return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t, cdyn_nullspace_last_error(ns));
+        return failed_call(mbs, held,
+                           cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
+                                      cdyn_nullspace_last_error(ns)));
     for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->vec_m2[i];
     cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->reaction_mult, 0.0, mbs->reaction_force);
     /* commit (zdot written last: it may alias z) */
@@ -232,8 +248,11 @@ cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const double *z, d
     if (!st && !isfinite(t)) st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: t is not finite", fn);
     if (!st && cdyn__first_nonfinite(2 * d, 1, z, 2 * d) >= 0)
         st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: z has NaN or Inf", fn);
-    if (!st) st = consistent_state(mbs, fn, t, z);
     if (st) return st;
+    double *held = mbs->held_magnitudes;
+    cdyn__newton_save_magnitudes(mbs->dependent, held);
+    st = consistent_state(mbs, fn, t, z);
+    if (st) return failed_call(mbs, held, st);
     memcpy(mbs->y_part, mbs->q_base, sizeof(double) * (size_t)n);
     memcpy(mbs->y_part + n, mbs->qdot_work, sizeof(double) * (size_t)n);
     memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)n); /* written last: y may alias z */

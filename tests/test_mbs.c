@@ -2631,6 +2631,119 @@ START_TEST(magnitudes_learned_in_the_mass_metric_do_not_carry_over)
 }
 END_TEST
 
+/* A coordinate driven at 1e20 m/s, q = 1e20 t (n = m = 1, M = 1, no
+ * force), whose Phi_t callback refuses states beyond 1e10 m. A projection
+ * at t = 1 converges in its positions (q = 1e20) and then fails in its
+ * speed step; the one after it at t = 0 from q = 1e-3, where the
+ * constraint q = 0 has no other term to cap a magnitude learned before,
+ * must still reach q = 0. Until a failed projection put back what its
+ * solve had learned, 1e-12 of 1e20 passed for q's tolerance and the
+ * start came back with CDYN_OK. */
+static int drive_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)ld, (void)user;
+    M[0] = 1.0;
+    return 0;
+}
+
+static int drive_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot, (void)user;
+    Q[0] = 0.0;
+    return 0;
+}
+
+static int drive_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)user;
+    Phi[0] = q[0] - 1e20 * t;
+    return 0;
+}
+
+static int drive_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)ld, (void)user;
+    J[0] = 1.0;
+    return 0;
+}
+
+static int drive_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)user;
+    Phi_t[0] = -1e20;
+    return fabs(q[0]) > 1e10 ? 7 : 0;
+}
+
+START_TEST(a_failed_projection_leaves_no_learned_magnitude_behind)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(1, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, drive_mass, drive_force, drive_phi, drive_jacobian, NULL),
+        CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, drive_phi_t, NULL), CDYN_OK);
+    double far[2] = {0.0, 0.0};
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 1.0, far), CDYN_ERR_CALLBACK);
+    ck_assert(far[0] == 0.0 && far[1] == 0.0); /* untouched */
+    double near[2] = {1e-3, 0.0};
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, near), CDYN_OK);
+    ck_assert_msg(fabs(near[0]) <= 1e-15 && fabs(near[1] - 1e20) <= 1e4,
+                  "q = %.17g (0), q' = %.17g (1e20)", near[0], near[1]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* The same drive as the coordinate q1 of a planar point (q0 free), in
+ * coordinate partitioning: q1 dependent. A consistent state at
+ * t = 1e-23 s (q1 = 1e-3 m), a call at t = 1 whose dependent solve
+ * converges at 1e20 m before the Phi_t callback refuses, then t = 0 from
+ * that warm start: q1 = 0 is due (the call at t = 1 left q1's tolerance
+ * at 1e8 m until a failed call put back what its solve had learned). */
+static int drive2_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)user;
+    Phi[0] = q[1] - 1e20 * t;
+    return 0;
+}
+
+static int drive2_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    J[0] = 0.0;
+    J[ld] = 1.0;
+    return 0;
+}
+
+static int drive2_phi_t(double t, const double *q, double *Phi_t, void *user)
+{
+    (void)t, (void)user;
+    Phi_t[0] = -1e20;
+    return fabs(q[1]) > 1e10 ? 7 : 0;
+}
+
+START_TEST(a_failed_partition_call_leaves_no_learned_magnitude_behind)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, drv_mass, drv_force, drive2_phi, drive2_jacobian, NULL),
+        CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, drive2_phi_t, NULL), CDYN_OK);
+    const double y0[4] = {0.5, 1e-3, 0.0, 1e20};
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 1e-23, y0), CDYN_OK);
+    int independent[2], dependent[1];
+    ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, independent, dependent), 1);
+    ck_assert_int_eq(dependent[0], 1);
+    double z[2] = {0.5, 0.0}, y[4];
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 1e-23, z, y), CDYN_OK);
+    ck_assert_double_le(fabs(y[1] - 1e-3), 1e-18);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 1.0, z, y), CDYN_ERR_CALLBACK);
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, y), CDYN_OK);
+    ck_assert_msg(fabs(y[1]) <= 1e-15, "q1 = %.17g (0)", y[1]);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* A slider crank in scaled units (fuzz_mbs's): q = S^-1 p with
  * S = (1e26, 1, 1e6), rows scaled by R = (1e20, 10), crank r = -14.98 m,
  * rod l = 58.22 m, the slider's line offset by u = 2.05 m:
@@ -2840,6 +2953,8 @@ int main(void)
     tcase_add_test(tc_proj, projection_whose_step_turns_the_jacobian_factors_it_at_the_result);
     tcase_add_test(tc_proj, magnitudes_learned_in_the_mass_metric_do_not_carry_over);
     tcase_add_test(tc_proj, projection_from_far_off_does_not_take_rounding_for_a_constant);
+    tcase_add_test(tc_proj, a_failed_projection_leaves_no_learned_magnitude_behind);
+    tcase_add_test(tc_proj, a_failed_partition_call_leaves_no_learned_magnitude_behind);
     tcase_add_test(tc_proj, mass_metric_keeps_a_light_coordinate_beside_a_heavy_one);
     tcase_add_test(tc_proj, mass_metric_projection_from_far_off_does_not_lose_what_its_unknowns_hold);
     tcase_add_test(tc_proj, project_tangent_refuses_an_overflowing_projection);

@@ -24,7 +24,10 @@
  *
  * Aliasing: outputs are written after every input has been read, so an
  * output may alias an input (ydot may be y). On any error the output
- * arrays are untouched and the object stays usable.
+ * arrays are untouched and the object stays usable; a failed projection
+ * or partition call also leaves no magnitude learned by its Newton solve
+ * (newton.h), so the next call's default tolerances are what they would
+ * have been without it.
  */
 #ifndef CDYN_MBS_H
 #define CDYN_MBS_H
