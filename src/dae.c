@@ -321,24 +321,67 @@ int cdyn__dae_row_rank(cdyn_dae *dae, const double *A)
     return rank;
 }
 
+/* mark[i] = 1 where a column of the null vectors a (n x q) is exactly
+ * a multiple of e_i and no other column has an entry in row i: the
+ * vector of an equation of M that is exactly zero (cdyn__dae_row_rank
+ * leaves those rows untouched); else 0. */
+static void mark_unit_rows(int n, int q, const double *a, int *mark)
+{
+    memset(mark, 0, sizeof(int) * (size_t)n);
+    for (int k = 0; k < q; ++k) {
+        const double *col = a + (size_t)k * n;
+        int row = -1, count = 0;
+        for (int i = 0; i < n; ++i)
+            if (col[i] != 0.0) row = i, ++count;
+        if (count != 1) continue;
+        int alone = 1;
+        for (int l = 0; l < q && alone; ++l) alone = l == k || a[row + (size_t)l * n] == 0.0;
+        mark[row] = alone;
+    }
+}
+
+/* The orthonormal basis Q (n x n; null vectors first, q of them) from the
+ * QR of such null vectors is, in exact arithmetic, +-e_i in one null
+ * column and 0 in every other column of row i, for each marked row; the
+ * reflectors leave rounding there (1e-16 of e_i in a range column, 1e-32
+ * of a massive row's force in a null one: beta^T F then mixes equations
+ * of other scales into the hidden constraint of a massless state).
+ * Those entries are set to their exact values, the sign kept. */
+static void snap_unit_rows(int n, int q, const int *mark, double *Q)
+{
+    for (int i = 0; i < n; ++i) {
+        if (!mark[i]) continue;
+        int best = 0;
+        for (int k = 1; k < q; ++k)
+            if (fabs(Q[i + (size_t)k * n]) > fabs(Q[i + (size_t)best * n])) best = k;
+        double value = Q[i + (size_t)best * n];
+        if (!(fabs(value) > 0.5)) continue; /* not the unit vector it should be */
+        for (int l = 0; l < n; ++l) Q[l + (size_t)best * n] = 0.0;
+        for (int j = 0; j < n; ++j) Q[i + (size_t)j * n] = 0.0;
+        Q[i + (size_t)best * n] = value > 0.0 ? 1.0 : -1.0;
+    }
+}
+
 void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
 {
     /* u^T (D_r M D_c) = 0 for the last q columns u of U, so (D_r u)^T M = 0:
      * the left null space of M is spanned by D_r U(:, r:n).
      * A QR of it gives an orthonormal basis (its first q columns of Q) and
      * the orthogonal complement, the range of M (the other r). */
-    int n = dae->n, q = n - r;
+    int n = dae->n, q = n - r, *unit_row = dae->jpvt + n; /* jpvt has room for 2 n */
     double *a = dae->scratch, *full = dae->prod;
     if (q > 0) {
         for (int k = 0; k < q; ++k)
             for (int i = 0; i < n; ++i)
                 a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
+        mark_unit_rows(n, q, a, unit_row);
         memset(dae->jpvt, 0, sizeof(int) * (size_t)q);
         cdyn__geqp3(n, q, a, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
     }
     memset(full, 0, sizeof(double) * (size_t)n * n);
     for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
     if (q > 0) cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
+    if (q > 0) snap_unit_rows(n, q, unit_row, full);
     if (q > 0) memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
     if (r > 0) memcpy(range, full + (size_t)n * q, sizeof(double) * (size_t)n * r);
 }

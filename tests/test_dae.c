@@ -1504,6 +1504,86 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* 6. Consistent initialisation                                              */
 
+/* fuzz_dae's seed dae_open_index1_large_states: states of 1e11-1e15
+ * with coefficients of 1e-35-1e-23 (F_i = c_i + d_i sin t +
+ * sum_j a_ij v_j + b_ij v_j |v_j|), M with two zero rows and a rank-one
+ * block, v3 integrated. The algebraic states have one root each (40-digit
+ * roots of F0 = 0, F1 = 0 and F2 - F3 = 0 by mpmath, outside the
+ * library). The left null basis of M had rounding of 1e-16 where exact
+ * zeros belong (the zero rows' unit vectors mixed with the others): the
+ * spurious coefficients it gave G0 set a tolerance of 1e21 for v2 and
+ * cdyn_dae_consistent returned CDYN_OK at v2 = -5.79e11, where
+ * F2 - F3 is 0.65 % of its terms. Checked in these units and in units
+ * 2^-43 (states) and 2^75 (equations), exact powers of two. */
+typedef struct {
+    double S, R; /* v = S v~, F~ = R F */
+} big_scale;
+
+static const double BIG_C = -0x1.11c0ac10ca197p-35, BIG_D3 = -0x1.e814805a785a8p-37;
+static const double BIG_A[4][4] = {{0x1.8cb770b47f91cp-77, 0, 0, 0x1.0ecca46737cd2p-75},
+                                   {0, 0x1.e392010175ee5p-84, 0, 0x1.0fdb710b9f04fp-75},
+                                   {0, 0, 0x1.357c299a88ea7p-83, 0x1.0ecca46737cd2p-83},
+                                   {0, 0, 0x1.1307d6f8d4ac5p-77, 0x1.0ecca46737cd2p-83}};
+static const double BIG_B1 = 0x1.eb111122483b7p-117, BIG_B2 = -0x1.4d9d8ea3affd5p-115;
+static const double BIG_B[4][4] = {{BIG_B1, 0, 0, BIG_B2},
+                                   {BIG_B1, 0, 0, BIG_B2},
+                                   {0, 0, BIG_B1, BIG_B2},
+                                   {0, 0, BIG_B2, BIG_B2}};
+
+static int big_force(double t, const double *v, double *F, void *user)
+{
+    const big_scale *u = user;
+    for (int i = 0; i < 4; ++i) {
+        double s = BIG_C + (i == 3 ? BIG_D3 : BIG_C) * sin(t);
+        for (int j = 0; j < 4; ++j) {
+            double x = u->S * v[j];
+            s += BIG_A[i][j] * x + BIG_B[i][j] * x * fabs(x);
+        }
+        F[i] = u->R * s;
+    }
+    return 0;
+}
+
+START_TEST(zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root)
+{
+    const double t = -0x1.4148p+3, start = -0x1.24341ec77c8p+43, m = -0x1.2cfe838e558cdp-75;
+    const double root[3] = {-15225058841780.81386683, -1587538585225403.085065,
+                            569839243080.5719770858};
+    const big_scale units[2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
+    for (int k = 0; k < 2; ++k) {
+        big_scale u = units[k];
+        cdyn_dae *dae = cdyn_dae_create(4, NULL);
+        double M[16] = {0}, v[4], beta[12];
+        M[2 + 4 * 2] = M[2 + 4 * 3] = M[3 + 4 * 2] = M[3 + 4 * 3] = u.R * m * u.S;
+        for (int j = 0; j < 4; ++j) v[j] = start / u.S;
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, big_force, NULL, NULL, &u), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_rank(dae), 1);
+        /* each zero row's null vector is exactly +-e_i, and row i is 0 in
+         * the others */
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 4, NULL, 4), CDYN_OK);
+        for (int row = 0; row < 2; ++row) {
+            int units_seen = 0;
+            for (int c = 0; c < 3; ++c) {
+                double b = beta[row + 4 * c];
+                ck_assert(b == 0.0 || fabs(b) == 1.0);
+                if (fabs(b) == 1.0)
+                    for (int i = 0; i < 4; ++i) ck_assert(i == row || beta[i + 4 * c] == 0.0);
+                units_seen += fabs(b) == 1.0;
+            }
+            ck_assert_int_eq(units_seen, 1);
+        }
+        ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
+        for (int j = 0; j < 3; ++j)
+            ck_assert_msg(fabs(v[j] * u.S - root[j]) <= 1e-9 * fabs(root[j]),
+                          "units %d: v%d = %.17g (%.17g)", k, j, v[j] * u.S, root[j]);
+        ck_assert(v[3] == start / u.S);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 START_TEST(consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states)
 {
     for (int exact = 1; exact >= 0; --exact) {
@@ -2214,6 +2294,7 @@ int main(void)
     tcase_add_test(tc_cons,
                    consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states);
     tcase_add_test(tc_cons, constraint_without_a_real_root_gives_noconv_within_the_cap);
+    tcase_add_test(tc_cons, zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
