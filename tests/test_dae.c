@@ -1515,72 +1515,142 @@ END_TEST
  * cdyn_dae_consistent returned CDYN_OK at v2 = -5.79e11, where
  * F2 - F3 is 0.65 % of its terms. Checked in these units and in units
  * 2^-43 (states) and 2^75 (equations), exact powers of two. */
+enum { POLY_N = 5 };
 typedef struct {
+    int n;
+    double c[POLY_N], d[POLY_N], a[POLY_N][POLY_N], b[POLY_N][POLY_N];
+} poly_model; /* F_i = c_i + d_i sin t + sum_j a_ij v_j + b_ij v_j |v_j| */
+
+typedef struct {
+    const poly_model *m;
     double S, R; /* v = S v~, F~ = R F */
-} big_scale;
+} scaled_poly;
 
-static const double BIG_C = -0x1.11c0ac10ca197p-35, BIG_D3 = -0x1.e814805a785a8p-37;
-static const double BIG_A[4][4] = {{0x1.8cb770b47f91cp-77, 0, 0, 0x1.0ecca46737cd2p-75},
-                                   {0, 0x1.e392010175ee5p-84, 0, 0x1.0fdb710b9f04fp-75},
-                                   {0, 0, 0x1.357c299a88ea7p-83, 0x1.0ecca46737cd2p-83},
-                                   {0, 0, 0x1.1307d6f8d4ac5p-77, 0x1.0ecca46737cd2p-83}};
-static const double BIG_B1 = 0x1.eb111122483b7p-117, BIG_B2 = -0x1.4d9d8ea3affd5p-115;
-static const double BIG_B[4][4] = {{BIG_B1, 0, 0, BIG_B2},
-                                   {BIG_B1, 0, 0, BIG_B2},
-                                   {0, 0, BIG_B1, BIG_B2},
-                                   {0, 0, BIG_B2, BIG_B2}};
-
-static int big_force(double t, const double *v, double *F, void *user)
+static int poly_force(double t, const double *v, double *F, void *user)
 {
-    const big_scale *u = user;
-    for (int i = 0; i < 4; ++i) {
-        double s = BIG_C + (i == 3 ? BIG_D3 : BIG_C) * sin(t);
-        for (int j = 0; j < 4; ++j) {
+    const scaled_poly *u = user;
+    const poly_model *m = u->m;
+    for (int i = 0; i < m->n; ++i) {
+        double s = m->c[i] + m->d[i] * sin(t);
+        for (int j = 0; j < m->n; ++j) {
             double x = u->S * v[j];
-            s += BIG_A[i][j] * x + BIG_B[i][j] * x * fabs(x);
+            s += m->a[i][j] * x + m->b[i][j] * x * fabs(x);
         }
         F[i] = u->R * s;
     }
     return 0;
 }
 
-START_TEST(zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root)
+#define BIG_C (-0x1.11c0ac10ca197p-35)
+#define BIG_B1 0x1.eb111122483b7p-117
+#define BIG_B2 (-0x1.4d9d8ea3affd5p-115)
+static const poly_model BIG = {
+    .n = 4,
+    .c = {BIG_C, BIG_C, BIG_C, BIG_C},
+    .d = {BIG_C, BIG_C, BIG_C, -0x1.e814805a785a8p-37},
+    .a = {{0x1.8cb770b47f91cp-77, 0, 0, 0x1.0ecca46737cd2p-75},
+          {0, 0x1.e392010175ee5p-84, 0, 0x1.0fdb710b9f04fp-75},
+          {0, 0, 0x1.357c299a88ea7p-83, 0x1.0ecca46737cd2p-83},
+          {0, 0, 0x1.1307d6f8d4ac5p-77, 0x1.0ecca46737cd2p-83}},
+    .b = {{BIG_B1, 0, 0, BIG_B2}, {BIG_B1, 0, 0, BIG_B2}, {0, 0, BIG_B1, BIG_B2},
+          {0, 0, BIG_B2, BIG_B2}}};
+
+/* Consistent values of m with mass M (m->n x m->n) at t from v0 (its
+ * entries; integrated states keep theirs), in the caller's units and in
+ * units v = 2^-43 v~, F~ = 2^75 F (exact); every state in expect (NAN:
+ * not checked) to 1e-9 relative. The null basis is checked first: in
+ * every row of M that is zero or the only non-zero of a column, its
+ * entries are exact (+-1 in one vector and 0 in the others, or 0). */
+static void consistent_matches(const poly_model *m, const double *M, double t, const double *v0,
+                               const double *expect)
 {
-    const double t = -0x1.4148p+3, start = -0x1.24341ec77c8p+43, m = -0x1.2cfe838e558cdp-75;
-    const double root[3] = {-15225058841780.81386683, -1587538585225403.085065,
-                            569839243080.5719770858};
-    const big_scale units[2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
+    int n = m->n;
+    const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
     for (int k = 0; k < 2; ++k) {
-        big_scale u = units[k];
-        cdyn_dae *dae = cdyn_dae_create(4, NULL);
-        double M[16] = {0}, v[4], beta[12];
-        M[2 + 4 * 2] = M[2 + 4 * 3] = M[3 + 4 * 2] = M[3 + 4 * 3] = u.R * m * u.S;
-        for (int j = 0; j < 4; ++j) v[j] = start / u.S;
-        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_set_model(dae, big_force, NULL, NULL, &u), CDYN_OK);
+        scaled_poly u = {m, units[k][0], units[k][1]};
+        cdyn_dae *dae = cdyn_dae_create(n, NULL);
+        double Ms[POLY_N * POLY_N], v[POLY_N], beta[POLY_N * POLY_N];
+        for (int i = 0; i < n * n; ++i) Ms[i] = u.R * M[i] * u.S;
+        for (int j = 0; j < n; ++j) v[j] = v0[j] / u.S;
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force, NULL, NULL, &u), CDYN_OK);
         ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_rank(dae), 1);
-        /* each zero row's null vector is exactly +-e_i, and row i is 0 in
-         * the others */
-        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 4, NULL, 4), CDYN_OK);
-        for (int row = 0; row < 2; ++row) {
+        int q = n - cdyn_dae_rank(dae);
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, NULL, n), CDYN_OK);
+        for (int i = 0; i < n; ++i) {
+            int zero = 1, alone = 0;
+            for (int j = 0; j < n; ++j) {
+                zero &= M[i + n * j] == 0.0;
+                int others = 0;
+                for (int l = 0; l < n; ++l) others += l != i && M[l + n * j] != 0.0;
+                alone |= M[i + n * j] != 0.0 && others == 0;
+            }
             int units_seen = 0;
-            for (int c = 0; c < 3; ++c) {
-                double b = beta[row + 4 * c];
-                ck_assert(b == 0.0 || fabs(b) == 1.0);
-                if (fabs(b) == 1.0)
-                    for (int i = 0; i < 4; ++i) ck_assert(i == row || beta[i + 4 * c] == 0.0);
+            for (int c = 0; c < q; ++c) {
+                double b = beta[i + n * c];
+                if (alone) ck_assert_msg(b == 0.0, "units %d: beta[%d][%d] = %g", k, i, c, b);
+                if (zero) ck_assert_msg(b == 0.0 || fabs(b) == 1.0, "units %d: beta[%d][%d] = %g",
+                                        k, i, c, b);
                 units_seen += fabs(b) == 1.0;
             }
-            ck_assert_int_eq(units_seen, 1);
+            if (zero) ck_assert_int_eq(units_seen, 1);
         }
         ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
-        for (int j = 0; j < 3; ++j)
-            ck_assert_msg(fabs(v[j] * u.S - root[j]) <= 1e-9 * fabs(root[j]),
-                          "units %d: v%d = %.17g (%.17g)", k, j, v[j] * u.S, root[j]);
-        ck_assert(v[3] == start / u.S);
+        for (int j = 0; j < n; ++j)
+            if (!isnan(expect[j]))
+                ck_assert_msg(fabs(v[j] * u.S - expect[j]) <= 1e-9 * fabs(expect[j]),
+                              "units %d: v%d = %.17g (%.17g)", k, j, v[j] * u.S, expect[j]);
         cdyn_dae_free(dae);
     }
+}
+
+START_TEST(zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root)
+{
+    const double m = -0x1.2cfe838e558cdp-75, start = -0x1.24341ec77c8p+43;
+    double M[16] = {0};
+    M[2 + 4 * 2] = M[2 + 4 * 3] = M[3 + 4 * 2] = M[3 + 4 * 3] = m;
+    const double v0[4] = {start, start, start, start};
+    const double root[4] = {-15225058841780.81386683, -1587538585225403.085065,
+                            569839243080.5719770858, start};
+    consistent_matches(&BIG, M, -0x1.4148p+3, v0, root);
+}
+END_TEST
+
+/* fuzz_dae's seed dae_index1_lone_row (found after the fix above):
+ * M has a zero row (0), a row alone in its column (1, the only mass of
+ * v1) and a rank-one block (rows 2-4 on v3). Every left null vector is 0
+ * in row 1, but the QR left 1e-32 there, and F1 (1e9, with a term
+ * 4e7 v4 |v4|) put a spurious v4 into two hidden constraints of terms
+ * 1e4: v4's tolerance became 8e3 and cdyn_dae_consistent returned CDYN_OK
+ * at v4 = 13.4, where by hand F0 = 0 gives 0.5567 (F0's terms are 1e-22).
+ * By hand (40 digits): the two null combinations of rows 2-4 are linear
+ * in v0 and v2 given v3, and then v4 |v4| = -(a00 v0 + a02 v2) / b04. */
+static const poly_model LONE = {
+    .n = 5,
+    .d = {0, 0, 0, 0x1.a9p+9, 0x1.790148aa68c9cp-23},
+    .a = {{-0x1.f876288ec2ffep-100, 0, -0x1.3b9d8392b56c7p-95, 0, 0},
+          {0x1.3613333333334p+6, 0, -0x1.f1f4p+9, 0, 0},
+          {-0x1.207999999999ap-2, 0, -0x1.f1f4p+1, 0, 0},
+          {0x1.b58ap+6, 0, 0, 0, 0},
+          {0x1.769a079ffedaep-26, 0, 0, 0, 0}},
+    .b = {{0, 0, 0, 0, 0x1.c7291b2fc65cep-80},
+          {0, 0, 0, 0, 0x1.325e2dp+25},
+          {0},
+          {0, 0, 0, -0x1.74876e8p+31, 0},
+          {0, 0, 0, -0x1.3eb0a3d70a3d7p-2, 0}}};
+
+START_TEST(a_row_alone_in_its_column_has_no_share_in_the_null_basis)
+{
+    double M[25] = {0};
+    M[1 + 5 * 1] = 0x1.004ccbp+27;
+    M[2 + 5 * 3] = 0x1.d7dcep+10;
+    M[3 + 5 * 3] = 0x1.b774p+12;
+    M[4 + 5 * 3] = 0x1.f75104d551d6ap-26;
+    const double v0[5] = {0x1.86e6p+7, 0x1.f1315b16d1fe9p-24, 0x1.717p+3, 0x1.7a4dd2f1a9fbfp-7,
+                          0x1.7a4dd2f1a9fbfp-7};
+    const double root[5] = {1860.985894229093960144062, NAN, 14554.18863474718917741705, NAN,
+                            0.5567345476424470348389695};
+    consistent_matches(&LONE, M, 0x1.74p-4, v0, root);
 }
 END_TEST
 
@@ -2295,6 +2365,7 @@ int main(void)
                    consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states);
     tcase_add_test(tc_cons, constraint_without_a_real_root_gives_noconv_within_the_cap);
     tcase_add_test(tc_cons, zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root);
+    tcase_add_test(tc_cons, a_row_alone_in_its_column_has_no_share_in_the_null_basis);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
