@@ -56,8 +56,7 @@ struct cdyn_mbs {
     double *held_magnitudes;      /* n: a Newton solver's learned magnitudes at a call's start */
     int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     int projector_near;           /* its factorization is of Phi_q one Newton iterate before (mbs.c) */
-    double *lin_work;             /* 6n^2 + n m1 + 15n + 7 m1: mbs_linearize.c; the projection origin
-                                   * (2n, mbs.c) */
+    double *lin_work;             /* 6n^2 + n m1 + 15n + 7 m1: mbs_linearize.c; the projection origin (2n, mbs.c) */
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
