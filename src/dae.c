@@ -103,7 +103,7 @@ static void part_free(cdyn__dae_part *p)
                         p->hz_last,   p->gx_last,     p->fz_next, p->multiplier_dir,
                         p->rate_w,    p->multiplier_step, p->g0_bound,
                         p->w_start,   p->multiplier_start, p->bottom_value, p->bottom_inverse,
-                        p->bottom_source};
+                        p->bottom_source, p->g0_at};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->range_rows);
@@ -174,6 +174,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->g0_bound = doubles(q1);
     p->w_start = doubles(q1);
     p->multiplier_start = doubles(q1);
+    p->g0_at = doubles(q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
@@ -188,7 +189,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
              p->hz_last && p->gx_last &&
              p->fz_next && p->multiplier_dir && p->rate_w &&
              p->multiplier_step && p->g0_bound &&
-             p->w_start && p->multiplier_start;
+             p->w_start && p->multiplier_start && p->g0_at;
     if (!ok) part_free(p);
     return ok;
 }

@@ -741,11 +741,49 @@ static int multipliers_by_refinement(cdyn_dae *dae)
     return multiplier_jacobian_unchanged(dae, dae->scratch);
 }
 
+cdyn_status cdyn__dae_index2_dependent(cdyn_dae *dae, const char *fn, double t, double *x)
+{
+    int q = dae->q;
+    cdyn__dae_part *p = &dae->part;
+    p->data_at_solution = 0;
+    if (!dae->jacobian || !p->g0_factored) return cdyn__dae_solve_algebraic(dae, fn, t, x);
+    /* a chord step from the warm start (v_trial holds it) and the polish
+     * step, with the factorization the last evaluations left; F and G_v
+     * where they end */
+    cdyn_status st = polish_dependent(dae, fn, t);
+    if (st == CDYN_OK) st = polish_dependent(dae, fn, t);
+    if (st == CDYN_OK) st = constraint_data(dae, fn, t);
+    if (st == CDYN_OK) {
+        /* the Newton solve judges that point as it judges any start: with
+         * G and J there, from the constraint data; a step away from it
+         * calls the model, and the rates then redo the data */
+        for (int k = 0; k < q; ++k) p->g0_at[k] = x[k] = dae->v_trial[dae->algebraic[k]];
+        long jacobians = dae->counters.jacobian_evaluations;
+        p->g0_at_hand = 1;
+        cdyn__newton_set_chord(dae->newton, 0); /* J is at hand: no chord steps */
+        st = cdyn__dae_solve_algebraic(dae, fn, t, x);
+        cdyn__newton_set_chord(dae->newton, 1);
+        p->g0_at_hand = 0;
+        p->data_at_solution = st == CDYN_OK &&
+                              dae->counters.jacobian_evaluations == jacobians &&
+                              memcmp(x, p->g0_at, sizeof(double) * (size_t)q) == 0;
+        if (st == CDYN_OK) return CDYN_OK;
+    }
+    /* the plain solve from the warm start, with its own verdict */
+    for (int k = 0; k < q; ++k) x[k] = dae->v_last[dae->algebraic[k]];
+    for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    return cdyn__dae_solve_algebraic(dae, fn, t, x);
+}
+
 cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, double *vdot)
 {
     int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
-    cdyn_status st = polish_dependent(dae, fn, t);
-    if (st == CDYN_OK) st = constraint_data(dae, fn, t);
+    cdyn_status st = CDYN_OK;
+    if (!dae->part.data_at_solution) { /* else cdyn__dae_index2_dependent left them */
+        st = polish_dependent(dae, fn, t);
+        if (st == CDYN_OK) st = constraint_data(dae, fn, t);
+    }
+    dae->part.data_at_solution = 0;
     if (st != CDYN_OK) return st;
     bound_constraints(dae);
     if (multipliers_by_refinement(dae)) {

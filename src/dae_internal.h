@@ -60,6 +60,15 @@ typedef struct cdyn__dae_part {
     /* the last index-2 evaluation ended with [H_z, G_w] factored (newton_z)
      * at its solution, from part.hz_last (multipliers_by_refinement) */
     int hz_factored;
+    /* the dependent states' solve of the index-2 form with dF/dv
+     * (cdyn__dae_index2_dependent): g0_factored, an evaluation since the
+     * split left dae->newton factored (a chord step may start from it);
+     * g0_at (q), the point where constraint_data left F (force_val) and
+     * G_v, which the Newton's callbacks take instead of calling the model
+     * while g0_at_hand; data_at_solution, this evaluation's constraint
+     * data are at the accepted solution (the rates need not redo them) */
+    int g0_factored, g0_at_hand, data_at_solution;
+    double *g0_at;
     /* the rates' certificate's view of P^T M (cdyn__dae_rates_backward_error):
      * its non-zeros by columns, 1 / its row maxima and each column's largest
      * |entry| / row maximum; built once for a constant M (top_valid) */
@@ -309,6 +318,15 @@ double cdyn__dae_rates_backward_error(cdyn_dae *dae, const double *vdot, const d
  * constraints, one per constraint) and split the other states into the
  * integrated x_i and the dependent x_d by a pivoted QR of G_x. */
 cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t);
+
+/* The dependent states x_d of the index-2 form from the warm start x (q,
+ * the result on return, also in v_trial), as cdyn__dae_solve_algebraic
+ * finds them and with its verdict. With dF/dv and a factorization left by
+ * an earlier evaluation, one chord step and one polish step come first and
+ * the Newton solve starts where they end, with F and G_v there from the
+ * constraint data (no model call unless it moves); without, or where
+ * anything fails there, the plain solve from x. */
+cdyn_status cdyn__dae_index2_dependent(cdyn_dae *dae, const char *fn, double t, double *x);
 
 /* At the state v_trial whose x_d solves G0 = 0: the multipliers z (Newton
  * on G_x x'(z) + G_t = 0) into v_trial and the rates into vdot (n; the

@@ -11,10 +11,22 @@
 
 /* Newton residual for the algebraic states x = v_a, with the integrated
  * states already in v_trial: G0 = beta^T F(v, t) (T3.1). */
+/* Is x (q) bit for bit the point whose F and G_v the constraint data of
+ * the index-2 form left at hand (cdyn__dae_index2_dependent)? */
+static int at_hand(const cdyn_dae *dae, const double *x)
+{
+    return dae->part.g0_at_hand &&
+           memcmp(x, dae->part.g0_at, sizeof(double) * (size_t)dae->q) == 0;
+}
+
 static int algebraic_residual(const double *x, double *G, void *user)
 {
     cdyn_dae *dae = user;
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    if (at_hand(dae, x)) { /* F there is in force_val */
+        cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G, dae->q);
+        return 0;
+    }
     dae->guard.in_callback++;
     dae->counters.force_evaluations++;
     int code = dae->force(dae->t_eval, dae->v_trial, dae->force_shift, dae->user);
@@ -34,6 +46,12 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     cdyn_dae *dae = user;
     int n = dae->n, q = dae->q;
     for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    if (at_hand(dae, x)) { /* G_v there is part.constraint_jac */
+        for (int k = 0; k < q; ++k)
+            memcpy(J + (size_t)k * ldj, dae->part.constraint_jac + (size_t)dae->algebraic[k] * q,
+                   sizeof(double) * (size_t)q);
+        return 0;
+    }
     dae->guard.in_callback++;
     dae->counters.jacobian_evaluations++;
     int code = dae->jacobian(dae->t_eval, dae->v_trial, dae->force_jac, n, dae->user);
@@ -201,6 +219,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     if (q > 0) cdyn__newton_forget(dae->newton);
     if (q > 0) cdyn__newton_forget(dae->newton_z);
     dae->reduced_factored = dae->part.hz_valid = dae->part.hz_factored = 0;
+    dae->part.g0_factored = 0;
     memcpy(dae->v_last, v, sizeof(double) * (size_t)n);
     for (int j = 0; j < n; ++j) /* the caller's state: every value is a magnitude */
         dae->magnitude[j] = fmax(dae->magnitude[j], fabs(v[j]));
@@ -637,7 +656,8 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     cdyn_status st = cdyn__dae_mass_at(dae, fn, t);
     if (st == CDYN_OK && q > 0) {
         for (int k = 0; k < q; ++k) p->vec_q[k] = dae->v_last[dae->algebraic[k]];
-        st = cdyn__dae_solve_algebraic(dae, fn, t, p->vec_q);
+        st = dae->index2 ? cdyn__dae_index2_dependent(dae, fn, t, p->vec_q)
+                         : cdyn__dae_solve_algebraic(dae, fn, t, p->vec_q);
     }
     double *vdot = dae->prod; /* n, committed below */
     if (dae->index2) {
@@ -660,6 +680,7 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     learn_magnitudes(dae, dae->v_last);
     cdyn__dae_keep_factorizations(dae);
     if (dae->mass_fn) memcpy(p->beta_ref, p->beta, sizeof(double) * (size_t)n * q);
+    p->g0_factored = dae->index2;
     dae->state_valid = 1;
     return CDYN_OK;
 }
