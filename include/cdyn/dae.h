@@ -330,7 +330,12 @@ CDYN_API cdyn_status cdyn_dae_consistent(cdyn_dae *dae, double t, double *v);
  * evaluation left, and a fresh Jacobian and factorization at the end judge
  * the result with the unchanged convergence test: the Newton report's
  * iterations count the chord steps, and a failed call leaves the next one
- * as it would have been), then
+ * as it would have been; in the index-2 form with dF/dv the solve instead
+ * starts where one chord step and one further step on that factorization
+ * end, with F and dF/dv there (which the rates need anyway) as its first
+ * residual and Jacobian and no chord steps: the same convergence test, at
+ * one dF/dv per evaluation; where anything fails there, the solve from the
+ * warm start), then
  *   [P^T M Pi [I; A]] v_i' = P^T (F - M Pi [0; b]),
  *   A = -G_a^# G_i,  b = -G_a^# G_t,  v_a' = A v_i' + b,
  * with G_a^# the rank-revealing inverse of cdyn_newton (SVD outer inverse
