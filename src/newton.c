@@ -1004,7 +1004,10 @@ static void pack_columns(cdyn_newton *nt, const double *J)
 
 /* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
  * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
-static void tolerances(cdyn_newton *nt, const double *J, const double *x)
+/* row_scale (k, or NULL for none): D_r of the factorization of J, in
+ * which the equations' sizes are compared (see below). */
+static void tolerances(cdyn_newton *nt, const double *J, const double *x,
+                       const double *row_scale)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
@@ -1050,12 +1053,15 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                 if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i]) {
                     b->col_rows[with_others] = i;
                     b->col_abs[with_others++] = a;
-                    largest = terms[i] > largest ? terms[i] : largest;
+                    double size = row_scale ? terms[i] * row_scale[i] : terms[i];
+                    largest = size > largest ? size : largest;
                 }
             }
             for (int e = 0; e < with_others; ++e) { /* the largest |J_ij| / terms_i among those */
-                double t = terms[b->col_rows[e]], a = b->col_abs[e];
-                if (t >= 1e-12 * largest) reach = a / t > reach ? a / t : reach;
+                int i = b->col_rows[e];
+                double t = terms[i], a = b->col_abs[e];
+                if ((row_scale ? t * row_scale[i] : t) >= 1e-12 * largest)
+                    reach = a / t > reach ? a / t : reach;
             }
             for (int e = 0; e < with_others; ++e) {
                 /* nor does an equation that this unknown moves less than
@@ -1063,7 +1069,12 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x)
                  * with other terms it moves most (among those whose terms
                  * are not below 1e-12 of the largest such, near its
                  * rounding: an equation whose terms all but vanish, a
-                 * junction on a path without flow, is moved by anything).
+                 * junction on a path without flow, is moved by anything;
+                 * sizes compared in the rows of the factorization's
+                 * equilibrated J, D_r J D_c, where an equation's terms
+                 * do not depend on its units: compared as given, rows
+                 * 1e20 apart put the small one below that line and its
+                 * hidden constraint passed at 1e-4 of its terms).
                  * Such a coefficient may be a difference quotient's noise
                  * (about 1e-8 in that measure), whose others / a would set
                  * the floor below at the equation's size over that noise.
@@ -1312,7 +1323,8 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
         else
             apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
                          b->kept_col_scale, nt->kept_r_diagonal, b->scratch, b->dx);
-        if (s == 0) tolerances(nt, J0, x); /* the weights of the start serve the chord */
+        if (s == 0) /* the weights of the start serve the chord */
+            tolerances(nt, J0, x, nt->has_ops ? NULL : b->kept_row_scale);
         double err = weighted_max(p, b->dx, b->tol_x);
         if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;
         double current = merit(k, b->g, b->tol_g);
@@ -1349,7 +1361,7 @@ static int accepted_near(cdyn_newton *nt, int has_jacobian, const double *x)
         return 0;
     for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
     cdyn__newton_apply(nt, b->scratch, b->dx);
-    tolerances(nt, b->jac, x);
+    tolerances(nt, b->jac, x, b->row_scale);
     double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
     double step = weighted_max(p, b->dx_prev, b->tol_x);
     if (!(res <= 1.0 && err <= 1.0 && err <= 0.1 * step)) return 0;
@@ -1418,7 +1430,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK) constant_terms(nt, b->jac, x, fresh);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
-        tolerances(nt, b->jac, x);
+        tolerances(nt, b->jac, x, nt->has_ops ? NULL : b->row_scale);
         double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
         nt->report.residual_norm = norm_inf(k, b->g);
         nt->report.residual_ratio = res;

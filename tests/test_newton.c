@@ -1795,6 +1795,48 @@ START_TEST(a_scale_beyond_the_double_range_is_no_tolerance)
 }
 END_TEST
 
+/* s (x - 1) = 0 and 1e10 (y - 2) + 1e-3 x = 0 (s in user): root (1, 2 -
+ * 1e-13). x enters the second equation barely (its terms 2e10, x's 1e-3),
+ * which alone would give x a scale of rtol 2e13 and, through the floor
+ * 8 eps (that scale) / rtol, a tolerance of 3.5e-3. The first equation
+ * sets x's real scale; until its size was compared with the second's in
+ * the equilibrated rows, at s <= 2e-2 its terms fell below 1e-12 of the
+ * second's and were left out, and the start (1.001, 2) came back as the
+ * root (at s = 1e-8 already: a unit change within 1e+-8). */
+static int res_rows_apart(const double *x, double *G, void *user)
+{
+    double s = *(const double *)user;
+    G[0] = s * (x[0] - 1.0);
+    G[1] = 1e10 * (x[1] - 2.0) + 1e-3 * x[0];
+    return 0;
+}
+
+static int jac_rows_apart(const double *x, double *J, int ldj, void *user)
+{
+    (void)x;
+    J[0] = *(const double *)user;
+    J[1] = 1e-3;
+    J[ldj] = 0.0;
+    J[1 + ldj] = 1e10;
+    return 0;
+}
+
+START_TEST(equations_of_other_units_are_compared_in_equilibrated_rows)
+{
+    static const double scale[] = {1.0, 1e-8, 1e-20, 1e-150, 1e8, 1e150};
+    for (size_t c = 0; c < sizeof scale / sizeof scale[0]; ++c) {
+        cdyn_newton *nt = create_ok(2, 2);
+        double x[2] = {1.001, 2.0};
+        void *user = (void *)&scale[c];
+        ck_assert_int_eq(cdyn_newton_solve(nt, res_rows_apart, jac_rows_apart, user, x),
+                         CDYN_OK);
+        ck_assert_msg(fabs(x[0] - 1.0) <= 1e-9, "s = %g: x = %.17g (1)", scale[c], x[0]);
+        ck_assert_double_le(fabs(x[1] - (2.0 - 1e-13)), 1e-9);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* ======================================================================== */
 /* 9. Callback failures.                                                     */
 
@@ -2809,6 +2851,7 @@ static Suite *newton_suite(void)
     tcase_add_test(dbl, a_far_solution_does_not_loosen_later_solves);
     tcase_add_test(dbl, an_equation_an_unknown_barely_enters_does_not_set_its_scale);
     tcase_add_test(dbl, a_scale_beyond_the_double_range_is_no_tolerance);
+    tcase_add_test(dbl, equations_of_other_units_are_compared_in_equilibrated_rows);
     suite_add_tcase(s, dbl);
 
     TCase *step = tcase_create("step");

@@ -65,10 +65,10 @@
  * rounding of the equations that determine the unknown. Both rules pass
  * over an equation that the unknown moves less than 1e-6 as much, for the
  * size of that equation's terms, as the equation with other terms it moves
- * most (among those whose terms are at least 1e-12 of the largest such:
- * this one comparison is between equations, so rescaling one equation by
- * more than 1e12 against the others can change which equations it
- * considers); such a coefficient may be a difference quotient's noise, and its
+ * most (among those whose terms are at least 1e-12 of the largest such,
+ * the sizes compared in the rows of the equilibrated Jacobian D_r J D_c
+ * of its factorization, where rescaling an equation does not change
+ * them); such a coefficient may be a difference quotient's noise, and its
  * equation would set the unknown's scale at the equation's size over that
  * noise (a tolerance of 0.75 on a state of 0.05 was seen). And a scale
  * 1e32 times every non-zero value the unknown has taken in the solve is
