@@ -749,7 +749,7 @@ cdyn_status cdyn__dae_index2_dependent(cdyn_dae *dae, const char *fn, double t, 
     if (!dae->jacobian || !p->g0_factored) return cdyn__dae_solve_algebraic(dae, fn, t, x);
     /* a chord step from the warm start (v_trial holds it) and the polish
      * step, with the factorization the last evaluations left; F and G_v
-     * where they end */
+     * where they end (x may be part.vec_q, their scratch: set below) */
     cdyn_status st = polish_dependent(dae, fn, t);
     if (st == CDYN_OK) st = polish_dependent(dae, fn, t);
     if (st == CDYN_OK) st = constraint_data(dae, fn, t);

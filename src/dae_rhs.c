@@ -9,8 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Newton residual for the algebraic states x = v_a, with the integrated
- * states already in v_trial: G0 = beta^T F(v, t) (T3.1). */
 /* Is x (q) bit for bit the point whose F and G_v the constraint data of
  * the index-2 form left at hand (cdyn__dae_index2_dependent)? */
 static int at_hand(const cdyn_dae *dae, const double *x)
@@ -19,6 +17,8 @@ static int at_hand(const cdyn_dae *dae, const double *x)
            memcmp(x, dae->part.g0_at, sizeof(double) * (size_t)dae->q) == 0;
 }
 
+/* Newton residual for the algebraic states x = v_a, with the integrated
+ * states already in v_trial: G0 = beta^T F(v, t) (T3.1). */
 static int algebraic_residual(const double *x, double *G, void *user)
 {
     cdyn_dae *dae = user;

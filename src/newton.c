@@ -1003,9 +1003,9 @@ static void pack_columns(cdyn_newton *nt, const double *J)
 }
 
 /* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
- * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. */
-/* row_scale (k, or NULL for none): D_r of the factorization of J, in
- * which the equations' sizes are compared (see below). */
+ * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k, or
+ * NULL for none): D_r of the factorization of J, in which the equations'
+ * sizes are compared (below). */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                        const double *row_scale)
 {
