@@ -341,31 +341,17 @@ static void mark_unit_rows(int n, int q, const double *a, int *mark)
     }
 }
 
-/* Rows i that are the only non-zero of some column j of M (n x n): every
- * left null vector y has y_i M_ij = 0, so y_i = 0 exactly. mark[i] = 2
- * there (leaving the marks of mark_unit_rows, which are zero rows). */
-static void mark_lone_rows(int n, const double *M, int *mark)
-{
-    for (int j = 0; j < n; ++j) {
-        const double *col = M + (size_t)j * n;
-        int row = -1, count = 0;
-        for (int i = 0; i < n && count < 2; ++i)
-            if (col[i] != 0.0) row = i, ++count;
-        if (count == 1) mark[row] = 2;
-    }
-}
-
 /* The orthonormal basis Q (n x n; null vectors first, q of them) from the
  * QR of such null vectors is, in exact arithmetic, +-e_i in one null
  * column and 0 in every other column of row i, for each marked row; the
- * reflectors leave rounding there (1e-16 of e_i in a range column, 1e-32
- * of a massive row's force in a null one: beta^T F then mixes equations
- * of other scales into the hidden constraint of a massless state).
- * Those entries are set to their exact values, the sign kept. */
+ * reflectors leave rounding there (1e-16 of other rows in e_i's vector:
+ * beta^T F then mixes equations of other scales into the hidden
+ * constraint of a massless state). Those entries are set to their exact
+ * values, the sign kept. */
 static void snap_unit_rows(int n, int q, const int *mark, double *Q)
 {
     for (int i = 0; i < n; ++i) {
-        if (mark[i] != 1) continue;
+        if (!mark[i]) continue;
         int best = 0;
         for (int k = 1; k < q; ++k)
             if (fabs(Q[i + (size_t)k * n]) > fabs(Q[i + (size_t)best * n])) best = k;
@@ -377,28 +363,7 @@ static void snap_unit_rows(int n, int q, const int *mark, double *Q)
     }
 }
 
-/* The null vectors' entries in rows marked 2 (mark_lone_rows) are 0 in
- * exact arithmetic: the QR leaves rounding there, which beta^T F turns
- * into spurious terms of that row's force (1e-21 of a force of 1e9 in a
- * hidden constraint whose terms are 1e-22). Set to 0, each column
- * renormalized; entries above 1e-8 are left alone (then the structure
- * was not what the marks say). */
-static void zero_lone_rows(int n, int q, const int *mark, double *Q)
-{
-    for (int k = 0; k < q; ++k) {
-        double *col = Q + (size_t)k * n;
-        int changed = 0;
-        for (int i = 0; i < n; ++i)
-            if (mark[i] == 2 && col[i] != 0.0 && fabs(col[i]) <= 1e-8) col[i] = 0.0, changed = 1;
-        if (!changed) continue;
-        double norm = 0.0;
-        for (int i = 0; i < n; ++i) norm += col[i] * col[i];
-        norm = sqrt(norm);
-        for (int i = 0; i < n; ++i) col[i] /= norm;
-    }
-}
-
-void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range)
+void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
 {
     /* u^T (D_r M D_c) = 0 for the last q columns u of U, so (D_r u)^T M = 0:
      * the left null space of M is spanned by D_r U(:, r:n).
@@ -411,7 +376,6 @@ void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, 
             for (int i = 0; i < n; ++i)
                 a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
         mark_unit_rows(n, q, a, unit_row);
-        mark_lone_rows(n, M, unit_row);
         memset(dae->jpvt, 0, sizeof(int) * (size_t)q);
         cdyn__geqp3(n, q, a, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
     }
@@ -419,7 +383,6 @@ void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, 
     for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
     if (q > 0) cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
     if (q > 0) snap_unit_rows(n, q, unit_row, full);
-    if (q > 0) zero_lone_rows(n, q, unit_row, full);
     if (q > 0) memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
     if (r > 0) memcpy(range, full + (size_t)n * q, sizeof(double) * (size_t)n * r);
 }
@@ -459,7 +422,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
         }
     }
     memcpy(fresh.mass, dae->aug, sizeof(double) * (size_t)n * n);
-    cdyn__dae_bases(dae, fresh.mass, r, fresh.beta, fresh.range);
+    cdyn__dae_bases(dae, r, fresh.beta, fresh.range);
     if (q > 0) memcpy(fresh.beta_ref, fresh.beta, sizeof(double) * (size_t)n * q);
     cdyn__dae_detect_selection(&fresh, n);
     cdyn__gemm('T', 'N', r, n, n, 1.0, fresh.range, n, fresh.mass, n, 0.0, fresh.range_t_mass,

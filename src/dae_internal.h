@@ -234,13 +234,12 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
  * jpvt. */
 int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
 
-/* From that U: an orthonormal basis of the left null space of M (n x n,
- * ld n, the matrix of that rank decision) into null_basis (n x q) and one
- * of its range (n x r, the orthogonal complement) into range (THEORY
- * T3.1). Where M's structure makes entries exactly 0 or 1 (zero rows; a
- * row that is the only non-zero of a column), they are exact. Uses
+/* From that U: an orthonormal basis of the left null space of M (n x q)
+ * into null_basis and one of its range (n x r, the orthogonal complement)
+ * into range (THEORY T3.1); a zero row's null vector is exactly its unit
+ * vector, and that row exactly 0 in the other basis vectors. Uses
  * dae->scratch, dae->prod and dae->jpvt. */
-void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range);
+void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range);
 
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),
  * P and P^T M for time t. Nothing to do for a constant M. */

@@ -1007,7 +1007,7 @@ static void pack_columns(cdyn_newton *nt, const double *J)
  * NULL for none): D_r of the factorization of J, in which the equations'
  * sizes are compared (below). */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
-                       const double *row_scale, const double *col_scale)
+                       const double *row_scale)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
@@ -1050,10 +1050,6 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
             for (int e = 0; e < count; ++e) {
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
-                /* a coefficient at the rounding of its row in the
-                 * equilibrated J (1e-15 left where two rows' coefficients
-                 * cancel in a combination) is no term of this unknown */
-                if (col_scale && a * row_scale[i] * col_scale[j] <= 64.0 * DBL_EPSILON) continue;
                 if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i]) {
                     b->col_rows[with_others] = i;
                     b->col_abs[with_others++] = a;
@@ -1328,8 +1324,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
             apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
                          b->kept_col_scale, nt->kept_r_diagonal, b->scratch, b->dx);
         if (s == 0) /* the weights of the start serve the chord */
-            tolerances(nt, J0, x, nt->has_ops ? NULL : b->kept_row_scale,
-                       nt->has_ops || k != p ? NULL : b->kept_col_scale);
+            tolerances(nt, J0, x, nt->has_ops ? NULL : b->kept_row_scale);
         double err = weighted_max(p, b->dx, b->tol_x);
         if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;
         double current = merit(k, b->g, b->tol_g);
@@ -1366,7 +1361,7 @@ static int accepted_near(cdyn_newton *nt, int has_jacobian, const double *x)
         return 0;
     for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
     cdyn__newton_apply(nt, b->scratch, b->dx);
-    tolerances(nt, b->jac, x, b->row_scale, k == p ? b->col_scale : NULL);
+    tolerances(nt, b->jac, x, b->row_scale);
     double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
     double step = weighted_max(p, b->dx_prev, b->tol_x);
     if (!(res <= 1.0 && err <= 1.0 && err <= 0.1 * step)) return 0;
@@ -1435,8 +1430,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK) constant_terms(nt, b->jac, x, fresh);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
-        tolerances(nt, b->jac, x, nt->has_ops ? NULL : b->row_scale,
-                   nt->has_ops || k != p ? NULL : b->col_scale);
+        tolerances(nt, b->jac, x, nt->has_ops ? NULL : b->row_scale);
         double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
         nt->report.residual_norm = norm_inf(k, b->g);
         nt->report.residual_ratio = res;

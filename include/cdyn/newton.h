@@ -70,11 +70,7 @@
  * of its factorization, where rescaling an equation does not change
  * them); such a coefficient may be a difference quotient's noise, and its
  * equation would set the unknown's scale at the equation's size over that
- * noise (a tolerance of 0.75 on a state of 0.05 was seen). For a square
- * J, a coefficient at the rounding of its row of D_r J D_c (at most
- * 64 eps: what is left of coefficients that cancel in a combination of
- * rows) is no term of the unknown at all, even where no other equation
- * is there to judge it against. And a scale
+ * noise (a tolerance of 0.75 on a state of 0.05 was seen). And a scale
  * 1e32 times every non-zero value the unknown has taken in the solve is
  * replaced by rtol times those values (an equation it barely enters, 1e-303
  * x beside terms of 10, would say 1e303). A scale beyond the double range
