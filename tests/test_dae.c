@@ -1555,14 +1555,27 @@ static const poly_model BIG = {
     .b = {{BIG_B1, 0, 0, BIG_B2}, {BIG_B1, 0, 0, BIG_B2}, {0, 0, BIG_B1, BIG_B2},
           {0, 0, BIG_B2, BIG_B2}}};
 
+/* dF/dv of poly_force in the scaled units */
+static int poly_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    const scaled_poly *u = user;
+    const poly_model *m = u->m;
+    (void)t;
+    for (int j = 0; j < m->n; ++j)
+        for (int i = 0; i < m->n; ++i)
+            J[i + (size_t)ld * j] =
+                u->R * (m->a[i][j] + 2.0 * m->b[i][j] * fabs(u->S * v[j])) * u->S;
+    return 0;
+}
+
 /* Consistent values of m with mass M (m->n x m->n) at t from v0 (its
  * entries; integrated states keep theirs), in the caller's units and in
- * units v = 2^-43 v~, F~ = 2^75 F (exact); every state in expect (NAN:
- * not checked) to 1e-9 relative. The
- * null basis is checked first: in every zero row of M its entries are
- * exact (+-1 in one vector and 0 in the others). */
-static void consistent_matches(const poly_model *m, const double *M, double t, const double *v0,
-                               const double *expect)
+ * units v = 2^-43 v~, F~ = 2^75 F (exact), with dF/dv given to the object
+ * when with_jacobian is set; every state in expect (NAN: not checked) to
+ * 1e-9 relative. The null basis is checked first: in every zero row of M
+ * its entries are exact (+-1 in one vector and 0 in the others). */
+static void consistent_matches_with(const poly_model *m, const double *M, double t,
+                                    const double *v0, const double *expect, int with_jacobian)
 {
     int n = m->n;
     const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
@@ -1573,7 +1586,9 @@ static void consistent_matches(const poly_model *m, const double *M, double t, c
         for (int i = 0; i < n * n; ++i) Ms[i] = u.R * M[i] * u.S;
         for (int j = 0; j < n; ++j) v[j] = v0[j] / u.S;
         ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force, NULL, NULL, &u), CDYN_OK);
+        ck_assert_int_eq(
+            cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL, NULL, &u),
+            CDYN_OK);
         ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
         int q = n - cdyn_dae_rank(dae);
         ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, NULL, n), CDYN_OK);
@@ -1593,9 +1608,18 @@ static void consistent_matches(const poly_model *m, const double *M, double t, c
         for (int j = 0; j < n; ++j)
             if (!isnan(expect[j]))
                 ck_assert_msg(fabs(v[j] * u.S - expect[j]) <= 1e-9 * fabs(expect[j]),
-                              "units %d: v%d = %.17g (%.17g)", k, j, v[j] * u.S, expect[j]);
+                              "units %d, dF/dv %d: v%d = %.17g (%.17g)", k, with_jacobian, j,
+                              v[j] * u.S, expect[j]);
         cdyn_dae_free(dae);
     }
+}
+
+/* ... without dF/dv and with it */
+static void consistent_matches(const poly_model *m, const double *M, double t, const double *v0,
+                               const double *expect)
+{
+    consistent_matches_with(m, M, t, v0, expect, 0);
+    consistent_matches_with(m, M, t, v0, expect, 1);
 }
 
 START_TEST(zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root)
@@ -1607,6 +1631,44 @@ START_TEST(zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root)
     const double root[4] = {-15225058841780.81386683, -1587538585225403.085065,
                             569839243080.5719770858, start};
     consistent_matches(&BIG, M, -0x1.4148p+3, v0, root);
+}
+END_TEST
+
+/* fuzz_dae's seed dae_open_index1_lone_row, decoded: M has a row (1) that
+ * is the only non-zero of its column, and three proportional rows (2-4)
+ * in column 3, so v1 and v3 are integrated and the hidden constraints are
+ * F0 and two combinations of F2, F3, F4; row 1's force has a term of 1e9
+ * in v4, which no hidden constraint contains. With dF/dv,
+ * cdyn_dae_consistent returned CDYN_OK at v4 = 13.4 (the equations' sizes
+ * that set v4's tolerance were compared as given, not in equilibrated
+ * rows: newton.c's tolerances); the roots by mpmath (40 digits, outside
+ * the library) of F0 = 0, M33 F2 - M23 F3 = 0 and M43 F3 - M33 F4 = 0. */
+static const poly_model LONE = {
+    .n = 5,
+    .d = {0, 0, 0, 0x1.a9p+9, 0x1.790148aa68c9cp-23},
+    .a = {{-0x1.f876288ec2ffep-100, 0, -0x1.3b9d8392b56c7p-95, 0, 0},
+          {0x1.3613333333334p+6, 0, -0x1.f1f4p+9, 0, 0},
+          {-0x1.207999999999ap-2, 0, -0x1.f1f4p+1, 0, 0},
+          {0x1.b58ap+6, 0, 0, 0, 0},
+          {0x1.769a079ffedaep-26, 0, 0, 0, 0}},
+    .b = {{0, 0, 0, 0, 0x1.c7291b2fc65cep-80},
+          {0, 0, 0, 0, 0x1.325e2dp+25},
+          {0},
+          {0, 0, 0, -0x1.74876e8p+31, 0},
+          {0, 0, 0, -0x1.3eb0a3d70a3d7p-2, 0}}};
+
+START_TEST(a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_constraints)
+{
+    double M[25] = {0};
+    M[1 + 5 * 1] = 0x1.004ccbp+27;
+    M[2 + 5 * 3] = 0x1.d7dcep+10;
+    M[3 + 5 * 3] = 0x1.b774p+12;
+    M[4 + 5 * 3] = 0x1.f75104d551d6ap-26;
+    const double v0[5] = {0x1.86e6p+7, 0x1.f1315b16d1fe9p-24, 0x1.717p+3, 0x1.7a4dd2f1a9fbfp-7,
+                          0x1.7a4dd2f1a9fbfp-7};
+    const double root[5] = {1860.985894229093888940150, v0[1], 14554.18863474718910701604,
+                            v0[3], 0.5567345476424470334334151};
+    consistent_matches(&LONE, M, 0x1.74p-4, v0, root);
 }
 END_TEST
 
@@ -2321,6 +2383,7 @@ int main(void)
                    consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states);
     tcase_add_test(tc_cons, constraint_without_a_real_root_gives_noconv_within_the_cap);
     tcase_add_test(tc_cons, zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root);
+    tcase_add_test(tc_cons, a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_constraints);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
