@@ -6,6 +6,7 @@
 #include "nullspace_internal.h"
 #include "rank.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -502,6 +503,31 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
     for (int j = 0; j < cols; ++j)
         for (int k = 0; k < q; ++k)
             out[k + (size_t)j * ldo] = alpha * p->beta_signs[k] * X[p->beta_rows[k] + (size_t)j * ldx];
+}
+
+void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, int ldx,
+                               double *out, int ldo)
+{
+    int n = dae->n, q = dae->q;
+    const cdyn__dae_part *p = &dae->part;
+    cdyn__dae_beta_t(dae, cols, X, ldx, 1.0, out, ldo);
+    if (p->beta_is_selection) return; /* exact copies */
+    double rounding = 2.0 * (n + 1) * DBL_EPSILON;
+    for (int j = 0; j < cols; ++j) {
+        const double *x = X + (size_t)j * ldx;
+        double *o = out + (size_t)j * ldo, column = 0.0;
+        for (int i = 0; i < n; ++i) column += fabs(x[i]);
+        for (int k = 0; k < q; ++k) {
+            /* sum_i |beta_ik X_ij| <= sum_i |X_ij| (|beta_ik| <= 1): most
+             * entries are decided without it; a non-finite one stays for
+             * the caller's check */
+            if (o[k] == 0.0 || !(fabs(o[k]) < rounding * column)) continue;
+            const double *b = p->beta + (size_t)k * n;
+            double terms = 0.0;
+            for (int i = 0; i < n; ++i) terms += fabs(b[i] * x[i]);
+            if (fabs(o[k]) <= rounding * terms) o[k] = 0.0;
+        }
+    }
 }
 
 cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)

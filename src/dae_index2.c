@@ -126,7 +126,7 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
      * only when it is complete */
     int *independent = dae->jpvt, *dependent = dae->jpvt + r, *multiplier = dae->jpvt + n;
     double *gv = p->constraint_jac;
-    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q);
+    cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, gv, q);
     int massless = 0;
     for (int j = 0; j < n; ++j) massless += p->massless[j] != 0;
     if (massless != q)
@@ -165,7 +165,7 @@ cdyn_status cdyn__dae_index2_split(cdyn_dae *dae, const char *fn, double t)
     double *alpha = dae->aug, *dir = dae->scratch; /* n x r, n x nz (n x n each) */
     cdyn_nullspace_alpha(p->split_ns, alpha, n);
     memset(dir, 0, sizeof(double) * (size_t)n * nz);
-    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, gv, q); /* every column again */
+    cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, gv, q); /* every column again */
     for (int l = 0, c = 0; c < r; ++c) {
         if (!p->massless[independent[c]]) continue;
         double *d = dir + (size_t)l * n;
@@ -474,7 +474,7 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     if (st == CDYN_OK && dae->jacobian) {
         st = cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
         if (st != CDYN_OK) return st;
-        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+        cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, p->constraint_jac, q);
         for (int l = 0; l < nz; ++l) {
             /* without w every direction is the multiplier's own unit vector */
             int z = dae->multiplier[l];

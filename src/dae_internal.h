@@ -255,6 +255,16 @@ void cdyn__dae_detect_selection(cdyn__dae_part *part, int n);
 void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
                       double *out, int ldo);
 
+/* out = beta^T X (q x cols, ld ldo) for a Jacobian X (n x cols, ld ldx),
+ * where an entry within the rounding of its own sum, |out_kj| <=
+ * 2 (n + 1) eps sum_i |beta_ik X_ij|, is exactly 0: a coefficient left
+ * where the terms of rows cancel (F2 - 8 F3 with 15.06 = 8 x 1.8825) is
+ * not a term of that state, and the Newton solve must not take a scale
+ * from it (THEORY T3.3). Unit-free: rescaling a state or an equation
+ * scales both sides alike. */
+void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, int ldx,
+                               double *out, int ldo);
+
 /* out = alpha P^T X (r x cols, ld ldo) for X (n x cols, ld ldx): a row
  * selection when P is one, else a product. */
 void cdyn__dae_range_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,

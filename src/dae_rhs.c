@@ -61,8 +61,8 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
         return code;
     }
     for (int k = 0; k < q; ++k)
-        cdyn__dae_beta_t(dae, 1, dae->force_jac + (size_t)dae->algebraic[k] * n, n, 1.0,
-                         J + (size_t)k * ldj, q);
+        cdyn__dae_beta_t_jacobian(dae, 1, dae->force_jac + (size_t)dae->algebraic[k] * n, n,
+                                  J + (size_t)k * ldj, q);
     return 0;
 }
 
@@ -205,7 +205,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         for (int k = 0; k < q; ++k) dae->algebraic[k] = k;
     } else {
         /* T3.3: dG0/dv = beta^T dF/dv; pivoted QR picks the algebraic states */
-        cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+        cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, p->constraint_jac, q);
         st = cdyn_nullspace_factor(p->split_ns, p->constraint_jac, q);
         if (st != CDYN_OK)
             return cdyn__fail(dae->msg, st, "%s: dG0/dv: %s", fn,
@@ -346,7 +346,7 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
     cdyn_status st = reuse ? CDYN_OK : cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
     if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
-    cdyn__dae_beta_t(dae, n, dae->force_jac, n, 1.0, p->constraint_jac, q);
+    cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, p->constraint_jac, q);
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0) /* LAPACK must not see it */
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);
     for (int k = 0; k < q; ++k)

@@ -1572,7 +1572,7 @@ static int poly_jacobian(double t, const double *v, double *J, int ld, void *use
  * entries; integrated states keep theirs), in the caller's units and in
  * units v = 2^-43 v~, F~ = 2^75 F (exact), with dF/dv given to the object
  * when with_jacobian is set; every state in expect (NAN: not checked) to
- * 1e-9 relative. The null basis is checked first: in every zero row of M
+ * 1e-9 relative (a root at 0: 1e-9 of the largest |expect|). The null basis is checked first: in every zero row of M
  * its entries are exact (+-1 in one vector and 0 in the others). */
 static void consistent_matches_with(const poly_model *m, const double *M, double t,
                                     const double *v0, const double *expect, int with_jacobian)
@@ -1605,9 +1605,12 @@ static void consistent_matches_with(const poly_model *m, const double *M, double
             ck_assert_int_eq(units_seen, 1);
         }
         ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
+        double largest = 0.0; /* a root at 0 is judged against the others */
+        for (int j = 0; j < n; ++j) largest = isnan(expect[j]) ? largest : fmax(largest, fabs(expect[j]));
         for (int j = 0; j < n; ++j)
             if (!isnan(expect[j]))
-                ck_assert_msg(fabs(v[j] * u.S - expect[j]) <= 1e-9 * fabs(expect[j]),
+                ck_assert_msg(fabs(v[j] * u.S - expect[j]) <=
+                                  1e-9 * (expect[j] != 0.0 ? fabs(expect[j]) : largest),
                               "units %d, dF/dv %d: v%d = %.17g (%.17g)", k, with_jacobian, j,
                               v[j] * u.S, expect[j]);
         cdyn_dae_free(dae);
@@ -1669,6 +1672,39 @@ START_TEST(a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_cons
     const double root[5] = {1860.985894229093888940150, v0[1], 14554.18863474718910701604,
                             v0[3], 0.5567345476424470334334151};
     consistent_matches(&LONE, M, 0x1.74p-4, v0, root);
+}
+END_TEST
+
+/* fuzz_dae's seed dae_open_noise_coefficient_scale, decoded: rows 2 and 3
+ * of M are proportional (factor 8), so one hidden constraint is
+ * F2 - 8 F3, in which v0's coefficients cancel exactly
+ * (-15.06 + 8 x 1.8825) while the null basis's rounding left 1.6e-15 of
+ * v0 in it. F0 and F1 are v0's real equations; their constants were hidden
+ * behind v3's terms at the start, so the solve took v0's scale from that
+ * rounding coefficient alone (3.8e3 for a value of 482) and, with dF/dv,
+ * cdyn_dae_consistent returned CDYN_OK at v0 = -481.76 with F0 = 1.4e4,
+ * the size of its terms. Now an entry of beta^T dF/dv within the rounding
+ * of its own sum is 0 (cdyn__dae_beta_t_jacobian). Roots by mpmath
+ * (40 digits, outside the library) of F0 = F1 = F2 - 8 F3 = 0, v2
+ * integrated; v3's root is exactly 0 (F0 - 32 F1 = -78 v3). */
+static const poly_model NOISE = {
+    .n = 4,
+    .c = {-0x1.f1f4p+5, -0x1.f1f4p+0, -0x1.f1f4p+4, -0x1.f1f4p+1},
+    .d = {0x1.e52p+2, 0x1.4p-4, 0x0.00000000093p-1022, 0},
+    .a = {{-0x1.e1e8p+4, 0, 0, -0x1.e1e8p+4},
+          {-0x1.e1e8p-1, 0, 0, 0x1.8p+0},
+          {-0x1.e1e8p+3, 0x1.4p+0, -0x1.e8p+3, 0x1.c89p+2},
+          {-0x1.e1e8p+0, 0x1.903cp+1, -0x1.e1e8p+0, 0x1.c1cp+1}},
+    .b = {{0, 0, 0, 0x1.717p+4}, {0, 0, 0, 0x1.717p-1}, {0, 0, 0, 0x1.717p+3}, {0, 0, 0, 0x1.717p+0}}};
+
+START_TEST(a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constraint)
+{
+    double M[16] = {0};
+    M[2 + 4 * 2] = M[2 + 4 * 3] = -0x1.f1f4p+4;
+    M[3 + 4 * 2] = M[3 + 4 * 3] = -0x1.f1f4p+1;
+    const double v0[4] = {0, 0, 1.25, 0x1.903cp+4};
+    const double root[4] = {-2.066597496919784709162830, -0.01001643723032668995274296, 1.25, 0.0};
+    consistent_matches(&NOISE, M, 0.0, v0, root);
 }
 END_TEST
 
@@ -2384,6 +2420,7 @@ int main(void)
     tcase_add_test(tc_cons, constraint_without_a_real_root_gives_noconv_within_the_cap);
     tcase_add_test(tc_cons, zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root);
     tcase_add_test(tc_cons, a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_constraints);
+    tcase_add_test(tc_cons, a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constraint);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
