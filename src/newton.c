@@ -32,6 +32,7 @@ typedef struct buffers {
     double *reached;            /* p: the largest |x_j| of this solve's iterates */
     double *gtol;               /* k */
     double *jac;                /* k x p */
+    double *jac_prev;           /* k x p: J at the iterate before (this solve; ld k) */
     double *g, *g_trial, *g_best; /* k */
     double *g_keep;             /* k: G at x_best */
     double *g_start;            /* k: the terms of no unknown, from the initial guess */
@@ -74,6 +75,7 @@ struct cdyn_newton {
     int judge_near;             /* accept on the last factorization's correction */
     int has_known;              /* b.known holds the owner's terms for the next solve */
     int factored_valid;         /* b.factored is the J of the current factorization */
+    int jac_prev_valid;         /* b.jac_prev is J at the iterate before b.jac's (this solve) */
     int factored_result;        /* what cdyn__newton_factor returned for it */
     const double *packed_from;  /* the J whose non-zeros b.packed holds, or NULL */
     int has_ops;                /* the Jacobian is the owner's (cdyn__newton_create_linear) */
@@ -95,7 +97,7 @@ static void buffers_free(buffers *b)
                         b->svd_copy,  b->atol,      b->nominal, b->reached, b->gtol, b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
-                        b->g_keep,    b->dx_prev,   b->known,   b->factored,
+                        b->g_keep,    b->dx_prev,   b->known,   b->factored, b->jac_prev,
                         b->kept_qr,   b->kept_jac,  b->kept_tau, b->kept_row_scale,
                         b->kept_col_scale, b->col_abs};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
@@ -138,6 +140,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->reached = doubles(pp);
     b->gtol = doubles(kk);
     b->jac = doubles(kp);
+    b->jac_prev = doubles(kp);
     b->g = doubles(kk);
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
@@ -167,7 +170,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_col_scale = doubles(pp);
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->g && b->g_trial && b->g_best && b->g_start &&
+         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->factored && b->col_abs && b->col_rows &&
          b->packed && b->packed_rows && b->packed_start &&
@@ -1005,13 +1008,17 @@ static void pack_columns(cdyn_newton *nt, const double *J)
 /* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
  * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k, or
  * NULL for none): D_r of the factorization of J, in which the equations'
- * sizes are compared (below). */
+ * sizes are compared (below). When J is b->jac and b->jac_prev holds J at
+ * the iterate before (nt->jac_prev_valid), a coefficient that changed by
+ * more than half of itself over that step gives the unknown no scale
+ * (below). */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                        const double *row_scale)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     double rtol = nt->rtol;
+    const double *before = nt->jac_prev_valid && !nt->has_ops && J == b->jac ? b->jac_prev : NULL;
     for (int j = 0; j < p; ++j) {
         b->tol_x[j] = rtol * fabs(x[j]) + (nt->has_atol ? b->atol[j] : 0.0);
         b->reached[j] = fabs(x[j]) > b->reached[j] ? fabs(x[j]) : b->reached[j];
@@ -1043,6 +1050,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col), with_others = 0;
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
+            double cap = 0.0; /* widest, the coefficients of the last step's change included */
             double largest = 0.0; /* the largest terms of an equation with other terms */
             /* the equations j enters that have other terms, gathered once
              * (an equation whose only term is this unknown's, a closed
@@ -1086,12 +1094,28 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                 /* beyond the double range: a scale no x_j can have (an
                  * infinite tolerance would pass any residual) */
                 if (!(ratio < INFINITY)) continue;
+                cap = ratio > cap ? ratio : cap;
+                /* nor one whose coefficient changed by more than half of
+                 * itself over the solve's last step: both rules extrapolate
+                 * J_ij linearly over a change of x_j (others / a, and the
+                 * floor below 8 eps / rtol of it) mostly far wider than
+                 * that step, and such a J_ij is no such slope but a
+                 * derivative vanishing at the root (a crank angle in
+                 * r cos(angle) at dead centre, whose 1e-9 rad of rounding
+                 * gave it a slope of 209 where it is 0, and the angle a
+                 * floor of 1.9e-6 rad: CDYN_OK with the other row off by
+                 * 5e-7 m; with the angle's rounding alone as its value,
+                 * a scale of 1.5e-3 rad). Unit-free: J_ij against itself. */
+                if (before) {
+                    size_t at = (size_t)b->col_rows[e] + (size_t)j * k;
+                    if (!(fabs(J[at] - before[at]) <= 0.5 * fabs(J[at]))) continue;
+                }
                 best = ratio < best ? ratio : best;
                 widest = ratio > widest ? ratio : widest;
             }
             if (b->nominal[j] > 0.0) { /* learned, within what the equations say */
                 double learned = rtol * b->nominal[j];
-                if (widest > 0.0 && learned > widest) learned = widest;
+                if (cap > 0.0 && learned > cap) learned = cap;
                 b->tol_x[j] += learned;
                 continue;
             }
@@ -1413,6 +1437,8 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     nt->solving = 1;
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
     for (int j = 0; j < p; ++j) b->reached[j] = fabs(x[j]);
+    nt->jac_prev_valid = 0;
+    int have_jacobian = 0; /* b->jac is J at an iterate of this solve */
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;
     int pending = 0; /* x is an accepted iterate not yet compared with the best */
@@ -1425,7 +1451,12 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         fresh = 0;
     }
     for (; st == CDYN_OK; fresh = 0) {
+        if (have_jacobian && !nt->has_ops) { /* J at the iterate before, for tolerances() */
+            memcpy(b->jac_prev, b->jac, sizeof(double) * (size_t)k * (size_t)p);
+            nt->jac_prev_valid = 1;
+        }
         st = eval_jacobian(nt, residual, jacobian, user, x);
+        have_jacobian = st == CDYN_OK;
         if (st == CDYN_OK) pack_columns(nt, b->jac);
         if (st == CDYN_OK) constant_terms(nt, b->jac, x, fresh);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);

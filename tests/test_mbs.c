@@ -2814,6 +2814,104 @@ START_TEST(projection_from_far_off_does_not_take_rounding_for_a_constant)
 }
 END_TEST
 
+/* The slider crank of fuzz_mbs (seed mbs_open_strict_projection, decoded
+ * with exact coefficients): r = -14.962890625 m, l = 3.98046875 m,
+ * Phi = R (r cos p1 + l cos p2 - p0, r sin p1 - l sin p2) in physical
+ * p = S q, units R and S per case. */
+typedef struct {
+    double R[2], S[3];
+} dead_centre;
+
+static const double DC_R = -0x1.dedp+3, DC_L = 0x1.fd8p+1;
+
+static int dc_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) M[i + (size_t)j * ld] = i == j ? 1.0 : 0.0;
+    return 0;
+}
+
+static int dc_force(double t, const double *q, const double *qdot, double *Q, void *user)
+{
+    (void)t, (void)q, (void)qdot, (void)user;
+    Q[0] = Q[1] = Q[2] = 0.0;
+    return 0;
+}
+
+static int dc_phi(double t, const double *q, double *Phi, void *user)
+{
+    const dead_centre *u = user;
+    double p0 = u->S[0] * q[0], p1 = u->S[1] * q[1], p2 = u->S[2] * q[2];
+    (void)t;
+    Phi[0] = u->R[0] * (DC_R * cos(p1) + DC_L * cos(p2) - p0);
+    Phi[1] = u->R[1] * (DC_R * sin(p1) - DC_L * sin(p2));
+    return 0;
+}
+
+static int dc_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    const dead_centre *u = user;
+    double p1 = u->S[1] * q[1], p2 = u->S[2] * q[2];
+    (void)t;
+    J[0] = -u->R[0] * u->S[0];
+    J[ld] = -u->R[0] * DC_R * sin(p1) * u->S[1];
+    J[2 * ld] = -u->R[0] * DC_L * sin(p2) * u->S[2];
+    J[1] = 0.0;
+    J[1 + ld] = u->R[1] * DC_R * cos(p1) * u->S[1];
+    J[1 + 2 * ld] = -u->R[1] * DC_L * cos(p2) * u->S[2];
+    return 0;
+}
+
+/* From q = 0 the crank is at dead centre once the slider has moved to
+ * r + l = -10.982421875 m: there the angles enter the first row only
+ * through cos, with a slope of 0. The first Newton step lands there with
+ * the angles at 1e-9 of rounding (the step's normwise rounding of the
+ * slider's 1.1e7 um), which gave the first row a slope of 209 in the crank
+ * angle, and the Newton's rounding floor 8 eps (terms / slope) became
+ * 1.9e-6 rad: CDYN_OK with r sin p1 - l sin p2 = 4.95e-7 m (mpmath,
+ * 40 digits), where one more step leaves 5e-23 m. The root: p1 = p2 = 0
+ * and p0 = r + l (q0 = -10982421.875000000497 um in the seed's units);
+ * the second row holds to 1e-12 of the lengths, and the slider to 1e-12
+ * of itself, in the seed's units (slider in 1e-6 m, rod angle in 1/64
+ * rad, rows by 1e10 and 4), in those of a later input (slider in 1e-30 m,
+ * where such a slope was the rod angle's only scale: the second row off
+ * by 2.4e-5 of its units), in SI, and in the seed's units with states and
+ * rows rescaled by 1e+-8. */
+START_TEST(projection_at_dead_centre_resolves_the_angles_of_a_vanishing_slope)
+{
+    const dead_centre units[5] = {
+        {{1e10, 4.0}, {0x1.0c6f7a0b5ed8dp-20, 1.0, 64.0}},
+        {{1.0, 100.0}, {0x1.4484bfeebc2ap-100, 0.5, 0.0625}}, /* the slider in 1e-30 m */
+        {{1.0, 1.0}, {1.0, 1.0, 1.0}},
+        {{1e18, 4e8}, {0x1.0c6f7a0b5ed8dp-20 * 1e-8, 1e-8, 64e-8}},
+        {{1e2, 4e-8}, {0x1.0c6f7a0b5ed8dp-20 * 1e8, 1e8, 64e8}},
+    };
+    for (int c = 0; c < 5; ++c) {
+        dead_centre u = units[c];
+        cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, dc_mass, dc_force, dc_phi, dc_jacobian, &u),
+                         CDYN_OK);
+        /* the seed's speeds: the slider at -2.7456 m/s, the crank at 1.5e-117 rad/s */
+        double y[6] = {0.0, 0.0, 0.0, -0x1.4f282bcp+21 * 0x1.0c6f7a0b5ed8dp-20 / u.S[0],
+                       0x1.f255b74e7b935p-389 / u.S[1], 0.0};
+        ck_assert_int_eq(cdyn_mbs_project(mbs, 0x1.47ae147ae147bp-7, y), CDYN_OK);
+        double p0 = u.S[0] * y[0], p1 = u.S[1] * y[1], p2 = u.S[2] * y[2];
+        double row1 = DC_R * sin(p1) - DC_L * sin(p2); /* m */
+        ck_assert_msg(fabs(row1) <= 1e-12 * (fabs(DC_R) + fabs(DC_L)),
+                      "units %d: r sin p1 - l sin p2 = %g m at p = (%.17g, %g, %g)", c, row1, p0,
+                      p1, p2);
+        ck_assert_msg(fabs(p0 - (DC_R + DC_L)) <= 1e-12 * fabs(DC_R + DC_L),
+                      "units %d: slider at %.17g m", c, p0);
+        if (c == 0)
+            ck_assert_msg(fabs(y[0] - -10982421.875000000497) <= 1e-12 * 10982421.875,
+                          "q0 = %.17g", y[0]);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* A light coordinate coupled to a heavy one: M = [2.5 0 c; 0 0.01 0;
  * c 0 1.8e276], c = 1.2e31 (positive definite, and near diagonal once
  * scaled symmetrically), one constraint q0 = 94. */
@@ -2953,6 +3051,7 @@ int main(void)
     tcase_add_test(tc_proj, projection_whose_step_turns_the_jacobian_factors_it_at_the_result);
     tcase_add_test(tc_proj, magnitudes_learned_in_the_mass_metric_do_not_carry_over);
     tcase_add_test(tc_proj, projection_from_far_off_does_not_take_rounding_for_a_constant);
+    tcase_add_test(tc_proj, projection_at_dead_centre_resolves_the_angles_of_a_vanishing_slope);
     tcase_add_test(tc_proj, a_failed_projection_leaves_no_learned_magnitude_behind);
     tcase_add_test(tc_proj, a_failed_partition_call_leaves_no_learned_magnitude_behind);
     tcase_add_test(tc_proj, mass_metric_keeps_a_light_coordinate_beside_a_heavy_one);

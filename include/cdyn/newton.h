@@ -62,7 +62,11 @@
  * the largest equation it enters (that equation's other terms over its
  * coefficient): an equation whose terms all vanish at the solution (a
  * junction on a path without flow) would ask for an accuracy below the
- * rounding of the equations that determine the unknown. Both rules pass
+ * rounding of the equations that determine the unknown. Both rules take
+ * only coefficients that held over the solve's last step (changed by at
+ * most half of themselves since the Jacobian at the iterate before): a
+ * slope that vanishes at the root (a crank angle in r cos(angle) at dead
+ * centre) gives the unknown no scale. Both rules also pass
  * over an equation that the unknown moves less than 1e-6 as much, for the
  * size of that equation's terms, as the equation with other terms it moves
  * most (among those whose terms are at least 1e-12 of the largest such,
