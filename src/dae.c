@@ -95,6 +95,7 @@ fail:
 static void part_free(cdyn__dae_part *p)
 {
     double *arrays[] = {p->mass,      p->mass_saved,   p->beta,       p->beta_signs,
+                        p->beta_error, p->g0_noise,
                         p->beta_ref,  p->beta_plus,    p->beta_minus, p->beta_dot,
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
@@ -107,6 +108,7 @@ static void part_free(cdyn__dae_part *p)
                         p->bottom_source, p->g0_at};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
+    free(p->beta_unit);
     free(p->range_rows);
     free(p->range_signs);
     free(p->massless);
@@ -132,6 +134,9 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->mass_saved = doubles(nn);
     p->beta = doubles((size_t)n * q1);
     p->beta_rows = malloc(sizeof(int) * q1);
+    p->beta_unit = malloc(sizeof(int) * q1);
+    p->beta_error = doubles((size_t)n);
+    p->g0_noise = doubles(q1);
     p->beta_signs = doubles(q1);
     p->range_rows = malloc(sizeof(int) * r1);
     p->range_signs = doubles(r1);
@@ -179,6 +184,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
+             p->beta_unit && p->beta_error && p->g0_noise &&
              p->range_rows && p->range_signs &&
              p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
@@ -352,7 +358,7 @@ static void mark_unit_rows(int n, int q, const double *a, int *mark)
 static void snap_unit_rows(int n, int q, const int *mark, double *Q)
 {
     for (int i = 0; i < n; ++i) {
-        if (!mark[i]) continue;
+        if (mark[i] != 1) continue;
         int best = 0;
         for (int k = 1; k < q; ++k)
             if (fabs(Q[i + (size_t)k * n]) > fabs(Q[i + (size_t)best * n])) best = k;
@@ -364,7 +370,43 @@ static void snap_unit_rows(int n, int q, const int *mark, double *Q)
     }
 }
 
-void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
+/* mark[i] = 2 where row i is the only non-zero of some column j of M
+ * (n x n, ld n): every left null vector y has y_i M_ij = 0, so y_i = 0
+ * exactly (marks of mark_unit_rows, zero rows, are never such rows). */
+static void mark_lone_rows(int n, const double *M, int *mark)
+{
+    for (int j = 0; j < n; ++j) {
+        const double *col = M + (size_t)j * n;
+        int row = -1, count = 0;
+        for (int i = 0; i < n && count < 2; ++i)
+            if (col[i] != 0.0) row = i, ++count;
+        if (count == 1) mark[row] = 2;
+    }
+}
+
+/* The null vectors' entries in rows marked 2 (mark_lone_rows) are 0 in
+ * exact arithmetic, and the QR leaves rounding there, which beta^T F
+ * turns into terms of that row's force in a hidden constraint that has
+ * none (1e-18 of a force of 1e3 beside terms of 1e-16). They are set to
+ * 0 and each column renormalized; an entry above 1e-8 is left alone (the
+ * structure is then not what the marks say). */
+static void zero_lone_rows(int n, int q, const int *mark, double *Q)
+{
+    for (int k = 0; k < q; ++k) {
+        double *col = Q + (size_t)k * n;
+        int changed = 0;
+        for (int i = 0; i < n; ++i)
+            if (mark[i] == 2 && col[i] != 0.0 && fabs(col[i]) <= 1e-8) col[i] = 0.0, changed = 1;
+        if (!changed) continue;
+        double norm = 0.0;
+        for (int i = 0; i < n; ++i) norm += col[i] * col[i];
+        norm = sqrt(norm);
+        for (int i = 0; i < n; ++i) col[i] /= norm;
+    }
+}
+
+void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range,
+                     double *row_error)
 {
     /* u^T (D_r M D_c) = 0 for the last q columns u of U, so (D_r u)^T M = 0:
      * the left null space of M is spanned by D_r U(:, r:n).
@@ -373,10 +415,20 @@ void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
     int n = dae->n, q = n - r, *unit_row = dae->jpvt + n; /* jpvt has room for 2 n */
     double *a = dae->scratch, *full = dae->prod;
     if (q > 0) {
-        for (int k = 0; k < q; ++k)
-            for (int i = 0; i < n; ++i)
-                a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
+        double least = INFINITY; /* the smallest column norm of a */
+        for (int k = 0; k < q; ++k) {
+            double norm = 0.0;
+            for (int i = 0; i < n; ++i) {
+                double e = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
+                a[i + (size_t)k * n] = e;
+                norm += e * e;
+            }
+            least = fmin(least, sqrt(norm));
+        }
         mark_unit_rows(n, q, a, unit_row);
+        mark_lone_rows(n, M, unit_row);
+        for (int i = 0; i < n; ++i)
+            row_error[i] = unit_row[i] ? 0.0 : fmin(1.0, dae->row_scale[i] / least);
         memset(dae->jpvt, 0, sizeof(int) * (size_t)q);
         cdyn__geqp3(n, q, a, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
     }
@@ -384,6 +436,7 @@ void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range)
     for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
     if (q > 0) cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
     if (q > 0) snap_unit_rows(n, q, unit_row, full);
+    if (q > 0) zero_lone_rows(n, q, unit_row, full);
     if (q > 0) memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
     if (r > 0) memcpy(range, full + (size_t)n * q, sizeof(double) * (size_t)n * r);
 }
@@ -423,7 +476,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
         }
     }
     memcpy(fresh.mass, dae->aug, sizeof(double) * (size_t)n * n);
-    cdyn__dae_bases(dae, r, fresh.beta, fresh.range);
+    cdyn__dae_bases(dae, fresh.mass, r, fresh.beta, fresh.range, fresh.beta_error);
     if (q > 0) memcpy(fresh.beta_ref, fresh.beta, sizeof(double) * (size_t)n * q);
     cdyn__dae_detect_selection(&fresh, n);
     cdyn__gemm('T', 'N', r, n, n, 1.0, fresh.range, n, fresh.mass, n, 0.0, fresh.range_t_mass,
@@ -469,6 +522,13 @@ static int signed_selection(const double *basis, int n, int cols, int *rows, dou
 
 void cdyn__dae_detect_selection(cdyn__dae_part *part, int n)
 {
+    for (int k = 0; k < part->q; ++k) {
+        const double *col = part->beta + (size_t)k * n;
+        int count = 0, unit = 0;
+        for (int i = 0; i < n; ++i)
+            if (col[i] != 0.0) ++count, unit = fabs(col[i]) == 1.0;
+        part->beta_unit[k] = count == 1 && unit;
+    }
     part->beta_is_selection = signed_selection(part->beta, n, part->q, part->beta_rows,
                                                part->beta_signs);
     part->range_is_selection = signed_selection(part->range, n, part->r, part->range_rows,
@@ -505,6 +565,16 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
             out[k + (size_t)j * ldo] = alpha * p->beta_signs[k] * X[p->beta_rows[k] + (size_t)j * ldx];
 }
 
+/* 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|) |x_i|: what the rounding
+ * of beta and of the sum leaves in (beta^T x)_k (k not a unit column). */
+static double beta_rounding(const cdyn__dae_part *p, int n, int k, const double *x, int of_beta)
+{
+    const double *b = p->beta + (size_t)k * n;
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) sum += ((of_beta ? p->beta_error[i] : 0.0) + fabs(b[i])) * fabs(x[i]);
+    return 2.0 * (n + 1) * DBL_EPSILON * sum;
+}
+
 void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, int ldx,
                                double *out, int ldo)
 {
@@ -512,22 +582,27 @@ void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, i
     const cdyn__dae_part *p = &dae->part;
     cdyn__dae_beta_t(dae, cols, X, ldx, 1.0, out, ldo);
     if (p->beta_is_selection) return; /* exact copies */
-    double rounding = 2.0 * (n + 1) * DBL_EPSILON;
     for (int j = 0; j < cols; ++j) {
         const double *x = X + (size_t)j * ldx;
         double *o = out + (size_t)j * ldo, column = 0.0;
         for (int i = 0; i < n; ++i) column += fabs(x[i]);
-        for (int k = 0; k < q; ++k) {
-            /* sum_i |beta_ik X_ij| <= sum_i |X_ij| (|beta_ik| <= 1): most
-             * entries are decided without it; a non-finite one stays for
-             * the caller's check */
-            if (o[k] == 0.0 || !(fabs(o[k]) < rounding * column)) continue;
-            const double *b = p->beta + (size_t)k * n;
-            double terms = 0.0;
-            for (int i = 0; i < n; ++i) terms += fabs(b[i] * x[i]);
-            if (fabs(o[k]) <= rounding * terms) o[k] = 0.0;
-        }
+        /* the bound is at most 4 (n + 1) eps sum_i |X_ij| (beta_error_i
+         * and |beta_ik| are at most 1): most entries are decided without
+         * it; a non-finite column stays for the caller's check */
+        if (!(column < INFINITY)) continue;
+        double most = 4.0 * (n + 1) * DBL_EPSILON * column;
+        for (int k = 0; k < q; ++k)
+            if (o[k] != 0.0 && !p->beta_unit[k] && fabs(o[k]) <= most &&
+                fabs(o[k]) <= beta_rounding(p, n, k, x, 0))
+                o[k] = 0.0;
     }
+}
+
+void cdyn__dae_g0_rounding(const cdyn_dae *dae, const double *F, double *noise)
+{
+    const cdyn__dae_part *p = &dae->part;
+    for (int k = 0; k < dae->q; ++k)
+        noise[k] = p->beta_unit[k] ? 0.0 : beta_rounding(p, dae->n, k, F, 1);
 }
 
 cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm)

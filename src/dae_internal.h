@@ -22,6 +22,9 @@ typedef struct cdyn__dae_part {
     double *beta;           /* n x q, orthonormal left null space of M (T3.1) */
     int beta_is_selection;  /* beta = signed columns of I (cdyn__dae_beta_t) */
     int *beta_rows;         /* q: the row of each column's +-1 */
+    int *beta_unit;         /* q: 1 where column k of beta is a signed unit vector */
+    double *beta_error;     /* n: the rounding of beta in row i, in eps (0: exact) */
+    double *g0_noise;       /* q: the rounding of G0 at the last algebraic residual */
     double *beta_signs;     /* q */
     int range_is_selection; /* P likewise (cdyn__dae_range_t) */
     int *range_rows;        /* r */
@@ -234,12 +237,18 @@ cdyn_status cdyn__dae_call_mass(cdyn_dae *dae, const char *fn, double t, double 
  * jpvt. */
 int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
 
-/* From that U: an orthonormal basis of the left null space of M (n x q)
- * into null_basis and one of its range (n x r, the orthogonal complement)
- * into range (THEORY T3.1); a zero row's null vector is exactly its unit
- * vector, and that row exactly 0 in the other basis vectors. Uses
+/* From that U: an orthonormal basis of the left null space of M (n x n,
+ * ld n, the matrix U is of) into null_basis (n x q) and one of its range
+ * (n x r, the orthogonal complement) into range (THEORY T3.1); a zero
+ * row's null vector is exactly its unit vector, and that row exactly 0 in
+ * the other basis vectors; a row that is the only non-zero of a column of
+ * M is exactly 0 in every null vector. row_error (n): the rounding the
+ * basis has in each row, in units of eps (0 where it is exact; 1 at most):
+ * the error of D_r U is eps D_r(i) in row i, so after normalizing, about
+ * eps D_r(i) over the smallest column norm of D_r U(:, r:n). Uses
  * dae->scratch, dae->prod and dae->jpvt. */
-void cdyn__dae_bases(cdyn_dae *dae, int r, double *null_basis, double *range);
+void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range,
+                     double *row_error);
 
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),
  * P and P^T M for time t. Nothing to do for a constant M. */
@@ -256,14 +265,20 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
                       double *out, int ldo);
 
 /* out = beta^T X (q x cols, ld ldo) for a Jacobian X (n x cols, ld ldx),
- * where an entry within the rounding of its own sum, |out_kj| <=
- * 2 (n + 1) eps sum_i |beta_ik X_ij|, is exactly 0: a coefficient left
- * where the terms of rows cancel (F2 - 8 F3 with 15.06 = 8 x 1.8825) is
- * not a term of that state, and the Newton solve must not take a scale
- * from it (THEORY T3.3). Unit-free: rescaling a state or an equation
- * scales both sides alike. */
+ * where an entry within the rounding of beta and of its own sum,
+ * |out_kj| <= 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|) |X_ij|, is
+ * exactly 0; a unit column of beta is exact and keeps every entry. Such
+ * a coefficient is what rounding leaves of other rows (where terms cancel,
+ * F2 - 8 F3 with 15.06 = 8 x 1.8825, or where beta should be 0 in a row
+ * with a large force): no term of that state, and the Newton solve must
+ * not take a scale from it (THEORY T3.1). */
 void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, int ldx,
                                double *out, int ldo);
+
+/* noise (q) = the rounding of G0 = beta^T F for F (n): 0 for a unit
+ * column of beta, else 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|)
+ * |F_i| (the bound of cdyn__dae_beta_t_jacobian, for values). */
+void cdyn__dae_g0_rounding(const cdyn_dae *dae, const double *F, double *noise);
 
 /* out = alpha P^T X (r x cols, ld ldo) for X (n x cols, ld ldx): a row
  * selection when P is one, else a product. */

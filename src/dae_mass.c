@@ -52,7 +52,7 @@ static void aligned_null_basis(cdyn_dae *dae, const double *ref, double *out)
     int n = dae->n, q = dae->q;
     cdyn__dae_part *p = &dae->part;
     double *basis = dae->aug; /* n x q, free here */
-    cdyn__dae_bases(dae, dae->r, basis, p->range);
+    cdyn__dae_bases(dae, p->mass, dae->r, basis, p->range, p->beta_error);
     cdyn__gemm('T', 'N', q, q, n, 1.0, basis, n, ref, n, 0.0, p->align, q);
     cdyn__gesvd(q, q, p->align, q, p->align_sv, p->align_u, q, p->align_vt, q, dae->work,
                 dae->lwork);
@@ -70,7 +70,7 @@ cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t)
     if (dae->q > 0)
         aligned_null_basis(dae, p->beta_ref, p->beta);
     else
-        cdyn__dae_bases(dae, r, p->beta, p->range);
+        cdyn__dae_bases(dae, p->mass, r, p->beta, p->range, p->beta_error);
     cdyn__dae_detect_selection(p, n);
     cdyn__gemm('T', 'N', r, n, n, 1.0, p->range, n, p->mass, n, 0.0, p->range_t_mass,
                r > 0 ? r : 1);

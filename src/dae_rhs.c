@@ -25,6 +25,7 @@ static int algebraic_residual(const double *x, double *G, void *user)
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
     if (at_hand(dae, x)) { /* F there is in force_val */
         cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G, dae->q);
+        cdyn__dae_g0_rounding(dae, dae->force_val, dae->part.g0_noise);
         return 0;
     }
     dae->guard.in_callback++;
@@ -36,6 +37,7 @@ static int algebraic_residual(const double *x, double *G, void *user)
         return code;
     }
     cdyn__dae_beta_t(dae, 1, dae->force_shift, dae->n, 1.0, G, dae->q);
+    cdyn__dae_g0_rounding(dae, dae->force_shift, dae->part.g0_noise);
     return 0;
 }
 
@@ -118,6 +120,7 @@ cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, d
         for (int k = 0; k < q; ++k) known[k] += fabs(g[k]) * vj;
     }
     cdyn__newton_set_known_terms(dae->newton, known);
+    cdyn__newton_set_residual_noise(dae->newton, dae->part.g0_noise);
     dae->t_eval = t;
     cdyn_status st = cdyn_newton_solve(dae->newton, algebraic_residual,
                                        dae->jacobian ? algebraic_jacobian : algebraic_differences,

@@ -37,6 +37,7 @@ typedef struct buffers {
     double *g_keep;             /* k: G at x_best */
     double *g_start;            /* k: the terms of no unknown, from the initial guess */
     double *known;              /* k: the owner's size of those terms (next solve) */
+    double *noise, *noise_best; /* k: the rounding of G at x, and at g_best's x */
     double *factored;           /* k x p: the J of the current factorization (ld k) */
     double *tol_x, *tol_g;      /* p, k */
     double *rhs, *dx, *x_best, *x_prev; /* p each */
@@ -74,6 +75,8 @@ struct cdyn_newton {
     int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
     int judge_near;             /* accept on the last factorization's correction */
     int has_known;              /* b.known holds the owner's terms for the next solve */
+    const double *noise_source; /* the owner's rounding of G, filled by its residual
+                                 * callback (this solve; cdyn__newton_set_residual_noise) */
     int factored_valid;         /* b.factored is the J of the current factorization */
     int jac_prev_valid;         /* b.jac_prev is J at the iterate before b.jac's (this solve) */
     int factored_result;        /* what cdyn__newton_factor returned for it */
@@ -98,6 +101,7 @@ static void buffers_free(buffers *b)
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
                         b->g_keep,    b->dx_prev,   b->known,   b->factored, b->jac_prev,
+                        b->noise,     b->noise_best,
                         b->kept_qr,   b->kept_jac,  b->kept_tau, b->kept_row_scale,
                         b->kept_col_scale, b->col_abs};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
@@ -146,6 +150,8 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
     b->known = doubles(kk);
+    b->noise = doubles(kk);
+    b->noise_best = doubles(kk);
     b->factored = doubles(kp);
     b->g_keep = doubles(kk);
     b->dx_prev = doubles(pp);
@@ -172,7 +178,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g && b->g_trial && b->g_best && b->g_start &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
-         b->g_keep && b->dx_prev && b->known && b->factored && b->col_abs && b->col_rows &&
+         b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows &&
          b->packed && b->packed_rows && b->packed_start &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
          b->kept_row_scale && b->kept_col_scale && b->kept_jpvt;
@@ -293,6 +299,12 @@ void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms)
 {
     nt->has_known = terms != NULL;
     if (terms) memcpy(nt->b.known, terms, sizeof(double) * (size_t)nt->k);
+}
+
+void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise)
+{
+    nt->noise_source = noise;
+    if (noise) memset(nt->b.noise, 0, sizeof(double) * (size_t)nt->k);
 }
 
 void cdyn__newton_set_chord(cdyn_newton *nt, int on) { nt->chord = on != 0; }
@@ -813,6 +825,9 @@ static cdyn_status eval_residual(cdyn_newton *nt, cdyn_residual_fn residual, voi
     if (bad >= 0)
         return cdyn__fail(nt->msg, CDYN_ERR_NONFINITE,
                           "cdyn_newton_solve: residual G[%ld] is not finite", bad);
+    /* G at an iterate (not a difference quotient's): its rounding with it */
+    if (nt->noise_source && g == nt->b.g)
+        memcpy(nt->b.noise, nt->noise_source, sizeof(double) * (size_t)nt->k);
     return CDYN_OK;
 }
 
@@ -1149,6 +1164,10 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
         double t = b->tol_x[j];
         for (int e = 0; e < count; ++e) b->tol_g[rows ? rows[e] : e] += fabs(col[e]) * t;
     }
+    /* never below the rounding the owner knows G is evaluated with: no
+     * iterate can bring G below it */
+    if (nt->noise_source)
+        for (int i = 0; i < k; ++i) b->tol_g[i] = b->noise[i] > b->tol_g[i] ? b->noise[i] : b->tol_g[i];
 }
 
 /* The size of the terms of each equation that belong to no unknown, at the
@@ -1257,6 +1276,7 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
     int k = nt->k, p = nt->p;
     memcpy(b->x_prev, x, sizeof(double) * (size_t)p);
     memcpy(b->g_best, b->g, sizeof(double) * (size_t)k);
+    memcpy(b->noise_best, b->noise, sizeof(double) * (size_t)k);
     double a = first;
     for (int halvings = 0;;) {
         for (int j = 0; j < p; ++j) x[j] = b->x_prev[j] + a * b->dx[j];
@@ -1282,6 +1302,7 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
     }
     memcpy(x, b->x_prev, sizeof(double) * (size_t)p);
     memcpy(b->g, b->g_best, sizeof(double) * (size_t)k);
+    memcpy(b->noise, b->noise_best, sizeof(double) * (size_t)k);
     *step = 0.0;
     return CDYN_OK;
 }
@@ -1354,6 +1375,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
         double current = merit(k, b->g, b->tol_g);
         memcpy(b->x_prev, x, sizeof(double) * (size_t)p);
         memcpy(b->g_best, b->g, sizeof(double) * (size_t)k);
+        memcpy(b->noise_best, b->noise, sizeof(double) * (size_t)k);
         for (int j = 0; j < p; ++j) x[j] += b->dx[j];
         nt->report.iterations++;
         cdyn_status st = eval_residual(nt, residual, user, x, b->g);
@@ -1361,6 +1383,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
         if (!(merit(k, b->g, b->tol_g) < current)) { /* the regular iteration starts back */
             memcpy(x, b->x_prev, sizeof(double) * (size_t)p);
             memcpy(b->g, b->g_best, sizeof(double) * (size_t)k);
+            memcpy(b->noise, b->noise_best, sizeof(double) * (size_t)k);
             break;
         }
         previous = err;
@@ -1409,6 +1432,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     nt->solving = 0;
     cdyn_status st = solve(nt, residual, jacobian, user, x);
     nt->has_known = 0; /* the owner's terms were for this solve */
+    nt->noise_source = NULL; /* and its rounding */
     if (nt->solving) { /* the counters take the solve's report */
         cdyn_newton_counters *c = &nt->counters;
         c->solves++;

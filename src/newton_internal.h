@@ -130,6 +130,13 @@ void cdyn__newton_forget(cdyn_newton *nt);
  * such terms cancel. */
 void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
 
+/* For the next solve only: noise (k doubles, the owner's) holds, after each
+ * call of the owner's residual callback, the rounding of the G it returned
+ * (what no x can bring G below: in a DAE, the rounding of the null basis
+ * times F). The solver keeps it with each iterate's G, and no residual
+ * tolerance is below it. NULL: none (the default). */
+void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise);
+
 /* The per-unknown tolerances of the last iteration (p values). */
 const double *cdyn__newton_tolerance(const cdyn_newton *nt);
 

@@ -1572,8 +1572,10 @@ static int poly_jacobian(double t, const double *v, double *J, int ld, void *use
  * entries; integrated states keep theirs), in the caller's units and in
  * units v = 2^-43 v~, F~ = 2^75 F (exact), with dF/dv given to the object
  * when with_jacobian is set; every state in expect (NAN: not checked) to
- * 1e-9 relative (a root at 0: 1e-9 of the largest |expect|). The null basis is checked first: in every zero row of M
- * its entries are exact (+-1 in one vector and 0 in the others). */
+ * 1e-9 relative (a root at 0: 1e-9 of the largest |expect|). The null
+ * basis is checked first: in every zero row of M its entries are exact
+ * (+-1 in one vector and 0 in the others), and a row that is the only
+ * non-zero of a column of M is exactly 0 in every null vector. */
 static void consistent_matches_with(const poly_model *m, const double *M, double t,
                                     const double *v0, const double *expect, int with_jacobian)
 {
@@ -1603,6 +1605,14 @@ static void consistent_matches_with(const poly_model *m, const double *M, double
                 units_seen += fabs(b) == 1.0;
             }
             ck_assert_int_eq(units_seen, 1);
+        }
+        for (int j = 0; j < n; ++j) { /* a row alone in a column of M: 0 in every null vector */
+            int row = -1, count = 0;
+            for (int i = 0; i < n; ++i)
+                if (M[i + n * j] != 0.0) row = i, ++count;
+            for (int c = 0; count == 1 && c < q; ++c)
+                ck_assert_msg(beta[row + n * c] == 0.0, "units %d: beta[%d][%d] = %g", k, row, c,
+                              beta[row + n * c]);
         }
         ck_assert_int_eq(cdyn_dae_consistent(dae, t, v), CDYN_OK);
         double largest = 0.0; /* a root at 0 is judged against the others */
@@ -1705,6 +1715,81 @@ START_TEST(a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constra
     const double v0[4] = {0, 0, 1.25, 0x1.903cp+4};
     const double root[4] = {-2.066597496919784709162830, -0.01001643723032668995274296, 1.25, 0.0};
     consistent_matches(&NOISE, M, 0.0, v0, root);
+}
+END_TEST
+
+/* fuzz_dae's input crash-2438 of the 2026-11-29 campaign, decoded: row 1
+ * of M is the only non-zero of column 1, so every left null vector is 0
+ * there, but the basis had -1.19e-18 in that row. Row 1's force has terms
+ * in v0 (30.5 v0 + 108.6 v0|v0|), so the hidden constraint 4 F2 - F4
+ * gained a coefficient of 1e-16 in v0, and v0's own equation F0 (with its
+ * constant hidden behind v0's term at the start) gave it no scale: from
+ * the harness's failed consistent call (the negative side of F0 has no
+ * root) cdyn_dae_rhs at t = 0.01 returned CDYN_OK at v0 = -0.098 with
+ * F0 = 30, 0.99 of its terms, with and without dF/dv. Now the basis is
+ * exact there (and where a null vector's rounding still reaches a force,
+ * the Newton solve's residual tolerance includes it). The roots by mpmath
+ * (40 digits, outside the library): F0 = 0 and 4 F2 - F4 = 0 with
+ * v1 = v2 = v4 = 0. */
+static const poly_model LONE_COUPLED = {
+    .n = 5,
+    .c = {0x1.18p-5, 0, 0, 0, 0},
+    .d = {0x1.e8p+4, 0, -0x1.5ecp+4, -0x1.7f122ed6ad206p-19, 0x1.00fp-2},
+    .a = {{0x1.1f8p+1, 0x1.e15p+3, 0, 0, 0x1.dp-2},
+          {0x1.e8p+4, 0x1.ccccccccccccdp-8, 0, 0, 0x1.0f66666666667p-9},
+          {0, 0x1.ap-1, 0, 0x1.98p+3, 0x1.5bd4p-2},
+          {0, 0, 0, 0x1.e492bc2fc6972p-21, 0},
+          {0, 0, 0, 0x1.f8p-8, 0}},
+    .b = {{-0x1.88b02p+11, 0, 0, 0, -0x1.bc1p-10},
+          {0x1.b288p+6, 0, 0, 0, -0x1.4ee999999999ap-11},
+          {0, 0, 0, 0, 0x1.a4p-15},
+          {0},
+          {0, 0x1.4p-14, 0, -0x1.2p-4, 0}}};
+
+START_TEST(a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates)
+{
+    double M[25] = {0};
+    M[1 + 5 * 1] = 0x1.1333333333333p-8;
+    M[2 + 5 * 4] = 0x1.8p-15;
+    M[3 + 5 * 2] = 0x1.6345785d8ap+54;
+    M[4 + 5 * 4] = 0x1.8p-13;
+    const double v0[5] = {-0x1.903p+1, 0, 0, 0, 0};
+    const double root[5] = {0.01075428828776592756408285, 0, 0, 0.01724472958321794163888796, 0};
+    /* the harness's sequence: from a start whose side of F0 has no root,
+     * a consistent call (8 iterations) and a right-hand side at t = 0
+     * may fail; one at t = 0.01 must then fail too or be right */
+    const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
+    for (int k = 0; k < 2; ++k)
+        for (int with_jacobian = 0; with_jacobian < 2; ++with_jacobian) {
+            scaled_poly u = {&LONE_COUPLED, units[k][0], units[k][1]};
+            cdyn_dae *dae = cdyn_dae_create(5, NULL);
+            double Ms[25], v[5], y[3], ydot[3], full[5];
+            for (int i = 0; i < 25; ++i) Ms[i] = u.R * M[i] * u.S;
+            for (int j = 0; j < 5; ++j) v[j] = v0[j] / u.S;
+            ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, 5), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force,
+                                                with_jacobian ? poly_jacobian : NULL, NULL, &u),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+            int integrated[5];
+            ck_assert_int_eq(cdyn_dae_ode_size(dae), 3);
+            cdyn_dae_split_states(dae, integrated, NULL);
+            cdyn_newton_set_max_iterations(cdyn_dae_newton(dae), 8);
+            (void)cdyn_dae_consistent(dae, 0.0, v);
+            for (int i = 0; i < 3; ++i) y[i] = v[integrated[i]];
+            (void)cdyn_dae_rhs(dae, 0.0, y, ydot);
+            if (cdyn_dae_rhs(dae, 0.01, y, ydot) == CDYN_OK) {
+                ck_assert_int_eq(cdyn_dae_last_state(dae, full, NULL), CDYN_OK);
+                for (int j = 0; j < 5; ++j)
+                    ck_assert_msg(fabs(full[j] * u.S - root[j]) <= 1e-9 * root[0],
+                                  "units %d, dF/dv %d: v%d = %.17g (%.17g)", k, with_jacobian, j,
+                                  full[j] * u.S, root[j]);
+            }
+            cdyn_dae_free(dae);
+        }
+    /* from a start with a root in reach: the consistent values */
+    const double near[5] = {0.02, 0, 0, 0, 0};
+    consistent_matches(&LONE_COUPLED, M, 0.01, near, root);
 }
 END_TEST
 
@@ -2421,6 +2506,7 @@ int main(void)
     tcase_add_test(tc_cons, zero_rows_of_the_mass_give_exact_unit_null_vectors_and_the_root);
     tcase_add_test(tc_cons, a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_constraints);
     tcase_add_test(tc_cons, a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constraint);
+    tcase_add_test(tc_cons, a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
