@@ -372,7 +372,9 @@ static void snap_unit_rows(int n, int q, const int *mark, double *Q)
 
 /* mark[i] = 2 where row i is the only non-zero of some column j of M
  * (n x n, ld n): every left null vector y has y_i M_ij = 0, so y_i = 0
- * exactly (marks of mark_unit_rows, zero rows, are never such rows). */
+ * exactly (marks of mark_unit_rows, zero rows, are never such rows). The
+ * same holds again for a column whose other non-zeros are all in such
+ * rows; that cascade is not followed (reliability.md, 2026-11-29). */
 static void mark_lone_rows(int n, const double *M, int *mark)
 {
     for (int j = 0; j < n; ++j) {
@@ -415,15 +417,20 @@ void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, 
     int n = dae->n, q = n - r, *unit_row = dae->jpvt + n; /* jpvt has room for 2 n */
     double *a = dae->scratch, *full = dae->prod;
     if (q > 0) {
-        double least = INFINITY; /* the smallest column norm of a */
+        /* the smallest norm of a column of a that is not a zero row's unit
+         * vector (those are exact, and their norm says nothing of the
+         * others' rounding) */
+        double least = INFINITY;
         for (int k = 0; k < q; ++k) {
             double norm = 0.0;
+            int entries = 0;
             for (int i = 0; i < n; ++i) {
                 double e = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
                 a[i + (size_t)k * n] = e;
                 norm += e * e;
+                entries += e != 0.0;
             }
-            least = fmin(least, sqrt(norm));
+            if (entries > 1) least = fmin(least, sqrt(norm));
         }
         mark_unit_rows(n, q, a, unit_row);
         mark_lone_rows(n, M, unit_row);
