@@ -572,13 +572,15 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
             out[k + (size_t)j * ldo] = alpha * p->beta_signs[k] * X[p->beta_rows[k] + (size_t)j * ldx];
 }
 
-/* 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|) |x_i|: what the rounding
- * of beta and of the sum leaves in (beta^T x)_k (k not a unit column). */
+/* 2 (n + 1) eps sum_i (e_i + |beta_ik|) |x_i| (k not a unit column):
+ * what the rounding of the sum (e_i = 0) or also that of beta itself
+ * (of_beta: e_i = beta_error_i) leaves in (beta^T x)_k. */
 static double beta_rounding(const cdyn__dae_part *p, int n, int k, const double *x, int of_beta)
 {
     const double *b = p->beta + (size_t)k * n;
     double sum = 0.0;
-    for (int i = 0; i < n; ++i) sum += ((of_beta ? p->beta_error[i] : 0.0) + fabs(b[i])) * fabs(x[i]);
+    for (int i = 0; i < n; ++i)
+        sum += ((of_beta ? p->beta_error[i] : 0.0) + fabs(b[i])) * fabs(x[i]);
     return 2.0 * (n + 1) * DBL_EPSILON * sum;
 }
 
@@ -593,11 +595,11 @@ void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, i
         const double *x = X + (size_t)j * ldx;
         double *o = out + (size_t)j * ldo, column = 0.0;
         for (int i = 0; i < n; ++i) column += fabs(x[i]);
-        /* the bound is at most 4 (n + 1) eps sum_i |X_ij| (beta_error_i
-         * and |beta_ik| are at most 1): most entries are decided without
-         * it; a non-finite column stays for the caller's check */
+        /* the bound is at most 2 (n + 1) eps sum_i |X_ij| (|beta_ik| <= 1):
+         * most entries are decided without it; a non-finite column stays
+         * for the caller's check */
         if (!(column < INFINITY)) continue;
-        double most = 4.0 * (n + 1) * DBL_EPSILON * column;
+        double most = 2.0 * (n + 1) * DBL_EPSILON * column;
         for (int k = 0; k < q; ++k)
             if (o[k] != 0.0 && !p->beta_unit[k] && fabs(o[k]) <= most &&
                 fabs(o[k]) <= beta_rounding(p, n, k, x, 0))

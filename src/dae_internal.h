@@ -265,13 +265,14 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
                       double *out, int ldo);
 
 /* out = beta^T X (q x cols, ld ldo) for a Jacobian X (n x cols, ld ldx),
- * where an entry within the rounding of beta and of its own sum,
- * |out_kj| <= 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|) |X_ij|, is
- * exactly 0; a unit column of beta is exact and keeps every entry. Such
- * a coefficient is what rounding leaves of other rows (where terms cancel,
- * F2 - 8 F3 with 15.06 = 8 x 1.8825, or where beta should be 0 in a row
- * with a large force): no term of that state, and the Newton solve must
- * not take a scale from it (THEORY T3.1). */
+ * where an entry within the rounding of its own sum, |out_kj| <=
+ * 2 (n + 1) eps sum_i |beta_ik X_ij|, is exactly 0; a unit column of beta
+ * is exact and keeps every entry. Such a coefficient is what is left
+ * where the terms of rows cancel (F2 - 8 F3 with 15.06 = 8 x 1.8825): no
+ * term of that state, and the Newton solve must not take a scale from it
+ * (THEORY T3.1). beta's own rounding (beta_error) is not judged here:
+ * zeroing by it too, the diode ladder's rates failed their certificate
+ * at its first steps (reliability.md, 2026-11-29; not traced). */
 void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, int ldx,
                                double *out, int ldo);
 
