@@ -111,7 +111,10 @@ CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
  * Set the constant mass matrix M (n x n, ldm >= n, any structure) and factor
  * it: rank r by a pivoted QR of the equilibrated M (the rows that are
  * exactly zero kept last, so that beta picks their equations exactly),
- * orthonormal beta and P (THEORY T3.1). Allocates what depends on the rank (the Newton solver of
+ * orthonormal beta and P (THEORY T3.1; beta is exactly 0 in a row that
+ * is the only non-zero of a column of M, and the algebraic states' Newton
+ * solve asks for no residual below the rounding beta leaves in G0).
+ * Allocates what depends on the rank (the Newton solver of
  * the n - r algebraic states is created by the first singular M and kept,
  * with its settings, for the life of dae: cdyn_dae_newton()). Clears any
  * previous split. Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
