@@ -1793,6 +1793,83 @@ START_TEST(a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates)
 }
 END_TEST
 
+/* fuzz_dae's seed dae_noise_floor_ignores_zero_row_vectors, decoded: rows 0
+ * and 1 of M are zero (exact unit null vectors), rows 2 and 3 are
+ * proportional with a ratio of 2^-86, so the third hidden constraint is
+ * 2^-86 F2 - F3 with terms of 1e-25 (states of 2e30). The rounding the
+ * null basis leaves in G0 (the Newton solve's residual floor) was judged
+ * against the smallest column norm of D_r U, the unit vectors' 1 among
+ * them, where the third vector's is 1e56: the floor was 1e56 too large,
+ * and right-hand sides came back CDYN_OK with that constraint off by
+ * 2e-5 of its terms. Every CDYN_OK state must satisfy the hidden
+ * constraints to 1e-9 of their terms (their rounding is 1e-16 of them),
+ * in two unit systems. */
+static const poly_model ROWS_APART = {
+    .n = 4,
+    .c = {0x1.cb33333333333p-6, 0, 0x1.3f7ced916872bp-15, 0},
+    .d = {0, 0, 0, -0x1.536b1c42b13bap-92},
+    .a = {{0x1.1c350f4a7aca5p-102, 0, 0x1.6e7a50594d7e3p-102, -0x0.0000000000002p-1022},
+          {0x1.310c250e7dac9p-109, 0x1.6ce16ba4e85dep-102, 0x1.6bd0d32ca4f3p-102,
+           -0x1.93fcd15fa08acp-102},
+          {0x1.9f623d5a8a732p-111, 0, 0x1.6ce16ba4e85dep-102, -0x1.9506ec4eee8b7p-102},
+          {0, 0, 0x1.1a8746ebd1c88p-188, -0x1.695d6a1efe873p-190}},
+    .b = {{0, 0, -0x1.4cc1b6cc19a7ep-200, 0x1.0e5e0912bf832p-198},
+          {0x1.95b630d6c9f28p-200, 0, 0x1.7acba3f41d349p-200, -0x1.76c20ed21ce4ep-199},
+          {0x1.260cb0f8c1569p-199, 0x1.47a798456e988p-199, -0x1.f451f602d13dep-199,
+           0x1.5c24a3fd702cfp-201},
+          {0x1.611978b0efd89p-285, 0, -0x1.fe9875fbb60c8p-286, 0x1.c949e948a946cp-286}}};
+
+START_TEST(the_residual_floor_is_not_set_by_the_exact_null_vectors)
+{
+    double M[16] = {0};
+    M[2 + 4 * 2] = M[2 + 4 * 3] = -0x1.93fcd15fa08acp-102;
+    M[3 + 4 * 2] = M[3 + 4 * 3] = -0x1.3891fb69ba197p-188;
+    const double v0[4] = {0x1.8b566fbfb1f88p+100, 0x1.8b566fbfb1f88p+100, 0x1.eee452d48ff1p+99,
+                          0x1.f92fc004769dbp+100};
+    const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
+    for (int u_at = 0; u_at < 2; ++u_at) {
+        scaled_poly u = {&ROWS_APART, units[u_at][0], units[u_at][1]};
+        cdyn_dae *dae = cdyn_dae_create(4, NULL);
+        double Ms[16], v[4], y[4], ydot[4], w[4], G0[4], beta[16];
+        for (int i = 0; i < 16; ++i) Ms[i] = u.R * M[i] * u.S;
+        for (int j = 0; j < 4; ++j) v[j] = v0[j] / u.S;
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, 4), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force, poly_jacobian, NULL, &u), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+        int q = 4 - cdyn_dae_rank(dae), r = cdyn_dae_ode_size(dae), integrated[4], ok = 0;
+        ck_assert_int_eq(q, 3);
+        cdyn_newton_set_max_iterations(cdyn_dae_newton(dae), 8);
+        (void)cdyn_dae_consistent(dae, 0.0, v);
+        cdyn_dae_split_states(dae, integrated, NULL);
+        for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 4, NULL, 4), CDYN_OK);
+        for (int step = 0; step < 3; ++step) {
+            double t = 0.01 * step;
+            if (cdyn_dae_rhs(dae, t, y, ydot) != CDYN_OK) continue;
+            ++ok;
+            ck_assert_int_eq(cdyn_dae_last_state(dae, w, NULL), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, w, G0), CDYN_OK);
+            for (int k = 0; k < q; ++k) {
+                double size = 0.0; /* sum_i |beta_ik| (terms of F_i), in the scaled units */
+                for (int i = 0; i < 4; ++i) {
+                    const poly_model *m = &ROWS_APART;
+                    double terms = fabs(m->c[i]) + fabs(m->d[i] * sin(t));
+                    for (int j = 0; j < 4; ++j) {
+                        double x = u.S * w[j];
+                        terms += fabs(m->a[i][j] * x) + fabs(m->b[i][j] * x * x);
+                    }
+                    size += fabs(beta[i + 4 * k]) * u.R * terms;
+                }
+                ck_assert_msg(fabs(G0[k]) <= 1e-9 * size, "units %d, t = %g: G0[%d] = %g, terms %g",
+                              u_at, t, k, G0[k], size);
+            }
+        }
+        ck_assert_int_ge(ok, 1); /* not a test of refusals */
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 START_TEST(consistent_values_satisfy_the_hidden_constraints_and_keep_integrated_states)
 {
     for (int exact = 1; exact >= 0; --exact) {
@@ -2507,6 +2584,7 @@ int main(void)
     tcase_add_test(tc_cons, a_row_alone_in_its_column_puts_none_of_its_force_into_the_hidden_constraints);
     tcase_add_test(tc_cons, a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constraint);
     tcase_add_test(tc_cons, a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates);
+    tcase_add_test(tc_cons, the_residual_floor_is_not_set_by_the_exact_null_vectors);
     suite_add_tcase(s, tc_cons);
 
     TCase *tc_integ = tcase_create("integration");
