@@ -72,6 +72,9 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->resid_out = doubles((size_t)n);
     dae->resid_mass = doubles(nn);
     dae->resid_jac = doubles(nn);
+    dae->observed_coef = doubles(nn);
+    dae->observed_size = doubles((size_t)n);
+    dae->f_at = doubles((size_t)n);
     int ws_ok = cdyn__rank_ws_init(&dae->rank_ws, n, n, 1);
     if (!ws_ok || !dae->work || !dae->atol || !dae->row_scale || !dae->col_scale ||
         !dae->equation_level || !dae->equation_size || !dae->integrated || !dae->algebraic ||
@@ -82,7 +85,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
         !dae->row_max || !dae->rate_unit || !dae->resid_v || !dae->resid_f ||
-        !dae->resid_out || !dae->resid_mass || !dae->resid_jac)
+        !dae->resid_out || !dae->resid_mass || !dae->resid_jac || !dae->observed_coef ||
+        !dae->observed_size || !dae->f_at)
         goto fail;
     *status = CDYN_OK;
     return dae;
@@ -109,6 +113,7 @@ static void part_free(cdyn__dae_part *p)
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(p->beta_rows);
     free(p->beta_unit);
+    free(p->mass_rows);
     free(p->range_rows);
     free(p->range_signs);
     free(p->massless);
@@ -135,6 +140,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->beta = doubles((size_t)n * q1);
     p->beta_rows = malloc(sizeof(int) * q1);
     p->beta_unit = malloc(sizeof(int) * q1);
+    p->mass_rows = malloc(sizeof(int) * (size_t)n);
     p->beta_error = doubles((size_t)n);
     p->g0_noise = doubles(q1);
     p->beta_signs = doubles(q1);
@@ -184,7 +190,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
-             p->beta_unit && p->beta_error && p->g0_noise &&
+             p->beta_unit && p->mass_rows && p->beta_error && p->g0_noise &&
              p->range_rows && p->range_signs &&
              p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
@@ -216,7 +222,8 @@ void cdyn_dae_free(cdyn_dae *dae)
                         dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
                         dae->row_max,   dae->rate_unit, dae->resid_v,  dae->resid_f,
-                        dae->resid_out, dae->resid_mass, dae->resid_jac};
+                        dae->resid_out, dae->resid_mass, dae->resid_jac,
+                        dae->observed_coef, dae->observed_size, dae->f_at};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(dae->equation_level);
     free(dae->integrated);
@@ -492,6 +499,12 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
         fresh.massless[j] = 1;
         for (int i = 0; i < n; ++i)
             if (fresh.mass[i + (size_t)j * n] != 0.0) fresh.massless[j] = 0;
+    }
+    fresh.n_mass_rows = 0;
+    for (int i = 0; i < n; ++i) { /* equations with mass: row i not exactly zero */
+        int j = 0;
+        while (j < n && fresh.mass[i + (size_t)j * n] == 0.0) ++j;
+        if (j < n) fresh.mass_rows[fresh.n_mass_rows++] = i;
     }
     if (fresh.split_ns) {
         cdyn_nullspace_set_preferred_dependent(fresh.split_ns, fresh.massless);

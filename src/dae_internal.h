@@ -26,6 +26,8 @@ typedef struct cdyn__dae_part {
     double *beta_error;     /* n: the rounding of beta in row i, in eps (0: exact) */
     double *g0_noise;       /* q: the rounding of G0 at the last algebraic residual */
     double *beta_signs;     /* q */
+    int *mass_rows;         /* n: the rows of M with a non-zero, n_mass_rows of them */
+    int n_mass_rows;
     int range_is_selection; /* P likewise (cdyn__dae_range_t) */
     int *range_rows;        /* r */
     double *range_signs;    /* r */
@@ -163,6 +165,12 @@ struct cdyn_dae {
     /* the residual form's own (n, n, n, n x n, n x n), so it never disturbs what
      * the last evaluation left for reuse */
     double *resid_v, *resid_f, *resid_out, *resid_mass, *resid_jac;
+    /* the algebraic solve's observed rows (observe_rows in dae_rhs.c): the
+     * rows of F that carry mass, their coefficients in the algebraic states
+     * (n x q, ld n) and the size of their terms (n); F at f_at (n, the
+     * algebraic states of the last residual; f_at_valid) */
+    double *observed_coef, *observed_size, *f_at;
+    int observed_count, f_at_valid;
     double *work;
     int lwork;
 

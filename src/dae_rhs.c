@@ -17,12 +17,47 @@ static int at_hand(const cdyn_dae *dae, const double *x)
            memcmp(x, dae->part.g0_at, sizeof(double) * (size_t)dae->q) == 0;
 }
 
+/* The Newton solve's observed rows (cdyn__newton_set_observed_rows) at the
+ * algebraic states in v_trial: the rows of F that carry mass. The rates
+ * come from them (P^T F), and an algebraic state can be a term of the
+ * size of such a row while the hidden constraints see it only through a
+ * null vector's tiny entry there (5e-43 times a row of 2e27: a
+ * coefficient of 1e-15 beside terms of 4, whose tolerance let a state
+ * off by 0.29 pass where it moves the row by 30 %). coef(i, k) = dF_i/dv_a(k)
+ * (column k of dF at dF + algebraic(k) ld, or, with all_columns = 0, the
+ * algebraic columns only, at coef already); each row's size is |F_i| (F
+ * NULL: unknown, 0) plus |dF_ij v_j| over the columns given. */
+static void observe_rows(cdyn_dae *dae, const double *F, const double *dF, int ld)
+{
+    const cdyn__dae_part *p = &dae->part;
+    int n = dae->n, q = dae->q, m = p->n_mass_rows;
+    double *coef = dae->observed_coef, *size = dae->observed_size;
+    const double *v = dae->v_trial;
+    for (int e = 0; e < m; ++e) size[e] = F ? fabs(F[p->mass_rows[e]]) : 0.0;
+    if (dF) { /* every state's terms, and the algebraic columns' coefficients */
+        for (int j = 0; j < n; ++j) {
+            const double *col = dF + (size_t)j * ld;
+            for (int e = 0; e < m; ++e) size[e] += fabs(col[p->mass_rows[e]] * v[j]);
+        }
+        for (int k = 0; k < q; ++k) {
+            const double *col = dF + (size_t)dae->algebraic[k] * ld;
+            for (int e = 0; e < m; ++e) coef[e + (size_t)k * n] = col[p->mass_rows[e]];
+        }
+    } else {
+        for (int k = 0; k < q; ++k)
+            for (int e = 0; e < m; ++e)
+                size[e] += fabs(coef[e + (size_t)k * n] * v[dae->algebraic[k]]);
+    }
+    dae->observed_count = m;
+}
+
 /* Newton residual for the algebraic states x = v_a, with the integrated
  * states already in v_trial: G0 = beta^T F(v, t) (T3.1). */
 static int algebraic_residual(const double *x, double *G, void *user)
 {
     cdyn_dae *dae = user;
     for (int k = 0; k < dae->q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
+    dae->f_at_valid = 0;
     if (at_hand(dae, x)) { /* F there is in force_val */
         cdyn__dae_beta_t(dae, 1, dae->force_val, dae->n, 1.0, G, dae->q);
         cdyn__dae_g0_rounding(dae, dae->force_val, dae->part.g0_noise);
@@ -38,6 +73,8 @@ static int algebraic_residual(const double *x, double *G, void *user)
     }
     cdyn__dae_beta_t(dae, 1, dae->force_shift, dae->n, 1.0, G, dae->q);
     cdyn__dae_g0_rounding(dae, dae->force_shift, dae->part.g0_noise);
+    memcpy(dae->f_at, x, sizeof(double) * (size_t)dae->q); /* F(x) stays in force_shift */
+    dae->f_at_valid = 1;
     return 0;
 }
 
@@ -48,7 +85,8 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     cdyn_dae *dae = user;
     int n = dae->n, q = dae->q;
     for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] = x[k];
-    if (at_hand(dae, x)) { /* G_v there is part.constraint_jac */
+    if (at_hand(dae, x)) { /* G_v there is part.constraint_jac (no dF/dv: no rows) */
+        dae->observed_count = 0;
         for (int k = 0; k < q; ++k)
             memcpy(J + (size_t)k * ldj, dae->part.constraint_jac + (size_t)dae->algebraic[k] * q,
                    sizeof(double) * (size_t)q);
@@ -65,6 +103,8 @@ static int algebraic_jacobian(const double *x, double *J, int ldj, void *user)
     for (int k = 0; k < q; ++k)
         cdyn__dae_beta_t_jacobian(dae, 1, dae->force_jac + (size_t)dae->algebraic[k] * n, n,
                                   J + (size_t)k * ldj, q);
+    int have_f = dae->f_at_valid && memcmp(dae->f_at, x, sizeof(double) * (size_t)q) == 0;
+    observe_rows(dae, have_f ? dae->force_shift : NULL, dae->force_jac, n);
     return 0;
 }
 
@@ -98,9 +138,12 @@ static int algebraic_differences(const double *x, double *J, int ldj, void *user
         for (int i = 0; code == 0 && i < n; ++i)
             dae->force_shift[i] = (dae->force_shift[i] - dae->force_val[i]) / h;
         if (code == 0) cdyn__dae_beta_t(dae, 1, dae->force_shift, n, 1.0, J + (size_t)k * ldj, q);
+        for (int e = 0; code == 0 && e < dae->part.n_mass_rows; ++e)
+            dae->observed_coef[e + (size_t)k * n] = dae->force_shift[dae->part.mass_rows[e]];
     }
     dae->guard.in_callback--;
     if (code != 0) dae->callback_code = code;
+    if (code == 0) observe_rows(dae, dae->force_val, NULL, n);
     return code;
 }
 
@@ -121,6 +164,10 @@ cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, d
     }
     cdyn__newton_set_known_terms(dae->newton, known);
     cdyn__newton_set_residual_noise(dae->newton, dae->part.g0_noise);
+    dae->observed_count = 0; /* until the first Jacobian */
+    dae->f_at_valid = 0;
+    cdyn__newton_set_observed_rows(dae->newton, &dae->observed_count, dae->observed_coef,
+                                   dae->n, dae->observed_size);
     dae->t_eval = t;
     cdyn_status st = cdyn_newton_solve(dae->newton, algebraic_residual,
                                        dae->jacobian ? algebraic_jacobian : algebraic_differences,

@@ -36,6 +36,7 @@ typedef struct buffers {
     double *g, *g_trial, *g_best; /* k */
     double *g_keep;             /* k: G at x_best */
     double *g_start;            /* k: the terms of no unknown, from the initial guess */
+    double *fit;                /* 3k: G, sum J x and sum |J x| at the iterate before */
     double *known;              /* k: the owner's size of those terms (next solve) */
     double *noise, *noise_best; /* k: the rounding of G at x, and at g_best's x */
     double *factored;           /* k x p: the J of the current factorization (ld k) */
@@ -75,10 +76,15 @@ struct cdyn_newton {
     int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
     int judge_near;             /* accept on the last factorization's correction */
     int has_known;              /* b.known holds the owner's terms for the next solve */
+    const int *observed_count;  /* the owner's rows besides G, filled by its Jacobian */
+    const double *observed_coef, *observed_size; /* callback (this solve;
+                                 * cdyn__newton_set_observed_rows) */
+    int observed_ld;
     const double *noise_source; /* the owner's rounding of G, filled by its residual
                                  * callback (this solve; cdyn__newton_set_residual_noise) */
     int factored_valid;         /* b.factored is the J of the current factorization */
     int jac_prev_valid;         /* b.jac_prev is J at the iterate before b.jac's (this solve) */
+    int fit_valid;              /* b.fit holds an earlier iterate of this solve */
     int factored_result;        /* what cdyn__newton_factor returned for it */
     const double *packed_from;  /* the J whose non-zeros b.packed holds, or NULL */
     int has_ops;                /* the Jacobian is the owner's (cdyn__newton_create_linear) */
@@ -103,7 +109,7 @@ static void buffers_free(buffers *b)
                         b->g_keep,    b->dx_prev,   b->known,   b->factored, b->jac_prev,
                         b->noise,     b->noise_best,
                         b->kept_qr,   b->kept_jac,  b->kept_tau, b->kept_row_scale,
-                        b->kept_col_scale, b->col_abs};
+                        b->kept_col_scale, b->col_abs, b->fit};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->col_rows);
     free(b->packed);
@@ -149,6 +155,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
+    b->fit = doubles(3 * kk);
     b->known = doubles(kk);
     b->noise = doubles(kk);
     b->noise_best = doubles(kk);
@@ -176,7 +183,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_col_scale = doubles(pp);
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g && b->g_trial && b->g_best && b->g_start &&
+         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g && b->g_trial && b->g_best && b->g_start && b->fit &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows &&
          b->packed && b->packed_rows && b->packed_start &&
@@ -305,6 +312,15 @@ void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise)
 {
     nt->noise_source = noise;
     if (noise) memset(nt->b.noise, 0, sizeof(double) * (size_t)nt->k);
+}
+
+void cdyn__newton_set_observed_rows(cdyn_newton *nt, const int *count, const double *coef,
+                                    int ld, const double *size)
+{
+    nt->observed_count = count;
+    nt->observed_coef = coef;
+    nt->observed_ld = ld;
+    nt->observed_size = size;
 }
 
 void cdyn__newton_set_chord(cdyn_newton *nt, int on) { nt->chord = on != 0; }
@@ -1027,6 +1043,35 @@ static void pack_columns(cdyn_newton *nt, const double *J)
  * the iterate before (nt->jac_prev_valid), a coefficient that changed by
  * more than half of itself over that step gives the unknown no scale
  * (below). */
+/* The least scale of unknown j (in x_j, with rtol) that the owner's other
+ * rows give it (cdyn__newton_set_observed_rows): each row with terms
+ * besides x_j's asks that x_j move it by no more than rtol of those, and
+ * by no less than its own rounding. Rows the owner computes its outputs
+ * from (a DAE's rows of F that carry mass, from which the rates come): an
+ * unknown that barely enters G (a hidden constraint's 1e-15 beside terms
+ * of 4) while it is a term of the size of its row there would otherwise
+ * be judged by G alone (CDYN_OK with the rates off by 30 %). The least
+ * such scale (INFINITY: none) can only lower the one G gives, floor
+ * included: G's rounding is no limit to a row that resolves x_j better. A
+ * learned magnitude takes nothing from it (a closed valve's flow keeps
+ * its tolerance). own = rtol |x_j|. */
+static double observed_scale(const cdyn_newton *nt, int j, double own)
+{
+    double best = INFINITY;
+    int m = nt->observed_count ? *nt->observed_count : 0;
+    if (m == 0) return best;
+    const double *coef = nt->observed_coef + (size_t)j * nt->observed_ld;
+    for (int i = 0; i < m; ++i) {
+        double a = fabs(coef[i]), t = nt->rtol * nt->observed_size[i];
+        if (!(a > 0.0) || !(t - a * own > 4.0 * DBL_EPSILON * t)) continue;
+        double ratio = (t - a * own) / a;
+        double rounding = 8.0 * DBL_EPSILON * nt->observed_size[i] / a;
+        ratio = ratio > rounding ? ratio : rounding;
+        if (ratio < best) best = ratio;
+    }
+    return best;
+}
+
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                        const double *row_scale)
 {
@@ -1139,9 +1184,13 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
              * the unknown's units): an equation whose terms all vanish (a
              * junction on a path without flow) asks for an accuracy no
              * iteration can reach */
-            if (isfinite(best)) {
+            /* the owner's other rows may ask for more (each within its
+             * own rounding, not G's: observed_scale) */
+            double observed = observed_scale(nt, j, own);
+            if (isfinite(best) || isfinite(observed)) {
                 double floor = 8.0 * DBL_EPSILON * widest / rtol;
                 double least = best > floor ? best : floor;
+                least = observed < least ? observed : least;
                 /* a scale 1e32 times every (non-zero) value the unknown
                  * has taken in this solve says nothing of it either (an
                  * equation it barely enters: 1e-303 x beside terms of 10
@@ -1168,6 +1217,37 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
      * iterate can bring G below it */
     if (nt->noise_source)
         for (int i = 0; i < k; ++i) b->tol_g[i] = b->noise[i] > b->tol_g[i] ? b->noise[i] : b->tol_g[i];
+}
+
+/* The constant of equation i fitted over two iterates (THEORY T2.4): a term
+ * a x^p of one unknown has J x = p a x^p, so G = c + s (J x) with s = 1/p;
+ * two iterates give s = dG / d(J x) and c = G - s J x. That finds a
+ * constant hidden behind a curvature term (1.76 sin t beside -2 v|v| far
+ * from the root, where G - J x = c + 2 v|v| passes for no constant) and
+ * finds none in a pure power (k Q|Q| at a closing valve: c = 0 to
+ * rounding). Only fits with 1/8 <= s <= 1 (powers 1 to 8) count, only
+ * beyond the error that a Jacobian accurate to 1e-6 of its terms (a
+ * difference quotient's) and the rounding of G leave in c, and never more
+ * than the terms |J x| themselves: an equation's constant then gives an
+ * unknown at most the scale its own terms give, so a wrong fit can loosen
+ * no tolerance by more than a factor 2. affine = G - J x and terms =
+ * sum_j |J_ij x_j| at this iterate; b->fit holds them at the one before. */
+static double fitted_constant(const cdyn_newton *nt, int i, double affine, double terms)
+{
+    const buffers *b = &nt->b;
+    int k = nt->k;
+    double g = b->g[i], y = g - affine;
+    double g0 = b->fit[i], y0 = b->fit[k + i], terms0 = b->fit[2 * k + i];
+    double dy = y - y0;
+    if (!(fabs(dy) > 0.0) || !isfinite(dy)) return 0.0;
+    double s = (g - g0) / dy;
+    if (!(s >= 0.125 && s <= 1.0)) return 0.0;
+    double c = fabs(g - s * y);
+    double spread = 1.0 + (terms + terms0) / fabs(dy); /* the fit's amplification */
+    double error = 1e-6 * s * terms * spread +
+                   4.0 * (nt->p + 1) * DBL_EPSILON * (fabs(g) + fabs(g0) + terms + terms0) * spread;
+    if (!(c > error)) return 0.0;
+    return c < terms ? c : terms;
 }
 
 /* The size of the terms of each equation that belong to no unknown, at the
@@ -1210,12 +1290,19 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x, in
         }
         if (fabs(b->g[i]) < 0.5 * fabs(affine[i]) && isfinite(affine[i]))
             b->g_start[i] = fmax(b->g_start[i], fabs(affine[i]));
+        if (!first && nt->fit_valid)
+            b->g_start[i] = fmax(b->g_start[i], fitted_constant(nt, i, affine[i], terms[i]));
+        double *fit = b->fit;
+        fit[i] = b->g[i];
+        fit[k + i] = b->g[i] - affine[i];
+        fit[2 * k + i] = terms[i];
         if (!first) continue;
         /* terms that cancel in G(x0) (two equal flows into and out of a
          * junction) hide their size from the guess; an owner that knows them
          * says so (cdyn__newton_set_known_terms) */
         if (nt->has_known) b->g_start[i] = fmax(b->g_start[i], b->known[i]);
     }
+    nt->fit_valid = 1;
 }
 
 /* max_i |v_i| / tol_i, with 0/0 = 0 and v/0 = Inf. */
@@ -1433,6 +1520,7 @@ cdyn_status cdyn_newton_solve(cdyn_newton *nt, cdyn_residual_fn residual,
     cdyn_status st = solve(nt, residual, jacobian, user, x);
     nt->has_known = 0; /* the owner's terms were for this solve */
     nt->noise_source = NULL; /* and its rounding */
+    nt->observed_count = NULL; /* and its other rows */
     if (nt->solving) { /* the counters take the solve's report */
         cdyn_newton_counters *c = &nt->counters;
         c->solves++;
@@ -1462,6 +1550,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     memcpy(b->x_best, x, sizeof(double) * (size_t)p);
     for (int j = 0; j < p; ++j) b->reached[j] = fabs(x[j]);
     nt->jac_prev_valid = 0;
+    nt->fit_valid = 0;
     int have_jacobian = 0; /* b->jac is J at an iterate of this solve */
     double best = INFINITY, best_norm = 0.0, best_error = INFINITY;
     int previous_full = 0;

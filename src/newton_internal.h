@@ -137,6 +137,17 @@ void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
  * tolerance is below it. NULL: none (the default). */
 void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise);
 
+/* For the next solve only: rows besides G that the owner computes its
+ * outputs from. After each call of the owner's Jacobian callback, *count
+ * (0 <= *count, the owner's) is how many there are at that x, coef
+ * (*count x p, ld >= *count) their coefficients in the unknowns and size
+ * (*count values >= 0) the size of each row's terms. Without atol, an
+ * unknown's tolerance is then at most what moves each such row with other
+ * terms by rtol of them (never below the row's rounding). count NULL: none
+ * (the default). */
+void cdyn__newton_set_observed_rows(cdyn_newton *nt, const int *count, const double *coef,
+                                    int ld, const double *size);
+
 /* The per-unknown tolerances of the last iteration (p values). */
 const double *cdyn__newton_tolerance(const cdyn_newton *nt);
 
