@@ -23,10 +23,12 @@ static int at_hand(const cdyn_dae *dae, const double *x)
  * size of such a row while the hidden constraints see it only through a
  * null vector's tiny entry there (5e-43 times a row of 2e27: a
  * coefficient of 1e-15 beside terms of 4, whose tolerance let a state
- * off by 0.29 pass where it moves the row by 30 %). coef(i, k) = dF_i/dv_a(k)
- * (column k of dF at dF + algebraic(k) ld, or, with all_columns = 0, the
- * algebraic columns only, at coef already); each row's size is |F_i| (F
- * NULL: unknown, 0) plus |dF_ij v_j| over the columns given. */
+ * off by 0.29 pass where it moves the row by 30 %). With dF (n x n, ld
+ * ld, every state's column) the coefficients come from it and each row's
+ * size is |F_i| plus |dF_ij v_j| over all states; without it (difference
+ * quotients of the algebraic columns only) the caller has filled
+ * observed_coef, and the size sums those columns. F NULL: |F_i| unknown,
+ * counted as 0 (which can only tighten). */
 static void observe_rows(cdyn_dae *dae, const double *F, const double *dF, int ld)
 {
     const cdyn__dae_part *p = &dae->part;

@@ -1219,7 +1219,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
         for (int i = 0; i < k; ++i) b->tol_g[i] = b->noise[i] > b->tol_g[i] ? b->noise[i] : b->tol_g[i];
 }
 
-/* The constant of equation i fitted over two iterates (THEORY T2.4): a term
+/* The constant of equation i fitted over two iterates (THEORY T2.5): a term
  * a x^p of one unknown has J x = p a x^p, so G = c + s (J x) with s = 1/p;
  * two iterates give s = dG / d(J x) and c = G - s J x. That finds a
  * constant hidden behind a curvature term (1.76 sin t beside -2 v|v| far

@@ -1870,7 +1870,7 @@ START_TEST(the_residual_floor_is_not_set_by_the_exact_null_vectors)
 }
 END_TEST
 
-/* fuzz_dae's seed dae_open_unanalysed_1, rebuilt with round coefficients:
+/* fuzz_dae's seed dae_rate_rows_set_the_algebraic_scale (was dae_open_unanalysed_1), rebuilt with round coefficients:
  * rows 0 and 2 of M carry the mass of v2 alone, row 2 with 1e26 times
  * row 0's, and row 1 is zero. v0 and v1 are algebraic:
  *   F0 = 2 + 50 v0,   F1 = 0.9 sin t - 2 v1 |v1|,   F2 = 1e11 (v1 - 0.5).

@@ -30,7 +30,11 @@
  * as one written in bar and L/s. Which states become algebraic is a choice
  * among equally valid ones when several are (as for cdyn_nullspace, whose
  * split it uses) and can then change with the units; the consistent state
- * and the rates are the same either way, to the tolerances.
+ * and the rates are the same either way, to the tolerances. The algebraic
+ * states are solved accurately enough for the rates as well as for G0:
+ * each row of F that carries mass (where the rates come from) bounds the
+ * tolerance of every algebraic state in it, as rtol of the row's other
+ * terms over the state's coefficient (never below the row's rounding).
  *
  * Lifecycle: cdyn_dae_create(n) → cdyn_dae_set_mass() (factors M and
  * allocates the parts that depend on its rank) → cdyn_dae_set_model() →

@@ -56,7 +56,12 @@
  * those terms: far from the root that rounding is no constant of the
  * equation), or, at any iterate where the
  * equation nearly holds (|G_i| below half of it), the affine part
- * |G_i - sum_l J_il x_l|: a constant the unknowns' terms cancel. (So a flow heading for a root at
+ * |G_i - sum_l J_il x_l|: a constant the unknowns' terms cancel; or, from
+ * the second iterate on, the constant c of G_i = c + s sum_l J_il x_l
+ * fitted over two iterates (s = 1/p for a term a x^p; counted for
+ * 1/8 <= s <= 1, beyond the error a Jacobian accurate to 1e-6 leaves in
+ * it, and at most sum_l |J_il x_l|): 0.9 sin t behind -2 v|v| far from
+ * the root, where G - J x is c + 2 v|v|. (So a flow heading for a root at
  * 0, seen from the junction equation it shares with other flows, is judged
  * against those flows.) And never below 8 eps times the unknown's scale in
  * the largest equation it enters (that equation's other terms over its
