@@ -126,6 +126,17 @@ static void part_free(cdyn__dae_part *p)
     memset(p, 0, sizeof *p);
 }
 
+/* cdyn__dae_find_mass_rows: dae_internal.h. */
+void cdyn__dae_find_mass_rows(cdyn__dae_part *p, int n)
+{
+    p->n_mass_rows = 0;
+    for (int i = 0; i < n; ++i) { /* equations with mass: row i not exactly zero */
+        int j = 0;
+        while (j < n && p->mass[i + (size_t)j * n] == 0.0) ++j;
+        if (j < n) p->mass_rows[p->n_mass_rows++] = i;
+    }
+}
+
 /* Allocate the parts for rank r (THEORY T3.1, T3.3); 0 when out of memory
  * (p freed). */
 static int part_alloc(cdyn__dae_part *p, int n, int r)
@@ -500,12 +511,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
         for (int i = 0; i < n; ++i)
             if (fresh.mass[i + (size_t)j * n] != 0.0) fresh.massless[j] = 0;
     }
-    fresh.n_mass_rows = 0;
-    for (int i = 0; i < n; ++i) { /* equations with mass: row i not exactly zero */
-        int j = 0;
-        while (j < n && fresh.mass[i + (size_t)j * n] == 0.0) ++j;
-        if (j < n) fresh.mass_rows[fresh.n_mass_rows++] = i;
-    }
+    cdyn__dae_find_mass_rows(&fresh, n);
     if (fresh.split_ns) {
         cdyn_nullspace_set_preferred_dependent(fresh.split_ns, fresh.massless);
         cdyn__nullspace_set_owner(fresh.split_ns, &dae->guard.in_callback);

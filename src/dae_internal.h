@@ -267,6 +267,11 @@ cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t);
  * call whenever they change. */
 void cdyn__dae_detect_selection(cdyn__dae_part *part, int n);
 
+/* part->mass_rows and n_mass_rows from part->mass (n x n): the rows with a
+ * non-zero, whose forces the rates come from (the algebraic solve's
+ * observed rows, dae_rhs.c). At set-up and at every M(t). */
+void cdyn__dae_find_mass_rows(cdyn__dae_part *part, int n);
+
 /* out = alpha beta^T X (q x cols, ld ldo) for X (n x cols, ld ldx): a row
  * selection when beta is one, else a product (q n cols flops). */
 void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,

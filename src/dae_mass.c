@@ -72,6 +72,7 @@ cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t)
     else
         cdyn__dae_bases(dae, p->mass, r, p->beta, p->range, p->beta_error);
     cdyn__dae_detect_selection(p, n);
+    cdyn__dae_find_mass_rows(p, n);
     cdyn__gemm('T', 'N', r, n, n, 1.0, p->range, n, p->mass, n, 0.0, p->range_t_mass,
                r > 0 ? r : 1);
     return CDYN_OK;
