@@ -1036,13 +1036,6 @@ static void pack_columns(cdyn_newton *nt, const double *J)
     nt->packed_from = J;
 }
 
-/* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
- * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k, or
- * NULL for none): D_r of the factorization of J, in which the equations'
- * sizes are compared (below). When J is b->jac and b->jac_prev holds J at
- * the iterate before (nt->jac_prev_valid), a coefficient that changed by
- * more than half of itself over that step gives the unknown no scale
- * (below). */
 /* The least scale of unknown j (in x_j, with rtol) that the owner's other
  * rows give it (cdyn__newton_set_observed_rows): each row with terms
  * besides x_j's asks that x_j move it by no more than rtol of those, and
@@ -1072,6 +1065,13 @@ static double observed_scale(const cdyn_newton *nt, int j, double own)
     return best;
 }
 
+/* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
+ * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k, or
+ * NULL for none): D_r of the factorization of J, in which the equations'
+ * sizes are compared (below). When J is b->jac and b->jac_prev holds J at
+ * the iterate before (nt->jac_prev_valid), a coefficient that changed by
+ * more than half of itself over that step gives the unknown no scale
+ * (below). */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                        const double *row_scale)
 {
@@ -1562,6 +1562,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     if (st == CDYN_OK && chord_ready(nt)) {
         st = chord(nt, residual, user, x);
         fresh = 0;
+        nt->fit_valid = 0; /* the chord's G and J x are no iterate pair of the fit */
     }
     for (; st == CDYN_OK; fresh = 0) {
         if (have_jacobian && !nt->has_ops) { /* J at the iterate before, for tolerances() */
