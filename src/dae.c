@@ -63,6 +63,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->prod = doubles(nn);
     dae->tau = doubles((size_t)n);
     dae->jpvt = malloc(sizeof(int) * 2 * (size_t)n);
+    dae->row_order = malloc(sizeof(int) * (size_t)n);
     dae->residual = doubles((size_t)n);
     dae->bound = doubles((size_t)n);
     dae->row_max = doubles((size_t)n);
@@ -83,7 +84,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->held_magnitudes || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
-        !dae->prod || !dae->tau || !dae->jpvt || !dae->residual || !dae->bound ||
+        !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual || !dae->bound ||
         !dae->row_max || !dae->rate_unit || !dae->resid_v || !dae->resid_f ||
         !dae->resid_out || !dae->resid_mass || !dae->resid_jac || !dae->observed_coef ||
         !dae->observed_size || !dae->f_at)
@@ -152,7 +153,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->beta_rows = malloc(sizeof(int) * q1);
     p->beta_unit = malloc(sizeof(int) * q1);
     p->mass_rows = malloc(sizeof(int) * (size_t)n);
-    p->beta_error = doubles((size_t)n);
+    p->beta_error = doubles((size_t)n * q1);
     p->g0_noise = doubles(q1);
     p->beta_signs = doubles(q1);
     p->range_rows = malloc(sizeof(int) * r1);
@@ -241,6 +242,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     free(dae->algebraic);
     free(dae->multiplier);
     free(dae->jpvt);
+    free(dae->row_order);
     free(dae);
 }
 
@@ -426,43 +428,62 @@ static void zero_lone_rows(int n, int q, const int *mark, double *Q)
 }
 
 void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range,
-                     double *row_error)
+                     double *error)
 {
     /* u^T (D_r M D_c) = 0 for the last q columns u of U, so (D_r u)^T M = 0:
      * the left null space of M is spanned by D_r U(:, r:n).
      * A QR of it gives an orthonormal basis (its first q columns of Q) and
      * the orthogonal complement, the range of M (the other r). */
     int n = dae->n, q = n - r, *unit_row = dae->jpvt + n; /* jpvt has room for 2 n */
+    int *order = dae->row_order;
     double *a = dae->scratch, *full = dae->prod;
     if (q > 0) {
-        /* the smallest norm of a column of a that is not a zero row's unit
-         * vector (those are exact, and their norm says nothing of the
-         * others' rounding) */
-        double least = INFINITY;
-        for (int k = 0; k < q; ++k) {
-            double norm = 0.0;
-            int entries = 0;
-            for (int i = 0; i < n; ++i) {
-                double e = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
-                a[i + (size_t)k * n] = e;
-                norm += e * e;
-                entries += e != 0.0;
-            }
-            if (entries > 1) least = fmin(least, sqrt(norm));
-        }
+        for (int k = 0; k < q; ++k)
+            for (int i = 0; i < n; ++i)
+                a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
         mark_unit_rows(n, q, a, unit_row);
         mark_lone_rows(n, M, unit_row);
-        for (int i = 0; i < n; ++i)
-            row_error[i] = unit_row[i] ? 0.0 : fmin(1.0, dae->row_scale[i] / least);
+        /* rows by decreasing largest entry (a stable insertion sort, in
+         * full as scratch): the Householder QR is then accurate in each
+         * row, not only normwise */
+        double *size = full;
+        for (int i = 0; i < n; ++i) {
+            double largest = 0.0;
+            for (int k = 0; k < q; ++k) largest = fmax(largest, fabs(a[i + (size_t)k * n]));
+            int at = i;
+            while (at > 0 && size[at - 1] < largest) {
+                size[at] = size[at - 1];
+                order[at] = order[at - 1];
+                --at;
+            }
+            size[at] = largest;
+            order[at] = i;
+        }
+        for (int k = 0; k < q; ++k) {
+            for (int i = 0; i < n; ++i) full[i] = a[order[i] + (size_t)k * n];
+            memcpy(a + (size_t)k * n, full, sizeof(double) * (size_t)n);
+        }
         memset(dae->jpvt, 0, sizeof(int) * (size_t)q);
         cdyn__geqp3(n, q, a, n, dae->jpvt, dae->tau, dae->work, dae->lwork);
+        for (int k = 0; k < q; ++k) {
+            double diagonal = fabs(a[k + (size_t)k * n]);
+            for (int i = 0; i < n; ++i) {
+                double e = diagonal > 0.0 ? dae->row_scale[i] / diagonal : 1.0;
+                error[i + (size_t)k * n] = unit_row[i] ? 0.0 : fmin(1.0, e);
+            }
+        }
     }
     memset(full, 0, sizeof(double) * (size_t)n * n);
     for (int i = 0; i < n; ++i) full[i + (size_t)i * n] = 1.0;
-    if (q > 0) cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
-    if (q > 0) snap_unit_rows(n, q, unit_row, full);
-    if (q > 0) zero_lone_rows(n, q, unit_row, full);
-    if (q > 0) memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
+    if (q > 0) {
+        cdyn__ormqr('L', 'N', n, n, q, a, n, dae->tau, full, n, dae->work, dae->lwork);
+        for (int j = 0; j < n; ++j) /* back to the rows' own order (a is free) */
+            for (int i = 0; i < n; ++i) a[order[i] + (size_t)j * n] = full[i + (size_t)j * n];
+        memcpy(full, a, sizeof(double) * (size_t)n * n);
+        snap_unit_rows(n, q, unit_row, full);
+        zero_lone_rows(n, q, unit_row, full);
+        memcpy(null_basis, full, sizeof(double) * (size_t)n * q);
+    }
     if (r > 0) memcpy(range, full + (size_t)n * q, sizeof(double) * (size_t)n * r);
 }
 
@@ -593,13 +614,13 @@ void cdyn__dae_beta_t(const cdyn_dae *dae, int cols, const double *X, int ldx, d
 
 /* 2 (n + 1) eps sum_i (e_i + |beta_ik|) |x_i| (k not a unit column):
  * what the rounding of the sum (e_i = 0) or also that of beta itself
- * (of_beta: e_i = beta_error_i) leaves in (beta^T x)_k. */
+ * (of_beta: e_i = beta_error_ik) leaves in (beta^T x)_k. */
 static double beta_rounding(const cdyn__dae_part *p, int n, int k, const double *x, int of_beta)
 {
     const double *b = p->beta + (size_t)k * n;
     double sum = 0.0;
     for (int i = 0; i < n; ++i)
-        sum += ((of_beta ? p->beta_error[i] : 0.0) + fabs(b[i])) * fabs(x[i]);
+        sum += ((of_beta ? p->beta_error[i + (size_t)k * n] : 0.0) + fabs(b[i])) * fabs(x[i]);
     return 2.0 * (n + 1) * DBL_EPSILON * sum;
 }
 

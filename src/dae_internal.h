@@ -23,7 +23,7 @@ typedef struct cdyn__dae_part {
     int beta_is_selection;  /* beta = signed columns of I (cdyn__dae_beta_t) */
     int *beta_rows;         /* q: the row of each column's +-1 */
     int *beta_unit;         /* q: 1 where column k of beta is a signed unit vector */
-    double *beta_error;     /* n: the rounding of beta in row i, in eps (0: exact) */
+    double *beta_error;     /* n x q: the rounding of beta_ik, in eps (0: exact) */
     double *g0_noise;       /* q: the rounding of G0 at the last algebraic residual */
     double *beta_signs;     /* q */
     int *mass_rows;         /* n: the rows of M with a non-zero, n_mass_rows of them */
@@ -159,6 +159,7 @@ struct cdyn_dae {
     cdyn__rank_ws rank_ws;  /* the rank decision on M and the augmented matrices */
     double *tau;            /* n */
     int *jpvt;              /* 2 n */
+    int *row_order;         /* n: cdyn__dae_bases' rows by decreasing size */
     double *residual;       /* n, the certificate of the rates */
     double *bound;          /* n */
     double *row_max, *rate_unit; /* n, n: the rates' equilibrated frame */
@@ -250,13 +251,17 @@ int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
  * (n x r, the orthogonal complement) into range (THEORY T3.1); a zero
  * row's null vector is exactly its unit vector, and that row exactly 0 in
  * the other basis vectors; a row that is the only non-zero of a column of
- * M is exactly 0 in every null vector. row_error (n): the rounding the
- * basis has in each row, in units of eps (0 where it is exact; 1 at most):
- * the error of D_r U is eps D_r(i) in row i, so after normalizing, about
- * eps D_r(i) over the smallest column norm of D_r U(:, r:n). Uses
- * dae->scratch, dae->prod and dae->jpvt. */
+ * M is exactly 0 in every null vector. error (n x q, ld n): the rounding
+ * of each entry of the null basis, in units of eps (0 where it is exact;
+ * 1 at most). The QR that orthonormalizes D_r U(:, r:n) runs on rows
+ * sorted by decreasing size, which makes it accurate row by row (a plain
+ * Householder QR is accurate only normwise: it left 0 for an entry of
+ * 6.75e-26 beside one of 1); the error of D_r U is then eps D_r(i) in row
+ * i, and entry (i, k) of the basis about eps D_r(i) / |R_kk|, R_kk the
+ * QR's k-th diagonal. Uses dae->scratch, dae->prod, dae->jpvt and
+ * dae->row_order. */
 void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, double *range,
-                     double *row_error);
+                     double *error);
 
 /* With M(t) by callback: factor M(t) and set beta (aligned to beta_ref),
  * P and P^T M for time t. Nothing to do for a constant M. */
@@ -290,7 +295,7 @@ void cdyn__dae_beta_t_jacobian(const cdyn_dae *dae, int cols, const double *X, i
                                double *out, int ldo);
 
 /* noise (q) = the rounding of G0 = beta^T F for F (n): 0 for a unit
- * column of beta, else 2 (n + 1) eps sum_i (beta_error_i + |beta_ik|)
+ * column of beta, else 2 (n + 1) eps sum_i (beta_error_ik + |beta_ik|)
  * |F_i| (the bound of cdyn__dae_beta_t_jacobian, for values). */
 void cdyn__dae_g0_rounding(const cdyn_dae *dae, const double *F, double *noise);
 

@@ -58,6 +58,16 @@ static void aligned_null_basis(cdyn_dae *dae, const double *ref, double *out)
                 dae->lwork);
     cdyn__gemm('N', 'N', q, q, q, 1.0, p->align_u, q, p->align_vt, q, 0.0, p->align, q);
     cdyn__gemm('N', 'N', n, q, q, 1.0, basis, n, p->align, q, 0.0, out, n);
+    /* the rounding of out = B0 W: entry (i, k) at most sum_l e_il |W_lk| */
+    double *error = dae->scratch; /* free after cdyn__dae_bases */
+    for (int k = 0; k < q; ++k)
+        for (int i = 0; i < n; ++i) {
+            double e = 0.0;
+            for (int l = 0; l < q; ++l)
+                e += p->beta_error[i + (size_t)l * n] * fabs(p->align[l + (size_t)k * q]);
+            error[i + (size_t)k * n] = fmin(1.0, e);
+        }
+    memcpy(p->beta_error, error, sizeof(double) * (size_t)n * q);
 }
 
 cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t)

@@ -789,6 +789,56 @@ START_TEST(padding_rows_of_the_mass_matrix_are_never_read)
 }
 END_TEST
 
+/* fuzz_dae's seed dae_floor_rows_1e26_apart (was dae_open_floor_rows_1e26_apart),
+ * its M: rows 0 to 3 of size 0.01 to 3, row 4 of size 1e-27. By hand, the null
+ * vector with y4 = 1 is w = (-a, 0, 0, a - b, 1), a = M40 / M00 = 5.4e-26
+ * (column 0; y2 = 0 from column 2, and y1 = 0 chosen) and b = M43 / M03
+ * (columns 3 and 4). A Householder QR of D_r U that pivots on row 0 loses
+ * w's entry in row 0 (it computed exactly 0: accurate normwise only), and
+ * that null vector then missed row 0's force in its hidden constraint,
+ * whose root moved 34 times. w must lie in the basis's span, its entry
+ * in row 0 too: that entry of w - beta beta^T w within 1e-10 of |w_0|,
+ * the others within 1e-14 of max |w_i| (the basis is accurate row by row,
+ * not entry by entry: rows the other null vector fills carry its
+ * rounding), in two unit systems (rows by 2^-60..2^60, columns by 2^40,
+ * exact). */
+START_TEST(a_null_vector_keeps_an_entry_of_1e_minus_26_beside_one_of_1)
+{
+    const double big = 0x1.818p+1, small = 0x1.dd39d39bdc572p-89, m40 = 0x1.398220edb21ebp-90;
+    const double M0[25] = {/* by columns */
+                           0x1.ep-7, 0, 0x1p-2, 0, m40,
+                           0, 0, 0, 0, 0,
+                           0, 0, 0x1.3466666666667p-2, 0, 0,
+                           big, big, big, big, small,
+                           big, big, big, big, small};
+    const double rows[2][5] = {{1, 1, 1, 1, 1}, {0x1p-60, 0x1p30, 0x1p60, 0x1p-20, 0x1p10}};
+    for (int u = 0; u < 2; ++u) {
+        double M[25], beta[25], w[5], c[2] = {0, 0};
+        for (int j = 0; j < 5; ++j)
+            for (int i = 0; i < 5; ++i)
+                M[i + 5 * j] = M0[i + 5 * j] * rows[u][i] * (u ? 0x1p40 : 1.0);
+        /* w in these units: y~ = R^-1 y */
+        double a = m40 / 0x1.ep-7, b = small / big, y[5] = {-a, 0, 0, a - b, 1};
+        for (int i = 0; i < 5; ++i) w[i] = y[i] / rows[u][i];
+        cdyn_dae *dae = cdyn_dae_create(5, NULL);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 5), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_rank(dae), 3);
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 5, NULL, 5), CDYN_OK);
+        for (int k = 0; k < 2; ++k)
+            for (int i = 0; i < 5; ++i) c[k] += beta[i + 5 * k] * w[i];
+        double norm = 0.0;
+        for (int i = 0; i < 5; ++i) norm = fmax(norm, fabs(w[i]));
+        for (int i = 0; i < 5; ++i) {
+            double off = w[i] - beta[i] * c[0] - beta[i + 5] * c[1];
+            ck_assert_msg(fabs(off) <= (i == 0 ? 1e-10 * fabs(w[0]) : 1e-14 * norm),
+                          "units %d: row %d of w is %g, of its projection %g", u, i, w[i],
+                          w[i] - off);
+        }
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 2. Hidden constraints G0 = beta^T F (T3.1)                                */
 
@@ -1819,30 +1869,36 @@ static const poly_model ROWS_APART = {
            0x1.5c24a3fd702cfp-201},
           {0x1.611978b0efd89p-285, 0, -0x1.fe9875fbb60c8p-286, 0x1.c949e948a946cp-286}}};
 
-START_TEST(the_residual_floor_is_not_set_by_the_exact_null_vectors)
+/* fuzz_dae's sequence on m with mass M (n x n) from v0 with dF/dv given
+ * when with_jacobian is set (consistent values with 8 iterations, then
+ * right-hand sides at t = 0, 0.01, 0.02), in the caller's units and in
+ * units 2^-43 (states) and 2^75 (equations): every CDYN_OK state satisfies
+ * the q hidden constraints to 1e-9 of their terms (sum_i |beta_ik| times
+ * the terms of F_i), and at least one call is OK. */
+static void g0_holds_at_ok_states(const poly_model *m, const double *M, const double *v0, int q,
+                                  int with_jacobian)
 {
-    double M[16] = {0};
-    M[2 + 4 * 2] = M[2 + 4 * 3] = -0x1.93fcd15fa08acp-102;
-    M[3 + 4 * 2] = M[3 + 4 * 3] = -0x1.3891fb69ba197p-188;
-    const double v0[4] = {0x1.8b566fbfb1f88p+100, 0x1.8b566fbfb1f88p+100, 0x1.eee452d48ff1p+99,
-                          0x1.f92fc004769dbp+100};
+    int n = m->n;
     const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
     for (int u_at = 0; u_at < 2; ++u_at) {
-        scaled_poly u = {&ROWS_APART, units[u_at][0], units[u_at][1]};
-        cdyn_dae *dae = cdyn_dae_create(4, NULL);
-        double Ms[16], v[4], y[4], ydot[4], w[4], G0[4], beta[16];
-        for (int i = 0; i < 16; ++i) Ms[i] = u.R * M[i] * u.S;
-        for (int j = 0; j < 4; ++j) v[j] = v0[j] / u.S;
-        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, 4), CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force, poly_jacobian, NULL, &u), CDYN_OK);
+        scaled_poly u = {m, units[u_at][0], units[u_at][1]};
+        cdyn_dae *dae = cdyn_dae_create(n, NULL);
+        double Ms[POLY_N * POLY_N], v[POLY_N], y[POLY_N], ydot[POLY_N], w[POLY_N], G0[POLY_N];
+        double beta[POLY_N * POLY_N];
+        for (int i = 0; i < n * n; ++i) Ms[i] = u.R * M[i] * u.S;
+        for (int j = 0; j < n; ++j) v[j] = v0[j] / u.S;
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
+        ck_assert_int_eq(
+            cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL, NULL, &u),
+            CDYN_OK);
         ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
-        int q = 4 - cdyn_dae_rank(dae), r = cdyn_dae_ode_size(dae), integrated[4], ok = 0;
-        ck_assert_int_eq(q, 3);
+        int r = cdyn_dae_ode_size(dae), integrated[POLY_N], ok = 0;
+        ck_assert_int_eq(n - cdyn_dae_rank(dae), q);
         cdyn_newton_set_max_iterations(cdyn_dae_newton(dae), 8);
         (void)cdyn_dae_consistent(dae, 0.0, v);
         cdyn_dae_split_states(dae, integrated, NULL);
         for (int i = 0; i < r; ++i) y[i] = v[integrated[i]];
-        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 4, NULL, 4), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, NULL, n), CDYN_OK);
         for (int step = 0; step < 3; ++step) {
             double t = 0.01 * step;
             if (cdyn_dae_rhs(dae, t, y, ydot) != CDYN_OK) continue;
@@ -1851,28 +1907,81 @@ START_TEST(the_residual_floor_is_not_set_by_the_exact_null_vectors)
             ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, w, G0), CDYN_OK);
             for (int k = 0; k < q; ++k) {
                 double size = 0.0; /* sum_i |beta_ik| (terms of F_i), in the scaled units */
-                for (int i = 0; i < 4; ++i) {
-                    const poly_model *m = &ROWS_APART;
+                for (int i = 0; i < n; ++i) {
                     double terms = fabs(m->c[i]) + fabs(m->d[i] * sin(t));
-                    for (int j = 0; j < 4; ++j) {
+                    for (int j = 0; j < n; ++j) {
                         double x = u.S * w[j];
                         terms += fabs(m->a[i][j] * x) + fabs(m->b[i][j] * x * x);
                     }
-                    size += fabs(beta[i + 4 * k]) * u.R * terms;
+                    size += fabs(beta[i + n * k]) * u.R * terms;
                 }
-                ck_assert_msg(fabs(G0[k]) <= 1e-9 * size, "units %d, t = %g: G0[%d] = %g, terms %g",
-                              u_at, t, k, G0[k], size);
+                ck_assert_msg(fabs(G0[k]) <= 1e-9 * size,
+                              "units %d, dF/dv %d, t = %g: G0[%d] = %g, terms %g", u_at,
+                              with_jacobian, t, k, G0[k], size);
             }
         }
         ck_assert_int_ge(ok, 1); /* not a test of refusals */
         cdyn_dae_free(dae);
     }
 }
+
+START_TEST(the_residual_floor_is_not_set_by_the_exact_null_vectors)
+{
+    double M[16] = {0};
+    M[2 + 4 * 2] = M[2 + 4 * 3] = -0x1.93fcd15fa08acp-102;
+    M[3 + 4 * 2] = M[3 + 4 * 3] = -0x1.3891fb69ba197p-188;
+    const double v0[4] = {0x1.8b566fbfb1f88p+100, 0x1.8b566fbfb1f88p+100, 0x1.eee452d48ff1p+99,
+                          0x1.f92fc004769dbp+100};
+    g0_holds_at_ok_states(&ROWS_APART, M, v0, 3, 1);
+}
 END_TEST
 
-/* fuzz_dae's seed dae_rate_rows_set_the_algebraic_scale (was dae_open_unanalysed_1), rebuilt with round coefficients:
- * rows 0 and 2 of M carry the mass of v2 alone, row 2 with 1e26 times
- * row 0's, and row 1 is zero. v0 and v1 are algebraic:
+/* fuzz_dae's seed dae_floor_rows_1e24_apart (was dae_open_floor_rows_1e24_apart),
+ * decoded: row 0 of M is 1e-24 of the others, and rows 2 to 4 are equal but in
+ * column 0, so one hidden constraint is F0 with a part of rows 2 to 4 of
+ * 1e-24 (null-vector entries that are structure, computed to 4e-15). The
+ * rounding estimate of the null basis took, for every entry, the smallest
+ * column norm of D_r U (0.03, the other null vector's), where this
+ * vector's is 1e22: G0's floor was 7.6e8 times that constraint's terms,
+ * and without dF/dv right-hand sides came back CDYN_OK with it at 6 % of
+ * its terms (v3 = 2.92 where the root is 2.05, the rates off by 100
+ * times; 80-digit roots by mpmath, outside the library). The estimate is
+ * now per entry, eps D_r(i) / |R_kk| of its own column. */
+static const poly_model ROWS_1E24 = {
+    .n = 5,
+    .c = {-0x1.55c681d30c619p-82, -0x1.b9bcp+4, -0x1.b9bcp+4, -0x1.b9bcp+4, -0x1.b9bcp+4},
+    .d = {-0x1.55c681d30c619p-82, -0x1.b9bcp+4, 0, 0, 0},
+    .a = {{0x1.8f3c5463828aap-90, 0, 0, 0, 0x1.fd89bdefbf426p-83},
+          {0x1.fp-3, 0, 0, 0, 0x1.4948p+4},
+          {0, 0x1.5798ee2308c3ap-29, 0x1.603p+4, 0x1.4948p+4, 0x1.4948p+4},
+          {0x1.fep-3, 0x1.ae2af622dc78fp-27, 0, 0x1.4948p+4, 0x1.4948p+4},
+          {0, 0, 0, 0x1.4948p+4, 0x1.4948p+4}},
+    .b = {{0x1.36b1a5c423736p-82, 0x1.caf379e047221p-136, 0x1.fd89bdefbf426p-83,
+           -0x1.d4b3569b55f3ep-83, 0},
+          {0x1.919p+4, 0x1.2897163affef5p-49, 0x1.4948p+4, -0x1.516p+2, 0x1p-10},
+          {-0x1.026p+4, 0x1.2897163affef5p-49, 0x1.4948p+4, -0x1.516p+2, 0x1.60ap+1},
+          {0x1.97cp+4, 0x1.2897163affef5p-49, 0, 0, 0},
+          {0x1.4948p+4, 0x1.2897163affef5p-49, -0x1p-2, 0, 0x1.6p-7}}};
+
+START_TEST(the_residual_floor_of_a_null_vector_follows_its_own_size)
+{
+    const double M[25] = {/* by columns */
+                          0, 0, 0x1.28p+3, 0x1.2928p+3, 0x1.2928p+3,
+                          0x1.3495ae6b482c6p-110, 0x1.8d48d35882223p-32, 0x1.8ed61c2bdaa45p-24,
+                          0x1.8ed61c2bdaa45p-24, 0x1.8ed61c2bdaa45p-24,
+                          0x1.cbd3b7e4d84eap-84, 0x1.2928p+3, 0x1.2928p+3, 0x1.2928p+3, 0x1.2928p+3,
+                          0x1.cbd3b7e4d84eap-84, 0x1.2928p+3, 0x1.2928p+3, 0x1.2928p+3, 0x1.2928p+3,
+                          -0x1.55c681d30c619p-82, -0x1.b9bcp+4, -0x1.b9bcp+4, -0x1.b9bcp+4,
+                          -0x1.b9bcp+4};
+    const double v0[5] = {0, 0x1.2e7e5acp+24, 0, 0x1.18p-5, 0x1.6p+1};
+    g0_holds_at_ok_states(&ROWS_1E24, M, v0, 2, 0);
+    g0_holds_at_ok_states(&ROWS_1E24, M, v0, 2, 1);
+}
+END_TEST
+
+/* fuzz_dae's seed dae_rate_rows_set_the_algebraic_scale (was dae_open_unanalysed_1),
+ * rebuilt with round coefficients: rows 0 and 2 of M carry the mass of v2
+ * alone, row 2 with 1e26 times row 0's, and row 1 is zero. v0 and v1 are algebraic:
  *   F0 = 2 + 50 v0,   F1 = 0.9 sin t - 2 v1 |v1|,   F2 = 1e11 (v1 - 0.5).
  * The hidden constraints are F1 and F0 - 1e-26 F2 (normalised), in which
  * v1 has the coefficient 1e-15 beside terms of 2; the rate
@@ -2650,6 +2759,7 @@ int main(void)
     tcase_add_test(tc_bases, regular_mass_has_full_rank_no_beta_and_an_orthonormal_range);
     tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);
     tcase_add_test(tc_bases, padding_rows_of_the_mass_matrix_are_never_read);
+    tcase_add_test(tc_bases, a_null_vector_keeps_an_entry_of_1e_minus_26_beside_one_of_1);
     suite_add_tcase(s, tc_bases);
 
     TCase *tc_hidden = tcase_create("hidden");
@@ -2694,6 +2804,7 @@ int main(void)
     tcase_add_test(tc_cons, a_coefficient_left_where_rows_cancel_is_no_term_of_the_hidden_constraint);
     tcase_add_test(tc_cons, a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates);
     tcase_add_test(tc_cons, the_residual_floor_is_not_set_by_the_exact_null_vectors);
+    tcase_add_test(tc_cons, the_residual_floor_of_a_null_vector_follows_its_own_size);
     tcase_add_test(tc_cons, an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from);
     tcase_add_test(tc_cons, a_constant_hidden_behind_a_curvature_term_still_sets_the_scale);
     suite_add_tcase(s, tc_cons);

@@ -901,9 +901,11 @@ static int ill_jacobian(double t, const double *v, double *J, int ld, void *user
  * split and consistent values at t = 0 from v = 0 (the consistent call's
  * verdict is not the point), then right-hand sides at t = 0, 0.01, 0.02.
  * Every CDYN_OK must leave G0 = beta^T F within 1e-9 of the size of its
- * terms at the state it returns. Returns how many were OK. */
+ * terms at the state it returns. Returns how many were OK; *refused
+ * counts the right-hand sides refused because G0 failed where the
+ * multipliers ended (the check this model is about). */
 static int g0_holds_at_every_ok_state(const ill_model *m, const double (*M)[ILL_N],
-                                      int with_jacobian)
+                                      int with_jacobian, int *refused)
 {
     int n = m->n;
     cdyn_dae *dae = cdyn_dae_create(n, NULL);
@@ -924,7 +926,10 @@ static int g0_holds_at_every_ok_state(const ill_model *m, const double (*M)[ILL_
     ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, NULL, n), CDYN_OK);
     for (int step = 0; step < 3; ++step) {
         double t = 0.01 * step, w[ILL_N], G0[ILL_N];
-        if (cdyn_dae_rhs(dae, t, y, ydot) != CDYN_OK) continue;
+        if (cdyn_dae_rhs(dae, t, y, ydot) != CDYN_OK) {
+            *refused += strstr(cdyn_dae_last_error(dae), "hidden constraints see them") != NULL;
+            continue;
+        }
         ++ok;
         ck_assert_int_eq(cdyn_dae_last_state(dae, w, NULL), CDYN_OK);
         ck_assert_int_eq(cdyn_dae_hidden_constraints(dae, t, w, G0), CDYN_OK);
@@ -946,7 +951,13 @@ static int g0_holds_at_every_ok_state(const ill_model *m, const double (*M)[ILL_
 
 START_TEST(g0_is_checked_after_the_rates_refinement_moved_the_multipliers)
 {
-    ck_assert_int_ge(g0_holds_at_every_ok_state(&ILL, ILL_M, 1), 1);
+    /* whether a later call finds a state where G0 holds depends on the
+     * last digits of the null basis (1 of 3 with a plain Householder QR,
+     * none with the rows sorted): the point is that none comes back
+     * CDYN_OK with G0 broken and that the check refuses one */
+    int refused = 0;
+    (void)g0_holds_at_every_ok_state(&ILL, ILL_M, 1, &refused);
+    ck_assert_int_ge(refused, 1);
 }
 END_TEST
 
