@@ -84,7 +84,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->held_magnitudes || !dae->v_trial ||
         !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
-        !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual || !dae->bound ||
+        !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual ||
+        !dae->bound ||
         !dae->row_max || !dae->rate_unit || !dae->resid_v || !dae->resid_f ||
         !dae->resid_out || !dae->resid_mass || !dae->resid_jac || !dae->observed_coef ||
         !dae->observed_size || !dae->f_at)

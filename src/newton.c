@@ -183,7 +183,8 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_col_scale = doubles(pp);
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
-         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g && b->g_trial && b->g_best && b->g_start && b->fit &&
+         b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g &&
+         b->g_trial && b->g_best && b->g_start && b->fit &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows &&
          b->packed && b->packed_rows && b->packed_start &&
