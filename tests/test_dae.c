@@ -1618,6 +1618,26 @@ static int poly_jacobian(double t, const double *v, double *J, int ld, void *use
     return 0;
 }
 
+/* A dae of m with mass M (m->n x m->n) in u's units (the caller's u must
+ * outlive it), dF/dv given when with_jacobian is set, split at t from v0
+ * (the model's units); v (m->n) is v0 in u's units. */
+static cdyn_dae *poly_dae(const poly_model *m, const double *M, const scaled_poly *u, double t,
+                          const double *v0, int with_jacobian, double *v)
+{
+    int n = m->n;
+    double Ms[POLY_N * POLY_N];
+    for (int i = 0; i < n * n; ++i) Ms[i] = u->R * M[i] * u->S;
+    for (int j = 0; j < n; ++j) v[j] = v0[j] / u->S;
+    cdyn_dae *dae = cdyn_dae_create(n, NULL);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL,
+                                        NULL, (void *)u),
+                     CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+    return dae;
+}
+
 /* Consistent values of m with mass M (m->n x m->n) at t from v0 (its
  * entries; integrated states keep theirs), in the caller's units and in
  * units v = 2^-43 v~, F~ = 2^75 F (exact), with dF/dv given to the object
@@ -1633,15 +1653,8 @@ static void consistent_matches_with(const poly_model *m, const double *M, double
     const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
     for (int k = 0; k < 2; ++k) {
         scaled_poly u = {m, units[k][0], units[k][1]};
-        cdyn_dae *dae = cdyn_dae_create(n, NULL);
-        double Ms[POLY_N * POLY_N], v[POLY_N], beta[POLY_N * POLY_N];
-        for (int i = 0; i < n * n; ++i) Ms[i] = u.R * M[i] * u.S;
-        for (int j = 0; j < n; ++j) v[j] = v0[j] / u.S;
-        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
-        ck_assert_int_eq(
-            cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL, NULL, &u),
-            CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+        double v[POLY_N], beta[POLY_N * POLY_N];
+        cdyn_dae *dae = poly_dae(m, M, &u, t, v0, with_jacobian, v);
         int q = n - cdyn_dae_rank(dae);
         ck_assert_int_eq(cdyn_dae_bases(dae, beta, n, NULL, n), CDYN_OK);
         for (int i = 0; i < n; ++i) {
@@ -1812,15 +1825,8 @@ START_TEST(a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates)
     for (int k = 0; k < 2; ++k)
         for (int with_jacobian = 0; with_jacobian < 2; ++with_jacobian) {
             scaled_poly u = {&LONE_COUPLED, units[k][0], units[k][1]};
-            cdyn_dae *dae = cdyn_dae_create(5, NULL);
-            double Ms[25], v[5], y[3], ydot[3], full[5];
-            for (int i = 0; i < 25; ++i) Ms[i] = u.R * M[i] * u.S;
-            for (int j = 0; j < 5; ++j) v[j] = v0[j] / u.S;
-            ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, 5), CDYN_OK);
-            ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force,
-                                                with_jacobian ? poly_jacobian : NULL, NULL, &u),
-                             CDYN_OK);
-            ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+            double v[5], y[3], ydot[3], full[5];
+            cdyn_dae *dae = poly_dae(&LONE_COUPLED, M, &u, 0.0, v0, with_jacobian, v);
             int integrated[5];
             ck_assert_int_eq(cdyn_dae_ode_size(dae), 3);
             cdyn_dae_split_states(dae, integrated, NULL);
@@ -1882,16 +1888,9 @@ static void g0_holds_at_ok_states(const poly_model *m, const double *M, const do
     const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
     for (int u_at = 0; u_at < 2; ++u_at) {
         scaled_poly u = {m, units[u_at][0], units[u_at][1]};
-        cdyn_dae *dae = cdyn_dae_create(n, NULL);
-        double Ms[POLY_N * POLY_N], v[POLY_N], y[POLY_N], ydot[POLY_N], w[POLY_N], G0[POLY_N];
+        double v[POLY_N], y[POLY_N], ydot[POLY_N], w[POLY_N], G0[POLY_N];
         double beta[POLY_N * POLY_N];
-        for (int i = 0; i < n * n; ++i) Ms[i] = u.R * M[i] * u.S;
-        for (int j = 0; j < n; ++j) v[j] = v0[j] / u.S;
-        ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, n), CDYN_OK);
-        ck_assert_int_eq(
-            cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL, NULL, &u),
-            CDYN_OK);
-        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+        cdyn_dae *dae = poly_dae(m, M, &u, 0.0, v0, with_jacobian, v);
         int r = cdyn_dae_ode_size(dae), integrated[POLY_N], ok = 0;
         ck_assert_int_eq(n - cdyn_dae_rank(dae), q);
         cdyn_newton_set_max_iterations(cdyn_dae_newton(dae), 8);
@@ -2021,16 +2020,9 @@ START_TEST(an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from)
         for (int with_jacobian = 0; with_jacobian < 2; ++with_jacobian)
             for (int run = 0; run < 2; ++run) {
                 scaled_poly u = {&MASS_ROW_TERM, units[k][0], units[k][1]};
-                cdyn_dae *dae = cdyn_dae_create(3, NULL);
-                double Ms[9], v[3], y[1], ydot[1], full[3];
-                for (int i = 0; i < 9; ++i) Ms[i] = u.R * M[i] * u.S;
-                for (int j = 0; j < 3; ++j) v[j] = v0[j] / u.S;
-                ck_assert_int_eq(cdyn_dae_set_mass(dae, Ms, 3), CDYN_OK);
-                ck_assert_int_eq(
-                    cdyn_dae_set_model(dae, poly_force, with_jacobian ? poly_jacobian : NULL,
-                                       NULL, &u),
-                    CDYN_OK);
-                ck_assert_int_eq(cdyn_dae_split(dae, times[run][0], v), CDYN_OK);
+                double v[3], y[1], ydot[1], full[3];
+                cdyn_dae *dae = poly_dae(&MASS_ROW_TERM, M, &u, times[run][0], v0,
+                                         with_jacobian, v);
                 ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
                 int integrated[1];
                 cdyn_dae_split_states(dae, integrated, NULL);
