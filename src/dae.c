@@ -395,15 +395,18 @@ static void snap_unit_rows(int n, int q, const int *mark, double *Q)
  * (n x n, ld n): every left null vector y has y_i M_ij = 0, so y_i = 0
  * exactly (marks of mark_unit_rows, zero rows, are never such rows). The
  * same holds again for a column whose other non-zeros are all in such
- * rows; that cascade is not followed (reliability.md, 2026-11-29). */
+ * rows, and so on until no column adds a row (at most n passes). */
 static void mark_lone_rows(int n, const double *M, int *mark)
 {
-    for (int j = 0; j < n; ++j) {
-        const double *col = M + (size_t)j * n;
-        int row = -1, count = 0;
-        for (int i = 0; i < n && count < 2; ++i)
-            if (col[i] != 0.0) row = i, ++count;
-        if (count == 1) mark[row] = 2;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int j = 0; j < n; ++j) {
+            const double *col = M + (size_t)j * n;
+            int row = -1, count = 0;
+            for (int i = 0; i < n && count < 2; ++i)
+                if (col[i] != 0.0 && mark[i] != 2) row = i, ++count;
+            if (count == 1) mark[row] = 2, changed = 1;
+        }
     }
 }
 
@@ -444,6 +447,15 @@ void cdyn__dae_bases(cdyn_dae *dae, const double *M, int r, double *null_basis, 
                 a[i + (size_t)k * n] = dae->row_scale[i] * dae->u[i + (size_t)(r + k) * n];
         mark_unit_rows(n, q, a, unit_row);
         mark_lone_rows(n, M, unit_row);
+        /* a row that is 0 in every null vector (marked 2) and has only
+         * U's rounding there gets exactly 0 before the QR: D_r(i) can make
+         * that rounding the largest entry of the vector (a row of M 2^-70
+         * of the others: eps times D_r = 1e20, and the basis was e_i) */
+        for (int k = 0; k < q; ++k)
+            for (int i = 0; i < n; ++i)
+                if (unit_row[i] == 2 &&
+                    fabs(dae->u[i + (size_t)(r + k) * n]) <= 4.0 * (n + 1) * DBL_EPSILON)
+                    a[i + (size_t)k * n] = 0.0;
         /* rows by decreasing largest entry (a stable insertion sort, in
          * full as scratch): the Householder QR is then accurate in each
          * row, not only normwise */

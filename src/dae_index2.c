@@ -553,8 +553,15 @@ static double backward_error(cdyn_dae *dae, const double *vdot, const double *pt
  * solver's last factorization: the solve stops once its predicted
  * correction is below the tolerance (1e-10 relative by default) without
  * taking it; taken, it leaves the balances of an affine G0 (the junctions)
- * met to rounding. */
-static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
+ * met to rounding. After a solve (within_tolerance) the step is taken
+ * only if it is within the solve's tolerances: a solve that ended with G0
+ * at its rounding and a correction far beyond them (a state that enters
+ * G0 only through the rounding of the null basis, a slope of 1e-15) has
+ * no step to polish, and taking it moved that state by 0.25 and broke G0
+ * at 9 % of its terms. Without it (a chord step from the warm start), the
+ * Newton solve that follows judges where the step ends. */
+static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t,
+                                    int within_tolerance)
 {
     int n = dae->n, q = dae->q;
     double *g = dae->part.vec_q;
@@ -565,6 +572,11 @@ static cdyn_status polish_dependent(cdyn_dae *dae, const char *fn, double t)
     for (int k = 0; k < q; ++k) moved |= g[k] != 0.0;
     if (!moved) return CDYN_OK;
     cdyn__newton_apply(dae->newton, g, g);
+    if (within_tolerance) {
+        const double *tol = cdyn__newton_tolerance(dae->newton);
+        for (int k = 0; k < q; ++k)
+            if (!(fabs(g[k]) <= tol[k])) return CDYN_OK;
+    }
     for (int k = 0; k < q; ++k) dae->v_trial[dae->algebraic[k]] -= g[k];
     return CDYN_OK;
 }
@@ -750,8 +762,8 @@ cdyn_status cdyn__dae_index2_dependent(cdyn_dae *dae, const char *fn, double t, 
     /* a chord step from the warm start (v_trial holds it) and the polish
      * step, with the factorization the last evaluations left; F and G_v
      * where they end (x may be part.vec_q, their scratch: set below) */
-    cdyn_status st = polish_dependent(dae, fn, t);
-    if (st == CDYN_OK) st = polish_dependent(dae, fn, t);
+    cdyn_status st = polish_dependent(dae, fn, t, 0);
+    if (st == CDYN_OK) st = polish_dependent(dae, fn, t, 0);
     if (st == CDYN_OK) st = constraint_data(dae, fn, t);
     if (st == CDYN_OK) {
         /* the Newton solve judges that point as it judges any start: with
@@ -780,7 +792,7 @@ cdyn_status cdyn__dae_index2_rates(cdyn_dae *dae, const char *fn, double t, doub
     int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz, nw = q - nz;
     cdyn_status st = CDYN_OK;
     if (!dae->part.data_at_solution) { /* else cdyn__dae_index2_dependent left them */
-        st = polish_dependent(dae, fn, t);
+        st = polish_dependent(dae, fn, t, 1);
         if (st == CDYN_OK) st = constraint_data(dae, fn, t);
     }
     dae->part.data_at_solution = 0;

@@ -839,6 +839,53 @@ START_TEST(a_null_vector_keeps_an_entry_of_1e_minus_26_beside_one_of_1)
 }
 END_TEST
 
+/* A fuzz_dae input's M (6 x 6): row 2 is the only non-zero of column 0, so
+ * every left null vector is 0 in row 2; then row 0 is the only non-zero
+ * left in column 5 (rows 0 and 2), so it is 0 in row 0 too. With the rows
+ * sorted for the QR, rounding of 4e-17 stood in row 0, and times a force
+ * of 2e79 in that row it made a hidden constraint of 8e62 out of nothing
+ * (cdyn_dae_hidden_constraints reported it at a consistent state). Both
+ * rows must be exactly 0 in every null vector, in two unit systems (rows
+ * by 2^-70..2^50, exact). */
+START_TEST(a_row_left_alone_once_the_lone_rows_are_out_is_exactly_0_in_the_null_basis)
+{
+    const double f = 0x1.b1bp+2;
+    const double M0[36] = {/* by columns */
+                           0, 0, 0x1.e04p+1, 0, 0, 0,
+                           0, 0, f, f, f, f,
+                           f, f, f, f, f, f,
+                           f, f, f, f, f, f,
+                           f, 0x1.bp-6, 0, 0x1.d1dp+2, 0x1.3cp-4, 0x1p+0,
+                           0x1.6p-4, 0, 0x1.5p-5, 0, 0, 0};
+    const double rows[2][6] = {{1, 1, 1, 1, 1, 1}, {0x1p-70, 0x1p50, 0x1p20, 0x1p-3, 1, 0x1p9}};
+    for (int u = 0; u < 2; ++u) {
+        double M[36], beta[36];
+        for (int j = 0; j < 6; ++j)
+            for (int i = 0; i < 6; ++i) M[i + 6 * j] = M0[i + 6 * j] * rows[u][i];
+        cdyn_dae *dae = cdyn_dae_create(6, NULL);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 6), CDYN_OK);
+        int q = 6 - cdyn_dae_rank(dae);
+        ck_assert_int_ge(q, 1);
+        ck_assert_int_eq(cdyn_dae_bases(dae, beta, 6, NULL, 6), CDYN_OK);
+        for (int k = 0; k < q; ++k) {
+            ck_assert_msg(beta[0 + 6 * k] == 0.0 && beta[2 + 6 * k] == 0.0,
+                          "units %d: beta(0, %d) = %g, beta(2, %d) = %g", u, k, beta[6 * k], k,
+                          beta[2 + 6 * k]);
+            for (int j = 0; j < 6; ++j) { /* and still a null vector */
+                double sum = 0.0, terms = 0.0;
+                for (int i = 0; i < 6; ++i) {
+                    sum += beta[i + 6 * k] * M[i + 6 * j];
+                    terms += fabs(beta[i + 6 * k] * M[i + 6 * j]);
+                }
+                ck_assert_msg(fabs(sum) <= 64.0 * DBL_EPSILON * terms, "units %d: %g of %g", u,
+                              sum, terms);
+            }
+        }
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* 2. Hidden constraints G0 = beta^T F (T3.1)                                */
 
@@ -1978,6 +2025,43 @@ START_TEST(the_residual_floor_of_a_null_vector_follows_its_own_size)
 }
 END_TEST
 
+/* fuzz_dae's seed dae_index2_polish_within_tolerance, decoded: rows 3 and
+ * 4 of M are equal, so the hidden constraint is F4 - F3 (index 2, one
+ * multiplier); the null vector is exactly 0 in rows 0 to 2, and the
+ * dependent state v2 enters G0 only through the rounding that rows 0 to 2
+ * of the computed basis carry (a slope of 1e-15). The dependent solve
+ * ended with G0 at its rounding and a correction of 0.25 it did not take;
+ * the polishing step after it took it, and the right-hand side at t = 0.02
+ * came back CDYN_OK with F4 - F3 at 9 % of its terms. */
+static const poly_model POLISH = {
+    .n = 5,
+    .c = {0, 0, 0, 0, 0},
+    .d = {0, -0x1.2p+4, -0x1.1d2p+4, -0x1.1d2p+4, -0x1.1d2p+4},
+    .a = {{-0x1.1d2p+4, -0x1.1d2p+4, 0x1.818p+1, -0x1.77dp+4, 0x1.606p+3},
+          {-0x1.1d2p+4, -0x1.1d2p+4, 0x1.006p+3, 0x1.886p+3, 0x1.818p+1},
+          {-0x1.1d2p+4, -0x1.1d2p+4, 0x1.803p+4, -0x1.617p+2, 0x1.818p+1},
+          {-0x1.1d2p+4, -0x1.1d2p+4, 0x1.818p+1, -0x1.6cep+2, 0x1.818p+1},
+          {-0x1.1d2p+4, -0x1.1d2p+4, 0x1.818p+1, 0x1.9d2p+1, 0x1.818p+1}},
+    .b = {{0, 0x1.818p+1, 0x1.818p+1, -0x1.1d2p+4, 0},
+          {0x1.8p+4, 0, 0x1.818p+1, 0x1.818p+1, 0},
+          {0x1.818p+1, 0, 0, 0x1.818p+1, 0},
+          {0x1.818p+1, 0, 0, 0x1.006p+3, 0},
+          {0x1.818p+1, 0, -0x1.2p+4, 0, 0}}};
+
+START_TEST(a_polishing_step_beyond_the_tolerance_is_not_taken)
+{
+    const double f = 0x1.818p+1;
+    const double M[25] = {/* by columns */
+                          -0x1.95p+1, 0x0.000000000ffffp-1022, -0x1.0fdp+2, 0, 0,
+                          0, 0, 0, 0, 0,
+                          0, 0, 0, f, f,
+                          f, f, f, f, f,
+                          0x1.4p+0, 0, 0x1.fa8p-1, 0, 0};
+    const double v0[5] = {0, 0, 0, 0, 0};
+    g0_holds_at_ok_states(&POLISH, M, v0, 1, 0);
+}
+END_TEST
+
 /* fuzz_dae's seed dae_rate_rows_set_the_algebraic_scale (was dae_open_unanalysed_1),
  * rebuilt with round coefficients: rows 0 and 2 of M carry the mass of v2
  * alone, row 2 with 1e26 times row 0's, and row 1 is zero. v0 and v1 are algebraic:
@@ -2752,6 +2836,7 @@ int main(void)
     tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);
     tcase_add_test(tc_bases, padding_rows_of_the_mass_matrix_are_never_read);
     tcase_add_test(tc_bases, a_null_vector_keeps_an_entry_of_1e_minus_26_beside_one_of_1);
+    tcase_add_test(tc_bases, a_row_left_alone_once_the_lone_rows_are_out_is_exactly_0_in_the_null_basis);
     suite_add_tcase(s, tc_bases);
 
     TCase *tc_hidden = tcase_create("hidden");
@@ -2797,6 +2882,7 @@ int main(void)
     tcase_add_test(tc_cons, a_failed_start_on_the_side_without_a_root_gives_no_wrong_rates);
     tcase_add_test(tc_cons, the_residual_floor_is_not_set_by_the_exact_null_vectors);
     tcase_add_test(tc_cons, the_residual_floor_of_a_null_vector_follows_its_own_size);
+    tcase_add_test(tc_cons, a_polishing_step_beyond_the_tolerance_is_not_taken);
     tcase_add_test(tc_cons, an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from);
     tcase_add_test(tc_cons, a_constant_hidden_behind_a_curvature_term_still_sets_the_scale);
     suite_add_tcase(s, tc_cons);
