@@ -251,7 +251,8 @@ int cdyn__dae_row_rank(cdyn_dae *dae, const double *A);
  * (n x r, the orthogonal complement) into range (THEORY T3.1); a zero
  * row's null vector is exactly its unit vector, and that row exactly 0 in
  * the other basis vectors; a row that is the only non-zero of a column of
- * M is exactly 0 in every null vector. error (n x q, ld n): the rounding
+ * M, also once such rows are set aside (a cascade), is exactly 0 in every
+ * null vector. error (n x q, ld n): the rounding
  * of each entry of the null basis, in units of eps (0 where it is exact;
  * 1 at most). The QR that orthonormalizes D_r U(:, r:n) runs on rows
  * sorted by decreasing size, which makes it accurate row by row (a plain

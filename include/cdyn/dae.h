@@ -116,7 +116,8 @@ CDYN_API cdyn_status cdyn_dae_set_max_index(cdyn_dae *dae, int max_index);
  * it: rank r by a pivoted QR of the equilibrated M (the rows that are
  * exactly zero kept last, so that beta picks their equations exactly),
  * orthonormal beta and P (THEORY T3.1; beta is exactly 0 in a row that
- * is the only non-zero of a column of M, accurate row by row where rows
+ * is the only non-zero of a column of M, also once such rows are set
+ * aside, accurate row by row where rows
  * of M differ in size by many orders (its QR runs on the rows sorted by
  * size), and the algebraic states' Newton solve asks for no residual
  * below the rounding beta leaves in G0, estimated entry by entry).
