@@ -2090,23 +2090,56 @@ static const poly_model MASS_ROW_TERM = {
     .a = {{50.0, 0, 0}, {0, 0, 0}, {0, 1e11, 0}},
     .b = {{0, 0, 0}, {0, -2.0, 0}, {0, 0, 0}}};
 
-START_TEST(an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from)
+/* M(t) = (1 + t) M by callback (growing below), in units R, S */
+typedef struct {
+    const double *M;
+    double R, S;
+} growing_mass;
+
+static int growing_mass_fn(double t, double *M, int ldm, void *user)
+{
+    const growing_mass *g = user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i)
+            M[i + (size_t)ldm * j] = g->R * (1.0 + t) * g->M[i + 3 * j] * g->S;
+    return 0;
+}
+
+/* MASS_ROW_TERM's checks above; with growing, M is given as
+ * M(t) = (1 + t) M by callback, which takes the other path through the
+ * null basis and the rows with mass (each evaluation factors M(t), rotates
+ * the basis to follow the last one with its rounding estimate, and finds
+ * the rows with mass again), and v2' is divided by 1 + t. From v0 at
+ * t = 0 (the double root: may fail, CDYN_OK must be right), and on a
+ * fresh object at t = 0.01 then 0.02 (must succeed). */
+static void rates_rows_judge_the_algebraic_state(int growing)
 {
     double M[9] = {0};
     M[0 + 3 * 2] = 1.0;
     M[2 + 3 * 2] = 1e26;
     const double v0[3] = {0.77, 24.6, 1.0};
     const double units[2][2] = {{1.0, 1.0}, {0x1p-43, 0x1p75}};
-    /* from v0 at t = 0 (the double root: may fail, CDYN_OK must be
-     * right), and on a fresh object at t = 0.01 then 0.02 (must succeed) */
     const double times[2][2] = {{0.0, NAN}, {0.01, 0.02}};
     for (int k = 0; k < 2; ++k)
         for (int with_jacobian = 0; with_jacobian < 2; ++with_jacobian)
             for (int run = 0; run < 2; ++run) {
                 scaled_poly u = {&MASS_ROW_TERM, units[k][0], units[k][1]};
+                growing_mass g = {M, u.R, u.S};
                 double v[3], y[1], ydot[1], full[3];
-                cdyn_dae *dae = poly_dae(&MASS_ROW_TERM, M, &u, times[run][0], v0,
-                                         with_jacobian, v);
+                cdyn_dae *dae;
+                if (growing) {
+                    for (int j = 0; j < 3; ++j) v[j] = v0[j] / u.S;
+                    dae = cdyn_dae_create(3, NULL);
+                    ck_assert_int_eq(
+                        cdyn_dae_set_mass_fn(dae, growing_mass_fn, &g, times[run][0]), CDYN_OK);
+                    ck_assert_int_eq(cdyn_dae_set_model(dae, poly_force,
+                                                        with_jacobian ? poly_jacobian : NULL,
+                                                        NULL, &u),
+                                     CDYN_OK);
+                    ck_assert_int_eq(cdyn_dae_split(dae, times[run][0], v), CDYN_OK);
+                } else {
+                    dae = poly_dae(&MASS_ROW_TERM, M, &u, times[run][0], v0, with_jacobian, v);
+                }
                 ck_assert_int_eq(cdyn_dae_ode_size(dae), 1);
                 int integrated[1];
                 cdyn_dae_split_states(dae, integrated, NULL);
@@ -2114,7 +2147,8 @@ START_TEST(an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from)
                 y[0] = v0[2] / u.S;
                 for (int step = 0; step < 2 && !isnan(times[run][step]); ++step) {
                     double t = times[run][step], v1 = sqrt(0.45 * sin(t));
-                    double rate = 1e-15 * (v1 - 0.5), v0_root = (rate - 2.0) / 50.0;
+                    double g0 = 1e-15 * (v1 - 0.5), v0_root = (g0 - 2.0) / 50.0;
+                    double rate = growing ? g0 / (1.0 + t) : g0;
                     cdyn_status st = cdyn_dae_rhs(dae, t, y, ydot);
                     if (run == 1)
                         ck_assert_msg(st == CDYN_OK, "units %d, dF/dv %d, t = %g: %s", k,
@@ -2131,6 +2165,17 @@ START_TEST(an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from)
                 }
                 cdyn_dae_free(dae);
             }
+}
+
+START_TEST(an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from)
+{
+    rates_rows_judge_the_algebraic_state(0);
+}
+END_TEST
+
+START_TEST(the_rows_its_rates_come_from_judge_an_algebraic_state_under_m_of_t)
+{
+    rates_rows_judge_the_algebraic_state(1);
 }
 END_TEST
 
@@ -2836,7 +2881,8 @@ int main(void)
     tcase_add_test(tc_bases, rank_tolerance_decides_whether_a_tiny_singular_value_counts);
     tcase_add_test(tc_bases, padding_rows_of_the_mass_matrix_are_never_read);
     tcase_add_test(tc_bases, a_null_vector_keeps_an_entry_of_1e_minus_26_beside_one_of_1);
-    tcase_add_test(tc_bases, a_row_left_alone_once_the_lone_rows_are_out_is_exactly_0_in_the_null_basis);
+    tcase_add_test(tc_bases,
+                   a_row_left_alone_once_the_lone_rows_are_out_is_exactly_0_in_the_null_basis);
     suite_add_tcase(s, tc_bases);
 
     TCase *tc_hidden = tcase_create("hidden");
@@ -2884,6 +2930,7 @@ int main(void)
     tcase_add_test(tc_cons, the_residual_floor_of_a_null_vector_follows_its_own_size);
     tcase_add_test(tc_cons, a_polishing_step_beyond_the_tolerance_is_not_taken);
     tcase_add_test(tc_cons, an_algebraic_state_is_as_accurate_as_the_rows_its_rates_come_from);
+    tcase_add_test(tc_cons, the_rows_its_rates_come_from_judge_an_algebraic_state_under_m_of_t);
     tcase_add_test(tc_cons, a_constant_hidden_behind_a_curvature_term_still_sets_the_scale);
     suite_add_tcase(s, tc_cons);
 
