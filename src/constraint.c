@@ -143,6 +143,16 @@ void cdyn__constraint_set_owner(cdyn_constraint *c, const int *owner_in_callback
 
 /* ---- settings --------------------------------------------------------- */
 
+/* c->stabilized from the gains as they now are. */
+static void note_gains(cdyn_constraint *c)
+{
+    size_t count = (size_t)c->m * c->m;
+    c->stabilized = 0;
+    for (size_t k = 0; k < count; ++k) c->stabilized |= c->kd[k] != 0.0 || c->kp[k] != 0.0;
+}
+
+int cdyn__constraint_stabilized(const cdyn_constraint *c) { return c->stabilized; }
+
 /* K_D = kd I, K_P = kp I (T4.6). */
 static void set_diagonal_gains(cdyn_constraint *c, double kd, double kp)
 {
@@ -154,6 +164,7 @@ static void set_diagonal_gains(cdyn_constraint *c, double kd, double kp)
         c->kd[i + (size_t)i * m] = kd;
         c->kp[i + (size_t)i * m] = kp;
     }
+    note_gains(c);
 }
 
 /* CDYN_OK when every x[i] (m of them) is finite and > 0; NULL only if m = 0. */
@@ -218,6 +229,7 @@ cdyn_status cdyn_constraint_set_gains(cdyn_constraint *c, const double *KD, int 
         memcpy(c->kp + (size_t)j * m, KP + (size_t)j * ldkp, sizeof(double) * (size_t)m);
     }
     c->gains_full = 1;
+    note_gains(c);
     return CDYN_OK;
 }
 
@@ -231,6 +243,7 @@ cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double 
         c->kd[i + (size_t)i * c->m] = 2.0 * k[i];
         c->kp[i + (size_t)i * c->m] = k[i] * k[i];
     }
+    note_gains(c);
     return CDYN_OK;
 }
 
@@ -289,6 +302,34 @@ void cdyn__constraint_accel_rhs(const cdyn_constraint *c, const double *Phi, con
     }
 }
 
+/* The end of a load whose M and Phi_q are in the staging arrays and whose
+ * inputs are finite: s (T4.6), and the staged instant made the loaded one. */
+static cdyn_status install(cdyn_constraint *c, const char *fn, const double *Q, const double *Phi,
+                           const double *Phi_dot, const double *xi)
+{
+    int n = c->n, m = c->m;
+    /* T4.6: s = xi - K_D Phi' - K_P Phi, checked before anything is copied
+     * in (a failed load keeps the previous instant) */
+    double *s = c->vec_m;
+    cdyn__constraint_accel_rhs(c, Phi, Phi_dot, xi, s);
+    if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
+                          "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
+    double *swap = c->mass;
+    c->mass = c->mass_next;
+    c->mass_next = swap;
+    swap = c->jac;
+    c->jac = c->jac_next;
+    c->jac_next = swap;
+    memcpy(c->force, Q, sizeof(double) * (size_t)n);
+    if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
+    c->loaded = 1;
+    c->reusable = 0;
+    c->decided = 0;
+    c->has_result = 0;
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, const double *Q,
                                  const double *Phi_q, int ldphiq, const double *Phi,
                                  const double *Phi_dot, const double *xi)
@@ -328,26 +369,19 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     if (!st) st = check_vector(c, fn, "Phi_dot", m, Phi_dot);
     if (!st) st = check_vector(c, fn, "xi", m, xi);
     if (st) return st;
-    /* T4.6: s = xi - K_D Phi' - K_P Phi, checked before anything is copied
-     * in (a failed load keeps the previous instant) */
-    double *s = c->vec_m;
-    cdyn__constraint_accel_rhs(c, Phi, Phi_dot, xi, s);
-    if (cdyn__first_nonfinite(m, 1, s, c->m1) >= 0)
-        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
-                          "%s: s = xi - K_D Phi' - K_P Phi overflowed", fn);
-    double *swap = c->mass;
-    c->mass = c->mass_next;
-    c->mass_next = swap;
-    swap = c->jac;
-    c->jac = c->jac_next;
-    c->jac_next = swap;
-    memcpy(c->force, Q, sizeof(double) * (size_t)n);
-    if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
-    c->loaded = 1;
-    c->reusable = 0;
-    c->decided = 0;
-    c->has_result = 0;
-    return CDYN_OK;
+    return install(c, fn, Q, Phi, Phi_dot, xi);
+}
+
+cdyn_status cdyn__constraint_load_finite(cdyn_constraint *c, const double *M, const double *Q,
+                                         const double *Phi_q, const double *Phi,
+                                         const double *Phi_dot, const double *xi)
+{
+    const char *fn = "cdyn_constraint_load";
+    int n = c->n, m = c->m;
+    if (cdyn__constraint_check_idle(c, fn)) return CDYN_ERR_BUSY;
+    memcpy(c->mass_next, M, sizeof(double) * (size_t)n * n);
+    if (m > 0) memcpy(c->jac_next, Phi_q, sizeof(double) * (size_t)m * n);
+    return install(c, fn, Q, Phi, Phi_dot, xi);
 }
 
 /* ---- the rank of Phi_q (rank policy) and the diagnosis ---------------- */

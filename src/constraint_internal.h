@@ -25,6 +25,7 @@ struct cdyn_constraint {
     double rank_tol;
     double *kd, *kp;        /* m x m gains (T4.5, T4.6) */
     int gains_full;         /* from cdyn_constraint_set_gains; else kd, kp are diagonal */
+    int stabilized;         /* some gain is not 0: s depends on Phi and Phi' */
     double *alpha;          /* m, penalty (T4.8) */
     cdyn__guard guard;
 
@@ -96,6 +97,19 @@ cdyn_status cdyn__constraint_check_idle(cdyn_constraint *c, const char *fn);
 /* Make c refuse calls whenever *owner_in_callback > 0 (the kernel of a
  * cdyn_mbs). */
 void cdyn__constraint_set_owner(cdyn_constraint *c, const int *owner_in_callback);
+
+/* Does s (T4.6) depend on Phi and Phi', i.e. is some gain not 0? When it
+ * does not (the default), a load may pass NULL for both. */
+int cdyn__constraint_stabilized(const cdyn_constraint *c);
+
+/* cdyn_constraint_load for an owner that has already checked every input
+ * for NaN/Inf (the callbacks' results of cdyn_mbs_rhs): M (n x n, ld n) and
+ * Phi_q (m x n, ld m) contiguous, M, Q, Phi_q and xi not NULL, Phi and
+ * Phi_dot NULL only when !cdyn__constraint_stabilized(c). The same
+ * copies, s and overflow check, without the second scan. */
+cdyn_status cdyn__constraint_load_finite(cdyn_constraint *c, const double *M, const double *Q,
+                                         const double *Phi_q, const double *Phi,
+                                         const double *Phi_dot, const double *xi);
 
 /* The rank of Phi_q for the loaded instant (rank policy, cached per load).
  * Returns the rank, -1 if LAPACK failed. */

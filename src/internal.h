@@ -31,8 +31,10 @@ cdyn_status cdyn__fail(char *msg, cdyn_status status, const char *fmt, ...)
  * just call it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define CDYN__SIZED static inline __attribute__((always_inline))
+#define CDYN__COLD static __attribute__((noinline, cold)) /* a rare slow path */
 #else
 #define CDYN__SIZED static inline
+#define CDYN__COLD static
 #endif
 #define CDYN__FIXED_SIZE(n, CALL)                                                                 \
     do {                                                                                          \

@@ -17,30 +17,37 @@
  * unblocked step: 0.66-0.68 of its time at 17 x 17 to 24 x 24, 0.72 at 32
  * and 42, 0.65-0.81 at 64 (random dense matrices, reference LAPACK and
  * OpenBLAS's). Tested against dgeqp3 in tests/test_linalg.c. */
+#include "internal.h"
 #include "linalg.h"
 
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
 
-/* The 2-norm of x (len entries, stride 1) without overflow or underflow in
- * the squares: the plain sum of squares where it lies in [2^-1000, 2^1000]
- * (then every square that matters is a normal number), else scaled by the
- * largest entry. */
-static double norm2(int len, const double *x)
+/* The 2-norm of x scaled by its largest entry (the slow path of norm2). */
+CDYN__COLD double norm2_scaled(int len, const double *x)
 {
-    double sum = 0.0;
-    for (int i = 0; i < len; ++i) sum += x[i] * x[i];
-    if (sum >= 0x1p-1000 && sum <= 0x1p+1000) return sqrt(sum);
     double big = 0.0;
     for (int i = 0; i < len; ++i) big = fabs(x[i]) > big ? fabs(x[i]) : big;
     if (big == 0.0 || !(big <= DBL_MAX)) return big; /* 0, or Inf/NaN as it is */
-    sum = 0.0;
+    double sum = 0.0;
     for (int i = 0; i < len; ++i) {
         double t = x[i] / big;
         sum += t * t;
     }
     return big * sqrt(sum);
+}
+
+/* The 2-norm of x (len entries, stride 1) without overflow or underflow in
+ * the squares: the plain sum of squares where it lies in [2^-1000, 2^1000]
+ * (then every square that matters is a normal number), else scaled by the
+ * largest entry. Inline: at these sizes the call costs more than the sum. */
+static inline double norm2(int len, const double *x)
+{
+    double sum = 0.0;
+    for (int i = 0; i < len; ++i) sum += x[i] * x[i];
+    if (sum >= 0x1p-1000 && sum <= 0x1p+1000) return sqrt(sum);
+    return norm2_scaled(len, x);
 }
 
 /* The reflector H = I - tau v v^T with H [alpha; x] = [beta; 0], v = [1; x'],

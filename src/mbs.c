@@ -80,6 +80,8 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->held_magnitudes = malloc(sizeof(double) * (size_t)n);
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
+    mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
+    mbs->report_saved = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->ind_index = malloc(sizeof(int) * (size_t)n);
     mbs->dep_index = malloc(sizeof(int) * (size_t)m1);
     mbs->reaction_force = malloc(sizeof(double) * (size_t)n);
@@ -91,7 +93,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->lin_work || !mbs->y_part ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -115,7 +117,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
                         mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work,
-                        mbs->held_magnitudes};
+                        mbs->held_magnitudes, mbs->report_y, mbs->report_saved};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -278,6 +280,45 @@ static double norm_inf(int n, const double *x)
     return v;
 }
 
+/* ---- the residuals a call reports (cdyn_mbs_last_residuals) ------------ */
+
+static void set_residuals(cdyn_mbs *mbs, double position, double velocity)
+{
+    mbs->residual_position = position;
+    mbs->residual_velocity = velocity;
+    mbs->position_pending = mbs->velocity_pending = 0;
+    mbs->has_residuals = 1;
+}
+
+/* The residuals of the state (t, y) are left to be evaluated when asked
+ * for: the position residual, and the velocity one too if both. */
+static void hold_residuals(cdyn_mbs *mbs, double t, const double *y, int both)
+{
+    memcpy(mbs->report_y, y, sizeof(double) * 2 * (size_t)mbs->n);
+    mbs->report_t = t;
+    mbs->position_pending = 1;
+    mbs->velocity_pending = both;
+    mbs->has_residuals = 1;
+}
+
+/* ||Phi(q, t)||_inf and ||Phi_q q' + Phi_t||_inf at y = (q, q') into
+ * *position and *velocity, each only when its flag is set (T4.1; the
+ * evaluation buffers are the workspace). */
+static cdyn_status state_residuals(cdyn_mbs *mbs, const char *fn, double t, const double *y,
+                                   int want_position, double *position, int want_velocity,
+                                   double *velocity)
+{
+    int n = mbs->n, m = mbs->m;
+    cdyn_status st = CDYN_OK;
+    if (m > 0 && want_position) st = cdyn__mbs_phi(mbs, fn, t, y, mbs->Phi);
+    if (!st && m > 0 && want_velocity)
+        st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->Phi_q, mbs->Phi_dot);
+    if (st) return st;
+    if (want_position) *position = norm_inf(m, mbs->Phi);
+    if (want_velocity) *velocity = norm_inf(m, mbs->Phi_dot);
+    return CDYN_OK;
+}
+
 /* ---- right-hand side -------------------------------------------------- */
 
 cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
@@ -290,19 +331,25 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     if (st) return st;
     mbs->counters.rhs++;
     const double *q = y, *qdot = y + n;
-    /* T4.1: Phi, Phi' = Phi_q q' + Phi_t, xi; then the formulation */
+    cdyn_constraint *k = mbs->kernel;
+    /* T4.1: Phi_q and xi; Phi and Phi' = Phi_q q' + Phi_t only where the
+     * gains use them (T4.6; with none, the default, they are left to
+     * cdyn_mbs_last_residuals); then the formulation */
+    int stabilized = cdyn__constraint_stabilized(k);
     st = cdyn__mbs_mass(mbs, fn, t, q);
     if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
-    if (!st && m > 0) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
-    if (!st && m > 0) st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (!st && m > 0 && stabilized) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
+    if (!st && m > 0 && stabilized)
+        st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+    if (!st && m > 0 && !stabilized) st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
     if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
     if (st) {
         mbs->counters.rhs_failures++;
         return st;
     }
-    cdyn_constraint *k = mbs->kernel;
-    st = cdyn_constraint_load(k, mbs->M, n, mbs->Q, mbs->Phi_q, mbs->m1, mbs->Phi, mbs->Phi_dot,
-                              mbs->xi_val);
+    /* every callback's result is checked already (cdyn__mbs_callback_result) */
+    st = cdyn__constraint_load_finite(k, mbs->M, mbs->Q, mbs->Phi_q, stabilized ? mbs->Phi : NULL,
+                                      stabilized ? mbs->Phi_dot : NULL, mbs->xi_val);
     if (!st) {
         switch (mbs->formulation) {
         case CDYN_MBS_LAGRANGE: st = cdyn_constraint_lagrange(k, mbs->vec_n, mbs->vec_m); break;
@@ -320,9 +367,11 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     memcpy(ydot + n, mbs->vec_n, sizeof(double) * (size_t)n);
     cdyn_constraint_force(k, mbs->reaction_force, mbs->reaction_mult);
     mbs->has_reactions = 1;
-    mbs->has_residuals = 1;
-    mbs->residual_position = norm_inf(m, mbs->Phi);
-    mbs->residual_velocity = norm_inf(m, mbs->Phi_dot);
+    if (stabilized) {
+        set_residuals(mbs, norm_inf(m, mbs->Phi), norm_inf(m, mbs->Phi_dot));
+    } else {
+        hold_residuals(mbs, t, y, 1);
+    }
     return CDYN_OK;
 }
 
@@ -355,12 +404,20 @@ cdyn_status cdyn_mbs_last_reactions(const cdyn_mbs *mbs, double *generalized_for
     return CDYN_OK;
 }
 
-cdyn_status cdyn_mbs_last_residuals(const cdyn_mbs *mbs, double *position, double *velocity)
+cdyn_status cdyn_mbs_last_residuals(cdyn_mbs *mbs, double *position, double *velocity)
 {
     if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_last_residuals";
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
     if (!mbs->has_residuals)
-        return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
-                          "cdyn_mbs_last_residuals: no successful rhs or projection yet");
+        return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: no successful rhs or projection yet", fn);
+    if (mbs->position_pending || mbs->velocity_pending) {
+        double p = mbs->residual_position, v = mbs->residual_velocity;
+        cdyn_status st = state_residuals(mbs, fn, mbs->report_t, mbs->report_y,
+                                         mbs->position_pending, &p, mbs->velocity_pending, &v);
+        if (st) return st;
+        set_residuals(mbs, p, v);
+    }
     if (position) *position = mbs->residual_position;
     if (velocity) *velocity = mbs->residual_velocity;
     return CDYN_OK;
@@ -373,15 +430,9 @@ cdyn_status cdyn_mbs_residuals(cdyn_mbs *mbs, double t, const double *y, double 
     const char *fn = "cdyn_mbs_residuals";
     cdyn_status st = cdyn__mbs_check_state(mbs, fn, t, y);
     if (st) return st;
-    int n = mbs->n, m = mbs->m;
     double p = 0.0, v = 0.0;
-    if (m > 0) { /* Phi(q, t) and Phi_q q' + Phi_t, in the evaluation workspace */
-        st = cdyn__mbs_phi(mbs, fn, t, y, mbs->Phi);
-        if (!st) st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->Phi_q, mbs->Phi_dot);
-        if (st) return st;
-        p = norm_inf(m, mbs->Phi);
-        v = norm_inf(m, mbs->Phi_dot);
-    }
+    st = state_residuals(mbs, fn, t, y, 1, &p, 1, &v);
+    if (st) return st;
     if (position) *position = p;
     if (velocity) *velocity = v;
     return CDYN_OK;
@@ -673,9 +724,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
-    mbs->residual_position = position_report.residual_norm;
-    mbs->residual_velocity = norm_inf(m, mbs->vec_m);
-    mbs->has_residuals = 1;
+    set_residuals(mbs, position_report.residual_norm, norm_inf(m, mbs->vec_m));
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
                           cdyn_newton_last_error(mbs->projector));
@@ -695,14 +744,12 @@ cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y)
     double *qdot = y + n;
     memcpy(mbs->q_work, q, sizeof(double) * (size_t)n);
     if (mbs->metric == CDYN_PROJECT_MASS) st = mass_metric(mbs, fn, t, q);
-    if (!st) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi); /* for the position residual */
     if (!st) st = project_speeds(mbs, fn, t, qdot, 0);
     if (st) return st;
-    /* commit: q' only */
+    /* commit: q' only; the position residual (q is unchanged) when asked */
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
-    mbs->residual_position = norm_inf(m, mbs->Phi);
+    hold_residuals(mbs, t, y, 0);
     mbs->residual_velocity = norm_inf(m, mbs->vec_m);
-    mbs->has_residuals = 1;
     mbs->tangent_valid = 1;
     return CDYN_OK;
 }

@@ -30,6 +30,11 @@ struct cdyn_mbs {
     cdyn_newton *projector;       /* m x n, T4.9 */
     int has_residuals;
     double residual_position, residual_velocity;
+    /* a residual the last call did not need is evaluated when it is asked
+     * for (cdyn_mbs_last_residuals), at that call's state: */
+    int position_pending, velocity_pending;
+    double report_t, *report_y;   /* 2n */
+    double *report_saved;         /* 2n: report_y kept by mbs_linearize.c */
 
     /* T4.10 */
     cdyn_nullspace *partition;    /* n states, m constraints */

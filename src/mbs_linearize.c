@@ -89,11 +89,12 @@ static double column_step(const double *x, const double *scale, int half, int j)
 }
 
 /* What the evaluations commit and a failed call must give back: the
- * reactions, the residuals, the partition's warm start and verdict. */
+ * reactions, the residuals (with the state of those still to be evaluated,
+ * in mbs->report_saved), the partition's warm start and verdict. */
 typedef struct {
     double *reaction_force, *reaction_mult, *y_part;
-    int has_reactions, has_residuals, event;
-    double residual_position, residual_velocity, quality, best_quality;
+    int has_reactions, has_residuals, event, position_pending, velocity_pending;
+    double residual_position, residual_velocity, quality, best_quality, report_t;
 } committed;
 
 static void save_committed(cdyn_mbs *mbs, double *space, committed *c)
@@ -110,6 +111,10 @@ static void save_committed(cdyn_mbs *mbs, double *space, committed *c)
     c->event = mbs->event;
     c->residual_position = mbs->residual_position;
     c->residual_velocity = mbs->residual_velocity;
+    c->position_pending = mbs->position_pending;
+    c->velocity_pending = mbs->velocity_pending;
+    c->report_t = mbs->report_t;
+    memcpy(mbs->report_saved, mbs->report_y, sizeof(double) * 2 * (size_t)n);
     c->quality = mbs->quality;
     c->best_quality = mbs->best_quality;
 }
@@ -125,6 +130,10 @@ static void restore_committed(cdyn_mbs *mbs, const committed *c)
     mbs->event = c->event;
     mbs->residual_position = c->residual_position;
     mbs->residual_velocity = c->residual_velocity;
+    mbs->position_pending = c->position_pending;
+    mbs->velocity_pending = c->velocity_pending;
+    mbs->report_t = c->report_t;
+    memcpy(mbs->report_y, mbs->report_saved, sizeof(double) * 2 * (size_t)n);
     mbs->quality = c->quality;
     mbs->best_quality = c->best_quality;
 }

@@ -64,15 +64,31 @@ double cdyn__inverse_power_of_two(double x)
     return p;
 }
 
-/* Row factors so that every row's largest entry is in [1/2, 1). */
-static void row_factors(int rows, int cols, const double *A, int lda, double *r)
+/* Row factors r so that every row's largest entry of the matrix that is
+ * equilibrated is in [1/2, 1); that matrix is A itself, or with ref its
+ * history, updated with A in the same pass (then *ld = rows). Returns it. */
+static const double *row_factors(int rows, int cols, const double *A, int lda,
+                                 cdyn__rank_ref *ref, double *r, int *ld)
 {
     for (int i = 0; i < rows; ++i) r[i] = 0.0;
-    for (int j = 0; j < cols; ++j) {
-        const double *col = A + (size_t)j * lda;
-        for (int i = 0; i < rows; ++i) r[i] = cdyn__larger(r[i], fabs(col[i]));
+    if (ref) {
+        for (int j = 0; j < cols; ++j) {
+            const double *col = A + (size_t)j * lda;
+            double *h = ref->amax + (size_t)j * rows;
+            for (int i = 0; i < rows; ++i) {
+                h[i] = cdyn__larger(h[i], fabs(col[i]));
+                r[i] = cdyn__larger(r[i], h[i]);
+            }
+        }
+    } else {
+        for (int j = 0; j < cols; ++j) {
+            const double *col = A + (size_t)j * lda;
+            for (int i = 0; i < rows; ++i) r[i] = cdyn__larger(r[i], fabs(col[i]));
+        }
     }
     for (int i = 0; i < rows; ++i) r[i] = cdyn__inverse_power_of_two(r[i]);
+    *ld = ref ? rows : lda;
+    return ref ? ref->amax : A;
 }
 
 /* Column factors of the row-scaled A (largest entry in [1/2, 1)). */
@@ -87,22 +103,6 @@ static void col_factors(int rows, int cols, const double *A, int lda, const doub
     }
 }
 
-/* The matrix whose equilibration is used: A itself, or its history
- * (updated with A; *ld set to its leading dimension). */
-static const double *scaled_source(int rows, int cols, const double *A, int lda,
-                                   cdyn__rank_ref *ref, int *ld)
-{
-    *ld = lda;
-    if (!ref) return A;
-    for (int j = 0; j < cols; ++j)
-        for (int i = 0; i < rows; ++i) {
-            double *h = ref->amax + i + (size_t)j * rows;
-            *h = cdyn__larger(*h, fabs(A[i + (size_t)j * lda]));
-        }
-    *ld = rows;
-    return ref->amax;
-}
-
 void cdyn__equilibrate(int rows, int cols, const double *A, int lda, double *r, double *c)
 {
     cdyn__equilibrate_ref(rows, cols, A, lda, NULL, r, c);
@@ -112,8 +112,7 @@ void cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__r
                            double *r, double *c)
 {
     int ld;
-    const double *S = scaled_source(rows, cols, A, lda, ref, &ld);
-    row_factors(rows, cols, S, ld, r);
+    const double *S = row_factors(rows, cols, A, lda, ref, r, &ld);
     col_factors(rows, cols, S, ld, r, c);
 }
 
@@ -123,8 +122,7 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
 {
     double *r = w->row_scale, *c = w->col_scale;
     int ld;
-    const double *S = scaled_source(rows, cols, A, lda, ref, &ld);
-    row_factors(rows, cols, S, ld, r);
+    const double *S = row_factors(rows, cols, A, lda, ref, r, &ld);
     if (mode == CDYN__RANK_ROWS_METRIC)
         for (int j = 0; j < cols; ++j) c[j] = 1.0;
     else
@@ -146,7 +144,7 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
         for (int k = 0; k < n; ++k) w->jpvt[k] = leading && leading[k] ? 1 : 0;
         if (cdyn__geqp3(m, n, w->qr, m, w->jpvt, w->tau, w->work, w->lwork) != 0) return -1;
         for (int k = 0; k < n; ++k) --w->jpvt[k];
-        for (int k = 0; k < count; ++k) r00 = fmax(r00, fabs(w->qr[k + (size_t)k * m]));
+        for (int k = 0; k < count; ++k) r00 = cdyn__larger(r00, fabs(w->qr[k + (size_t)k * m]));
         while (rank < count && r00 > 0.0 && fabs(w->qr[rank + (size_t)rank * m]) > tol * r00)
             ++rank;
     }

@@ -174,10 +174,12 @@ END_TEST
 static const tm_pendulum PD = {1.0, 1.0, 9.81};
 
 
-/* With every callback given, one cdyn_mbs_rhs calls M, Q, Phi, Phi_q, Phi_t
- * and xi once each. Asserts: 4 rhs calls give 4 of each, a projection and a
- * velocity projection count once each, a partition and a partition_rhs
- * once each, and reset zeroes all. */
+/* With every callback given and no stabilizer gains (the default), one
+ * cdyn_mbs_rhs calls M, Q, Phi_q and xi once each, and Phi and Phi_t not at
+ * all: cdyn_mbs_last_residuals calls Phi, Phi_q and Phi_t once, and once
+ * only. With Baumgarte gains an rhs calls all six. Asserts: 4 rhs calls give
+ * 4 of each it calls, a projection and a velocity projection count once
+ * each, a partition and a partition_rhs once each, and reset zeroes all. */
 START_TEST(mbs_counters_count_calls_and_callbacks)
 {
     cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
@@ -189,6 +191,18 @@ START_TEST(mbs_counters_count_calls_and_callbacks)
     cdyn_mbs_counters c;
     ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &c), CDYN_OK);
     ck_assert(c.rhs == 4 && c.rhs_failures == 0);
+    ck_assert(c.mass_evaluations == 4 && c.force_evaluations == 4 && c.phi_evaluations == 0);
+    ck_assert(c.jacobian_evaluations == 4 && c.phi_t_evaluations == 0 && c.xi_evaluations == 4);
+    double rp, rv;
+    for (int k = 0; k < 2; ++k) ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &c), CDYN_OK);
+    ck_assert(c.phi_evaluations == 1 && c.jacobian_evaluations == 5 && c.phi_t_evaluations == 1);
+    ck_assert(c.rhs == 4 && c.mass_evaluations == 4 && c.xi_evaluations == 4);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(cdyn_mbs_constraint(mbs), 1.0, 1.0), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_reset_counters(mbs), CDYN_OK);
+    for (int k = 0; k < 4; ++k) ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_get_counters(mbs, &c), CDYN_OK);
     ck_assert(c.mass_evaluations == 4 && c.force_evaluations == 4 && c.phi_evaluations == 4);
     ck_assert(c.jacobian_evaluations == 4 && c.phi_t_evaluations == 4 && c.xi_evaluations == 4);
     ck_assert(c.projections == 0 && c.velocity_projections == 0 && c.partitions == 0);

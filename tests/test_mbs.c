@@ -844,9 +844,9 @@ START_TEST(scleronomic_phi_t_by_differences_is_exactly_zero_after_three_evaluati
         cdyn_mbs_get_counters(diff, &before);
         ck_assert_int_eq(cdyn_mbs_project_velocities(diff, times[k], y_diff), CDYN_OK);
         cdyn_mbs_get_counters(diff, &after);
-        /* 3 for Phi_t, 1 for the position residual it reports (9 before
-         * the shortcut: the tableau's four levels) */
-        ck_assert_int_eq(after.phi_evaluations - before.phi_evaluations, 4);
+        /* 3 for Phi_t (8 before the shortcut: the tableau's four levels);
+         * the position residual is evaluated only when asked for */
+        ck_assert_int_eq(after.phi_evaluations - before.phi_evaluations, 3);
         ck_assert_int_eq(cdyn_mbs_project_velocities(exact, times[k], y_exact), CDYN_OK);
         ck_assert_mem_eq(y_diff, y_exact, sizeof y);
         ck_assert_int_eq(cdyn_mbs_rhs(diff, times[k], y, yd_diff), CDYN_OK);
@@ -1704,42 +1704,117 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* 6. Failure handling                                                       */
 
+/* Does cdyn_mbs_rhs call callback cb? Phi and Phi_t only where gains use
+ * them; without (the default) cdyn_mbs_last_residuals calls them. */
+static int rhs_calls(int stabilized, int cb)
+{
+    return stabilized || (cb != CB_PHI && cb != CB_PHIT);
+}
+
+/* The pendulum with phi_t and xi given; Baumgarte gains when stabilized. */
+static cdyn_mbs *pendulum_with_gains(pendulum *p, int stabilized)
+{
+    cdyn_mbs *mbs = pendulum_new(p, 1, 1);
+    if (stabilized)
+        ck_assert_int_eq(cdyn_constraint_set_baumgarte(cdyn_mbs_constraint(mbs), 5.0, 5.0),
+                         CDYN_OK);
+    return mbs;
+}
+
+/* The residuals cdyn_mbs_last_residuals reports are those of the state of
+ * the last rhs, by hand: Phi = x^2 + y^2 - l^2, Phi' = 2 (x x' + y y'),
+ * whether the rhs evaluated them (Baumgarte gains) or left them to the
+ * report (none): the same numbers, also after cdyn_mbs_residuals at another
+ * state and a failed rhs in between; after cdyn_mbs_project_velocities the
+ * position residual of its q and the velocity residual of the projected
+ * speeds. */
+START_TEST(last_residuals_are_those_of_the_last_calls_state_with_and_without_gains)
+{
+    for (int stabilized = 0; stabilized < 2; ++stabilized) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_with_gains(&p, stabilized);
+        double y[4], other[4], ydot[4], rp, rv, op, ov;
+        pendulum_state(&p, 0.7, 1.3, y);
+        y[0] += 0.25, y[3] -= 0.5; /* off both constraints */
+        double phi = y[0] * y[0] + y[1] * y[1] - p.len * p.len;
+        double phidot = 2.0 * (y[0] * y[2] + y[1] * y[3]);
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+        pendulum_state(&p, -0.3, 0.2, other);
+        other[1] *= 1.5;
+        ck_assert_int_eq(cdyn_mbs_residuals(mbs, 0.0, other, &op, &ov), CDYN_OK);
+        ck_assert(op > 1.0); /* another state */
+        fault_arm(&p.f, CB_MASS, 1, 0);
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, other, ydot), CDYN_ERR_CALLBACK);
+        fault_reset(&p.f);
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+        ck_assert_double_eq_tol(rp, fabs(phi), 4e-16 * (p.len * p.len));
+        ck_assert_double_eq_tol(rv, fabs(phidot), 1e-15 * (fabs(y[0] * y[2]) + fabs(y[1] * y[3])));
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, NULL, &ov), CDYN_OK);
+        ck_assert_double_eq(ov, rv);
+        /* speeds projected, q kept: Phi of q, and Phi' of the new speeds */
+        ck_assert_int_eq(cdyn_mbs_project_velocities(mbs, 0.0, y), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+        ck_assert_double_eq_tol(rp, fabs(phi), 4e-16 * (p.len * p.len));
+        ck_assert_double_le(rv, 1e-14 * (fabs(y[0] * y[2]) + fabs(y[1] * y[3])));
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* Each callback of rhs returning non-zero on its k-th call. With phi_t and
- * xi given, one rhs calls each callback once. */
+ * xi given, one rhs calls each callback it needs once. Phi and Phi_t, which
+ * an rhs without gains leaves to cdyn_mbs_last_residuals, fail there, and
+ * are evaluated again at its next call. */
 START_TEST(rhs_reports_each_failing_callback_with_its_code_and_leaves_ydot_untouched)
 {
-    pendulum p;
-    pendulum_init(&p, 2.0, 1.5);
-    cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
-    double y[4], qdd[2], lam, gf[2];
-    pendulum_state(&p, 0.7, 1.3, y);
-    pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
-    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), 0);
-    ck_assert_str_eq(cdyn_mbs_last_error(mbs), "");
-    for (int cb = 0; cb < CB_COUNT; ++cb)
-        for (int k = 1; k <= 3; ++k) {
-            fault_arm(&p.f, cb, k, 0);
-            for (int call = 1; call <= k; ++call) {
-                double ydot[5];
-                fill(ydot, 5, SENTINEL);
-                cdyn_status st = cdyn_mbs_rhs(mbs, 0.0, y, ydot);
-                if (call < k) {
-                    ck_assert_int_eq(st, CDYN_OK);
-                    continue;
+    for (int stabilized = 0; stabilized < 2; ++stabilized) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_with_gains(&p, stabilized);
+        double y[4], qdd[2], lam, gf[2];
+        pendulum_state(&p, 0.7, 1.3, y);
+        pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
+        ck_assert_int_eq(cdyn_mbs_callback_code(mbs), 0);
+        ck_assert_str_eq(cdyn_mbs_last_error(mbs), "");
+        for (int cb = 0; cb < CB_COUNT; ++cb)
+            for (int k = 1; k <= 3; ++k) {
+                fault_arm(&p.f, cb, k, 0);
+                for (int call = 1; call <= k; ++call) {
+                    double ydot[5], rp, rv;
+                    fill(ydot, 5, SENTINEL);
+                    cdyn_status st = cdyn_mbs_rhs(mbs, 0.0, y, ydot);
+                    if (!rhs_calls(stabilized, cb)) { /* the k-th report fails */
+                        ck_assert_int_eq(st, CDYN_OK);
+                        st = cdyn_mbs_last_residuals(mbs, &rp, &rv);
+                        if (call < k) continue;
+                        ck_assert_msg(st == CDYN_ERR_CALLBACK, "%s failing on report %d: %d",
+                                      CB_NAME[cb], k, (int)st);
+                        ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+                        ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), CB_NAME[cb]));
+                        fault_reset(&p.f);
+                        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+                        ck_assert(rp <= 1e-15 && rv <= 1e-14);
+                        continue;
+                    }
+                    if (call < k) {
+                        ck_assert_int_eq(st, CDYN_OK);
+                        continue;
+                    }
+                    ck_assert_msg(st == CDYN_ERR_CALLBACK, "%s failing on call %d: status %d",
+                                  CB_NAME[cb], k, (int)st);
+                    ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
+                    ck_assert_msg(all_equal(ydot, 5, SENTINEL), "ydot written (%s)", CB_NAME[cb]);
+                    ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), CB_NAME[cb]));
                 }
-                ck_assert_msg(st == CDYN_ERR_CALLBACK, "%s failing on call %d: status %d",
-                              CB_NAME[cb], k, (int)st);
-                ck_assert_int_eq(cdyn_mbs_callback_code(mbs), CODE_BASE + cb);
-                ck_assert_msg(all_equal(ydot, 5, SENTINEL), "ydot written (%s)", CB_NAME[cb]);
-                ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), CB_NAME[cb]));
+                /* usable afterwards, same answer */
+                fault_reset(&p.f);
+                double ydot[4];
+                ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+                expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after a failure");
             }
-            /* usable afterwards, same answer */
-            fault_reset(&p.f);
-            double ydot[4];
-            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-            expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after a failure");
-        }
-    cdyn_mbs_free(mbs);
+        cdyn_mbs_free(mbs);
+    }
 }
 END_TEST
 
@@ -1780,29 +1855,40 @@ END_TEST
 
 START_TEST(rhs_reports_nan_from_each_callback_as_nonfinite)
 {
-    pendulum p;
-    pendulum_init(&p, 2.0, 1.5);
-    cdyn_mbs *mbs = pendulum_new(&p, 1, 1);
-    double y[4], ydot[4], qdd[2], lam, gf[2], gf_before[2], lam_before;
-    pendulum_state(&p, 0.7, 1.3, y);
-    pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
-    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_before, &lam_before), CDYN_OK);
-    for (int cb = 0; cb < CB_COUNT; ++cb) {
-        fault_arm(&p.f, cb, 1, 1);
-        fill(ydot, 4, SENTINEL);
-        ck_assert_msg(cdyn_mbs_rhs(mbs, 0.0, y, ydot) == CDYN_ERR_NONFINITE, "NaN from %s",
-                      CB_NAME[cb]);
-        ck_assert(all_equal(ydot, 4, SENTINEL));
-        /* the reactions of the last successful rhs are kept */
-        double g2[2], l2;
-        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, g2, &l2), CDYN_OK);
-        ck_assert_double_eq(l2, lam_before);
-        fault_reset(&p.f);
+    for (int stabilized = 0; stabilized < 2; ++stabilized) {
+        pendulum p;
+        pendulum_init(&p, 2.0, 1.5);
+        cdyn_mbs *mbs = pendulum_with_gains(&p, stabilized);
+        double y[4], ydot[4], qdd[2], lam, gf[2], gf_before[2], lam_before, rp, rv;
+        pendulum_state(&p, 0.7, 1.3, y);
+        pendulum_exact(&p, 0.7, 1.3, qdd, &lam, gf);
         ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
-        expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after NaN");
+        ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, gf_before, &lam_before), CDYN_OK);
+        for (int cb = 0; cb < CB_COUNT; ++cb) {
+            fault_arm(&p.f, cb, 1, 1);
+            fill(ydot, 4, SENTINEL);
+            if (!rhs_calls(stabilized, cb)) { /* the report gets the NaN */
+                ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+                ck_assert_msg(cdyn_mbs_last_residuals(mbs, &rp, &rv) == CDYN_ERR_NONFINITE,
+                              "NaN from %s in the report", CB_NAME[cb]);
+                fault_reset(&p.f);
+                ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+                ck_assert(rp <= 1e-15 && rv <= 1e-14);
+                continue;
+            }
+            ck_assert_msg(cdyn_mbs_rhs(mbs, 0.0, y, ydot) == CDYN_ERR_NONFINITE, "NaN from %s",
+                          CB_NAME[cb]);
+            ck_assert(all_equal(ydot, 4, SENTINEL));
+            /* the reactions of the last successful rhs are kept */
+            double g2[2], l2;
+            ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, g2, &l2), CDYN_OK);
+            ck_assert_double_eq(l2, lam_before);
+            fault_reset(&p.f);
+            ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+            expect_vec(2, ydot + 2, qdd, EXACT_RTOL, 0.0, "q'' after NaN");
+        }
+        cdyn_mbs_free(mbs);
     }
-    cdyn_mbs_free(mbs);
 }
 END_TEST
 
@@ -3083,6 +3169,7 @@ int main(void)
     suite_add_tcase(s, tc_int);
 
     TCase *tc_fail = tcase_create("failures");
+    tcase_add_test(tc_fail, last_residuals_are_those_of_the_last_calls_state_with_and_without_gains);
     tcase_add_test(tc_fail, rhs_reports_each_failing_callback_with_its_code_and_leaves_ydot_untouched);
     tcase_add_test(tc_fail, rhs_reports_failures_inside_the_time_derivative_differences);
     tcase_add_test(tc_fail, rhs_reports_nan_from_each_callback_as_nonfinite);

@@ -165,8 +165,11 @@ CDYN_API cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metr
 
 /**
  * Right-hand side for an integrator: y = [q; q'] (2n) → ydot = [q'; q'']
- * (2n). Evaluates M, Q, Phi, Phi_q, Phi' = Phi_q q' + Phi_t and xi, loads
- * them into the constraint object and runs the formulation. Returns
+ * (2n). Evaluates M, Q, Phi_q and xi, and Phi and Phi' = Phi_q q' + Phi_t
+ * when a stabilizer's gains use them (with none, the default, the phi and
+ * phi_t callbacks are not called: cdyn_mbs_last_residuals() evaluates them
+ * when asked), loads them into the constraint object and runs the
+ * formulation. Returns
  * CDYN_OK; CDYN_ERR_SINGULAR (rank loss of Phi_q in KKT, non-SPD matrix: the
  * facts are on cdyn_mbs_constraint()); CDYN_ERR_CALLBACK; CDYN_ERR_NONFINITE;
  * CDYN_ERR_ARG. No allocation.
@@ -199,7 +202,7 @@ CDYN_API cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y);
  * (2n) is updated on success; CDYN_ERR_SINGULAR, y untouched, when the
  * velocity constraints cannot be met (as for cdyn_mbs_project()), and the
  * errors of cdyn_mbs_project(). cdyn_mbs_last_residuals() then reports ||Phi(q)||
- * and the velocity residual. No allocation.
+ * (evaluated when asked for) and the velocity residual. No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y);
 
@@ -235,9 +238,17 @@ CDYN_API cdyn_status cdyn_mbs_last_reactions(const cdyn_mbs *mbs, double *genera
 
 /**
  * Constraint residuals ||Phi||_inf and ||Phi_q q' + Phi_t||_inf at the state
- * of the last successful rhs or projection. Either pointer may be NULL.
+ * (t, y) of the last successful rhs or projection. Either pointer may be
+ * NULL. What that call did not need itself (both after an rhs without
+ * stabilizer gains, the position residual after cdyn_mbs_project_velocities)
+ * is evaluated here, once, from the model's callbacks at the stored (t, y),
+ * and counts in the counters; the model must still give the same Phi there.
+ * Errors: CDYN_ERR_ARG (NULL mbs, no successful call yet), and for an
+ * evaluation CDYN_ERR_CALLBACK, CDYN_ERR_NONFINITE and CDYN_ERR_BUSY (called
+ * from inside one of this object's callbacks); a failed evaluation is tried
+ * again at the next call. No allocation.
  */
-CDYN_API cdyn_status cdyn_mbs_last_residuals(const cdyn_mbs *mbs, double *position, double *velocity);
+CDYN_API cdyn_status cdyn_mbs_last_residuals(cdyn_mbs *mbs, double *position, double *velocity);
 
 /**
  * Constraint residuals at a state the caller holds (T4.1): ||Phi(q, t)||_inf
