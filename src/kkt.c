@@ -146,7 +146,8 @@ CDYN__SIZED double backward_error_sized(int n, int m, const double *M, int ldm, 
                                         int ldg, double s, const double *H, int ldh,
                                         const double *x, const double *y, const double *f,
                                         const double *g, const double *ux, const double *uy,
-                                        const int *skip, double *rf, double *rg, double *work)
+                                        const int *skip, double *restrict rf, double *restrict rg,
+                                        double *restrict work)
 {
     double *bound_f = work, *bound_g = work + n, eta = 0.0;
     for (int j = 0; ux && j < n; ++j) eta = cdyn__larger(eta, fabs(x[j]) / ux[j]);

@@ -41,7 +41,8 @@ void cdyn__kkt_equilibrate(int n, int m, const double *M, int ldm, const double 
  * equilibration. A row whose bound is 0 contributes 0 if its residual is 0,
  * else Inf. Rows i of the bottom block with skip[i] != 0 (skip may be NULL)
  * are left out of the maximum (redundant rows of the pseudo-inverse form);
- * their residual is still computed. rf and rg must not alias the inputs.
+ * their residual is still computed. rf, rg and work must not alias the
+ * inputs or each other.
  * work: n + m doubles. */
 double cdyn__kkt_backward_error(int n, int m, const double *M, int ldm, const double *G,
                                 int ldg, double s, const double *H, int ldh, const double *x,
