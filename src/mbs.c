@@ -282,7 +282,7 @@ static double norm_inf(int n, const double *x)
 
 /* ---- the residuals a call reports (cdyn_mbs_last_residuals) ------------ */
 
-static void set_residuals(cdyn_mbs *mbs, double position, double velocity)
+void cdyn__mbs_set_residuals(cdyn_mbs *mbs, double position, double velocity)
 {
     mbs->residual_position = position;
     mbs->residual_velocity = velocity;
@@ -368,7 +368,7 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     cdyn_constraint_force(k, mbs->reaction_force, mbs->reaction_mult);
     mbs->has_reactions = 1;
     if (stabilized) {
-        set_residuals(mbs, norm_inf(m, mbs->Phi), norm_inf(m, mbs->Phi_dot));
+        cdyn__mbs_set_residuals(mbs, norm_inf(m, mbs->Phi), norm_inf(m, mbs->Phi_dot));
     } else {
         hold_residuals(mbs, t, y, 1);
     }
@@ -416,7 +416,7 @@ cdyn_status cdyn_mbs_last_residuals(cdyn_mbs *mbs, double *position, double *vel
         cdyn_status st = state_residuals(mbs, fn, mbs->report_t, mbs->report_y,
                                          mbs->position_pending, &p, mbs->velocity_pending, &v);
         if (st) return st;
-        set_residuals(mbs, p, v);
+        cdyn__mbs_set_residuals(mbs, p, v);
     }
     if (position) *position = mbs->residual_position;
     if (velocity) *velocity = mbs->residual_velocity;
@@ -724,7 +724,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
-    set_residuals(mbs, position_report.residual_norm, norm_inf(m, mbs->vec_m));
+    cdyn__mbs_set_residuals(mbs, position_report.residual_norm, norm_inf(m, mbs->vec_m));
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
                           cdyn_newton_last_error(mbs->projector));

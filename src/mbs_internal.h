@@ -85,6 +85,10 @@ cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const
 /* CDYN_ERR_BUSY when called from inside one of the model's callbacks. */
 cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn);
 
+/* The residuals cdyn_mbs_last_residuals reports, as the last call
+ * evaluated them (none left to evaluate). */
+void cdyn__mbs_set_residuals(cdyn_mbs *mbs, double position, double velocity);
+
 /* CDYN_ERR_BUSY (with the message) inside a callback, for calls that only
  * read the object (they leave the tangent projection valid). */
 cdyn_status cdyn__mbs_check_busy(const cdyn_mbs *mbs, const char *fn);

@@ -231,9 +231,8 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     mbs->has_reactions = 1;
     cdyn_newton_report report;
     cdyn_newton_get_report(mbs->dependent, &report);
-    mbs->residual_position = report.residual_norm;
-    mbs->residual_velocity = 0.0; /* Phi_q q' + Phi_t = 0 by construction */
-    mbs->has_residuals = 1;
+    /* Phi_q q' + Phi_t = 0 by construction */
+    cdyn__mbs_set_residuals(mbs, report.residual_norm, 0.0);
     return CDYN_OK;
 }
 

@@ -1727,7 +1727,8 @@ static cdyn_mbs *pendulum_with_gains(pendulum *p, int stabilized)
  * report (none): the same numbers, also after cdyn_mbs_residuals at another
  * state and a failed rhs in between; after cdyn_mbs_project_velocities the
  * position residual of its q and the velocity residual of the projected
- * speeds. */
+ * speeds; after a partitioned rhs its own (not those the rhs before it
+ * left to evaluate). */
 START_TEST(last_residuals_are_those_of_the_last_calls_state_with_and_without_gains)
 {
     for (int stabilized = 0; stabilized < 2; ++stabilized) {
@@ -1757,6 +1758,18 @@ START_TEST(last_residuals_are_those_of_the_last_calls_state_with_and_without_gai
         ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
         ck_assert_double_eq_tol(rp, fabs(phi), 4e-16 * (p.len * p.len));
         ck_assert_double_le(rv, 1e-14 * (fabs(y[0] * y[2]) + fabs(y[1] * y[3])));
+        /* an rhs off the constraints, then a partitioned rhs: that one's
+         * residuals (its speeds meet Phi' = 0 by construction) */
+        y[0] += 0.25;
+        ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+        pendulum_state(&p, 0.7, 1.3, other);
+        double z[2], zdot[2];
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, other), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, other, z), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_last_residuals(mbs, &rp, &rv), CDYN_OK);
+        ck_assert_double_le(rp, 1e-14 * (p.len * p.len));
+        ck_assert_double_eq(rv, 0.0);
         cdyn_mbs_free(mbs);
     }
 }
