@@ -215,7 +215,8 @@ static void add_position_terms(const cdyn_mbs *mbs, double w, double *dM, double
 
 /* The model's terms at ys, moved from y by delta along column j, added
  * with weight w into the sums dM (n x n), dG (m x n, ld m1), dQ (n) and
- * ds (m) of the difference stencil (phi0, phidot0: Phi and Phi' at y). A
+ * ds (m) of the difference stencil (phi0, phidot0: Phi and Phi' at y,
+ * read only when the gains use them, as the rhs evaluates them). A
  * coordinate moves M, Q, Phi, Phi_q, Phi' and xi; a speed moves only Q,
  * xi and Phi' = Phi_q q' + Phi_t, by delta times a column of Phi_q (exact:
  * Phi' is linear in q'), so dM and dG are left alone. Summing each term's
@@ -228,15 +229,17 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
                                    double *ds)
 {
     int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    int stabilized = cdyn__constraint_stabilized(mbs->kernel); /* else s needs no Phi, Phi' */
     const double *q = ys, *qdot = ys + n, *phi = phi0;
     cdyn_status st = CDYN_OK;
     if (j < n) {
         st = cdyn__mbs_mass(mbs, fn, t, q);
-        if (!st && m > 0) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
-        if (!st && m > 0)
+        if (!st && m > 0 && stabilized) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
+        if (!st && m > 0 && stabilized)
             st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+        if (!st && m > 0 && !stabilized) st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
         phi = mbs->Phi;
-    } else {
+    } else if (stabilized) {
         const double *g = mbs->kernel->jac + (size_t)(j - n) * m1;
         for (int i = 0; i < m; ++i) mbs->Phi_dot[i] = phidot0[i] + delta * g[i];
     }
@@ -245,7 +248,8 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
     if (st) return st;
     for (int i = 0; i < n; ++i) dQ[i] += w * mbs->Q[i];
     if (m > 0) { /* s = xi - K_D Phi' - K_P Phi (T4.6), through vec_m */
-        cdyn__constraint_accel_rhs(mbs->kernel, phi, mbs->Phi_dot, mbs->xi_val, mbs->vec_m);
+        cdyn__constraint_accel_rhs(mbs->kernel, stabilized ? phi : NULL,
+                                   stabilized ? mbs->Phi_dot : NULL, mbs->xi_val, mbs->vec_m);
         for (int i = 0; i < m; ++i) ds[i] += w * mbs->vec_m[i];
     }
     if (j < n) add_position_terms(mbs, w, dM, dG);
@@ -277,8 +281,10 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
     if (st == CDYN_OK && *applies) {
         memcpy(x, jac + n, sizeof(double) * (size_t)n);
         memcpy(x + n, mbs->reaction_mult, sizeof(double) * (size_t)m);
-        memcpy(phi0, mbs->Phi, sizeof(double) * (size_t)m);
-        memcpy(phidot0, mbs->Phi_dot, sizeof(double) * (size_t)m);
+        if (cdyn__constraint_stabilized(mbs->kernel)) { /* else the rhs left them out */
+            memcpy(phi0, mbs->Phi, sizeof(double) * (size_t)m);
+            memcpy(phidot0, mbs->Phi_dot, sizeof(double) * (size_t)m);
+        }
         memcpy(ys, y, sizeof(double) * (size_t)size);
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
