@@ -78,7 +78,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->ipiv = malloc(sizeof(int) * (size_t)m1);
     c->iwork = malloc(sizeof(int) * (size_t)big);
     double **vectors_n[] = {&c->top, &c->w, &c->q_scaled, &c->q_result, &c->residual_top,
-                            &c->delta_q};
+                            &c->delta_q, &c->pivot_inv};
     double **vectors_m[] = {&c->bottom,          &c->r,          &c->mult_scaled,
                             &c->mult_result,     &c->residual_bottom, &c->delta_mult,
                             &c->vec_m};
@@ -119,7 +119,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
                         c->residual_top, c->delta_q,  c->bottom,      c->r,
                         c->mult_scaled, c->mult_result, c->residual_bottom, c->delta_mult,
                         c->vec_m,     c->kkt_work,    c->ref.amax,    c->mass_next,
-                        c->jac_next};
+                        c->jac_next,  c->pivot_inv};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
     free(c->active_rows);

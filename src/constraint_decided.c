@@ -78,7 +78,12 @@ static int prepare(cdyn_constraint *c)
     CDYN__FIXED_SIZE(n, CONGRUENCE);
 #undef CONGRUENCE
     if (cdyn__spd_factor(n, C, n, C, n, c->delta_q) != 0) return 0;
-    return free_motions == 0 ||
+    /* the triangular solves' divisions, taken out of their dependency
+     * chains: 1 / R_kk, then 1 / L_aa of C_ZZ's factor */
+    for (int k = 0; k < m; ++k) c->pivot_inv[k] = 1.0 / w->qr[k + (size_t)k * n];
+    for (int a = 0; a < free_motions; ++a) c->pivot_inv[m + a] = 1.0 / C[a + (size_t)a * n];
+    /* the condition of a 1 x 1 block is 1 */
+    return free_motions <= 1 ||
            cdyn__small_spd_cond(free_motions, C, n, c->kkt_work) <= CONDITION_LIMIT;
 }
 
@@ -101,11 +106,12 @@ CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const d
     const double *R = w->qr, *Y = c->chol, *L = c->qr, *sc = c->delta_q, *dr = w->row_scale;
     const double *Yz = Y, *Yc = Y + (size_t)free_motions * n; /* free, constrained motions */
     const int *p = w->jpvt;
+    const double *r_inv = c->pivot_inv, *l_inv = c->pivot_inv + m;
     double *u = c->vec_m, *r = c->top, *z = c->scale_q, *v = c->r;
     for (int k = 0; k < m; ++k) { /* R^T u = P^T D_r s */
         double sum = dr[p[k]] * s[p[k]];
         for (int i = 0; i < k; ++i) sum -= R[i + (size_t)k * n] * u[i];
-        u[k] = sum / R[k + (size_t)k * n];
+        u[k] = sum * r_inv[k];
     }
     for (int i = 0; i < n; ++i) q[i] = 0.0; /* q = Y_c u */
     for (int k = 0; k < m; ++k)
@@ -120,12 +126,12 @@ CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const d
         for (int a = 0; a < free_motions; ++a) {
             double sum = z[a];
             for (int b = 0; b < a; ++b) sum -= L[a + (size_t)b * n] * z[b];
-            z[a] = sum / L[a + (size_t)a * n];
+            z[a] = sum * l_inv[a];
         }
         for (int a = free_motions - 1; a >= 0; --a) {
             double sum = z[a];
             for (int b = a + 1; b < free_motions; ++b) sum -= L[b + (size_t)a * n] * z[b];
-            z[a] = sum / L[a + (size_t)a * n];
+            z[a] = sum * l_inv[a];
         }
         for (int a = 0; a < free_motions; ++a)
             for (int i = 0; i < n; ++i) q[i] += Yz[i + (size_t)a * n] * (sc[a] * z[a]);
@@ -139,7 +145,7 @@ CDYN__SIZED void solve_sized(cdyn_constraint *c, int n, const double *f, const d
     for (int k = m - 1; k >= 0; --k) {
         double sum = v[k];
         for (int i = k + 1; i < m; ++i) sum -= R[k + (size_t)i * n] * v[i];
-        v[k] = sum / R[k + (size_t)k * n];
+        v[k] = sum * r_inv[k];
     }
     for (int k = 0; k < m; ++k) lambda[p[k]] = dr[p[k]] * v[k];
 }

@@ -84,6 +84,7 @@ struct cdyn_constraint {
     int *iwork;             /* max(n, m) */
     /* vectors */
     double *top, *w, *q_scaled, *q_result, *residual_top, *delta_q; /* n */
+    double *pivot_inv;      /* n: the decided path's 1 / R_kk (m), 1 / L_aa (n - m) */
     double *bottom, *r, *mult_scaled, *mult_result, *residual_bottom, *delta_mult, *vec_m; /* m */
     double *kkt_work;       /* n + m */
     double *work;
