@@ -49,6 +49,7 @@ typedef struct buffers {
     int *packed_rows;           /* k x p: their rows */
     int *packed_start;          /* p + 1: column j's at packed_start[j] .. [j + 1] - 1 */
     int *col_rows;              /* k: their rows */
+    int *idle;                  /* k: the unknowns at exactly 0 with a non-zero J_ij, per row */
     int *dependent_rows;        /* k */
     int *dropped_cols;          /* p */
     /* the square QR kept for chord starts (cdyn__newton_keep_for_chord) */
@@ -112,6 +113,7 @@ static void buffers_free(buffers *b)
                         b->kept_col_scale, b->col_abs, b->fit};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->col_rows);
+    free(b->idle);
     free(b->packed);
     free(b->packed_rows);
     free(b->packed_start);
@@ -171,6 +173,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->scratch = doubles(big);
     b->col_abs = doubles(kk);
     b->col_rows = calloc(kk, sizeof(int));
+    b->idle = calloc(kk, sizeof(int));
     b->packed = doubles(kp);
     b->packed_rows = calloc(kp, sizeof(int));
     b->packed_start = calloc(pp + 1, sizeof(int));
@@ -186,7 +189,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
          b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g &&
          b->g_trial && b->g_best && b->g_start && b->fit &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
-         b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows &&
+         b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows && b->idle &&
          b->packed && b->packed_rows && b->packed_start &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
          b->kept_row_scale && b->kept_col_scale && b->kept_jpvt;
@@ -1102,11 +1105,17 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
         double *terms = b->g_trial;
         const int *rows;
         const double *col;
-        for (int i = 0; i < k; ++i) terms[i] = rtol * b->g_start[i];
+        for (int i = 0; i < k; ++i) {
+            terms[i] = rtol * b->g_start[i];
+            b->idle[i] = 0;
+        }
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col);
             double w = rtol * fabs(x[j]);
-            for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e]) * w;
+            for (int e = 0; e < count; ++e) {
+                terms[rows ? rows[e] : e] += fabs(col[e]) * w;
+                if (x[j] == 0.0 && col[e] != 0.0) b->idle[rows ? rows[e] : e]++;
+            }
         }
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col), with_others = 0;
@@ -1119,7 +1128,12 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
             for (int e = 0; e < count; ++e) {
                 int i = rows ? rows[e] : e;
                 double a = fabs(col[e]);
-                if (a > 0.0 && terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i]) {
+                /* another unknown at exactly 0 with a coefficient here is
+                 * another term too, though of size 0 now: beside one that
+                 * is not (own > 0), the row is no closed valve's */
+                int idle_others = own > 0.0 && b->idle[i] > 0;
+                if (a > 0.0 &&
+                    (terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i] || idle_others)) {
                     b->col_rows[with_others] = i;
                     b->col_abs[with_others++] = a;
                     double size = row_scale ? terms[i] * row_scale[i] : terms[i];

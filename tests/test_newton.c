@@ -2750,6 +2750,72 @@ START_TEST(wide_rank_is_the_same_in_any_units_of_the_unknowns)
 }
 END_TEST
 
+/* The slider crank's constraints (r = -28.68, l = -29.93) in the units of
+ * a fuzz_mbs input (mbs_open_strict_projection_3): x = p / S with
+ * S = (0.0625, 1e-6, 1e24) for the slider, the crank angle and the rod
+ * angle, rows by (10, 1):
+ *   G0 = 10 (r cos p1 + l cos p2 - p0),   G1 = r sin p1 - l sin p2. */
+static const double CRANK_R[2] = {10.0, 1.0};
+static const double CRANK_LEN[2] = {-28.6796875, -29.92578125};
+
+static int res_scaled_crank(const double *x, double *G, void *user)
+{
+    const double *S = user, r = CRANK_LEN[0], l = CRANK_LEN[1];
+    double p0 = S[0] * x[0], p1 = S[1] * x[1], p2 = S[2] * x[2];
+    G[0] = CRANK_R[0] * (r * cos(p1) + l * cos(p2) - p0);
+    G[1] = CRANK_R[1] * (r * sin(p1) - l * sin(p2));
+    return 0;
+}
+
+static int jac_scaled_crank(const double *x, double *J, int ld, void *user)
+{
+    const double *S = user, r = CRANK_LEN[0], l = CRANK_LEN[1];
+    double p1 = S[1] * x[1], p2 = S[2] * x[2];
+    const double row0[3] = {-1.0, -r * sin(p1), -l * sin(p2)};
+    const double row1[3] = {0.0, r * cos(p1), -l * cos(p2)};
+    for (int j = 0; j < 3; ++j) {
+        J[ld * j] = CRANK_R[0] * row0[j] * S[j];
+        J[1 + ld * j] = CRANK_R[1] * row1[j] * S[j];
+    }
+    return 0;
+}
+
+/* An unknown at exactly 0 with a coefficient in a row is another term of
+ * that row, though its term is 0 now. Here the rod angle starts at 0 with
+ * a coefficient of 3e25 in the second row, whose only other term is the
+ * crank angle's. The rule that gives an unknown no scale from a row that
+ * is its term alone (a closed valve's k Q|Q| = 0) left that row out for
+ * the crank angle, whose scale then came from the first row, where near
+ * dead centre its coefficient is 4e-12: CDYN_OK after one step with the
+ * second row at its whole size (-4e-6, terms 4e-6). Asserted: an OK
+ * meets both rows within 1e-10 of their terms, here and in units where
+ * every coordinate is in metres and radians (where the solve must end OK:
+ * no test that cannot fail). */
+START_TEST(an_unknown_at_zero_with_a_coefficient_is_another_term_of_its_row)
+{
+    const double units[2][3] = {{0.0625, 1e-6, 1e24}, {1.0, 1.0, 1.0}};
+    const double start_p[3] = {-19.1259765625 * 0.0625, 0.138671875e-6, 0.0};
+    for (int u = 0; u < 2; ++u) {
+        const double *S = units[u];
+        double x[3], G[2];
+        for (int j = 0; j < 3; ++j) x[j] = start_p[j] / S[j];
+        cdyn_newton *nt = create_ok(2, 3);
+        cdyn_status st = cdyn_newton_solve(nt, res_scaled_crank, jac_scaled_crank, (void *)S, x);
+        res_scaled_crank(x, G, (void *)S);
+        double p1 = S[1] * x[1], p2 = S[2] * x[2], r = fabs(CRANK_LEN[0]), l = fabs(CRANK_LEN[1]);
+        double terms[2] = {CRANK_R[0] * (r * fabs(cos(p1)) + l * fabs(cos(p2)) + fabs(S[0] * x[0])),
+                           CRANK_R[1] * (r * fabs(sin(p1)) + l * fabs(sin(p2)))};
+        if (u == 1) ck_assert_int_eq(st, CDYN_OK);
+        if (st == CDYN_OK)
+            for (int i = 0; i < 2; ++i)
+                ck_assert_msg(fabs(G[i]) <= 1e-10 * terms[i],
+                              "units %d: CDYN_OK with row %d at %.3e of terms %.3e", u, i, G[i],
+                              terms[i]);
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* G = (x0^2 - 1, x0 + x1 - 3), root (1, 2). */
 static int res_fold_start(const double *x, double *G, void *user)
 {
@@ -2900,6 +2966,7 @@ static Suite *newton_suite(void)
     tcase_add_test(review, residual_at_its_rounding_level_ends_converged_with_the_error_ratio);
     tcase_add_test(review, correction_that_stops_shrinking_at_the_rounding_level_ends_converged);
     tcase_add_test(review, wide_rank_is_the_same_in_any_units_of_the_unknowns);
+    tcase_add_test(review, an_unknown_at_zero_with_a_coefficient_is_another_term_of_its_row);
     tcase_add_test(review, diagnosis_is_cleared_by_a_full_rank_step);
     suite_add_tcase(s, review);
     return s;

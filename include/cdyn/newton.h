@@ -63,7 +63,13 @@
  * it, and at most sum_l |J_il x_l|): 0.9 sin t behind -2 v|v| far from
  * the root, where G - J x is c + 2 v|v|. (So a flow heading for a root at
  * 0, seen from the junction equation it shares with other flows, is judged
- * against those flows.) And never below 8 eps times the unknown's scale in
+ * against those flows. An equation made only of the unknown's own term,
+ * a closed valve's k Q|Q|, says nothing of its scale and is skipped; one
+ * where another unknown with a coefficient sits at exactly 0 is not such
+ * an equation: a rod angle at 0 with a coefficient of 3e25 beside a crank
+ * angle's term gives the crank angle its relative tolerance there, not a
+ * scale from an equation it barely enters, test_newton.) And never below
+ * 8 eps times the unknown's scale in
  * the largest equation it enters (that equation's other terms over its
  * coefficient): an equation whose terms all vanish at the solution (a
  * junction on a path without flow) would ask for an accuracy below the
