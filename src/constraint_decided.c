@@ -82,8 +82,7 @@ static int prepare(cdyn_constraint *c)
      * chains: 1 / R_kk, then 1 / L_aa of C_ZZ's factor */
     for (int k = 0; k < m; ++k) c->pivot_inv[k] = 1.0 / w->qr[k + (size_t)k * n];
     for (int a = 0; a < free_motions; ++a) c->pivot_inv[m + a] = 1.0 / C[a + (size_t)a * n];
-    /* the condition of a 1 x 1 block is 1 */
-    return free_motions <= 1 ||
+    return free_motions == 0 ||
            cdyn__small_spd_cond(free_motions, C, n, c->kkt_work) <= CONDITION_LIMIT;
 }
 

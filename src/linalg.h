@@ -123,7 +123,8 @@ int cdyn__small_geqp3(int m, int n, double *A, int lda, int *jpvt, double *tau);
 /* Q C, Q^T C, C Q or C Q^T with Q from k reflectors of that form (dormqr). */
 void cdyn__small_ormqr(char side, char trans, int m, int n, int k, const double *A, int lda,
                        const double *tau, double *C, int ldc);
-/* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor; work n. */
+/* tr(A) tr(A^{-1}) >= cond_2(A) from the Cholesky factor (exactly 1 for
+ * n = 1; Inf for a zero or non-finite pivot); work n. */
 double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work);
 
 #endif /* CDYN_LINALG_H */

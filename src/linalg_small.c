@@ -197,6 +197,8 @@ double cdyn__small_spd_cond(int n, const double *L, int ldl, double *work)
     /* cond_2(A) <= tr(A) tr(A^{-1}) = ||L||_F^2 ||L^{-1}||_F^2 (both traces
      * bound the extreme eigenvalues); column j of L^{-1} is zero above row
      * j and solves the trailing triangle against e_1 */
+    if (n == 1) /* exactly 1; a zero or non-finite pivot counts as singular */
+        return L[0] != 0.0 && isfinite(L[0]) ? 1.0 : INFINITY;
     double tr = 0.0, tr_inv = 0.0, inv[CDYN__SMALL];
     reciprocal_diagonal(n, L, (size_t)ldl + 1, inv);
     for (int j = 0; j < n; ++j) {

@@ -16,7 +16,7 @@ status=0
 #   cdyn_network_partition: builds the spanning tree on its first call.
 #   cdyn_mbs_last_residuals: evaluates the residuals the last call did not
 #     need (an rhs without stabilizer gains) from the model's callbacks.
-mutating_counts="cdyn_network_partition cdyn_mbs_last_residuals"
+mutating_queries="cdyn_network_partition cdyn_mbs_last_residuals"
 
 # One line per prototype: "header|prototype" with blanks squeezed.
 protos=$(for h in "$src"/include/cdyn/*.h; do
@@ -65,7 +65,7 @@ while IFS='|' read -r header proto; do
     case $name in
         *_last_*|*_get_*) value=1 ;;
     esac
-    case " $mutating_counts " in
+    case " $mutating_queries " in
         *" $name "*) value=0 ;;
     esac
     if [ $value -eq 1 ] && [ -n "$object" ] && printf '%s\n' "$all_types" | grep -qx "$object" &&

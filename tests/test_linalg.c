@@ -743,6 +743,12 @@ START_TEST(small_spd_cond_bounds_the_2_norm_condition)
     for (int i = 0; i < CDYN__SMALL; ++i) L[i + i * CDYN__SMALL] = 1.0;
     ck_assert_double_eq(cdyn__small_spd_cond(CDYN__SMALL, L, CDYN__SMALL, work),
                         (double)CDYN__SMALL * CDYN__SMALL);
+    /* n = 1: exactly 1 for any non-zero finite pivot; 0, Inf, NaN singular */
+    const double pivots[4] = {3.0e-200, 7.5e150, 0.0, NAN};
+    for (int k = 0; k < 4; ++k) {
+        L[0] = pivots[k];
+        ck_assert_double_eq(cdyn__small_spd_cond(1, L, 1, work), k < 2 ? 1.0 : INFINITY);
+    }
 }
 END_TEST
 
