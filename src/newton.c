@@ -50,6 +50,7 @@ typedef struct buffers {
     int *packed_start;          /* p + 1: column j's at packed_start[j] .. [j + 1] - 1 */
     int *col_rows;              /* k: their rows */
     int *idle;                  /* k: the unknowns at exactly 0 with a non-zero J_ij, per row */
+    double *size_scale, *size_active; /* k each: the factors equations' terms are compared by */
     int *dependent_rows;        /* k */
     int *dropped_cols;          /* p */
     /* the square QR kept for chord starts (cdyn__newton_keep_for_chord) */
@@ -114,6 +115,8 @@ static void buffers_free(buffers *b)
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(b->col_rows);
     free(b->idle);
+    free(b->size_scale);
+    free(b->size_active);
     free(b->packed);
     free(b->packed_rows);
     free(b->packed_start);
@@ -174,6 +177,8 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->col_abs = doubles(kk);
     b->col_rows = calloc(kk, sizeof(int));
     b->idle = calloc(kk, sizeof(int));
+    b->size_scale = doubles(kk);
+    b->size_active = doubles(kk);
     b->packed = doubles(kp);
     b->packed_rows = calloc(kp, sizeof(int));
     b->packed_start = calloc(pp + 1, sizeof(int));
@@ -190,6 +195,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
          b->g_trial && b->g_best && b->g_start && b->fit &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows && b->idle &&
+         b->size_scale && b->size_active &&
          b->packed && b->packed_rows && b->packed_start &&
          b->dependent_rows && b->dropped_cols && b->kept_qr && b->kept_jac && b->kept_tau &&
          b->kept_row_scale && b->kept_col_scale && b->kept_jpvt;
@@ -1069,15 +1075,62 @@ static double observed_scale(const cdyn_newton *nt, int j, double own)
     return best;
 }
 
+/* The factors by which tolerances() compares the sizes of the equations'
+ * terms (NULL: as given): D_r of the factorization of J (B = D_r J D_c,
+ * row_scale and col_scale), so that an equation's size does not depend on
+ * its units. In a row where an unknown at exactly 0 has a coefficient
+ * (b->idle, set by tolerances()) that coefficient may be the one that set
+ * D_r, and the row's terms, which are the other unknowns', then measure
+ * only their ratio to it: a rod angle in units of 1e24 rad sitting at 0,
+ * 3e25 m per unit, put the terms of the crank angle beside it at 1e-31,
+ * the row passed for one at its rounding and dropped out of the
+ * comparison, and the crank angle's floor came from a row it barely
+ * enters (CDYN_OK with this row off by the whole of its terms). There the
+ * factor is D_r over the largest |B_ij| of the unknowns not at 0, each row
+ * measured against the coefficients of the unknowns that make its terms
+ * (at most 1e100 times D_r: no overflow in the comparisons). Rows without
+ * an idle unknown, and rows of idle unknowns only, keep D_r. */
+static const double *equation_sizes(cdyn_newton *nt, const double *J, const double *x,
+                                    const double *row_scale, const double *col_scale)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p, any = 0;
+    if (!row_scale) return NULL;
+    for (int i = 0; i < k; ++i) any |= b->idle[i];
+    if (!any) return row_scale;
+    double *all = b->size_scale, *active = b->size_active;
+    for (int i = 0; i < k; ++i) all[i] = active[i] = 0.0;
+    for (int j = 0; j < p; ++j) {
+        const int *rows;
+        const double *col;
+        int count = column(nt, J, j, &rows, &col);
+        double c = col_scale ? col_scale[j] : 1.0;
+        for (int e = 0; e < count; ++e) {
+            int i = rows ? rows[e] : e;
+            if (!b->idle[i]) continue;
+            double a = fabs(col[e]) * c;
+            all[i] = a > all[i] ? a : all[i];
+            if (x[j] != 0.0) active[i] = a > active[i] ? a : active[i];
+        }
+    }
+    for (int i = 0; i < k; ++i) {
+        double factor = 1.0;
+        if (b->idle[i] && active[i] > 0.0 && all[i] > active[i])
+            factor = all[i] < 1e100 * active[i] ? all[i] / active[i] : 1e100;
+        all[i] = row_scale[i] * factor;
+    }
+    return all;
+}
+
 /* Tolerances at x with J (k x p, ld k; see newton.h): tol_x_j = rtol |x_j|
- * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k, or
- * NULL for none): D_r of the factorization of J, in which the equations'
- * sizes are compared (below). When J is b->jac and b->jac_prev holds J at
- * the iterate before (nt->jac_prev_valid), a coefficient that changed by
- * more than half of itself over that step gives the unknown no scale
- * (below). */
+ * + atol_j and tol_g_i = gtol_i or sum_j |J_ij| tol_x_j. row_scale (k) and
+ * col_scale (p), or NULL for none: D_r and D_c of the factorization of J,
+ * in which the equations' sizes are compared (below, equation_sizes). When
+ * J is b->jac and b->jac_prev holds J at the iterate before
+ * (nt->jac_prev_valid), a coefficient that changed by more than half of
+ * itself over that step gives the unknown no scale (below). */
 static void tolerances(cdyn_newton *nt, const double *J, const double *x,
-                       const double *row_scale)
+                       const double *row_scale, const double *col_scale)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
@@ -1117,6 +1170,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                 if (x[j] == 0.0 && col[e] != 0.0) b->idle[rows ? rows[e] : e]++;
             }
         }
+        const double *sizes = equation_sizes(nt, J, x, row_scale, col_scale);
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col), with_others = 0;
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
@@ -1136,14 +1190,14 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                     (terms[i] - a * own > 4.0 * DBL_EPSILON * terms[i] || idle_others)) {
                     b->col_rows[with_others] = i;
                     b->col_abs[with_others++] = a;
-                    double size = row_scale ? terms[i] * row_scale[i] : terms[i];
+                    double size = sizes ? terms[i] * sizes[i] : terms[i];
                     largest = size > largest ? size : largest;
                 }
             }
             for (int e = 0; e < with_others; ++e) { /* the largest |J_ij| / terms_i among those */
                 int i = b->col_rows[e];
                 double t = terms[i], a = b->col_abs[e];
-                if ((row_scale ? t * row_scale[i] : t) >= 1e-12 * largest)
+                if ((sizes ? t * sizes[i] : t) >= 1e-12 * largest)
                     reach = a / t > reach ? a / t : reach;
             }
             for (int e = 0; e < with_others; ++e) {
@@ -1471,7 +1525,7 @@ static cdyn_status chord(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
             apply_square(nt, b->kept_qr, b->kept_tau, b->kept_jpvt, b->kept_row_scale,
                          b->kept_col_scale, nt->kept_r_diagonal, b->scratch, b->dx);
         if (s == 0) /* the weights of the start serve the chord */
-            tolerances(nt, J0, x, nt->has_ops ? NULL : b->kept_row_scale);
+            tolerances(nt, J0, x, nt->has_ops ? NULL : b->kept_row_scale, b->kept_col_scale);
         double err = weighted_max(p, b->dx, b->tol_x);
         if (!(err > 1.0 && err < 0.5 * previous && isfinite(err))) break;
         double current = merit(k, b->g, b->tol_g);
@@ -1510,7 +1564,7 @@ static int accepted_near(cdyn_newton *nt, int has_jacobian, const double *x)
         return 0;
     for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
     cdyn__newton_apply(nt, b->scratch, b->dx);
-    tolerances(nt, b->jac, x, b->row_scale);
+    tolerances(nt, b->jac, x, b->row_scale, b->col_scale);
     double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
     double step = weighted_max(p, b->dx_prev, b->tol_x);
     if (!(res <= 1.0 && err <= 1.0 && err <= 0.1 * step)) return 0;
@@ -1590,7 +1644,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK) constant_terms(nt, b->jac, x, fresh);
         if (st == CDYN_OK) st = newton_direction(nt, b->jac, k, b->g, b->dx);
         if (st != CDYN_OK) break;
-        tolerances(nt, b->jac, x, nt->has_ops ? NULL : b->row_scale);
+        tolerances(nt, b->jac, x, nt->has_ops ? NULL : b->row_scale, b->col_scale);
         double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
         nt->report.residual_norm = norm_inf(k, b->g);
         nt->report.residual_ratio = res;

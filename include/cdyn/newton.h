@@ -83,7 +83,10 @@
  * most (among those whose terms are at least 1e-12 of the largest such,
  * the sizes compared in the rows of the equilibrated Jacobian D_r J D_c
  * of its factorization, where rescaling an equation does not change
- * them); such a coefficient may be a difference quotient's noise, and its
+ * them; in a row where an unknown at exactly 0 has a coefficient, against
+ * the coefficients of the unknowns not at 0 only, so that an idle
+ * unknown's large coefficient does not make the row's terms look like
+ * rounding); such a coefficient may be a difference quotient's noise, and its
  * equation would set the unknown's scale at the equation's size over that
  * noise (a tolerance of 0.75 on a state of 0.05 was seen). And a scale
  * 1e32 times every non-zero value the unknown has taken in the solve is
