@@ -1147,6 +1147,54 @@ START_TEST(projection_of_a_slider_crank_reaches_the_manifold_with_normal_correct
 }
 END_TEST
 
+/* A crank that has turned for minutes (mbs.h, cdyn_mbs_newton): the
+ * projection's tolerance on an unknown is at least rtol of its value, so
+ * a crank angle of 1.2e5 rad (3000 rpm for 6.7 minutes) may be resolved
+ * only to 1.2e-7 rad and Phi to about that times the crank (7.5e-8 m was
+ * the worst here, from a projector that has learned nothing yet; the
+ * documented bound: |Phi_i| <= 4 rtol sum_j |Phi_q,ij| |q_j|, rtol =
+ * 1e-12); the same positions with the angle reduced modulo 2 pi (the
+ * caller's remedy, mbs.h) meet Phi to 1e-14 of the lengths (1.3e-14 m),
+ * and with the projector's tolerances set to rtol 1e-15 and atol 1e-12
+ * (the other remedy) to 5e-12 m (1.1e-12 m). a = 0.375 m, b = 1 m; 100 crank angles over 3 rad, each state off the
+ * manifold by 1e-7 in each coordinate, each projected by a new object. */
+START_TEST(a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value)
+{
+    slider sc;
+    slider_init(&sc, 0.375, 1.0);
+    double worst[3] = {0.0, 0.0, 0.0};
+    const double atol[3] = {1e-12, 1e-12, 1e-12};
+    for (int pass = 0; pass < 3; ++pass) { /* as they are, reduced, absolute tolerances */
+        for (int k = 0; k < 100; ++k) {
+            cdyn_mbs *mbs = slider_new(&sc, 0); /* nothing learned (newton.h) */
+            double th1 = 1.2e5 + 0.0317 * k, y[6], Phi[2], J[6];
+            if (pass == 1) th1 = remainder(th1, 2.0 * M_PI);
+            if (pass == 2)
+                ck_assert_int_eq(cdyn_newton_set_tolerances(cdyn_mbs_newton(mbs), 1e-15, atol),
+                                 CDYN_OK);
+            slider_state(&sc, th1, 0.0, y);
+            y[0] += 1e-7;
+            y[1] += 2e-7;
+            y[2] -= 1e-7;
+            ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+            slider_Phi(&sc, y, Phi);
+            slider_J(&sc, y, J, 2);
+            for (int i = 0; i < 2; ++i) {
+                double bound = 0.0;
+                for (int j = 0; j < 3; ++j) bound += fabs(J[i + 2 * j] * y[j]);
+                bound *= 4e-12;
+                ck_assert_msg(fabs(Phi[i]) <= bound, "theta1 %.4f: Phi_%d = %.3e, bound %.3e",
+                              th1, i, Phi[i], bound);
+                worst[pass] = fmax(worst[pass], fabs(Phi[i]));
+            }
+            cdyn_mbs_free(mbs);
+        }
+    }
+    ck_assert_msg(worst[1] <= 1e-14 * 1.375, "reduced angles: |Phi| up to %.3e", worst[1]);
+    ck_assert_msg(worst[2] <= 5e-12, "absolute tolerances: |Phi| up to %.3e", worst[2]);
+}
+END_TEST
+
 /* Rheonomic projection: the closest point of the rod's line is
  * (q0 . e_r) e_r; the speed step along the normal e_th makes
  * Phi_q q' + Phi_t = e_th . q' - w (q . e_r) = 0. */
@@ -3159,6 +3207,7 @@ int main(void)
     tcase_add_test(tc_proj, time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate);
     tcase_add_test(tc_proj,
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
+    tcase_add_test(tc_proj, a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
     tcase_add_test(tc_proj, velocity_projection_moves_only_the_speeds);
     tcase_add_test(tc_proj, residuals_at_a_given_state);
