@@ -1089,15 +1089,15 @@ static double observed_scale(const cdyn_newton *nt, int j, double own)
  * factor is D_r over the largest |B_ij| of the unknowns not at 0, each row
  * measured against the coefficients of the unknowns that make its terms
  * (at most 1e100 times D_r: no overflow in the comparisons). Rows without
- * an idle unknown, and rows of idle unknowns only, keep D_r. */
+ * an idle unknown, and rows of idle unknowns only, keep D_r (all rows,
+ * without computing anything, when no row has one: any_idle = 0). */
 static const double *equation_sizes(cdyn_newton *nt, const double *J, const double *x,
-                                    const double *row_scale, const double *col_scale)
+                                    const double *row_scale, const double *col_scale,
+                                    int any_idle)
 {
     buffers *b = &nt->b;
-    int k = nt->k, p = nt->p, any = 0;
-    if (!row_scale) return NULL;
-    for (int i = 0; i < k; ++i) any |= b->idle[i];
-    if (!any) return row_scale;
+    int k = nt->k, p = nt->p;
+    if (!row_scale || !any_idle) return row_scale;
     double *all = b->size_scale, *active = b->size_active;
     for (int i = 0; i < k; ++i) all[i] = active[i] = 0.0;
     for (int j = 0; j < p; ++j) {
@@ -1162,15 +1162,19 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
             terms[i] = rtol * b->g_start[i];
             b->idle[i] = 0;
         }
+        int any_idle = 0;
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col);
             double w = rtol * fabs(x[j]);
             for (int e = 0; e < count; ++e) {
                 terms[rows ? rows[e] : e] += fabs(col[e]) * w;
-                if (x[j] == 0.0 && col[e] != 0.0) b->idle[rows ? rows[e] : e]++;
+                if (x[j] == 0.0 && col[e] != 0.0) {
+                    b->idle[rows ? rows[e] : e]++;
+                    any_idle = 1;
+                }
             }
         }
-        const double *sizes = equation_sizes(nt, J, x, row_scale, col_scale);
+        const double *sizes = equation_sizes(nt, J, x, row_scale, col_scale, any_idle);
         for (int j = 0; j < p; ++j) {
             int count = column(nt, J, j, &rows, &col), with_others = 0;
             double best = INFINITY, widest = 0.0, own = rtol * fabs(x[j]), reach = 0.0;
