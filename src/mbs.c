@@ -78,6 +78,9 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->jac_work = malloc(sizeof(double) * nm);
     mbs->q_base = malloc(sizeof(double) * (size_t)n);
     mbs->held_magnitudes = malloc(sizeof(double) * (size_t)n);
+    mbs->period = calloc((size_t)n, sizeof(double));
+    mbs->origin = calloc((size_t)n, sizeof(double));
+    mbs->origin_noise = calloc((size_t)m1, sizeof(double));
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
@@ -93,7 +96,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->origin_noise || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -117,7 +120,8 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
                         mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work,
-                        mbs->held_magnitudes, mbs->report_y, mbs->report_saved};
+                        mbs->held_magnitudes, mbs->report_y, mbs->report_saved,
+                        mbs->period, mbs->origin, mbs->origin_noise};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -187,6 +191,25 @@ cdyn_status cdyn_mbs_set_projection_metric(cdyn_mbs *mbs, cdyn_mbs_metric metric
      * the other's */
     if (metric != mbs->metric && mbs->projector) cdyn__newton_forget(mbs->projector);
     mbs->metric = metric;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_mbs_set_periods(cdyn_mbs *mbs, const double *period)
+{
+    if (!mbs) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_mbs_set_periods";
+    if (cdyn__mbs_check_idle(mbs, fn)) return CDYN_ERR_BUSY;
+    int n = mbs->n, any = 0;
+    for (int j = 0; period && j < n; ++j) {
+        if (!(period[j] >= 0.0) || isinf(period[j]))
+            return cdyn__fail(mbs->msg, CDYN_ERR_ARG, "%s: period[%d] = %g is not finite and >= 0",
+                              fn, j, period[j]);
+        any |= period[j] > 0.0;
+    }
+    for (int j = 0; j < n; ++j) mbs->period[j] = period ? period[j] : 0.0;
+    /* magnitudes learned of unknowns taken whole do not fit reduced ones */
+    if (any != mbs->has_periods && mbs->projector) cdyn__newton_forget(mbs->projector);
+    mbs->has_periods = any;
     return CDYN_OK;
 }
 
@@ -472,7 +495,7 @@ static double chol_transpose_row(const cdyn_mbs *mbs, int i, const double *q, do
  * are absolute, not corrections, so the Newton step test compares a step
  * with the size of the coordinates: it also ends the iteration where
  * rounding of large coordinates keeps |Phi| above its tolerance. */
-static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
+static void reduced_to_coordinates(cdyn_mbs *mbs, const double *x)
 {
     int n = mbs->n;
     if (mbs->metric != CDYN_PROJECT_MASS) {
@@ -492,6 +515,13 @@ static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
             return;
         }
     }
+}
+
+static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
+{
+    reduced_to_coordinates(mbs, x);
+    if (mbs->shifted)
+        for (int j = 0; j < mbs->n; ++j) mbs->q_work[j] += mbs->origin[j];
 }
 
 static int projection_residual(const double *x, double *G, void *user)
@@ -676,6 +706,28 @@ static cdyn_status check_projection(cdyn_mbs *mbs, const char *fn, double t, con
     return st;
 }
 
+/* The rounding of Phi at a q whose periodic coordinates hold whole
+ * periods (mbs->origin): each such coordinate is represented only to
+ * eps/2 of its size, which moves Phi_i by |Phi_q,ij| of that at every
+ * evaluation; twice the sum (a margin) is the projector's residual noise
+ * for this solve (newton_internal.h), so that it ends at that rounding
+ * rather than chase a resolution the coordinate does not have. Phi_q at
+ * the start q. */
+static cdyn_status origin_rounding(cdyn_mbs *mbs, const char *fn, double t, const double *q)
+{
+    int n = mbs->n, m = mbs->m, ld = mbs->m1;
+    cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->jac_work);
+    if (st) return st;
+    for (int i = 0; i < m; ++i) {
+        double sum = 0.0;
+        for (int j = 0; j < n; ++j)
+            sum += fabs(mbs->jac_work[i + (size_t)j * ld]) * fabs(mbs->origin[j]);
+        mbs->origin_noise[i] = DBL_EPSILON * sum;
+    }
+    cdyn__newton_set_residual_noise(mbs->projector, mbs->origin_noise);
+    return CDYN_OK;
+}
+
 cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
 {
     if (!mbs) return CDYN_ERR_ARG;
@@ -686,18 +738,30 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     mbs->counters.projections++;
     double *q = y, *qdot = y + n;
     mbs->t_eval = t;
-    /* unknowns: q itself, or x = L^T q */
-    double *x = mbs->vec_n;
+    /* unknowns: q itself, or x = L^T q; of a periodic coordinate, q less
+     * its whole periods (exactly: q and the periods are within a factor
+     * 2 of each other, or the periods are 0) */
+    double *x = mbs->vec_n, *reduced = mbs->lin_work; /* the start q (n) */
+    mbs->shifted = 0;
+    for (int j = 0; j < n; ++j) {
+        double c = mbs->period[j] > 0.0 ? mbs->period[j] * nearbyint(q[j] / mbs->period[j]) : 0.0;
+        mbs->origin[j] = isfinite(c) ? c : 0.0;
+        mbs->shifted |= mbs->origin[j] != 0.0;
+        reduced[j] = q[j] - mbs->origin[j];
+    }
+    if (mbs->shifted) { /* the residual's rounding that q's own size brings */
+        st = origin_rounding(mbs, fn, t, q);
+        if (st) return st;
+    }
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
         if (st) return st;
         double size;
-        for (int i = 0; i < n; ++i) x[i] = chol_transpose_row(mbs, i, q, &size); /* L^T q */
-        /* the origin of unknowns_to_coordinates: q0 and x0 */
-        memcpy(mbs->lin_work, q, sizeof(double) * (size_t)n);
+        for (int i = 0; i < n; ++i) x[i] = chol_transpose_row(mbs, i, reduced, &size); /* L^T q */
+        /* the origin of unknowns_to_coordinates: q0 (above) and x0 */
         memcpy(mbs->lin_work + n, x, sizeof(double) * (size_t)n);
     } else {
-        memcpy(x, q, sizeof(double) * (size_t)n);
+        memcpy(x, reduced, sizeof(double) * (size_t)n);
     }
     /* what the projector has learned so far: put back if the speed step
      * fails after the positions converged */

@@ -1489,6 +1489,7 @@ static const module MOD_CO = {
 enum { MCB_MASS, MCB_FORCE, MCB_PHI, MCB_JAC, MCB_PHIT, MCB_XI, MCB_COUNT };
 static const char *const MBS_CB[MCB_COUNT] = {"mass", "force", "phi", "jacobian", "phi_t", "xi"};
 
+static const double MB_PERIOD[2] = {0.0, 6.283185307179586}; /* the bob's y angle-like */
 static const double MB_MASS = 2.0, MB_LEN = 1.5, MB_G = 9.81;
 
 /* m: constraints of the model (0, 1 = the rod, 2 = the rod and x fixed);
@@ -1758,6 +1759,7 @@ WRAP(w_mb_set_metric)
     USE_ALL;
     o->st = cdyn_mbs_set_projection_metric(obj, (cdyn_mbs_metric)SCI(0));
 }
+WRAP(w_mb_set_periods) { USE_ALL; o->st = cdyn_mbs_set_periods(obj, p[0]); }
 WRAP(w_mb_rhs) { USE_ALL; o->st = cdyn_mbs_rhs(obj, sc[0], p[0], p[1]); }
 WRAP(w_mb_project) { USE_ALL; o->st = cdyn_mbs_project(obj, sc[0], p[0]); }
 WRAP(w_mb_project_velocities) { USE_ALL; o->st = cdyn_mbs_project_velocities(obj, sc[0], p[0]); }
@@ -1815,6 +1817,8 @@ static const fn_desc MB_FNS[] = {
     {.fn = "cdyn_mbs_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_mb_newton},
     {.fn = "cdyn_mbs_set_projection_metric", OBJ,
      .sc = {SC("metric", CDYN_PROJECT_MASS, 2, BV(2, XARG), BV(-1, XARG))}, .call = w_mb_set_metric},
+    {.fn = "cdyn_mbs_set_periods", OBJ, .arg = {A_IN_NONNEG_OPT("period", 2, MB_PERIOD)},
+     .call = w_mb_set_periods},
     {.fn = "cdyn_mbs_rhs", OBJ, .arg = {A_IN("y", 4, 0, MB_Y1), A_OUT("ydot", 4)},
      .sc = {SC_T("t", 0.0)}, .call = w_mb_rhs},
     {.fn = "cdyn_mbs_project", OBJ, .arg = {A_INOUT("y", 4, MB_YP)}, .sc = {SC_T("t", 0.0)},

@@ -1156,15 +1156,20 @@ END_TEST
  * 1e-12); the same positions with the angle reduced modulo 2 pi (the
  * caller's remedy, mbs.h) meet Phi to 1e-14 of the lengths (1.3e-14 m),
  * and with the projector's tolerances set to rtol 1e-15 and atol 1e-12
- * (the other remedy) to 5e-12 m (1.1e-12 m). a = 0.375 m, b = 1 m; 100 crank angles over 3 rad, each state off the
+ * (the other remedy) to 5e-12 m (1.1e-12 m). With the angles' periods
+ * given (cdyn_mbs_set_periods) the projection solves for the angles
+ * within their period and meets Phi to 1e-11 m, the rounding of the
+ * crank angle's coordinate times the crank (2.5e-12 and 2.6e-12 m in the
+ * minimum-norm and mass metrics), with the whole periods kept. a = 0.375 m, b = 1 m; 100 crank angles over 3 rad, each state off the
  * manifold by 1e-7 in each coordinate, each projected by a new object. */
-START_TEST(a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value)
+START_TEST(a_crank_angle_of_many_turns_is_projected_to_its_rounding_with_its_period)
 {
     slider sc;
     slider_init(&sc, 0.375, 1.0);
-    double worst[3] = {0.0, 0.0, 0.0};
-    const double atol[3] = {1e-12, 1e-12, 1e-12};
-    for (int pass = 0; pass < 3; ++pass) { /* as they are, reduced, absolute tolerances */
+    double worst[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    const double atol[3] = {1e-12, 1e-12, 1e-12}, period[3] = {0.0, 2.0 * M_PI, 2.0 * M_PI};
+    /* as they are, reduced, absolute tolerances, periods (both metrics) */
+    for (int pass = 0; pass < 5; ++pass) {
         for (int k = 0; k < 100; ++k) {
             cdyn_mbs *mbs = slider_new(&sc, 0); /* nothing learned (newton.h) */
             double th1 = 1.2e5 + 0.0317 * k, y[6], Phi[2], J[6];
@@ -1172,11 +1177,15 @@ START_TEST(a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value)
             if (pass == 2)
                 ck_assert_int_eq(cdyn_newton_set_tolerances(cdyn_mbs_newton(mbs), 1e-15, atol),
                                  CDYN_OK);
+            if (pass >= 3) ck_assert_int_eq(cdyn_mbs_set_periods(mbs, period), CDYN_OK);
+            if (pass == 4)
+                ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, CDYN_PROJECT_MASS), CDYN_OK);
             slider_state(&sc, th1, 0.0, y);
             y[0] += 1e-7;
             y[1] += 2e-7;
             y[2] -= 1e-7;
             ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+            ck_assert_double_le(fabs(y[1] - th1), 1e-6); /* the whole periods kept */
             slider_Phi(&sc, y, Phi);
             slider_J(&sc, y, J, 2);
             for (int i = 0; i < 2; ++i) {
@@ -1192,6 +1201,49 @@ START_TEST(a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value)
     }
     ck_assert_msg(worst[1] <= 1e-14 * 1.375, "reduced angles: |Phi| up to %.3e", worst[1]);
     ck_assert_msg(worst[2] <= 5e-12, "absolute tolerances: |Phi| up to %.3e", worst[2]);
+    for (int pass = 3; pass < 5; ++pass) /* the rounding of q1: eps 1.2e5 a = 1e-11 m */
+        ck_assert_msg(worst[pass] <= 1e-11, "periods, %s metric: |Phi| up to %.3e",
+                      pass == 3 ? "minimum-norm" : "mass", worst[pass]);
+}
+END_TEST
+
+/* cdyn_mbs_set_periods changes nothing where no coordinate holds a whole
+ * period (|q_j| below half of it): the same projection, bit for bit, with
+ * and without periods, in both metrics; and NULL clears them (a crank
+ * angle of 2 pi + 0.4 then projects as without). */
+START_TEST(periods_leave_a_projection_within_one_period_unchanged)
+{
+    slider sc;
+    slider_init(&sc, 0.15, 0.35);
+    const double period[3] = {0.0, 2.0 * M_PI, 2.0 * M_PI};
+    for (int metric = 0; metric < 2; ++metric) {
+        for (int with = 0; with < 3; ++with) { /* none; periods; periods, then NULL */
+            double start[3][6], out[3][6];
+            for (int c = 0; c < 3; ++c) {
+                cdyn_mbs *mbs = slider_new(&sc, 0);
+                ck_assert_int_eq(cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)metric),
+                                 CDYN_OK);
+                if (with) ck_assert_int_eq(cdyn_mbs_set_periods(mbs, period), CDYN_OK);
+                if (with == 2) ck_assert_int_eq(cdyn_mbs_set_periods(mbs, NULL), CDYN_OK);
+                double th1 = c == 2 ? 2.0 * M_PI + 0.4 : -1.1 + 1.3 * c;
+                slider_state(&sc, th1, 0.7, start[c]);
+                start[c][0] += 1e-4;
+                start[c][2] -= 2e-4;
+                start[c][4] += 1e-3;
+                memcpy(out[c], start[c], sizeof start[c]);
+                ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, out[c]), CDYN_OK);
+                cdyn_mbs_free(mbs);
+            }
+            static double reference[2][3][6];
+            if (with == 0) memcpy(reference[metric], out, sizeof out);
+            int compared = with == 1 ? 2 : 3; /* c = 2 holds a whole period */
+            for (int c = 0; c < compared; ++c)
+                for (int i = 0; i < 6; ++i)
+                    ck_assert_msg(out[c][i] == reference[metric][c][i],
+                                  "metric %d, case %d, periods %d: y[%d] = %.17g, %.17g without",
+                                  metric, c, with, i, out[c][i], reference[metric][c][i]);
+        }
+    }
 }
 END_TEST
 
@@ -3207,7 +3259,8 @@ int main(void)
     tcase_add_test(tc_proj, time_terms_of_a_prescribed_motion_beside_a_creeping_coordinate);
     tcase_add_test(tc_proj,
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
-    tcase_add_test(tc_proj, a_crank_angle_of_many_turns_is_resolved_to_rtol_of_its_value);
+    tcase_add_test(tc_proj, a_crank_angle_of_many_turns_is_projected_to_its_rounding_with_its_period);
+    tcase_add_test(tc_proj, periods_leave_a_projection_within_one_period_unchanged);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
     tcase_add_test(tc_proj, velocity_projection_moves_only_the_speeds);
     tcase_add_test(tc_proj, residuals_at_a_given_state);
