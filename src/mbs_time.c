@@ -35,6 +35,15 @@ static double largest_difference(int m, const double *a, const double *b)
     return d;
 }
 
+/* The largest |a_i| (NaN propagates). */
+static double largest_magnitude(int m, const double *a)
+{
+    double d = 0.0;
+    for (int i = 0; i < m; ++i)
+        if (!(fabs(a[i]) <= d)) d = fabs(a[i]);
+    return d;
+}
+
 /* Phi(q, t + h0) into plus, Phi(q, t - h0) into minus and Phi(q, t + h1)
  * into at_h1 for the tableau's first two steps (h0 = c, h1 = c/4 as they
  * are representable at t); *same when all three are the same bits at
@@ -146,8 +155,9 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
                 memcpy(out, entry, sizeof(double) * (size_t)m);
             }
         }
-        if (k > 0 && largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
-                         2.0 * best)
+        if (k > 0 && best <= 1e-4 * largest_magnitude(m, out) &&
+            largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
+                2.0 * best)
             break;
         double *swap = previous;
         previous = row;
