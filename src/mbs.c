@@ -80,7 +80,6 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->held_magnitudes = malloc(sizeof(double) * (size_t)n);
     mbs->period = calloc((size_t)n, sizeof(double));
     mbs->origin = calloc((size_t)n, sizeof(double));
-    mbs->origin_noise = calloc((size_t)m1, sizeof(double));
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
@@ -96,7 +95,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->origin_noise || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -121,7 +120,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
                         mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work,
                         mbs->held_magnitudes, mbs->report_y, mbs->report_saved,
-                        mbs->period, mbs->origin, mbs->origin_noise};
+                        mbs->period, mbs->origin};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(mbs->ind_index);
     free(mbs->dep_index);
@@ -495,7 +494,7 @@ static double chol_transpose_row(const cdyn_mbs *mbs, int i, const double *q, do
  * are absolute, not corrections, so the Newton step test compares a step
  * with the size of the coordinates: it also ends the iteration where
  * rounding of large coordinates keeps |Phi| above its tolerance. */
-static void reduced_to_coordinates(cdyn_mbs *mbs, const double *x)
+static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
 {
     int n = mbs->n;
     if (mbs->metric != CDYN_PROJECT_MASS) {
@@ -515,13 +514,6 @@ static void reduced_to_coordinates(cdyn_mbs *mbs, const double *x)
             return;
         }
     }
-}
-
-static void unknowns_to_coordinates(cdyn_mbs *mbs, const double *x)
-{
-    reduced_to_coordinates(mbs, x);
-    if (mbs->shifted)
-        for (int j = 0; j < mbs->n; ++j) mbs->q_work[j] += mbs->origin[j];
 }
 
 static int projection_residual(const double *x, double *G, void *user)
@@ -706,25 +698,35 @@ static cdyn_status check_projection(cdyn_mbs *mbs, const char *fn, double t, con
     return st;
 }
 
-/* The rounding of Phi at a q whose periodic coordinates hold whole
- * periods (mbs->origin): each such coordinate is represented only to
- * eps/2 of its size, which moves Phi_i by |Phi_q,ij| of that at every
- * evaluation; twice the sum (a margin) is the projector's residual noise
- * for this solve (newton_internal.h), so that it ends at that rounding
- * rather than chase a resolution the coordinate does not have. Phi_q at
- * the start q. */
-static cdyn_status origin_rounding(cdyn_mbs *mbs, const char *fn, double t, const double *q)
+/* After a projection solved with the periodic coordinates less their
+ * whole periods (cdyn_mbs_project): Phi at the coordinates with their
+ * periods back (mbs->q_work; Phi_q there in mbs->Phi_q, from the speed
+ * step) must meet what the solve met, its residual tolerance, within the
+ * rounding that adding the periods back leaves, 8 eps sum_j |Phi_q,ij|
+ * |q_j|. Else the model does not repeat with the periods set (a driving
+ * constraint theta - w t is not periodic in theta): CDYN_ERR_ARG. On
+ * success *norm = ||Phi||_inf there. */
+static cdyn_status check_periods(cdyn_mbs *mbs, const char *fn, double t, double *norm)
 {
     int n = mbs->n, m = mbs->m, ld = mbs->m1;
-    cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->jac_work);
+    double *Phi = mbs->fd_work; /* free after the speed step */
+    cdyn_status st = cdyn__mbs_phi(mbs, fn, t, mbs->q_work, Phi);
     if (st) return st;
+    const double *tol = cdyn__newton_residual_tolerance(mbs->projector);
+    *norm = 0.0;
     for (int i = 0; i < m; ++i) {
-        double sum = 0.0;
+        double rounding = 0.0;
         for (int j = 0; j < n; ++j)
-            sum += fabs(mbs->jac_work[i + (size_t)j * ld]) * fabs(mbs->origin[j]);
-        mbs->origin_noise[i] = DBL_EPSILON * sum;
+            rounding += fabs(mbs->Phi_q[i + (size_t)j * ld]) * fabs(mbs->q_work[j]);
+        rounding *= 8.0 * DBL_EPSILON;
+        if (!(fabs(Phi[i]) <= tol[i] + rounding))
+            return cdyn__fail(mbs->msg, CDYN_ERR_ARG,
+                              "%s: Phi[%d] = %.3e at the projected q, where the coordinates less "
+                              "their whole periods give it within %.3e: the model does not "
+                              "repeat with the periods set (cdyn_mbs_set_periods)",
+                              fn, i, Phi[i], tol[i] + rounding);
+        *norm = fabs(Phi[i]) > *norm ? fabs(Phi[i]) : *norm;
     }
-    cdyn__newton_set_residual_noise(mbs->projector, mbs->origin_noise);
     return CDYN_OK;
 }
 
@@ -739,8 +741,10 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     double *q = y, *qdot = y + n;
     mbs->t_eval = t;
     /* unknowns: q itself, or x = L^T q; of a periodic coordinate, q less
-     * its whole periods (exactly: q and the periods are within a factor
-     * 2 of each other, or the periods are 0) */
+     * its whole periods c (exactly: c and q are within a factor 2 of each
+     * other, or c = 0). The Newton's callbacks see those reduced
+     * coordinates (the same configuration, mbs.h); c goes back before the
+     * speed step, and check_periods verifies Phi there. */
     double *x = mbs->vec_n, *reduced = mbs->lin_work; /* the start q (n) */
     mbs->shifted = 0;
     for (int j = 0; j < n; ++j) {
@@ -748,10 +752,6 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
         mbs->origin[j] = isfinite(c) ? c : 0.0;
         mbs->shifted |= mbs->origin[j] != 0.0;
         reduced[j] = q[j] - mbs->origin[j];
-    }
-    if (mbs->shifted) { /* the residual's rounding that q's own size brings */
-        st = origin_rounding(mbs, fn, t, q);
-        if (st) return st;
     }
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
@@ -773,6 +773,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     if (newton != CDYN_OK && newton != CDYN_ERR_NOCONV)
         return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
     unknowns_to_coordinates(mbs, x);
+    if (mbs->shifted) /* the whole periods back */
+        for (int j = 0; j < n; ++j) mbs->q_work[j] += mbs->origin[j];
     cdyn_newton_report position_report;
     cdyn_newton_get_report(mbs->projector, &position_report);
     /* the position solve's last factorization is of J at the projected q,
@@ -781,6 +783,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     int reuse = newton == CDYN_OK && (cdyn__newton_solution_factored(mbs->projector) ||
                                       cdyn__newton_near_factored(mbs->projector));
     st = project_speeds(mbs, fn, t, qdot, reuse);
+    if (!st && mbs->shifted && newton == CDYN_OK)
+        st = check_periods(mbs, fn, t, &position_report.residual_norm);
     if (st) {
         cdyn__newton_restore_magnitudes(mbs->projector, held);
         return st;

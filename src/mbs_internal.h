@@ -60,8 +60,7 @@ struct cdyn_mbs {
     double *q_base;               /* n, projection origin */
     double *held_magnitudes;      /* n: a Newton solver's learned magnitudes at a call's start */
     double *period;               /* n: cdyn_mbs_set_periods (0: not periodic) */
-    double *origin;               /* n: the projection's whole periods, added to its unknowns' q */
-    double *origin_noise;         /* m: the rounding of Phi that the origin's size brings */
+    double *origin;               /* n: the whole periods the projection's Newton works without */
     int has_periods, shifted;     /* any period set; the current projection has an origin */
     int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     int projector_near;           /* its factorization is of Phi_q one Newton iterate before (mbs.c) */

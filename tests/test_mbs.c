@@ -1159,7 +1159,7 @@ END_TEST
  * (the other remedy) to 5e-12 m (1.1e-12 m). With the angles' periods
  * given (cdyn_mbs_set_periods) the projection solves for the angles
  * within their period and meets Phi to 1e-11 m, the rounding of the
- * crank angle's coordinate times the crank (2.5e-12 and 2.6e-12 m in the
+ * crank angle's coordinate times the crank (3.9e-12 and 4.1e-12 m in the
  * minimum-norm and mass metrics), with the whole periods kept. a = 0.375 m, b = 1 m; 100 crank angles over 3 rad, each state off the
  * manifold by 1e-7 in each coordinate, each projected by a new object. */
 START_TEST(a_crank_angle_of_many_turns_is_projected_to_its_rounding_with_its_period)
@@ -1235,6 +1235,35 @@ START_TEST(differenced_xi_of_a_crank_of_many_turns_matches_the_exact_xi)
     ck_assert_msg(worst <= 1e-7, "accelerations off by %.3e of their size", worst);
     cdyn_mbs_free(diff);
     cdyn_mbs_free(exact);
+}
+END_TEST
+
+/* A period the model does not have: the slider's position given a period
+ * of 0.7 m that it holds twice (1.36 m). The projection solves with the
+ * coordinates less their whole periods, which for the slider is another
+ * configuration, and its final check finds Phi off at the coordinates
+ * with the periods back: CDYN_ERR_ARG, y untouched, the message names the
+ * periods; without them the same object projects the same state. */
+START_TEST(a_period_the_model_does_not_have_is_refused)
+{
+    slider sc;
+    slider_init(&sc, 0.375, 1.0);
+    cdyn_mbs *mbs = slider_new(&sc, 0);
+    const double period[3] = {0.7, 0.0, 0.0};
+    double y[6], y0[6];
+    slider_state(&sc, 0.4, 2.0, y);
+    y[1] += 1e-6;
+    memcpy(y0, y, sizeof y);
+    ck_assert_int_eq(cdyn_mbs_set_periods(mbs, period), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_ERR_ARG);
+    ck_assert_mem_eq(y, y0, sizeof y);
+    ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), "cdyn_mbs_set_periods"));
+    ck_assert_int_eq(cdyn_mbs_set_periods(mbs, NULL), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, y), CDYN_OK);
+    double Phi[2];
+    slider_Phi(&sc, y, Phi);
+    ck_assert_double_le(fmax(fabs(Phi[0]), fabs(Phi[1])), 1e-13);
+    cdyn_mbs_free(mbs);
 }
 END_TEST
 
@@ -3293,6 +3322,7 @@ int main(void)
                    projection_of_a_slider_crank_reaches_the_manifold_with_normal_corrections);
     tcase_add_test(tc_proj, a_crank_angle_of_many_turns_is_projected_to_its_rounding_with_its_period);
     tcase_add_test(tc_proj, periods_leave_a_projection_within_one_period_unchanged);
+    tcase_add_test(tc_proj, a_period_the_model_does_not_have_is_refused);
     tcase_add_test(tc_proj, projection_meets_a_moving_constraint_at_the_velocity_level);
     tcase_add_test(tc_proj, velocity_projection_moves_only_the_speeds);
     tcase_add_test(tc_proj, residuals_at_a_given_state);

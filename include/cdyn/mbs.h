@@ -162,7 +162,7 @@ CDYN_API cdyn_constraint *cdyn_mbs_constraint(cdyn_mbs *mbs);
  * a projection may leave Phi at that times the crank's length (7.5e-8 m
  * for a 0.375 m crank, test_mbs; the bound: |Phi_i| within 4 rtol
  * sum_j |Phi_q,ij q_j|). Give such a coordinate its period
- * (cdyn_mbs_set_periods: 2.6e-12 m), reduce the angle modulo 2 pi between
+ * (cdyn_mbs_set_periods: 4e-12 m), reduce the angle modulo 2 pi between
  * steps where the model allows (the same positions then meet Phi to
  * 1e-14 of the lengths), or set the projector's tolerances
  * (cdyn_newton_set_tolerances: rtol 1e-15 with atol 1e-12 gave 1.1e-12 m).
@@ -171,21 +171,25 @@ CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
 
 /**
  * Periods of the coordinates (n entries, in the coordinates' units; NULL:
- * none, the default): a period > 0 says that the model (M, Q, Phi, Phi_q
- * and the time terms) repeats when that coordinate moves by it, as an
- * angle does by 2 pi; 0 leaves a coordinate as it is. cdyn_mbs_project()
- * then takes as the projector's unknown for such a coordinate q less its
- * whole periods (exactly), so its tolerance is rtol of the angle within
- * its period rather than of its whole value, and it ends at the rounding
- * that the coordinate's own size leaves in Phi (eps |q_j| |Phi_q,ij|,
- * summed): a crank at 1.2e5 rad (3000 rpm for 6.7 minutes) is projected
- * to |Phi| of 2.6e-12 m instead of 7.5e-8 m (test_mbs, both metrics). The
- * coordinates given back keep their whole periods. A projection where
- * some coordinate holds a whole period evaluates Phi_q once more (for
- * that rounding); where none does it is the same, bit for bit, as without
- * periods (test_mbs). CDYN_ERR_ARG for a NULL mbs or a period < 0, NaN or
- * Inf (the periods then unchanged); CDYN_ERR_BUSY inside a callback.
- * Copies the array; no allocation. THEORY T4.9.
+ * none, the default): a period > 0 says that the model's Phi, Phi_q and
+ * M repeat when that coordinate moves by it, as they do for an angle and
+ * 2 pi; 0 leaves a coordinate as it is. cdyn_mbs_project() then solves
+ * for the positions with each such coordinate less its whole periods
+ * (exactly): its Newton calls phi and jacobian at those reduced
+ * coordinates, so its tolerances are those of an angle within its period
+ * rather than rtol of the angle's whole value. The periods are then added
+ * back, and phi is called once more there: Phi must meet what the solve
+ * met within the rounding that adding them back leaves (8 eps sum_j
+ * |Phi_q,ij q_j|), else the model does not repeat with these periods (a
+ * driving constraint theta - w t does not) and the projection returns
+ * CDYN_ERR_ARG with y untouched. A crank at 1.2e5 rad (3000 rpm for 6.7
+ * minutes) is projected to |Phi| of 4e-12 m instead of 7.5e-8 m (test_mbs,
+ * both metrics): the rounding of the crank angle's coordinate. Where no
+ * coordinate holds a whole period the projection is the same, bit for
+ * bit, as without periods (test_mbs). Other calls do not use the periods.
+ * CDYN_ERR_ARG for a NULL mbs or a period < 0, NaN or Inf (the periods
+ * then unchanged); CDYN_ERR_BUSY inside a callback. Copies the array; no
+ * allocation. THEORY T4.9.
  */
 CDYN_API cdyn_status cdyn_mbs_set_periods(cdyn_mbs *mbs, const double *period);
 

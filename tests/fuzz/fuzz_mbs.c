@@ -4,7 +4,8 @@
  * with decoded masses, lengths, gains and units (coordinates q = S^-1 p of
  * the physical p, constraints scaled by R), and callbacks that return a code
  * or NaN once when the input says so. Drives set_model, set_time_terms,
- * set_formulation, the stabilizer and penalty on cdyn_mbs_constraint(), rhs
+ * set_formulation, set_periods (the crank angles' own periods, or any), the
+ * stabilizer and penalty on cdyn_mbs_constraint(), rhs
  * with a few Euler steps, project (both metrics), reactions, residuals,
  * rhs_jacobian, partition, partition_gather, partition_rhs and
  * partition_jacobian. */
@@ -466,6 +467,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cdyn_mbs_set_projection_metric(mbs, (cdyn_mbs_metric)2) != CDYN_ERR_ARG) abort();
     cdyn_mbs_metric metric = (cdyn_mbs_metric)(shape >> 7);
     settings(&in, mbs, m, setup);
+    if (steps & (64 | 128)) { /* periods: the crank angles' own (2 pi in their units), or any */
+        double period[NMAX];
+        int valid = 1;
+        for (int j = 0; j < n; ++j) {
+            period[j] = (steps & 128) ? fuzz_double(&in)
+                                      : md.crank && j > 0 ? 6.283185307179586 / fabs(md.S[j]) : 0.0;
+            valid &= period[j] >= 0.0 && isfinite(period[j]);
+        }
+        st = cdyn_mbs_set_periods(mbs, period);
+        if ((st == CDYN_OK) != valid) abort();
+        check(mbs, st, NULL, 0, NULL);
+    }
     if (setup & 128) fuzz_fill(&in, y, 2 * (size_t)n); /* a raw state */
 
     /* rhs, explicit Euler steps and projection, alternating the metric */
