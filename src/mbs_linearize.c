@@ -80,10 +80,26 @@ static cdyn_status check_scale(cdyn_mbs *mbs, const char *fn, int size, const do
     return CDYN_OK;
 }
 
-/* The step of column j: LIN_STEP times its magnitude, made representable. */
-static double column_step(const double *x, const double *scale, int half, int j)
+/* The largest magnitude the step of column j may take (of x = [q; q'] or
+ * [q_ind; q'_ind], half coordinates; map: their indices in q, NULL for
+ * q itself): P / (2 pi) for a coordinate with a period P
+ * (cdyn_mbs_set_periods; one radian for an angle, whose value says
+ * nothing of the scale it varies on: a crank at 1.2e5 rad took steps of
+ * 120 rad), else INFINITY. */
+static double step_cap(const cdyn_mbs *mbs, const int *map, int half, int j)
 {
-    double h = LIN_STEP * magnitude(x, scale, half, j);
+    if (j >= half) return INFINITY;
+    double period = mbs->period[map ? map[j] : j];
+    return period > 0.0 ? period / 6.283185307179586 : INFINITY;
+}
+
+/* The step of column j: LIN_STEP times its magnitude (at most cap unless
+ * the caller scaled it), made representable. */
+static double column_step(const double *x, const double *scale, int half, int j, double cap)
+{
+    double size = magnitude(x, scale, half, j);
+    if (!scale && size > cap) size = cap;
+    double h = LIN_STEP * size;
     volatile double ahead = x[j] + h;
     return ahead - x[j];
 }
@@ -154,12 +170,12 @@ static cdyn_status finish_jacobian(cdyn_mbs *mbs, const committed *before, cdyn_
 }
 
 /* A (size x size, lda) = df/dx at (t, x) by extrapolated central
- * differences of f; ends with an evaluation at x itself, so that the
+ * differences of f (map: step_cap); ends with an evaluation at x itself, so that the
  * object's state (warm starts, reactions) is that of (t, x). Written only
  * on success. */
 static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, int size,
-                                       double t, const double *x, const double *scale, double *A,
-                                       int lda)
+                                       const int *map, double t, const double *x,
+                                       const double *scale, double *A, int lda)
 {
     double *jac = mbs->lin_work, *xs = jac + (size_t)size * size;
     double *fp = xs + size, *fm = fp + size, *fp2 = fm + size, *fm2 = fp2 + size,
@@ -172,7 +188,7 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     memcpy(xs, x, sizeof(double) * (size_t)size);
     st = f(mbs, t, xs, base); /* a failure at x itself is reported as such */
     for (int j = 0; st == CDYN_OK && j < size; ++j) {
-        double h = column_step(x, scale, half, j);
+        double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j));
         xs[j] = x[j] + h;
         st = f(mbs, t, xs, fp);
         if (st == CDYN_OK) {
@@ -288,7 +304,7 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
         memcpy(ys, y, sizeof(double) * (size_t)size);
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
-        double h = column_step(y, scale, n, j);
+        double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j));
         memset(rhs, 0, sizeof(double) * (size_t)(n + m));
         if (j < n) {
             memset(dM, 0, sizeof(double) * (size_t)n * n);
@@ -334,7 +350,7 @@ cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, cons
     int applies = 0;
     cdyn_status st = kkt_jacobian(mbs, fn, t, y, scale, J, ldj, &applies);
     if (applies) return st;
-    return difference_jacobian(mbs, fn, cdyn_mbs_rhs, size, t, y, scale, J, ldj);
+    return difference_jacobian(mbs, fn, cdyn_mbs_rhs, size, NULL, t, y, scale, J, ldj);
 }
 
 /* ---- the partitioned form through the chain rule ------------------------- */
@@ -411,7 +427,7 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
         int positions = j < d, k = j % d;
-        double h = column_step(z, scale, d, j);
+        double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j));
         memset(unit, 0, sizeof(double) * (size_t)d);
         unit[k] = 1.0;
         memset(u, 0, sizeof(double) * 2 * (size_t)n);
@@ -477,7 +493,8 @@ cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z
     int applies = 0;
     cdyn_status st = partition_chain_jacobian(mbs, fn, t, z, scale, A, lda, &applies);
     if (applies) return st;
-    return difference_jacobian(mbs, fn, cdyn_mbs_partition_rhs, size, t, z, scale, A, lda);
+    return difference_jacobian(mbs, fn, cdyn_mbs_partition_rhs, size, mbs->ind_index, t, z, scale,
+                               A, lda);
 }
 
 cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, const double *z, int inputs,

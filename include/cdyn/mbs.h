@@ -186,7 +186,9 @@ CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
  * minutes) is projected to |Phi| of 4e-12 m instead of 7.5e-8 m (test_mbs,
  * both metrics): the rounding of the crank angle's coordinate. Where no
  * coordinate holds a whole period the projection is the same, bit for
- * bit, as without periods (test_mbs). Other calls do not use the periods.
+ * bit, as without periods (test_mbs). cdyn_mbs_rhs_jacobian() and
+ * cdyn_mbs_partition_jacobian() take a periodic coordinate's difference
+ * step on at most P / (2 pi); other calls do not use the periods.
  * CDYN_ERR_ARG for a NULL mbs or a period < 0, NaN or Inf (the periods
  * then unchanged); CDYN_ERR_BUSY inside a callback. Copies the array; no
  * allocation. THEORY T4.9.
@@ -364,7 +366,13 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * partition's factors at z. Steps 1e-3 of each entry's magnitude, from
  * scale (2d values > 0, may be NULL): NULL takes |z_j|, else the largest
  * |z| of the same half (coordinates, speeds), and a speed half that is
- * all zero takes the coordinates' magnitude per second. The first d rows
+ * all zero takes the coordinates' magnitude per second; a coordinate
+ * with a period P (cdyn_mbs_set_periods) at most P / (2 pi). An angle's
+ * value says nothing of the scale it varies on: give an angle of many
+ * turns its period or a scale (a crank at 1.2e5 rad took steps of 120 rad
+ * and cdyn_mbs_rhs_jacobian came out off by its whole size; with the
+ * period, 9e-12 of its largest entry from the same at 0.9 rad; test_mbs).
+ * The first d rows
  * are [0 I] exactly. Accuracy (test_linearize, against hand derivations
  * and a quad-precision reference): 2e-13 relative with Phi_t and xi given
  * (cdyn_mbs_set_time_terms()), also for pendulums of 1.3e-6 m and 1.3e6 m,
