@@ -747,21 +747,23 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
      * speed step, and check_periods verifies Phi there. */
     double *x = mbs->vec_n, *reduced = mbs->lin_work; /* the start q (n) */
     mbs->shifted = 0;
-    for (int j = 0; j < n; ++j) {
+    for (int j = 0; mbs->has_periods && j < n; ++j) {
         double c = mbs->period[j] > 0.0 ? mbs->period[j] * nearbyint(q[j] / mbs->period[j]) : 0.0;
         mbs->origin[j] = isfinite(c) ? c : 0.0;
         mbs->shifted |= mbs->origin[j] != 0.0;
         reduced[j] = q[j] - mbs->origin[j];
     }
+    const double *start = mbs->has_periods ? reduced : q;
     if (mbs->metric == CDYN_PROJECT_MASS) {
         st = mass_metric(mbs, fn, t, q);
         if (st) return st;
         double size;
-        for (int i = 0; i < n; ++i) x[i] = chol_transpose_row(mbs, i, reduced, &size); /* L^T q */
-        /* the origin of unknowns_to_coordinates: q0 (above) and x0 */
+        for (int i = 0; i < n; ++i) x[i] = chol_transpose_row(mbs, i, start, &size); /* L^T q */
+        /* the origin of unknowns_to_coordinates: q0 and x0 */
+        if (start != reduced) memcpy(reduced, q, sizeof(double) * (size_t)n);
         memcpy(mbs->lin_work + n, x, sizeof(double) * (size_t)n);
     } else {
-        memcpy(x, reduced, sizeof(double) * (size_t)n);
+        memcpy(x, start, sizeof(double) * (size_t)n);
     }
     /* what the projector has learned so far: put back if the speed step
      * fails after the positions converged */
