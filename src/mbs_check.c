@@ -50,11 +50,18 @@ cdyn_status cdyn_mbs_check_jacobian(cdyn_mbs *mbs, double t, const double *q,
     }
     double *point = mbs->q_base, *scale = mbs->vec_n;
     memcpy(point, q, sizeof(double) * (size_t)n);
-    /* steps: eps^(1/3) |q_j|, or of the largest |q| for a zero coordinate */
+    /* steps: eps^(1/3) |q_j|, or of the largest |q| for a zero coordinate;
+     * of a coordinate with a period P at most of P / (2 pi) (an angle's
+     * value says nothing of the scale it varies on: at 1.2e5 rad the steps
+     * were 0.7 rad and a 5 % error in Phi_q went unnamed) */
     double largest = 0.0;
-    for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(q[j]));
+    for (int j = 0; j < n; ++j) {
+        double cap = mbs->period[j] / 6.283185307179586;
+        scale[j] = cap > 0.0 && fabs(q[j]) > cap ? cap : fabs(q[j]);
+        largest = fmax(largest, scale[j]);
+    }
     for (int j = 0; j < n; ++j)
-        scale[j] = q[j] != 0.0 ? fabs(q[j]) : largest > 0.0 ? largest : 1.0;
+        if (scale[j] == 0.0) scale[j] = largest > 0.0 ? largest : 1.0;
     cdyn__check_work w = {mbs->Phi, mbs->Phi_dot, mbs->xi_val, mbs->vec_m, mbs->vec_m2};
     phi_call call = {mbs, t, point};
     cdyn_status st = cdyn__mbs_jacobian(mbs, FN, t, point, mbs->Phi_q);
