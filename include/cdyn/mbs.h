@@ -191,9 +191,11 @@ CDYN_API cdyn_newton *cdyn_mbs_newton(cdyn_mbs *mbs);
  * minutes) is projected to |Phi| of 4e-12 m instead of 7.5e-8 m (test_mbs,
  * both metrics): the rounding of the crank angle's coordinate. Where no
  * coordinate holds a whole period the projection is the same, bit for
- * bit, as without periods (test_mbs). cdyn_mbs_rhs_jacobian() and
- * cdyn_mbs_partition_jacobian() take a periodic coordinate's difference
- * step on at most P / (2 pi); other calls do not use the periods.
+ * bit, as without periods (test_mbs). cdyn_mbs_rhs_jacobian(),
+ * cdyn_mbs_partition_jacobian() and cdyn_mbs_check_jacobian() take a
+ * periodic coordinate's difference step on at most P / (2 pi); other
+ * calls (the right-hand sides, the partition's dependent coordinates) do
+ * not use the periods.
  * CDYN_ERR_ARG for a NULL mbs or a period < 0, NaN or Inf (the periods
  * then unchanged); CDYN_ERR_BUSY inside a callback. Copies the array; no
  * allocation. THEORY T4.9.
