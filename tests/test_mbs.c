@@ -1239,7 +1239,7 @@ START_TEST(differenced_xi_of_a_crank_of_many_turns_matches_the_exact_xi)
 END_TEST
 
 /* A period the model does not have: the slider's position given a period
- * of 0.7 m that it holds twice (1.36 m). The projection solves with the
+ * of 0.7 m that it holds twice (1.34 m). The projection solves with the
  * coordinates less their whole periods, which for the slider is another
  * configuration, and its final check finds Phi off at the coordinates
  * with the periods back: CDYN_ERR_ARG, y untouched, the message names the
