@@ -155,7 +155,8 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
                 memcpy(out, entry, sizeof(double) * (size_t)m);
             }
         }
-        if (k > 0 && best <= 1e-4 * largest_magnitude(m, out) &&
+        /* (out is written once best is finite) */
+        if (k > 0 && best < INFINITY && best <= 1e-4 * largest_magnitude(m, out) &&
             largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
                 2.0 * best)
             break;
