@@ -378,7 +378,8 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * value says nothing of the scale it varies on: give an angle of many
  * turns its period or a scale (a crank at 1.2e5 rad took steps of 120 rad
  * and cdyn_mbs_rhs_jacobian came out off by its whole size; with the
- * period, 9e-12 of its largest entry from the same at 0.9 rad; test_mbs).
+ * period, within 9e-12 of its largest entry of the Jacobian at the same
+ * state with the angle reduced modulo 2 pi; test_mbs).
  * The first d rows
  * are [0 I] exactly. Accuracy (test_linearize, against hand derivations
  * and a quad-precision reference): 2e-13 relative with Phi_t and xi given
