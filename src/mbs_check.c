@@ -51,13 +51,12 @@ cdyn_status cdyn_mbs_check_jacobian(cdyn_mbs *mbs, double t, const double *q,
     double *point = mbs->q_base, *scale = mbs->vec_n;
     memcpy(point, q, sizeof(double) * (size_t)n);
     /* steps: eps^(1/3) |q_j|, or of the largest |q| for a zero coordinate;
-     * of a coordinate with a period P at most of P / (2 pi) (an angle's
-     * value says nothing of the scale it varies on: at 1.2e5 rad the steps
-     * were 0.7 rad and a 5 % error in Phi_q went unnamed) */
+     * at most of the coordinate's cdyn__mbs_variation_scale (at 1.2e5 rad
+     * the steps were 0.7 rad and a 5 % error in Phi_q went unnamed) */
     double largest = 0.0;
     for (int j = 0; j < n; ++j) {
-        double cap = mbs->period[j] / 6.283185307179586;
-        scale[j] = cap > 0.0 && fabs(q[j]) > cap ? cap : fabs(q[j]);
+        double cap = cdyn__mbs_variation_scale(mbs, j);
+        scale[j] = fabs(q[j]) > cap ? cap : fabs(q[j]);
         largest = fmax(largest, scale[j]);
     }
     for (int j = 0; j < n; ++j)

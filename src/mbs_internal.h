@@ -92,6 +92,16 @@ cdyn_status cdyn__mbs_check_idle(cdyn_mbs *mbs, const char *fn);
  * evaluated them (none left to evaluate). */
 void cdyn__mbs_set_residuals(cdyn_mbs *mbs, double position, double velocity);
 
+/* The size on which the model varies in coordinate j, for difference
+ * steps: P / (2 pi) for a coordinate with a period P (cdyn_mbs_set_periods;
+ * one radian for an angle, whose value says nothing of that scale: a
+ * crank at 1.2e5 rad took difference steps of 120 rad), else INFINITY
+ * (its value decides). */
+static inline double cdyn__mbs_variation_scale(const cdyn_mbs *mbs, int j)
+{
+    return mbs->period[j] > 0.0 ? mbs->period[j] / 6.283185307179586 : INFINITY;
+}
+
 /* CDYN_ERR_BUSY (with the message) inside a callback, for calls that only
  * read the object (they leave the tangent projection valid). */
 cdyn_status cdyn__mbs_check_busy(const cdyn_mbs *mbs, const char *fn);

@@ -82,15 +82,10 @@ static cdyn_status check_scale(cdyn_mbs *mbs, const char *fn, int size, const do
 
 /* The largest magnitude the step of column j may take (of x = [q; q'] or
  * [q_ind; q'_ind], half coordinates; map: their indices in q, NULL for
- * q itself): P / (2 pi) for a coordinate with a period P
- * (cdyn_mbs_set_periods; one radian for an angle, whose value says
- * nothing of the scale it varies on: a crank at 1.2e5 rad took steps of
- * 120 rad), else INFINITY. */
+ * q itself): cdyn__mbs_variation_scale of a coordinate, none for a speed. */
 static double step_cap(const cdyn_mbs *mbs, const int *map, int half, int j)
 {
-    if (j >= half) return INFINITY;
-    double period = mbs->period[map ? map[j] : j];
-    return period > 0.0 ? period / 6.283185307179586 : INFINITY;
+    return j < half ? cdyn__mbs_variation_scale(mbs, map ? map[j] : j) : INFINITY;
 }
 
 /* The step of column j: LIN_STEP times its magnitude (at most cap unless
