@@ -81,6 +81,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->period = calloc((size_t)n, sizeof(double));
     mbs->origin = calloc((size_t)n, sizeof(double));
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
+    mbs->lin_rates = malloc(sizeof(double) * (3 * (nn + nm + (size_t)n + m1) + 8 * ((size_t)n + m1)));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_saved = malloc(sizeof(double) * 2 * (size_t)n);
@@ -95,7 +96,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     }
     if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
-        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->lin_work || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
+        !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->lin_work || !mbs->lin_rates || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
         goto fail;
     *status = CDYN_OK;
@@ -118,7 +119,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
-                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work,
+                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work, mbs->lin_rates,
                         mbs->held_magnitudes, mbs->report_y, mbs->report_saved,
                         mbs->period, mbs->origin};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);

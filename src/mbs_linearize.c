@@ -42,10 +42,14 @@
 #include "linalg.h"
 #include "mbs_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #define LIN_STEP 1e-3
+#define LIN_RATIO 16.618033988749895 /* 16 + 1/phi: far from any fraction of small terms */
+#define LIN_LEVELS 8                 /* the step may fall by LIN_RATIO^7, 3.5e8 */
+#define LIN_AGREE 1e-4               /* the rates' agreement, of the sizes of their parts */
 
 typedef cdyn_status (*rhs_fn)(cdyn_mbs *mbs, double t, const double *x, double *fx);
 
@@ -211,6 +215,16 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     return finish_jacobian(mbs, &before, st, 1, jac, size, A, lda);
 }
 
+/* CDYN_ERR_NOCONV: column j's rates did not agree down to the step h. */
+static cdyn_status unsettled(cdyn_mbs *mbs, const char *fn, double t, int j, double h)
+{
+    return cdyn__fail(mbs->msg, CDYN_ERR_NOCONV,
+                      "%s at t = %g: the differences of column %d do not settle on any step "
+                      "down to %g (the model is not smooth there, or varies on a scale its "
+                      "state's size does not show: pass scale or set periods)",
+                      fn, t, j, h);
+}
+
 /* ---- through the evaluation's factorization ------------------------------ */
 
 /* w M and w Phi_q (as evaluated last) added into dM (n x n) and dG (m x n,
@@ -267,21 +281,173 @@ static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, cons
     return CDYN_OK;
 }
 
+/* ---- verified steps ------------------------------------------------------ */
+
+/* The central differences of the model's terms along one direction at one
+ * step s, (term(y + s u) - term(y - s u)) / 2s, term by term: M (n x n),
+ * Phi_q (m x n, ld m1; both only for a coordinate), Q (n) and s or xi (m). */
+typedef struct {
+    double *dM, *dG, *dQ, *ds;
+} term_rates;
+
+/* Three such sets and the vectors of their residual rates (n + m1 each)
+ * from mbs->lin_rates: d1 and d2 at the steps h and 2h, c at h / LIN_RATIO;
+ * e the extrapolated rate, size the sizes of its parts, noise the terms'
+ * sizes at y. */
+typedef struct {
+    term_rates d1, d2, c;
+    double *r1, *r2, *rc, *e, *size, *noise, *spare;
+} level_work;
+
+static void carve_rates(const cdyn_mbs *mbs, term_rates *r, double **at)
+{
+    int n = mbs->n, m1 = mbs->m1;
+    r->dM = *at;
+    r->dG = r->dM + (size_t)n * n;
+    r->dQ = r->dG + (size_t)n * m1;
+    r->ds = r->dQ + n;
+    *at = r->ds + m1;
+}
+
+static void carve_levels(const cdyn_mbs *mbs, level_work *w)
+{
+    double *at = mbs->lin_rates;
+    size_t len = (size_t)mbs->n + mbs->m1;
+    carve_rates(mbs, &w->d1, &at);
+    carve_rates(mbs, &w->d2, &at);
+    carve_rates(mbs, &w->c, &at);
+    double **vectors[] = {&w->r1, &w->r2, &w->rc, &w->e, &w->size, &w->noise, &w->spare};
+    for (size_t k = 0; k < sizeof vectors / sizeof vectors[0]; ++k, at += len) *vectors[k] = at;
+}
+
+static void zero_rates(const cdyn_mbs *mbs, const term_rates *r, int positions)
+{
+    int n = mbs->n, m1 = mbs->m1;
+    memset(r->dQ, 0, sizeof(double) * (size_t)n);
+    memset(r->ds, 0, sizeof(double) * (size_t)m1);
+    if (!positions) return;
+    memset(r->dM, 0, sizeof(double) * (size_t)n * n);
+    memset(r->dG, 0, sizeof(double) * (size_t)n * m1);
+}
+
+/* The residual rate of the terms r: out = [dQ - dM a + sign dPhi_q^T mu;
+ * ds - dPhi_q a] (n + m; without dM, dPhi_q unless positions), and when
+ * size is not NULL the sums of the absolute values of its parts. a: n,
+ * mu: m. With r the terms themselves (M, Phi_q, Q, s at y) size is the
+ * magnitude the terms' rounding is relative to. */
+static void residual_rate(const cdyn_mbs *mbs, const term_rates *r, int positions,
+                          const double *a, const double *mu, double sign, double *out,
+                          double *size)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    for (int i = 0; i < n; ++i) {
+        out[i] = r->dQ[i];
+        if (size) size[i] = fabs(r->dQ[i]);
+    }
+    for (int i = 0; i < m; ++i) {
+        out[n + i] = r->ds[i];
+        if (size) size[n + i] = fabs(r->ds[i]);
+    }
+    for (int col = 0; positions && col < n; ++col) {
+        const double *mc = r->dM + (size_t)col * n, *gc = r->dG + (size_t)col * m1;
+        double gtmu = 0.0, gtmu_size = 0.0;
+        for (int i = 0; i < n; ++i) out[i] -= mc[i] * a[col];
+        for (int i = 0; i < m; ++i) {
+            out[n + i] -= gc[i] * a[col];
+            gtmu += gc[i] * mu[i];
+        }
+        out[col] += sign * gtmu;
+        if (!size) continue;
+        for (int i = 0; i < n; ++i) size[i] += fabs(mc[i] * a[col]);
+        for (int i = 0; i < m; ++i) {
+            size[n + i] += fabs(gc[i] * a[col]);
+            gtmu_size += fabs(gc[i] * mu[i]);
+        }
+        size[col] += gtmu_size;
+    }
+}
+
+/* The step h / LIN_RATIO as it is representable at x (0 where it is not). */
+static double finer_step(double x, double h)
+{
+    volatile double ahead = x + h / LIN_RATIO;
+    return ahead - x;
+}
+
+/* Does the extrapolated rate e = (4 r1 - r2) / 3 (steps h, 2h) agree with
+ * the central rate rc at hc = h / LIN_RATIO? Entry by entry within
+ * LIN_AGREE of the sizes of its parts, plus rc's truncation as r1 and r2
+ * show it (|r2 - r1| / 3 at h, times (hc / h)^2), plus the rounding of
+ * both: 16 eps times the terms' sizes at y (noise) and the time terms'
+ * error estimate time_error (from row `timed` on: s or xi), each over the
+ * steps. Writes e. A step so large that the model varies on a shorter
+ * scale (an angle of many turns stepped by 120 rad, friction regularized
+ * over 1e-4 m/s stepped by 1e-3) gives rates of any size and sign; they
+ * disagree far beyond this, except where h and hc are both near multiples
+ * of a period, which LIN_RATIO's distance from any small fraction makes
+ * rare. NaN disagrees. */
+static int rates_agree(int len, int timed, double time_error, double h, double hc, level_work *w)
+{
+    double spread = 1.5 / h + 1.0 / hc, shrink = (hc / h) * (hc / h);
+    int agree = 1;
+    for (int i = 0; i < len; ++i) {
+        w->e[i] = (4.0 * w->r1[i] - w->r2[i]) / 3.0;
+        double allowed = LIN_AGREE * w->size[i] + 2.0 * fabs(w->r2[i] - w->r1[i]) / 3.0 * shrink +
+                         16.0 * DBL_EPSILON * w->noise[i] * spread +
+                         (i >= timed ? time_error * spread : 0.0);
+        if (!(fabs(w->e[i] - w->rc[i]) <= allowed)) agree = 0;
+    }
+    return agree;
+}
+
+static void swap_rates(term_rates *a, term_rates *b)
+{
+    term_rates keep = *a;
+    *a = *b;
+    *b = keep;
+}
+
+static void swap_vectors(double **a, double **b)
+{
+    double *keep = *a;
+    *a = *b;
+    *b = keep;
+}
+
+/* ---- through the evaluation's factorization ------------------------------ */
+
+/* The central difference at step s along column j of the Lagrange form's
+ * terms into r (add_moved_terms at y +- s e_j). ys: y, restored. */
+static cdyn_status kkt_central(cdyn_mbs *mbs, const char *fn, double t, const double *y,
+                               double *ys, int j, double s, const double *phi0,
+                               const double *phidot0, const term_rates *r)
+{
+    cdyn_status st = CDYN_OK;
+    zero_rates(mbs, r, j < mbs->n);
+    for (int side = 1; st == CDYN_OK && side >= -1; side -= 2) {
+        ys[j] = y[j] + side * s;
+        st = add_moved_terms(mbs, fn, t, ys, j, ys[j] - y[j], side / (2.0 * s), phi0, phidot0,
+                             r->dM, r->dG, r->dQ, r->ds);
+    }
+    ys[j] = y[j];
+    return st;
+}
+
 /* J = d ydot / dy (2n x 2n) at (t, y): one evaluation at y, then per
- * column the extrapolated central differences dK, db of the model's terms,
- * and the solve of db - dK [q''; lambda] with the evaluation's factors (the
- * file's comment). *applies = 0, with nothing written and the object as
- * before the call, when the kernel kept no such factors (the
- * pseudo-inverse below full rank) or a column's solve is not certified:
- * the caller then differences the right-hand side. */
+ * column the verified extrapolated rate db - dK [q''; lambda] of the
+ * model's terms (the file's comment) and its solve with the evaluation's
+ * factors. *applies = 0, with nothing written and the object as before
+ * the call, when the kernel kept no such factors (the pseudo-inverse below
+ * full rank) or a column's solve is not certified: the caller then
+ * differences the right-hand side. */
 static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *y,
                                 const double *scale, double *J, int ldj, int *applies)
 {
     int n = mbs->n, m = mbs->m, m1 = mbs->m1, size = 2 * n, nm = n + m1;
-    double *jac = mbs->lin_work, *dM = jac + (size_t)size * size, *dG = dM + (size_t)n * n,
-           *ys = dG + (size_t)n * m1, *x = ys + size, *rhs = x + nm, *dx = rhs + nm,
-           *phi0 = dx + nm, *phidot0 = phi0 + m1, *space = phidot0 + m1;
-    double *dQ = rhs, *ds = rhs + n;
+    double *jac = mbs->lin_work, *ys = jac + (size_t)size * size, *x = ys + size,
+           *dx = x + nm, *phi0 = dx + nm, *phidot0 = phi0 + m1, *space = phidot0 + m1;
+    level_work w;
+    carve_levels(mbs, &w);
     *applies = 1;
     cdyn_status st = check_scale(mbs, fn, size, scale);
     if (st) return st;
@@ -290,38 +456,44 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
     st = cdyn_mbs_rhs(mbs, t, y, jac); /* the factors, and x, at y */
     if (st == CDYN_OK && !mbs->kernel->reusable) *applies = 0;
     if (st == CDYN_OK && *applies) {
+        int stabilized = cdyn__constraint_stabilized(mbs->kernel);
         memcpy(x, jac + n, sizeof(double) * (size_t)n);
         memcpy(x + n, mbs->reaction_mult, sizeof(double) * (size_t)m);
-        if (cdyn__constraint_stabilized(mbs->kernel)) { /* else the rhs left them out */
+        if (stabilized) { /* else the rhs left them out */
             memcpy(phi0, mbs->Phi, sizeof(double) * (size_t)m);
             memcpy(phidot0, mbs->Phi_dot, sizeof(double) * (size_t)m);
         }
         memcpy(ys, y, sizeof(double) * (size_t)size);
+        /* the terms at y as loaded, for their rounding: M, Phi_q, Q and s */
+        const cdyn_constraint *k = mbs->kernel;
+        term_rates at_y = {k->mass, k->jac, k->force, k->accel_rhs};
+        residual_rate(mbs, &at_y, 1, x, x + n, -1.0, w.spare, w.noise);
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
         double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j));
-        memset(rhs, 0, sizeof(double) * (size_t)(n + m));
-        if (j < n) {
-            memset(dM, 0, sizeof(double) * (size_t)n * n);
-            memset(dG, 0, sizeof(double) * (size_t)n * m1);
-        }
-        for (int p = 0; st == CDYN_OK && p < 4; ++p) {
-            ys[j] = y[j] + STEPS[p] * h;
-            st = add_moved_terms(mbs, fn, t, ys, j, ys[j] - y[j], WEIGHTS[p] / h, phi0, phidot0,
-                                 dM, dG, dQ, ds);
-        }
-        ys[j] = y[j];
-        for (int col = 0; st == CDYN_OK && j < n && col < n; ++col) { /* db - dK x */
-            const double *mc = dM + (size_t)col * n, *gc = dG + (size_t)col * m1;
-            double gty = 0.0;
-            for (int i = 0; i < n; ++i) dQ[i] -= mc[i] * x[col];
-            for (int i = 0; i < m; ++i) {
-                ds[i] -= gc[i] * x[col];
-                gty += gc[i] * x[n + i];
+        int have_d1 = 0, agree = 0;
+        for (int level = 0; st == CDYN_OK && !agree; ++level) {
+            double hc = finer_step(y[j], h);
+            mbs->time_error = 0.0;
+            if (!have_d1) st = kkt_central(mbs, fn, t, y, ys, j, h, phi0, phidot0, &w.d1);
+            if (!st) st = kkt_central(mbs, fn, t, y, ys, j, 2.0 * h, phi0, phidot0, &w.d2);
+            if (!st && hc > 0.0) st = kkt_central(mbs, fn, t, y, ys, j, hc, phi0, phidot0, &w.c);
+            if (st) break;
+            if (!have_d1) residual_rate(mbs, &w.d1, j < n, x, x + n, -1.0, w.r1, NULL);
+            residual_rate(mbs, &w.d2, j < n, x, x + n, -1.0, w.r2, w.size);
+            residual_rate(mbs, &w.c, j < n, x, x + n, -1.0, w.rc, NULL);
+            agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            if (agree) break;
+            if (hc == 0.0 || level + 1 == LIN_LEVELS) {
+                st = unsettled(mbs, fn, t, j, h);
+                break;
             }
-            dQ[col] -= gty;
+            swap_rates(&w.d1, &w.c); /* the finer central rate is the next level's d1 */
+            swap_vectors(&w.r1, &w.rc);
+            have_d1 = 1;
+            h = hc;
         }
-        if (st == CDYN_OK && !cdyn__constraint_solve_again(mbs->kernel, dQ, ds, dx, dx + n))
+        if (st == CDYN_OK && !cdyn__constraint_solve_again(mbs->kernel, w.e, w.e + n, dx, dx + n))
             *applies = 0;
         double *column = jac + (size_t)j * size;
         for (int i = 0; st == CDYN_OK && *applies && i < n; ++i) {

@@ -167,6 +167,7 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
     if (st == CDYN_OK && !isfinite(best))
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the difference quotients of the time terms are not finite", fn);
+    if (st == CDYN_OK && best > mbs->time_error) mbs->time_error = best; /* mbs_linearize.c */
     return st;
 }
 
