@@ -53,11 +53,6 @@
 
 typedef cdyn_status (*rhs_fn)(cdyn_mbs *mbs, double t, const double *x, double *fx);
 
-/* The extrapolated central difference as a stencil: g'(x) u is about
- * sum_p WEIGHTS[p] / h g(x + STEPS[p] h u) (the file's comment). */
-static const double STEPS[4] = {1.0, -1.0, 2.0, -2.0};
-static const double WEIGHTS[4] = {2.0 / 3.0, -2.0 / 3.0, -1.0 / 12.0, 1.0 / 12.0};
-
 /* The magnitude of entry j of x (size 2h: coordinates, then speeds): the
  * caller's scale, else |x_j|, else the largest |x| of its half; a speed
  * half that is all zero takes the coordinates' magnitude per second. */
@@ -414,7 +409,16 @@ static void swap_vectors(double **a, double **b)
     *b = keep;
 }
 
-/* ---- through the evaluation's factorization ------------------------------ */
+/* Are the three rates (len each) finite? Where a term's differences
+ * overflow, the caller differences its right-hand side instead. */
+static int rates_finite(int len, const level_work *w)
+{
+    return cdyn__first_nonfinite(len, 1, w->r1, len) < 0 &&
+           cdyn__first_nonfinite(len, 1, w->r2, len) < 0 &&
+           cdyn__first_nonfinite(len, 1, w->rc, len) < 0;
+}
+
+/* ---- the right-hand side's columns with its own factors ---------------- */
 
 /* The central difference at step s along column j of the Lagrange form's
  * terms into r (add_moved_terms at y +- s e_j). ys: y, restored. */
@@ -482,6 +486,10 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
             if (!have_d1) residual_rate(mbs, &w.d1, j < n, x, x + n, -1.0, w.r1, NULL);
             residual_rate(mbs, &w.d2, j < n, x, x + n, -1.0, w.r2, w.size);
             residual_rate(mbs, &w.c, j < n, x, x + n, -1.0, w.rc, NULL);
+            if (!rates_finite(n + m, &w)) {
+                *applies = 0;
+                break;
+            }
             agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
             if (agree) break;
             if (hc == 0.0 || level + 1 == LIN_LEVELS) {
@@ -493,7 +501,7 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
             have_d1 = 1;
             h = hc;
         }
-        if (st == CDYN_OK && !cdyn__constraint_solve_again(mbs->kernel, w.e, w.e + n, dx, dx + n))
+        if (st == CDYN_OK && *applies && !cdyn__constraint_solve_again(mbs->kernel, w.e, w.e + n, dx, dx + n))
             *applies = 0;
         double *column = jac + (size_t)j * size;
         for (int i = 0; st == CDYN_OK && *applies && i < n; ++i) {
@@ -522,23 +530,63 @@ cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, cons
 
 /* ---- the partitioned form through the chain rule ------------------------- */
 
-/* out (m) = d(Phi_q q' + Phi_t)/dq dq at the consistent y (2n), q' fixed,
- * by the stencil with step h along dq. ys: 2n of scratch. */
-static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, double t,
-                                            const double *y, const double *dq, double h,
-                                            double *ys, double *out)
+/* out (m) = the central difference at step s of Phi' = Phi_q q' + Phi_t
+ * along dq at the consistent y (2n), q' fixed; size (m): the largest
+ * |Phi_q q'| + |Phi_t| of the two, each summed by its parts (for their
+ * rounding). ys: 2n of scratch. */
+static cdyn_status velocity_constraint_central(cdyn_mbs *mbs, const char *fn, double t,
+                                               const double *y, const double *dq, double s,
+                                               double *ys, double *out, double *size)
 {
-    int n = mbs->n, m = mbs->m;
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
     memset(out, 0, sizeof(double) * (size_t)m);
+    memset(size, 0, sizeof(double) * (size_t)m);
     memcpy(ys + n, y + n, sizeof(double) * (size_t)n);
-    for (int p = 0; p < 4; ++p) {
-        for (int i = 0; i < n; ++i) ys[i] = y[i] + STEPS[p] * h * dq[i];
+    for (int side = 1; side >= -1; side -= 2) {
+        for (int i = 0; i < n; ++i) ys[i] = y[i] + side * s * dq[i];
         cdyn_status st =
             cdyn__mbs_velocity_constraint(mbs, fn, t, ys, ys + n, mbs->Phi_q, mbs->Phi_dot);
         if (st) return st;
-        for (int i = 0; i < m; ++i) out[i] += WEIGHTS[p] / h * mbs->Phi_dot[i];
+        for (int i = 0; i < m; ++i) {
+            double parts = 0.0;
+            for (int c = 0; c < n; ++c) parts += fabs(mbs->Phi_q[i + (size_t)c * m1] * ys[n + c]);
+            parts += fabs(mbs->Phi_dot[i]);
+            size[i] = fmax(size[i], parts);
+            out[i] += side / (2.0 * s) * mbs->Phi_dot[i];
+        }
     }
     return CDYN_OK;
+}
+
+/* c (m) = the verified extrapolated rate of Phi' along dq at y (as
+ * kkt_jacobian's columns: steps h, 2h, h / LIN_RATIO, refined; x0 the
+ * moved entry of the state, for representable steps), the dependent
+ * speeds' change of a coordinate's direction; *h: the step that settled. */
+static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, double t,
+                                            const double *y, const double *dq, int j, double x0,
+                                            double *h, double *ys, level_work *w, double *c)
+{
+    int m = mbs->m;
+    double *noise2 = w->spare;
+    for (int level = 0;; ++level) {
+        double hc = finer_step(x0, *h);
+        mbs->time_error = 0.0;
+        cdyn_status st = velocity_constraint_central(mbs, fn, t, y, dq, *h, ys, w->r1, w->noise);
+        if (!st) st = velocity_constraint_central(mbs, fn, t, y, dq, 2.0 * *h, ys, w->r2, noise2);
+        if (!st && hc > 0.0)
+            st = velocity_constraint_central(mbs, fn, t, y, dq, hc, ys, w->rc, w->size);
+        if (st) return st;
+        for (int i = 0; i < m; ++i) {
+            w->noise[i] = fmax(w->noise[i], fmax(noise2[i], w->size[i]));
+            w->size[i] = fmax(fabs(w->r1[i]), fabs(w->r2[i]));
+        }
+        if (hc > 0.0 && rates_agree(m, 0, mbs->time_error, *h, hc, w)) {
+            memcpy(c, w->e, sizeof(double) * (size_t)m);
+            return CDYN_OK;
+        }
+        if (hc == 0.0 || level + 1 == LIN_LEVELS) return unsettled(mbs, fn, t, j, *h);
+        *h = hc;
+    }
 }
 
 /* The partitioned form's terms at ys (2n): M and Phi_q when the positions
@@ -561,6 +609,22 @@ static cdyn_status add_terms_at(cdyn_mbs *mbs, const char *fn, double t, const d
     return CDYN_OK;
 }
 
+/* The central difference at step s along u (2n) of the partitioned form's
+ * terms at the consistent y into r (add_terms_at at y +- s u). ys: 2n of
+ * scratch. */
+static cdyn_status partition_central(cdyn_mbs *mbs, const char *fn, double t, const double *y,
+                                     const double *u, double s, int positions, double *ys,
+                                     const term_rates *r)
+{
+    cdyn_status st = CDYN_OK;
+    zero_rates(mbs, r, positions);
+    for (int side = 1; st == CDYN_OK && side >= -1; side -= 2) {
+        for (int i = 0; i < 2 * mbs->n; ++i) ys[i] = y[i] + side * s * u[i];
+        st = add_terms_at(mbs, fn, t, ys, positions, side / (2.0 * s), r->dM, r->dG, r->dQ, r->ds);
+    }
+    return st;
+}
+
 /* A = df/dz (2d x 2d, lda) of the partitioned form at (t, z) by the chain
  * rule (the file's comment): one cdyn_mbs_partition_rhs at z, then per
  * column the direction u, the differences of the terms along it and a
@@ -576,10 +640,11 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
 {
     int n = mbs->n, m = mbs->m, m1 = mbs->m1, d = n - m, size = 2 * d;
     cdyn_nullspace *ns = mbs->partition;
-    double *jac = mbs->lin_work, *dM = jac + (size_t)size * size, *M0 = dM + (size_t)n * n,
-           *dG = M0 + (size_t)n * n, *y = dG + (size_t)n * m1, *ys = y + 2 * n, *u = ys + 2 * n,
-           *accel = u + 2 * n, *dQ = accel + n, *F = dQ + n, *da = F + n, *unit = da + n,
-           *mu = unit + n, *dxi = mu + m1, *c = dxi + m1, *dmu = c + m1, *space = dmu + m1;
+    double *jac = mbs->lin_work, *M0 = jac + (size_t)size * size, *y = M0 + (size_t)n * n,
+           *ys = y + 2 * n, *u = ys + 2 * n, *accel = u + 2 * n, *da = accel + n, *unit = da + n,
+           *noise = unit + n, *mu = noise + n + m1, *c = mu + m1, *dmu = c + m1, *space = dmu + m1;
+    level_work w;
+    carve_levels(mbs, &w);
     *applies = 1;
     cdyn_status st = check_scale(mbs, fn, size, scale);
     if (st) return st;
@@ -591,46 +656,49 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
         memcpy(M0, mbs->M, sizeof(double) * (size_t)n * n);
         memcpy(accel, mbs->vec_n, sizeof(double) * (size_t)n);
         memcpy(mu, mbs->vec_m2, sizeof(double) * (size_t)m);
+        /* the terms at y, for their rounding: M, Phi_q, Q and xi */
+        term_rates at_y = {mbs->M, mbs->Phi_q, mbs->Q, mbs->xi_val};
+        residual_rate(mbs, &at_y, 1, accel, mu, 1.0, w.spare, noise);
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
-        int positions = j < d, k = j % d;
+        int positions = j < d, k = j % d, agree = 0;
         double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j));
-        memset(unit, 0, sizeof(double) * (size_t)d);
-        unit[k] = 1.0;
-        memset(u, 0, sizeof(double) * 2 * (size_t)n);
-        cdyn_status basis = cdyn_nullspace_expand(ns, unit, positions ? u : u + n); /* V e_k */
-        if (!basis && positions) { /* the dependent speeds: Phi_q dq' = -dPhi'/dq V e_k */
+        for (int level = 0; st == CDYN_OK && !agree; ++level) {
             memset(unit, 0, sizeof(double) * (size_t)d);
-            st = velocity_constraint_rate(mbs, fn, t, y, u, h, ys, c);
-            if (!st) basis = cdyn_nullspace_complete(ns, unit, c, u + n);
-        }
-        if (basis) /* an overflowing direction */
-            st = cdyn__fail(mbs->msg, basis, "%s at t = %g: %s", fn, t,
-                            cdyn_nullspace_last_error(ns));
-        memset(dQ, 0, sizeof(double) * (size_t)n);
-        memset(dxi, 0, sizeof(double) * (size_t)m);
-        if (positions) {
-            memset(dM, 0, sizeof(double) * (size_t)n * n);
-            memset(dG, 0, sizeof(double) * (size_t)n * m1);
-        }
-        for (int p = 0; !st && p < 4; ++p) {
-            for (int i = 0; i < 2 * n; ++i) ys[i] = y[i] + STEPS[p] * h * u[i];
-            st = add_terms_at(mbs, fn, t, ys, positions, WEIGHTS[p] / h, dM, dG, dQ, dxi);
-        }
-        if (st) break;
-        for (int i = 0; i < n; ++i) F[i] = dQ[i];
-        for (int i = 0; i < m; ++i) c[i] = -dxi[i];
-        for (int col = 0; positions && col < n; ++col) { /* - dM q'' + dPhi_q^T mu, + dPhi_q q'' */
-            const double *mc = dM + (size_t)col * n, *gc = dG + (size_t)col * m1;
-            double gtmu = 0.0;
-            for (int i = 0; i < n; ++i) F[i] -= mc[i] * accel[col];
-            for (int i = 0; i < m; ++i) {
-                c[i] += gc[i] * accel[col];
-                gtmu += gc[i] * mu[i];
+            unit[k] = 1.0;
+            memset(u, 0, sizeof(double) * 2 * (size_t)n);
+            cdyn_status basis = cdyn_nullspace_expand(ns, unit, positions ? u : u + n); /* V e_k */
+            if (!basis && positions) { /* the dependent speeds: Phi_q dq' = -dPhi'/dq V e_k */
+                memset(unit, 0, sizeof(double) * (size_t)d);
+                st = velocity_constraint_rate(mbs, fn, t, y, u, j, z[j], &h, ys, &w, c);
+                if (!st) basis = cdyn_nullspace_complete(ns, unit, c, u + n);
             }
-            F[col] += gtmu;
+            if (basis) /* an overflowing direction */
+                st = cdyn__fail(mbs->msg, basis, "%s at t = %g: %s", fn, t,
+                                cdyn_nullspace_last_error(ns));
+            double hc = finer_step(z[j], h);
+            mbs->time_error = 0.0;
+            if (!st) st = partition_central(mbs, fn, t, y, u, h, positions, ys, &w.d1);
+            if (!st) st = partition_central(mbs, fn, t, y, u, 2.0 * h, positions, ys, &w.d2);
+            if (!st && hc > 0.0) st = partition_central(mbs, fn, t, y, u, hc, positions, ys, &w.c);
+            if (st) break;
+            residual_rate(mbs, &w.d1, positions, accel, mu, 1.0, w.r1, NULL);
+            residual_rate(mbs, &w.d2, positions, accel, mu, 1.0, w.r2, w.size);
+            residual_rate(mbs, &w.c, positions, accel, mu, 1.0, w.rc, NULL);
+            if (!rates_finite(n + m, &w)) {
+                *applies = 0;
+                break;
+            }
+            memcpy(w.noise, noise, sizeof(double) * (size_t)(n + m));
+            agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            if (!agree && (hc == 0.0 || level + 1 == LIN_LEVELS)) st = unsettled(mbs, fn, t, j, h);
+            h = hc;
         }
-        if (cdyn_nullspace_solve(ns, M0, n, F, c, da, dmu) != CDYN_OK) {
+        if (st || !*applies) break;
+        /* M dq'' - Phi_q^T dmu = F, Phi_q dq'' = c: F = dQ - dM q'' + dPhi_q^T mu,
+         * c = -(dxi - dPhi_q q''), the extrapolated rates' */
+        for (int i = 0; i < m; ++i) w.e[n + i] = -w.e[n + i];
+        if (cdyn_nullspace_solve(ns, M0, n, w.e, w.e + n, da, dmu) != CDYN_OK) {
             *applies = 0;
             break;
         }
