@@ -288,10 +288,10 @@ typedef struct {
 /* Three such sets and the vectors of their residual rates (n + m1 each)
  * from mbs->lin_rates: d1 and d2 at the steps h and 2h, c at h / LIN_RATIO;
  * e the extrapolated rate, size the sizes of its parts, noise the terms'
- * sizes at y. */
+ * sizes at y, kept a refined level's rate (level_verdict). */
 typedef struct {
     term_rates d1, d2, c;
-    double *r1, *r2, *rc, *e, *size, *noise, *spare;
+    double *r1, *r2, *rc, *e, *size, *noise, *spare, *kept;
 } level_work;
 
 static void carve_rates(const cdyn_mbs *mbs, term_rates *r, double **at)
@@ -311,7 +311,7 @@ static void carve_levels(const cdyn_mbs *mbs, level_work *w)
     carve_rates(mbs, &w->d1, &at);
     carve_rates(mbs, &w->d2, &at);
     carve_rates(mbs, &w->c, &at);
-    double **vectors[] = {&w->r1, &w->r2, &w->rc, &w->e, &w->size, &w->noise, &w->spare};
+    double **vectors[] = {&w->r1, &w->r2, &w->rc, &w->e, &w->size, &w->noise, &w->spare, &w->kept};
     for (size_t k = 0; k < sizeof vectors / sizeof vectors[0]; ++k, at += len) *vectors[k] = at;
 }
 
@@ -409,6 +409,30 @@ static void swap_vectors(double **a, double **b)
     *b = keep;
 }
 
+/* What a level's agreement (rates_agree) settles, with last: no finer
+ * level can follow. A first step that agrees settles the column. A step
+ * that had to be refined may still sit where the extrapolation is only
+ * beginning to work (its rate as far off as the agreement allows, 1e-4),
+ * so its rate is kept and one level finer is taken: that rate settles if
+ * it agrees too (its error is then below the kept one's by about
+ * LIN_RATIO^4), the kept one if it does not (rounding at the finer step).
+ * Returns 1 settled (the rate in w->e), 0 go on finer, -1 unsettled. */
+static int level_verdict(level_work *w, int len, int agree, int level, int last, int *kept)
+{
+    size_t bytes = sizeof(double) * (size_t)len;
+    if (agree && (level == 0 || *kept || last)) return 1;
+    if (*kept) {
+        memcpy(w->e, w->kept, bytes);
+        return 1;
+    }
+    if (agree) {
+        memcpy(w->kept, w->e, bytes);
+        *kept = 1;
+        return 0;
+    }
+    return last ? -1 : 0;
+}
+
 /* Are the three rates (len each) finite? Where a term's differences
  * overflow, the caller differences its right-hand side instead. */
 static int rates_finite(int len, const level_work *w)
@@ -475,8 +499,8 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
         double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j));
-        int have_d1 = 0, agree = 0;
-        for (int level = 0; st == CDYN_OK && !agree; ++level) {
+        int have_d1 = 0, kept = 0;
+        for (int level = 0; st == CDYN_OK; ++level) {
             double hc = finer_step(y[j], h);
             mbs->time_error = 0.0;
             if (!have_d1) st = kkt_central(mbs, fn, t, y, ys, j, h, phi0, phidot0, &w.d1);
@@ -490,9 +514,11 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
                 *applies = 0;
                 break;
             }
-            agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
-            if (agree) break;
-            if (hc == 0.0 || level + 1 == LIN_LEVELS) {
+            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            int verdict = level_verdict(&w, n + m, agree, level,
+                                        hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
+            if (verdict > 0) break;
+            if (verdict < 0) {
                 st = unsettled(mbs, fn, t, j, h);
                 break;
             }
@@ -568,6 +594,7 @@ static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, doubl
 {
     int m = mbs->m;
     double *noise2 = w->spare;
+    int kept = 0;
     for (int level = 0;; ++level) {
         double hc = finer_step(x0, *h);
         mbs->time_error = 0.0;
@@ -580,11 +607,14 @@ static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, doubl
             w->noise[i] = fmax(w->noise[i], fmax(noise2[i], w->size[i]));
             w->size[i] = fmax(fabs(w->r1[i]), fabs(w->r2[i]));
         }
-        if (hc > 0.0 && rates_agree(m, 0, mbs->time_error, *h, hc, w)) {
+        int agree = hc > 0.0 && rates_agree(m, 0, mbs->time_error, *h, hc, w);
+        int verdict =
+            level_verdict(w, m, agree, level, hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
+        if (verdict > 0) {
             memcpy(c, w->e, sizeof(double) * (size_t)m);
             return CDYN_OK;
         }
-        if (hc == 0.0 || level + 1 == LIN_LEVELS) return unsettled(mbs, fn, t, j, *h);
+        if (verdict < 0) return unsettled(mbs, fn, t, j, *h);
         *h = hc;
     }
 }
@@ -661,9 +691,9 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
         residual_rate(mbs, &at_y, 1, accel, mu, 1.0, w.spare, noise);
     }
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
-        int positions = j < d, k = j % d, agree = 0;
+        int positions = j < d, k = j % d, kept = 0, verdict = 0;
         double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j));
-        for (int level = 0; st == CDYN_OK && !agree; ++level) {
+        for (int level = 0; st == CDYN_OK && verdict == 0; ++level) {
             memset(unit, 0, sizeof(double) * (size_t)d);
             unit[k] = 1.0;
             memset(u, 0, sizeof(double) * 2 * (size_t)n);
@@ -690,8 +720,10 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
                 break;
             }
             memcpy(w.noise, noise, sizeof(double) * (size_t)(n + m));
-            agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
-            if (!agree && (hc == 0.0 || level + 1 == LIN_LEVELS)) st = unsettled(mbs, fn, t, j, h);
+            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            verdict = level_verdict(&w, n + m, agree, level,
+                                    hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
+            if (verdict < 0) st = unsettled(mbs, fn, t, j, h);
             h = hc;
         }
         if (st || !*applies) break;

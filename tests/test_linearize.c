@@ -995,6 +995,90 @@ START_TEST(jacobian_without_constraints_by_hand_and_into_its_own_state)
 }
 END_TEST
 
+/* A body on a spring in length units of L m (x = L x_u): friction
+ * regularized over v0 (mu tanh(v / v0)), or a road of wavelength 2 pi
+ * lambda under it (k lambda sin(x / lambda)), or dry friction mu sign(v).
+ * M_u = m L^2, Q_u = L Q. */
+typedef struct {
+    double m, k, mu, v0, lambda, L;
+    int kind; /* 0 regularized friction, 1 road, 2 dry friction */
+} rough;
+
+static int rough_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)ld;
+    const rough *r = user;
+    M[0] = r->m * r->L * r->L;
+    return 0;
+}
+
+static int rough_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t;
+    const rough *r = user;
+    double x = r->L * q[0], v = r->L * qd[0], f;
+    if (r->kind == 0) f = -r->k * x - r->mu * tanh(v / r->v0);
+    else if (r->kind == 1) f = -r->k * r->lambda * sin(x / r->lambda);
+    else f = -r->mu * (v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : 0.0);
+    Q[0] = r->L * f;
+    return 0;
+}
+
+/* Difference steps that the state's size does not fit (mbs_linearize.c):
+ * the speed column of friction regularized over v0 = 1e-4 m/s at rest,
+ * stepped by 1e-3 of the position (1 m), came out -5833 /s where it is
+ * -mu / (m v0) = -50000 /s; the position column of a road of wavelength
+ * 62.8 m at x = 100 km, stepped by 100 m, came out -0.84 /s^2 where it is
+ * -k cos(x / lambda) / m = +9.52 /s^2; both with CDYN_OK. Each step is now
+ * checked against a central difference 16.6 times finer and refined until
+ * they agree. Asserted against the hand Jacobians within 1e-8 (per
+ * column), in length units of 1e-8, 1 and 1e8 m (1.2e-11 measured for the
+ * friction, 6e-11 to 4.7e-10 for the road). */
+START_TEST(steps_the_state_does_not_fit_are_refined_until_they_agree)
+{
+    const double units[3] = {1e-8, 1.0, 1e8};
+    for (int u = 0; u < 3; ++u)
+        for (int kind = 0; kind < 2; ++kind) {
+            rough r = {2.0, 100.0, 5.0, 1e-4, 10.0, units[u], kind};
+            cdyn_mbs *mbs = cdyn_mbs_create(1, 0, NULL);
+            ck_assert_int_eq(cdyn_mbs_set_model(mbs, rough_mass, rough_force, springs_phi,
+                                                springs_jacobian, &r),
+                             CDYN_OK);
+            double x = kind == 0 ? 1.0 : 1e5, y[2] = {x / r.L, 0.0}, J[4], hand[4];
+            hand[0] = 0.0;
+            hand[2] = 1.0;
+            hand[1] = kind == 0 ? -r.k / r.m : -r.k * cos(x / r.lambda) / r.m;
+            hand[3] = kind == 0 ? -r.mu / (r.m * r.v0) : 0.0;
+            ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2), CDYN_OK);
+            double err = column_error(2, J, hand);
+            ck_assert_msg(err <= 1e-8, "units %g, kind %d: off by %.3e", r.L, kind, err);
+            cdyn_mbs_free(mbs);
+        }
+}
+END_TEST
+
+/* Dry friction at rest has no derivative in the speed: its difference
+ * quotients grow as 1 / h and agree on no step. The call refuses with
+ * CDYN_ERR_NOCONV naming the column, J untouched, and the object gives the
+ * Jacobian of a sliding state next (d v' / d v = 0 there). */
+START_TEST(a_force_without_a_derivative_is_refused)
+{
+    rough r = {2.0, 0.0, 5.0, 0.0, 1.0, 1.0, 2};
+    cdyn_mbs *mbs = cdyn_mbs_create(1, 0, NULL);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, rough_mass, rough_force, springs_phi, springs_jacobian, &r),
+        CDYN_OK);
+    double y[2] = {0.5, 0.0}, J[4] = {7.0, 7.0, 7.0, 7.0};
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2), CDYN_ERR_NOCONV);
+    ck_assert_ptr_nonnull(strstr(cdyn_mbs_last_error(mbs), "column 1"));
+    for (int i = 0; i < 4; ++i) ck_assert(J[i] == 7.0);
+    y[1] = 0.3;
+    ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2), CDYN_OK);
+    ck_assert(J[0] == 0.0 && J[2] == 1.0 && J[1] == 0.0 && J[3] == 0.0);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* The pendulum with its constraint given twice: the pseudo-inverse is
  * below full rank, so its Jacobian differences the right-hand side. */
 static int twice_phi(double t, const double *q, double *Phi, void *user)
@@ -1192,6 +1276,8 @@ int main(void)
     tcase_add_test(tc, redundant_rows_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
     tcase_add_test(tc, partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows);
+    tcase_add_test(tc, steps_the_state_does_not_fit_are_refined_until_they_agree);
+    tcase_add_test(tc, a_force_without_a_derivative_is_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
