@@ -7,8 +7,13 @@
  *
  * Both rest on extrapolated central differences: for each column,
  * D(h) = (g(x + h e_j) - g(x - h e_j)) / 2h at h and 2h, and
- * (4 D(h) - D(2h)) / 3, whose truncation error is O(h^4), with a step of
- * 1e-3 of the state's magnitude. g is a right-hand side itself only for
+ * (4 D(h) - D(2h)) / 3, whose truncation error is O(h^4), with a first
+ * step of 1e-3 of the state's magnitude. That magnitude says nothing of
+ * the scale g varies on (an angle of many turns stepped by 120 rad,
+ * friction regularized over 1e-4 m/s stepped by 1e-3), so each column's
+ * extrapolated difference is checked against D(h / LIN_RATIO) and the
+ * step refined until they agree (rates_agree, level_verdict). g is a
+ * right-hand side itself only for
  * the pseudo-inverse below full rank and where a column's solve below is
  * not certified (the partitioned right-hand side then carries the
  * rounding of a Newton solve, about its tolerance, 1e-10 relative, and

@@ -367,19 +367,36 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * z, then per column the direction in which z_j moves the consistent
  * state (a coordinate also moves the dependent coordinates, along the
  * null space of Phi_q, and the dependent speeds, from differences of
- * Phi_q q' + Phi_t along it: 4 Phi_q and Phi_t evaluations), extrapolated
- * central differences of M, Phi_q, Q and xi along it (4 evaluations each;
+ * Phi_q q' + Phi_t along it: 6 Phi_q and Phi_t evaluations), extrapolated
+ * central differences of M, Phi_q, Q and xi along it (6 evaluations each;
  * a speed moves only Q and xi) and a null-space solve with the
  * partition's factors at z. Steps 1e-3 of each entry's magnitude, from
  * scale (2d values > 0, may be NULL): NULL takes |z_j|, else the largest
  * |z| of the same half (coordinates, speeds), and a speed half that is
  * all zero takes the coordinates' magnitude per second; a coordinate
- * with a period P (cdyn_mbs_set_periods) at most P / (2 pi). An angle's
- * value says nothing of the scale it varies on: give an angle of many
- * turns its period or a scale (a crank at 1.2e5 rad took steps of 120 rad
- * and cdyn_mbs_rhs_jacobian came out off by its whole size; with the
- * period, within 9e-12 of its largest entry of the Jacobian at the same
- * state with the angle reduced modulo 2 pi; test_mbs).
+ * with a period P (cdyn_mbs_set_periods) at most P / (2 pi).
+ *
+ * Verified steps: a state's size says nothing of the scale the model
+ * varies on (an angle of many turns, a road profile under a car 100 km
+ * along, friction regularized over 1e-4 m/s at rest). Each column's
+ * extrapolated difference (steps h and 2h) is compared with a central
+ * difference at h / 16.6, entry by entry, within 1e-4 of the sizes of its
+ * parts, plus the finer one's truncation and the rounding of both (the time
+ * terms' error estimate where they are differenced). Where they disagree
+ * the step falls by 16.6 and the comparison is repeated (at most 7
+ * times), and a step that had to fall is confirmed one level finer. 2
+ * evaluations more per column when the first step agrees; a column that
+ * agrees on no step gives CDYN_ERR_NOCONV naming it (a force without a
+ * derivative there, such as dry friction at rest). Measured (test_mbs,
+ * test_linearize): a crank at 1.2e5 rad without periods, whose steps of
+ * 120 rad gave both Jacobians off by their whole size with CDYN_OK,
+ * within 2.6e-10 (cdyn_mbs_rhs_jacobian) and 6.6e-10 (this one) of the
+ * largest entry at the angle reduced modulo 2 pi; with its period, 9e-12;
+ * friction regularized over 1e-4 m/s and a road at 100 km, which gave
+ * d v'/d v 8.6 times too small and d v'/d x of the wrong sign, within
+ * 5e-10 of the hand Jacobians in length units of 1e-8, 1 and 1e8 m. The
+ * comparison can be fooled only where both steps are near whole multiples
+ * of a period of the model; give an angle of many turns its period.
  * The first d rows
  * are [0 I] exactly. Accuracy (test_linearize, against hand derivations
  * and a quad-precision reference): 2e-13 relative with Phi_t and xi given
@@ -391,14 +408,16 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * (or its differences overflow: forces of 1e307 N on masses of 1e300 kg),
  * the partitioned right-hand side itself is differenced instead (8 d + 2
  * evaluations, each with a Newton solve of the dependent coordinates;
- * test_linearize, against the hand matrix to 1e-10).
+ * test_linearize, against the hand matrix to 1e-10); those differences
+ * are not verified as above.
  * The evaluation at z commits, so warm start, reactions and the partition
  * event are those of (t, z); a failed call gives back those of before the
  * call (the rank histories keep what the evaluations added).
  *
  * A is written last (it may alias z) and only on success. Returns the
  * statuses of cdyn_mbs_partition_rhs(); CDYN_ERR_ARG for NULL, a bad lda,
- * a scale not finite and > 0, or no partition yet. No allocation.
+ * a scale not finite and > 0, or no partition yet; CDYN_ERR_NOCONV for a
+ * column whose differences settle on no step. No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_partition_jacobian(cdyn_mbs *mbs, double t, const double *z,
                                                  const double *scale, double *A, int lda);
@@ -441,11 +460,12 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * (M + Phi_q^T alpha Phi_q) dq'' = top + Phi_q^T alpha bottom with the
  * same [top; bottom] = db - dK [q''; lambda]. dK and db (M, Phi_q, Q and
  * s = xi - K_D Phi' - K_P Phi) come from extrapolated central differences
- * of the model's callbacks (steps as below; a speed moves only Q, xi and
- * Phi'), and each column's solve is refined and certified like the
- * evaluation's. Cost: the callbacks at 4
- * moved states per column and one solve, measured 3.9, 6.8 and 10 right-hand
- * sides at n = 2, 3 and 12, against 2n + 1 for forward differences
+ * of the model's callbacks (steps as below, verified and refined as there;
+ * a speed moves only Q, xi and Phi'), and each column's solve is refined
+ * and certified like the evaluation's. Cost: the callbacks at 6 moved
+ * states per column and one solve, measured 5.9, 11.9 and 13 right-hand
+ * sides at n = 2, 3 and 12 (4.1, 7.9 and 9.2 before the steps were
+ * verified), against 2n + 1 for forward differences
  * (tests/bench/bench_projection). Accuracy (test_linearize, against hand
  * derivations and independent differences of the right-hand side), with
  * Phi_t and xi given, relative per column: 1e-10 for pendulums of 1.3e-6 m
@@ -461,14 +481,16 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * The pseudo-inverse below full rank, or a column whose solve is not
  * certified: the same extrapolated central differences of cdyn_mbs_rhs
  * itself as cdyn_mbs_partition_jacobian() (8 n + 2 evaluations; after
- * the one that found the factors unusable).
+ * the one that found the factors unusable; not verified).
  *
  * scale: 2n values > 0, or NULL, as for cdyn_mbs_partition_jacobian().
  * The last evaluation of cdyn_mbs_rhs is at y (warm start, reactions and
  * residuals are those of y); a failed call leaves them as before the call.
  * J is written last (may alias y) and only on success. Returns the
  * statuses of cdyn_mbs_rhs() (a callback's failure at a moved state
- * too); CDYN_ERR_ARG for NULL, a bad ldj or a bad scale. No allocation.
+ * too); CDYN_ERR_ARG for NULL, a bad ldj or a bad scale; CDYN_ERR_NOCONV
+ * for a column whose differences settle on no step (as for
+ * cdyn_mbs_partition_jacobian()). No allocation.
  */
 CDYN_API cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y,
                                            const double *scale, double *J, int ldj);
