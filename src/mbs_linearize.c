@@ -55,6 +55,8 @@
 #define LIN_RATIO 16.618033988749895 /* 16 + 1/phi: far from any fraction of small terms */
 #define LIN_LEVELS 8                 /* the step may fall by LIN_RATIO^7, 3.5e8 */
 #define LIN_AGREE 1e-4               /* the rates' agreement, of the sizes of their parts */
+#define TERM_ROUNDING (16.0 * DBL_EPSILON) /* of a model term, relative to its parts */
+#define RHS_ROUNDING 1e-10           /* of a right-hand side (the dependent Newton's tolerance) */
 
 typedef cdyn_status (*rhs_fn)(cdyn_mbs *mbs, double t, const double *x, double *fx);
 
@@ -168,63 +170,6 @@ static cdyn_status finish_jacobian(cdyn_mbs *mbs, const committed *before, cdyn_
     return CDYN_OK;
 }
 
-/* A (size x size, lda) = df/dx at (t, x) by extrapolated central
- * differences of f (map: step_cap); ends with an evaluation at x itself, so that the
- * object's state (warm starts, reactions) is that of (t, x). Written only
- * on success. */
-static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, int size,
-                                       const int *map, double t, const double *x,
-                                       const double *scale, double *A, int lda)
-{
-    double *jac = mbs->lin_work, *xs = jac + (size_t)size * size;
-    double *fp = xs + size, *fm = fp + size, *fp2 = fm + size, *fm2 = fp2 + size,
-           *base = fm2 + size;
-    int half = size / 2;
-    cdyn_status st = check_scale(mbs, fn, size, scale);
-    if (st) return st;
-    committed before;
-    save_committed(mbs, base + size, &before);
-    memcpy(xs, x, sizeof(double) * (size_t)size);
-    st = f(mbs, t, xs, base); /* a failure at x itself is reported as such */
-    for (int j = 0; st == CDYN_OK && j < size; ++j) {
-        double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j));
-        xs[j] = x[j] + h;
-        st = f(mbs, t, xs, fp);
-        if (st == CDYN_OK) {
-            xs[j] = x[j] - h;
-            st = f(mbs, t, xs, fm);
-        }
-        if (st == CDYN_OK) {
-            xs[j] = x[j] + 2.0 * h;
-            st = f(mbs, t, xs, fp2);
-        }
-        if (st == CDYN_OK) {
-            xs[j] = x[j] - 2.0 * h;
-            st = f(mbs, t, xs, fm2);
-        }
-        xs[j] = x[j];
-        for (int i = 0; st == CDYN_OK && i < size; ++i) {
-            double d1 = (fp[i] - fm[i]) / (2.0 * h), d2 = (fp2[i] - fm2[i]) / (4.0 * h);
-            jac[i + (size_t)j * size] = (4.0 * d1 - d2) / 3.0;
-        }
-    }
-    if (st == CDYN_OK) st = f(mbs, t, x, base); /* leave the state at x */
-    if (st == CDYN_OK && cdyn__first_nonfinite(size, size, jac, size) >= 0)
-        st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: the Jacobian overflowed at t = %g", fn,
-                        t);
-    return finish_jacobian(mbs, &before, st, 1, jac, size, A, lda);
-}
-
-/* CDYN_ERR_NOCONV: column j's rates did not agree down to the step h. */
-static cdyn_status unsettled(cdyn_mbs *mbs, const char *fn, double t, int j, double h)
-{
-    return cdyn__fail(mbs->msg, CDYN_ERR_NOCONV,
-                      "%s at t = %g: the differences of column %d do not settle on any step "
-                      "down to %g (the model is not smooth there, or varies on a scale its "
-                      "state's size does not show: pass scale or set periods)",
-                      fn, t, j, h);
-}
-
 /* ---- through the evaluation's factorization ------------------------------ */
 
 /* w M and w Phi_q (as evaluated last) added into dM (n x n) and dG (m x n,
@@ -290,7 +235,8 @@ typedef struct {
     double *dM, *dG, *dQ, *ds;
 } term_rates;
 
-/* Three such sets and the vectors of their residual rates (n + m1 each)
+/* Three such sets and the vectors of their residual rates (n + max(n, m1)
+ * each: n + m1 for the terms, 2n for a right-hand side)
  * from mbs->lin_rates: d1 and d2 at the steps h and 2h, c at h / LIN_RATIO;
  * e the extrapolated rate, size the sizes of its parts, noise the terms'
  * sizes at y, kept a refined level's rate (level_verdict). */
@@ -312,7 +258,7 @@ static void carve_rates(const cdyn_mbs *mbs, term_rates *r, double **at)
 static void carve_levels(const cdyn_mbs *mbs, level_work *w)
 {
     double *at = mbs->lin_rates;
-    size_t len = (size_t)mbs->n + mbs->m1;
+    size_t len = (size_t)mbs->n + (size_t)cdyn__max(mbs->n, mbs->m1);
     carve_rates(mbs, &w->d1, &at);
     carve_rates(mbs, &w->d2, &at);
     carve_rates(mbs, &w->c, &at);
@@ -378,22 +324,23 @@ static double finer_step(double x, double h)
  * the central rate rc at hc = h / LIN_RATIO? Entry by entry within
  * LIN_AGREE of the sizes of its parts, plus rc's truncation as r1 and r2
  * show it (|r2 - r1| / 3 at h, times (hc / h)^2), plus the rounding of
- * both: 16 eps times the terms' sizes at y (noise) and the time terms'
- * error estimate time_error (from row `timed` on: s or xi), each over the
- * steps. Writes e. A step so large that the model varies on a shorter
+ * both: `rounding` (relative) times the sizes in noise and the time
+ * terms' error estimate time_error (from row `timed` on: s or xi), each
+ * over the steps. Writes e. A step so large that the model varies on a shorter
  * scale (an angle of many turns stepped by 120 rad, friction regularized
  * over 1e-4 m/s stepped by 1e-3) gives rates of any size and sign; they
  * disagree far beyond this, except where h and hc are both near multiples
  * of a period, which LIN_RATIO's distance from any small fraction makes
  * rare. NaN disagrees. */
-static int rates_agree(int len, int timed, double time_error, double h, double hc, level_work *w)
+static int rates_agree(int len, int timed, double time_error, double rounding, double h,
+                       double hc, level_work *w)
 {
     double spread = 1.5 / h + 1.0 / hc, shrink = (hc / h) * (hc / h);
     int agree = 1;
     for (int i = 0; i < len; ++i) {
         w->e[i] = (4.0 * w->r1[i] - w->r2[i]) / 3.0;
         double allowed = LIN_AGREE * w->size[i] + 2.0 * fabs(w->r2[i] - w->r1[i]) / 3.0 * shrink +
-                         16.0 * DBL_EPSILON * w->noise[i] * spread +
+                         rounding * w->noise[i] * spread +
                          (i >= timed ? time_error * spread : 0.0);
         if (!(fabs(w->e[i] - w->rc[i]) <= allowed)) agree = 0;
     }
@@ -436,6 +383,16 @@ static int level_verdict(level_work *w, int len, int agree, int level, int last,
         return 0;
     }
     return last ? -1 : 0;
+}
+
+/* CDYN_ERR_NOCONV: column j's rates did not agree down to the step h. */
+static cdyn_status unsettled(cdyn_mbs *mbs, const char *fn, double t, int j, double h)
+{
+    return cdyn__fail(mbs->msg, CDYN_ERR_NOCONV,
+                      "%s at t = %g: the differences of column %d do not settle on any step "
+                      "down to %g (the model is not smooth there, or varies on a scale its "
+                      "state's size does not show: pass scale or set periods)",
+                      fn, t, j, h);
 }
 
 /* Are the three rates (len each) finite? Where a term's differences
@@ -519,7 +476,7 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
                 *applies = 0;
                 break;
             }
-            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, TERM_ROUNDING, h, hc, &w);
             int verdict = level_verdict(&w, n + m, agree, level,
                                         hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
             if (verdict > 0) break;
@@ -541,6 +498,87 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
         }
     }
     return finish_jacobian(mbs, &before, st, *applies, jac, size, J, ldj);
+}
+
+/* ---- differences of a right-hand side itself ----------------------------- */
+
+/* rate (size) = the central difference of f at step s along x_j; noise:
+ * the larger of its entries and |f| at both states. xs: x, restored. */
+static cdyn_status rhs_central(cdyn_mbs *mbs, rhs_fn f, double t, const double *x, double *xs,
+                               int j, double s, int size, double *plus, double *minus,
+                               double *rate, double *noise)
+{
+    xs[j] = x[j] + s;
+    cdyn_status st = f(mbs, t, xs, plus);
+    if (st == CDYN_OK) {
+        xs[j] = x[j] - s;
+        st = f(mbs, t, xs, minus);
+    }
+    xs[j] = x[j];
+    for (int i = 0; st == CDYN_OK && i < size; ++i) {
+        rate[i] = (plus[i] - minus[i]) / (2.0 * s);
+        noise[i] = fmax(noise[i], fmax(fabs(plus[i]), fabs(minus[i])));
+    }
+    return st;
+}
+
+/* A (size x size, lda) = df/dx at (t, x) by extrapolated central
+ * differences of f, each column's step verified and refined as the terms'
+ * (rates_agree, with f's own solve's error RHS_ROUNDING as its rounding;
+ * map: step_cap); ends with an evaluation at x itself, so that the
+ * object's state (warm starts, reactions) is that of (t, x). Written only
+ * on success. */
+static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, int size,
+                                       const int *map, double t, const double *x,
+                                       const double *scale, double *A, int lda)
+{
+    double *jac = mbs->lin_work, *xs = jac + (size_t)size * size;
+    double *fp = xs + size, *fm = fp + size, *base = fm + size;
+    int half = size / 2;
+    level_work w;
+    carve_levels(mbs, &w);
+    cdyn_status st = check_scale(mbs, fn, size, scale);
+    if (st) return st;
+    committed before;
+    save_committed(mbs, base + size, &before);
+    memcpy(xs, x, sizeof(double) * (size_t)size);
+    st = f(mbs, t, xs, base); /* a failure at x itself is reported as such */
+    for (int j = 0; st == CDYN_OK && j < size; ++j) {
+        double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j));
+        int have_d1 = 0, kept = 0;
+        for (int i = 0; i < size; ++i) w.noise[i] = fabs(base[i]);
+        for (int level = 0; st == CDYN_OK; ++level) {
+            double hc = finer_step(x[j], h);
+            if (!have_d1) st = rhs_central(mbs, f, t, x, xs, j, h, size, fp, fm, w.r1, w.noise);
+            if (!st) st = rhs_central(mbs, f, t, x, xs, j, 2.0 * h, size, fp, fm, w.r2, w.noise);
+            if (!st && hc > 0.0)
+                st = rhs_central(mbs, f, t, x, xs, j, hc, size, fp, fm, w.rc, w.noise);
+            if (st) break;
+            if (!rates_finite(size, &w)) {
+                st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
+                                "%s: the Jacobian overflowed at t = %g", fn, t);
+                break;
+            }
+            for (int i = 0; i < size; ++i) w.size[i] = fmax(fabs(w.r1[i]), fabs(w.r2[i]));
+            int agree = hc > 0.0 && rates_agree(size, size, 0.0, RHS_ROUNDING, h, hc, &w);
+            int verdict = level_verdict(&w, size, agree, level,
+                                        hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
+            if (verdict > 0) break;
+            if (verdict < 0) {
+                st = unsettled(mbs, fn, t, j, h);
+                break;
+            }
+            swap_vectors(&w.r1, &w.rc);
+            have_d1 = 1;
+            h = hc;
+        }
+        if (st == CDYN_OK) memcpy(jac + (size_t)j * size, w.e, sizeof(double) * (size_t)size);
+    }
+    if (st == CDYN_OK) st = f(mbs, t, x, base); /* leave the state at x */
+    if (st == CDYN_OK && cdyn__first_nonfinite(size, size, jac, size) >= 0)
+        st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: the Jacobian overflowed at t = %g", fn,
+                        t);
+    return finish_jacobian(mbs, &before, st, 1, jac, size, A, lda);
 }
 
 cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, const double *scale,
@@ -612,7 +650,7 @@ static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, doubl
             w->noise[i] = fmax(w->noise[i], fmax(noise2[i], w->size[i]));
             w->size[i] = fmax(fabs(w->r1[i]), fabs(w->r2[i]));
         }
-        int agree = hc > 0.0 && rates_agree(m, 0, mbs->time_error, *h, hc, w);
+        int agree = hc > 0.0 && rates_agree(m, 0, mbs->time_error, TERM_ROUNDING, *h, hc, w);
         int verdict =
             level_verdict(w, m, agree, level, hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
         if (verdict > 0) {
@@ -725,7 +763,7 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
                 break;
             }
             memcpy(w.noise, noise, sizeof(double) * (size_t)(n + m));
-            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, h, hc, &w);
+            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, TERM_ROUNDING, h, hc, &w);
             verdict = level_verdict(&w, n + m, agree, level,
                                     hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
             if (verdict < 0) st = unsettled(mbs, fn, t, j, h);

@@ -860,14 +860,14 @@ static int sp_xi(double t, const double *q, const double *qdot, double *xi, void
 /* At m = 1e300 kg the chain rule's differences of Q along a column
  * (|Q| = 1e307 N over steps of about 1e-11 m) overflow, so that column's
  * solve is not certified, and cdyn_mbs_partition_jacobian differences the
- * partitioned right-hand side instead (8 d + 2 = 10 more evaluations, as
+ * partitioned right-hand side instead (12 d + 2 = 14 more evaluations, as
  * mbs.h says); its accelerations are 5e6 m/s^2, their differences finite.
  * Both unit systems must give the hand matrix; in SI the chain rule
  * serves (one partitioned right-hand side). */
 START_TEST(partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows)
 {
     const double masses[2] = {1.0, 1e300}, stiff[2] = {1e5, 1e155};
-    const long evaluations[2] = {1, 11};
+    const long evaluations[2] = {1, 15};
     for (int u = 0; u < 2; ++u) {
         spring_pair s = {masses[u], stiff[u]};
         cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
@@ -1057,6 +1057,67 @@ START_TEST(steps_the_state_does_not_fit_are_refined_until_they_agree)
 }
 END_TEST
 
+/* The same friction on a body whose second coordinate is held by the
+ * same constraint twice: the pseudo-inverse is below full rank, so the
+ * Jacobian differences cdyn_mbs_rhs itself, with the same verified steps
+ * (the speed column refined: 39 right-hand sides, against 27 unrefined;
+ * 1.2e-11 off the hand Jacobian in each unit system).
+ * M = diag(m L^2, 1), Q = (L f, 0), Phi = (q_2, q_2). */
+static int rough2_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q;
+    const rough *r = user;
+    M[0] = r->m * r->L * r->L;
+    M[1] = M[ld] = 0.0;
+    M[1 + ld] = 1.0;
+    return 0;
+}
+
+static int rough2_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    Q[1] = 0.0;
+    return rough_force(t, q, qd, Q, user);
+}
+
+static int rough2_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    Phi[0] = Phi[1] = q[1];
+    return 0;
+}
+
+static int rough2_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    J[0] = J[1] = 0.0;
+    J[ld] = J[1 + ld] = 1.0;
+    return 0;
+}
+
+START_TEST(differences_of_the_right_hand_side_refine_their_steps_too)
+{
+    const double units[3] = {1e-8, 1.0, 1e8};
+    for (int u = 0; u < 3; ++u) {
+        rough r = {2.0, 100.0, 5.0, 1e-4, 10.0, units[u], 0};
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, rough2_mass, rough2_force, rough2_phi,
+                                            rough2_jacobian, &r),
+                         CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PSEUDOINVERSE), CDYN_OK);
+        double y[4] = {1.0 / r.L, 0.0, 0.0, 0.0}, J[16], hand[16] = {0};
+        hand[0 + 4 * 2] = hand[1 + 4 * 3] = 1.0;
+        hand[2 + 4 * 0] = -r.k / r.m;
+        hand[2 + 4 * 2] = -r.mu / (r.m * r.v0);
+        long before = rhs_count(mbs);
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+        ck_assert_int_gt(rhs_count(mbs) - before, 1 + 12 * 2 + 2); /* refined */
+        double err = column_error(4, J, hand);
+        ck_assert_msg(err <= 1e-8, "units %g: off by %.3e", r.L, err);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* Dry friction at rest has no derivative in the speed: its difference
  * quotients grow as 1 / h and agree on no step. The call refuses with
  * CDYN_ERR_NOCONV naming the column, J untouched, and the object gives the
@@ -1198,7 +1259,7 @@ START_TEST(redundant_rows_difference_the_right_hand_side)
     ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PSEUDOINVERSE), CDYN_OK);
     before = rhs_count(mbs);
     ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
-    ck_assert_int_eq(rhs_count(mbs) - before, 1 + 8 * 2 + 2);
+    ck_assert_int_eq(rhs_count(mbs) - before, 1 + 12 * 2 + 2); /* 6 per column, 2 at y */
     rhs_differences(mbs, y, 2, ref);
     ck_assert_double_le(column_error(4, J, ref), 1e-6);
     cdyn_mbs_free(mbs);
@@ -1278,6 +1339,7 @@ int main(void)
     tcase_add_test(tc, partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows);
     tcase_add_test(tc, steps_the_state_does_not_fit_are_refined_until_they_agree);
     tcase_add_test(tc, a_force_without_a_derivative_is_refused);
+    tcase_add_test(tc, differences_of_the_right_hand_side_refine_their_steps_too);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
