@@ -81,7 +81,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->period = calloc((size_t)n, sizeof(double));
     mbs->origin = calloc((size_t)n, sizeof(double));
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
-    mbs->lin_rates = malloc(sizeof(double) * (3 * (nn + nm + (size_t)n + m1) + 8 * ((size_t)n + (size_t)cdyn__max(n, m1))));
+    mbs->lin_rates = malloc(sizeof(double) * (3 * (nn + nm + (size_t)n + m1) + 15 * ((size_t)n + (size_t)cdyn__max(n, m1))));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_saved = malloc(sizeof(double) * 2 * (size_t)n);

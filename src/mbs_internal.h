@@ -65,7 +65,7 @@ struct cdyn_mbs {
     int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     int projector_near;           /* its factorization is of Phi_q one Newton iterate before (mbs.c) */
     double *lin_work;             /* 6n^2 + n m1 + 15n + 7 m1: mbs_linearize.c; the projection origin (2n, mbs.c) */
-    double *lin_rates;            /* 3 (n^2 + n m1 + n + m1) + 8 (n + max(n, m1)): mbs_linearize.c's verified steps */
+    double *lin_rates;            /* 3 (n^2 + n m1 + n + m1) + 15 (n + max(n, m1)): mbs_linearize.c's verified steps */
     double time_error;            /* the largest error estimate of the time terms' differences since reset (mbs_time.c) */
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };

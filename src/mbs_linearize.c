@@ -55,6 +55,7 @@
 #define LIN_RATIO 16.618033988749895 /* 16 + 1/phi: far from any fraction of small terms */
 #define LIN_LEVELS 8                 /* the step may fall by LIN_RATIO^7, 3.5e8 */
 #define LIN_AGREE 1e-4               /* the rates' agreement, of the sizes of their parts */
+#define LIN_FINE 1e-9                /* an extrapolation that needs no finer step */
 #define TERM_ROUNDING (16.0 * DBL_EPSILON) /* of a model term, relative to its parts */
 #define RHS_ROUNDING 1e-10           /* of a right-hand side (the dependent Newton's tolerance) */
 
@@ -170,79 +171,29 @@ static cdyn_status finish_jacobian(cdyn_mbs *mbs, const committed *before, cdyn_
     return CDYN_OK;
 }
 
-/* ---- through the evaluation's factorization ------------------------------ */
-
-/* w M and w Phi_q (as evaluated last) added into dM (n x n) and dG (m x n,
- * ld m1). */
-static void add_position_terms(const cdyn_mbs *mbs, double w, double *dM, double *dG)
-{
-    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
-    for (size_t e = 0; e < (size_t)n * n; ++e) dM[e] += w * mbs->M[e];
-    for (int col = 0; col < n; ++col)
-        for (int i = 0; i < m; ++i)
-            dG[i + (size_t)col * m1] += w * mbs->Phi_q[i + (size_t)col * m1];
-}
-
-/* The model's terms at ys, moved from y by delta along column j, added
- * with weight w into the sums dM (n x n), dG (m x n, ld m1), dQ (n) and
- * ds (m) of the difference stencil (phi0, phidot0: Phi and Phi' at y,
- * read only when the gains use them, as the rhs evaluates them). A
- * coordinate moves M, Q, Phi, Phi_q, Phi' and xi; a speed moves only Q,
- * xi and Phi' = Phi_q q' + Phi_t, by delta times a column of Phi_q (exact:
- * Phi' is linear in q'), so dM and dG are left alone. Summing each term's
- * differences apart, before any product with the solution, keeps a small
- * change of one term from drowning in the rounding of the others (the
- * speeds' terms of a pendulum of 1.3 um are 1e-7 of its gravity terms). */
-static cdyn_status add_moved_terms(cdyn_mbs *mbs, const char *fn, double t, const double *ys,
-                                   int j, double delta, double w, const double *phi0,
-                                   const double *phidot0, double *dM, double *dG, double *dQ,
-                                   double *ds)
-{
-    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
-    int stabilized = cdyn__constraint_stabilized(mbs->kernel); /* else s needs no Phi, Phi' */
-    const double *q = ys, *qdot = ys + n, *phi = phi0;
-    cdyn_status st = CDYN_OK;
-    if (j < n) {
-        st = cdyn__mbs_mass(mbs, fn, t, q);
-        if (!st && m > 0 && stabilized) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
-        if (!st && m > 0 && stabilized)
-            st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
-        if (!st && m > 0 && !stabilized) st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
-        phi = mbs->Phi;
-    } else if (stabilized) {
-        const double *g = mbs->kernel->jac + (size_t)(j - n) * m1;
-        for (int i = 0; i < m; ++i) mbs->Phi_dot[i] = phidot0[i] + delta * g[i];
-    }
-    if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
-    if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
-    if (st) return st;
-    for (int i = 0; i < n; ++i) dQ[i] += w * mbs->Q[i];
-    if (m > 0) { /* s = xi - K_D Phi' - K_P Phi (T4.6), through vec_m */
-        cdyn__constraint_accel_rhs(mbs->kernel, stabilized ? phi : NULL,
-                                   stabilized ? mbs->Phi_dot : NULL, mbs->xi_val, mbs->vec_m);
-        for (int i = 0; i < m; ++i) ds[i] += w * mbs->vec_m[i];
-    }
-    if (j < n) add_position_terms(mbs, w, dM, dG);
-    return CDYN_OK;
-}
-
 /* ---- verified steps ------------------------------------------------------ */
 
-/* The central differences of the model's terms along one direction at one
- * step s, (term(y + s u) - term(y - s u)) / 2s, term by term: M (n x n),
- * Phi_q (m x n, ld m1; both only for a coordinate), Q (n) and s or xi (m). */
+/* The model's terms, or sums of them: M (n x n), Phi_q (m x n, ld m1; both
+ * only where the positions move), Q (n) and s or xi (m). */
 typedef struct {
     double *dM, *dG, *dQ, *ds;
 } term_rates;
 
-/* Three such sets and the vectors of their residual rates (n + max(n, m1)
- * each: n + m1 for the terms, 2n for a right-hand side)
- * from mbs->lin_rates: d1 and d2 at the steps h and 2h, c at h / LIN_RATIO;
- * e the extrapolated rate, size the sizes of its parts, noise the terms'
- * sizes at y, kept a refined level's rate (level_verdict). */
-typedef struct {
-    term_rates d1, d2, c;
-    double *r1, *r2, *rc, *e, *size, *noise, *spare, *kept;
+/* The differences of one column at the three steps of a level, k = 0, 1,
+ * 2 for h, 2h and h / LIN_RATIO (from mbs->lin_rates; vectors of n +
+ * max(n, m1): n + m1 for the terms' residual rates, 2n for a right-hand
+ * side): odd[k] the central difference (g(+s) - g(-s)) / 2s, even[k] the
+ * second difference (g(+s) + g(-s) - 2 g(0)) / s^2; odd_size, even_size
+ * the sizes of their parts at h (0 where a difference has no parts: its
+ * own size counts); peak_* the largest of those over the levels; noise the
+ * sizes the evaluations' rounding is relative to; e the extrapolated first
+ * derivative, e_even its second-derivative twin (checked, not used); kept
+ * a refined level's e (settle_column). sum_odd, sum_even, base: the terms'
+ * sums of a step and the terms at y; spare: scratch. */
+typedef struct level_work {
+    term_rates sum_odd, sum_even, base;
+    double *odd[3], *even[3];
+    double *odd_size, *even_size, *peak_odd, *peak_even, *noise, *e, *e_even, *kept, *spare;
 } level_work;
 
 static void carve_rates(const cdyn_mbs *mbs, term_rates *r, double **at)
@@ -259,10 +210,13 @@ static void carve_levels(const cdyn_mbs *mbs, level_work *w)
 {
     double *at = mbs->lin_rates;
     size_t len = (size_t)mbs->n + (size_t)cdyn__max(mbs->n, mbs->m1);
-    carve_rates(mbs, &w->d1, &at);
-    carve_rates(mbs, &w->d2, &at);
-    carve_rates(mbs, &w->c, &at);
-    double **vectors[] = {&w->r1, &w->r2, &w->rc, &w->e, &w->size, &w->noise, &w->spare, &w->kept};
+    carve_rates(mbs, &w->sum_odd, &at);
+    carve_rates(mbs, &w->sum_even, &at);
+    carve_rates(mbs, &w->base, &at);
+    double **vectors[] = {&w->odd[0],   &w->odd[1],     &w->odd[2],     &w->even[0],
+                          &w->even[1],  &w->even[2],    &w->odd_size,   &w->even_size,
+                          &w->peak_odd, &w->peak_even,  &w->noise,      &w->e,
+                          &w->e_even,   &w->kept,       &w->spare};
     for (size_t k = 0; k < sizeof vectors / sizeof vectors[0]; ++k, at += len) *vectors[k] = at;
 }
 
@@ -274,6 +228,26 @@ static void zero_rates(const cdyn_mbs *mbs, const term_rates *r, int positions)
     if (!positions) return;
     memset(r->dM, 0, sizeof(double) * (size_t)n * n);
     memset(r->dG, 0, sizeof(double) * (size_t)n * m1);
+}
+
+/* dst += w src (dM, dG only where positions). */
+static void add_terms(const cdyn_mbs *mbs, int positions, double w, const term_rates *src,
+                      const term_rates *dst)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    for (int i = 0; i < n; ++i) dst->dQ[i] += w * src->dQ[i];
+    for (int i = 0; i < m; ++i) dst->ds[i] += w * src->ds[i];
+    if (!positions) return;
+    for (size_t e = 0; e < (size_t)n * n; ++e) dst->dM[e] += w * src->dM[e];
+    for (int col = 0; col < n; ++col)
+        for (int i = 0; i < m; ++i) dst->dG[i + (size_t)col * m1] += w * src->dG[i + (size_t)col * m1];
+}
+
+/* dst = src. */
+static void copy_terms(const cdyn_mbs *mbs, const term_rates *src, const term_rates *dst)
+{
+    zero_rates(mbs, dst, 1);
+    add_terms(mbs, 1, 1.0, src, dst);
 }
 
 /* The residual rate of the terms r: out = [dQ - dM a + sign dPhi_q^T mu;
@@ -320,69 +294,44 @@ static double finer_step(double x, double h)
     return ahead - x;
 }
 
-/* Does the extrapolated rate e = (4 r1 - r2) / 3 (steps h, 2h) agree with
- * the central rate rc at hc = h / LIN_RATIO? Entry by entry within
- * LIN_AGREE of the sizes of its parts, plus rc's truncation as r1 and r2
- * show it (|r2 - r1| / 3 at h, times (hc / h)^2), plus the rounding of
- * both: `rounding` (relative) times the sizes in noise and the time
- * terms' error estimate time_error (from row `timed` on: s or xi), each
- * over the steps. Writes e. A step so large that the model varies on a shorter
- * scale (an angle of many turns stepped by 120 rad, friction regularized
- * over 1e-4 m/s stepped by 1e-3) gives rates of any size and sign; they
- * disagree far beyond this, except where h and hc are both near multiples
- * of a period, which LIN_RATIO's distance from any small fraction makes
- * rare. NaN disagrees. */
-static int rates_agree(int len, int timed, double time_error, double rounding, double h,
-                       double hc, level_work *w)
+/* Does the extrapolation e = (4 r1 - r2) / 3 of differences at the steps
+ * h, 2h agree with the difference rc at hc = h / LIN_RATIO, entry by
+ * entry? order 1: central differences (first derivatives), 2: second
+ * differences. Allowed: LIN_AGREE of the largest size the entry's parts
+ * have had (peak, raised to size here; so that a rate that falls with the
+ * step, as the derivative of v|v| at rest, settles near 0), rc's
+ * truncation as r1 and r2 show it (|r2 - r1| / 3 at h, times (hc / h)^2,
+ * twice), and the rounding of the values over the steps: `rounding`
+ * (relative) of noise, and the time terms' error estimate time_error from
+ * row `timed` on (s or xi). Writes e, and into *score the largest
+ * distance of e from rc less its truncation (about e's own error) in units
+ * of LIN_FINE of the peak plus the rounding: at most 1 where the step fits
+ * well (0 for a linear function). A step so large that the model
+ * varies on a shorter scale gives differences of any size and sign, which
+ * disagree far beyond this except where the disagreement happens to
+ * cross zero; the two orders cross zero apart (settle_column). NaN
+ * disagrees. */
+static int rates_agree(int order, int len, int timed, double time_error, double rounding,
+                       double h, double hc, double *const r[3], double *e, const double *size,
+                       double *peak, const double *noise, double *score)
 {
-    double spread = 1.5 / h + 1.0 / hc, shrink = (hc / h) * (hc / h);
+    double spread = order == 1 ? 1.5 / h + 1.0 / hc : 17.0 / (3.0 * h * h) + 4.0 / (hc * hc);
+    double shrink = (hc / h) * (hc / h);
     int agree = 1;
+    *score = 0.0;
     for (int i = 0; i < len; ++i) {
-        w->e[i] = (4.0 * w->r1[i] - w->r2[i]) / 3.0;
-        double allowed = LIN_AGREE * w->size[i] + 2.0 * fabs(w->r2[i] - w->r1[i]) / 3.0 * shrink +
-                         rounding * w->noise[i] * spread +
-                         (i >= timed ? time_error * spread : 0.0);
-        if (!(fabs(w->e[i] - w->rc[i]) <= allowed)) agree = 0;
+        e[i] = (4.0 * r[0][i] - r[1][i]) / 3.0;
+        peak[i] = fmax(peak[i], fmax(size[i], fmax(fabs(r[0][i]), fabs(r[1][i]))));
+        double truncation = (r[1][i] - r[0][i]) / 3.0 * shrink; /* of rc, about */
+        double rounded = rounding * noise[i] * spread + (i >= timed ? time_error * spread : 0.0);
+        double allowed = LIN_AGREE * peak[i] + 2.0 * fabs(truncation) + rounded;
+        if (!(fabs(e[i] - r[2][i]) <= allowed)) agree = 0;
+        /* e's own error: rc less its truncation leaves about rc's error
+         * h^2 hc^2 apart from e's h^4 (T4: verified steps) */
+        double fine = LIN_FINE * peak[i] + rounded, off = fabs(e[i] - (r[2][i] - truncation));
+        if (off > 0.0) *score = fmax(*score, fine > 0.0 ? off / fine : INFINITY);
     }
     return agree;
-}
-
-static void swap_rates(term_rates *a, term_rates *b)
-{
-    term_rates keep = *a;
-    *a = *b;
-    *b = keep;
-}
-
-static void swap_vectors(double **a, double **b)
-{
-    double *keep = *a;
-    *a = *b;
-    *b = keep;
-}
-
-/* What a level's agreement (rates_agree) settles, with last: no finer
- * level can follow. A first step that agrees settles the column. A step
- * that had to be refined may still sit where the extrapolation is only
- * beginning to work (its rate as far off as the agreement allows, 1e-4),
- * so its rate is kept and one level finer is taken: that rate settles if
- * it agrees too (its error is then below the kept one's by about
- * LIN_RATIO^4), the kept one if it does not (rounding at the finer step).
- * Returns 1 settled (the rate in w->e), 0 go on finer, -1 unsettled. */
-static int level_verdict(level_work *w, int len, int agree, int level, int last, int *kept)
-{
-    size_t bytes = sizeof(double) * (size_t)len;
-    if (agree && (level == 0 || *kept || last)) return 1;
-    if (*kept) {
-        memcpy(w->e, w->kept, bytes);
-        return 1;
-    }
-    if (agree) {
-        memcpy(w->kept, w->e, bytes);
-        *kept = 1;
-        return 0;
-    }
-    return last ? -1 : 0;
 }
 
 /* CDYN_ERR_NOCONV: column j's rates did not agree down to the step h. */
@@ -395,32 +344,149 @@ static cdyn_status unsettled(cdyn_mbs *mbs, const char *fn, double t, int j, dou
                       fn, t, j, h);
 }
 
-/* Are the three rates (len each) finite? Where a term's differences
- * overflow, the caller differences its right-hand side instead. */
-static int rates_finite(int len, const level_work *w)
+/* One step of a level: the differences at step s into w->odd[k] and
+ * w->even[k] (and at k = 0 the sizes of their parts into w->odd_size,
+ * w->even_size), raising w->noise where the values set it. */
+typedef cdyn_status (*step_fn)(cdyn_mbs *mbs, void *ctx, double s, int k, level_work *w);
+
+/* The verified first derivative of one column into w->e (len entries):
+ * levels of steps h, 2h and hc = h / LIN_RATIO (x0: the moved entry, so
+ * that hc is representable), each checked by rates_agree in both orders,
+ * with the even part (the second differences of the same evaluations) as
+ * a second, independent check: a coincidental agreement of the first
+ * derivatives, their disagreement crossing zero as the state moves (one
+ * in 20 000 states of sin q at q = 1e3 to 5e6 rad, stepped by 1e-3 q), no
+ * longer passes alone. A first level that agrees and whose
+ * extrapolation's error is within LIN_FINE (score <= 1) settles. One that
+ * agrees with a larger error (the step only begins to fit: at x = 295 m
+ * on a road of wavelength 2 pi m the first step, 0.3 m, left 2.5e-4), or
+ * any refined level that agrees (where the rounding allowed for can hide
+ * that error), is kept and one level finer is taken: the finer settles if
+ * it agrees and scores within 1 or below the kept one, else the kept one
+ * (rounding at the finer step). *h: the last step. *finite = 0 (and
+ * CDYN_OK) where a difference overflowed. CDYN_ERR_NOCONV (unsettled)
+ * when no step agrees; a step's status otherwise. */
+static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j, double x0,
+                                 double *h, int len, int timed, double rounding, step_fn step,
+                                 void *ctx, level_work *w, int *finite)
 {
-    return cdyn__first_nonfinite(len, 1, w->r1, len) < 0 &&
-           cdyn__first_nonfinite(len, 1, w->r2, len) < 0 &&
-           cdyn__first_nonfinite(len, 1, w->rc, len) < 0;
+    size_t bytes = sizeof(double) * (size_t)len;
+    int kept = 0;
+    double kept_score = INFINITY;
+    *finite = 1;
+    memset(w->peak_odd, 0, bytes);
+    memset(w->peak_even, 0, bytes);
+    for (int level = 0;; ++level) {
+        double hc = finer_step(x0, *h), steps[3] = {*h, 2.0 * *h, hc};
+        int count = hc > 0.0 ? 3 : 2, last = hc == 0.0 || level + 1 == LIN_LEVELS;
+        mbs->time_error = 0.0;
+        for (int k = 0; k < count; ++k) {
+            cdyn_status st = step(mbs, ctx, steps[k], k, w);
+            if (st) return st;
+            if (cdyn__first_nonfinite(len, 1, w->odd[k], len) >= 0 ||
+                cdyn__first_nonfinite(len, 1, w->even[k], len) >= 0) {
+                *finite = 0;
+                return CDYN_OK;
+            }
+        }
+        int agree = 0;
+        double score = INFINITY, even_score;
+        if (count == 3) {
+            agree = rates_agree(1, len, timed, mbs->time_error, rounding, *h, hc, w->odd, w->e,
+                                w->odd_size, w->peak_odd, w->noise, &score);
+            agree &= rates_agree(2, len, timed, mbs->time_error, rounding, *h, hc, w->even,
+                                 w->e_even, w->even_size, w->peak_even, w->noise, &even_score);
+        }
+        if (agree && (kept ? score <= fmax(kept_score, 1.0) : ((level == 0 && score <= 1.0) || last)))
+            return CDYN_OK;
+        if (kept) { /* the kept level is the better one */
+            memcpy(w->e, w->kept, bytes);
+            return CDYN_OK;
+        }
+        if (agree) {
+            memcpy(w->kept, w->e, bytes);
+            kept = 1;
+            kept_score = score;
+        } else if (last) {
+            return unsettled(mbs, fn, t, j, *h);
+        }
+        *h = hc;
+    }
 }
 
-/* ---- the right-hand side's columns with its own factors ---------------- */
+/* ---- the right-hand side's columns with its own factors ------------------ */
 
-/* The central difference at step s along column j of the Lagrange form's
- * terms into r (add_moved_terms at y +- s e_j). ys: y, restored. */
-static cdyn_status kkt_central(cdyn_mbs *mbs, const char *fn, double t, const double *y,
-                               double *ys, int j, double s, const double *phi0,
-                               const double *phidot0, const term_rates *r)
+/* The Lagrange form's terms (M, Phi_q, Q, s) at ys, moved from y by delta
+ * along column j, into mbs->M, mbs->Phi_q, mbs->Q and mbs->vec_m (phi0,
+ * phidot0: Phi and Phi' at y, read only when the gains use them, as the
+ * rhs evaluates them). A coordinate moves M, Q, Phi, Phi_q, Phi' and xi;
+ * a speed moves only Q, xi and Phi' = Phi_q q' + Phi_t, by delta times a
+ * column of Phi_q (exact: Phi' is linear in q'), and leaves M and Phi_q.
+ * The terms' differences are summed apart, before any product with the
+ * solution, which keeps a small change of one term from drowning in the
+ * rounding of the others (the speeds' terms of a pendulum of 1.3 um are
+ * 1e-7 of its gravity terms). */
+static cdyn_status moved_terms(cdyn_mbs *mbs, const char *fn, double t, const double *ys, int j,
+                               double delta, const double *phi0, const double *phidot0)
 {
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    int stabilized = cdyn__constraint_stabilized(mbs->kernel); /* else s needs no Phi, Phi' */
+    const double *q = ys, *qdot = ys + n, *phi = phi0;
     cdyn_status st = CDYN_OK;
-    zero_rates(mbs, r, j < mbs->n);
-    for (int side = 1; st == CDYN_OK && side >= -1; side -= 2) {
-        ys[j] = y[j] + side * s;
-        st = add_moved_terms(mbs, fn, t, ys, j, ys[j] - y[j], side / (2.0 * s), phi0, phidot0,
-                             r->dM, r->dG, r->dQ, r->ds);
+    if (j < n) {
+        st = cdyn__mbs_mass(mbs, fn, t, q);
+        if (!st && m > 0 && stabilized) st = cdyn__mbs_phi(mbs, fn, t, q, mbs->Phi);
+        if (!st && m > 0 && stabilized)
+            st = cdyn__mbs_velocity_constraint(mbs, fn, t, q, qdot, mbs->Phi_q, mbs->Phi_dot);
+        if (!st && m > 0 && !stabilized) st = cdyn__mbs_jacobian(mbs, fn, t, q, mbs->Phi_q);
+        phi = mbs->Phi;
+    } else if (stabilized) {
+        const double *g = mbs->kernel->jac + (size_t)(j - n) * m1;
+        for (int i = 0; i < m; ++i) mbs->Phi_dot[i] = phidot0[i] + delta * g[i];
     }
-    ys[j] = y[j];
+    if (!st) st = cdyn__mbs_force(mbs, fn, t, q, qdot);
+    if (!st && m > 0) st = cdyn__mbs_xi(mbs, fn, t, q, qdot);
+    if (!st && m > 0) /* s = xi - K_D Phi' - K_P Phi (T4.6) */
+        cdyn__constraint_accel_rhs(mbs->kernel, stabilized ? phi : NULL,
+                                   stabilized ? mbs->Phi_dot : NULL, mbs->xi_val, mbs->vec_m);
     return st;
+}
+
+/* What a step of the Lagrange form's columns needs: the state y and its
+ * scratch copy ys, column j, Phi and Phi' at y, and the solution x =
+ * [q''; lambda] at y. */
+typedef struct {
+    const char *fn;
+    double t;
+    const double *y, *phi0, *phidot0, *x;
+    double *ys;
+    int j;
+} kkt_step_ctx;
+
+/* step_fn of the Lagrange form: the residual rates db - dK x of the terms'
+ * differences at y +- s e_j (odd), and of their second differences. */
+static cdyn_status kkt_step(cdyn_mbs *mbs, void *ctx, double s, int k, level_work *w)
+{
+    const kkt_step_ctx *c = ctx;
+    int n = mbs->n, j = c->j, positions = j < n;
+    zero_rates(mbs, &w->sum_odd, positions);
+    zero_rates(mbs, &w->sum_even, positions);
+    add_terms(mbs, positions, -2.0 / (s * s), &w->base, &w->sum_even);
+    term_rates now = {mbs->M, mbs->Phi_q, mbs->Q, mbs->vec_m};
+    for (int side = 1; side >= -1; side -= 2) {
+        c->ys[j] = c->y[j] + side * s;
+        cdyn_status st = moved_terms(mbs, c->fn, c->t, c->ys, j, c->ys[j] - c->y[j], c->phi0,
+                                     c->phidot0);
+        c->ys[j] = c->y[j];
+        if (st) return st;
+        add_terms(mbs, positions, side / (2.0 * s), &now, &w->sum_odd);
+        add_terms(mbs, positions, 1.0 / (s * s), &now, &w->sum_even);
+    }
+    const double *x = c->x;
+    residual_rate(mbs, &w->sum_odd, positions, x, x + n, -1.0, w->odd[k], k ? NULL : w->odd_size);
+    residual_rate(mbs, &w->sum_even, positions, x, x + n, -1.0, w->even[k],
+                  k ? NULL : w->even_size);
+    return CDYN_OK;
 }
 
 /* J = d ydot / dy (2n x 2n) at (t, y): one evaluation at y, then per
@@ -428,8 +494,8 @@ static cdyn_status kkt_central(cdyn_mbs *mbs, const char *fn, double t, const do
  * model's terms (the file's comment) and its solve with the evaluation's
  * factors. *applies = 0, with nothing written and the object as before
  * the call, when the kernel kept no such factors (the pseudo-inverse below
- * full rank) or a column's solve is not certified: the caller then
- * differences the right-hand side. */
+ * full rank), a column's differences overflow or its solve is not
+ * certified: the caller then differences the right-hand side. */
 static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *y,
                                 const double *scale, double *J, int ldj, int *applies)
 {
@@ -446,50 +512,27 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
     st = cdyn_mbs_rhs(mbs, t, y, jac); /* the factors, and x, at y */
     if (st == CDYN_OK && !mbs->kernel->reusable) *applies = 0;
     if (st == CDYN_OK && *applies) {
-        int stabilized = cdyn__constraint_stabilized(mbs->kernel);
         memcpy(x, jac + n, sizeof(double) * (size_t)n);
         memcpy(x + n, mbs->reaction_mult, sizeof(double) * (size_t)m);
-        if (stabilized) { /* else the rhs left them out */
+        if (cdyn__constraint_stabilized(mbs->kernel)) { /* else the rhs left them out */
             memcpy(phi0, mbs->Phi, sizeof(double) * (size_t)m);
             memcpy(phidot0, mbs->Phi_dot, sizeof(double) * (size_t)m);
         }
         memcpy(ys, y, sizeof(double) * (size_t)size);
-        /* the terms at y as loaded, for their rounding: M, Phi_q, Q and s */
+        /* the terms at y as loaded (for the second differences and the rounding) */
         const cdyn_constraint *k = mbs->kernel;
         term_rates at_y = {k->mass, k->jac, k->force, k->accel_rhs};
-        residual_rate(mbs, &at_y, 1, x, x + n, -1.0, w.spare, w.noise);
+        copy_terms(mbs, &at_y, &w.base);
+        residual_rate(mbs, &w.base, 1, x, x + n, -1.0, w.spare, w.noise);
     }
+    kkt_step_ctx ctx = {fn, t, y, phi0, phidot0, x, ys, 0};
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
         double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j));
-        int have_d1 = 0, kept = 0;
-        for (int level = 0; st == CDYN_OK; ++level) {
-            double hc = finer_step(y[j], h);
-            mbs->time_error = 0.0;
-            if (!have_d1) st = kkt_central(mbs, fn, t, y, ys, j, h, phi0, phidot0, &w.d1);
-            if (!st) st = kkt_central(mbs, fn, t, y, ys, j, 2.0 * h, phi0, phidot0, &w.d2);
-            if (!st && hc > 0.0) st = kkt_central(mbs, fn, t, y, ys, j, hc, phi0, phidot0, &w.c);
-            if (st) break;
-            if (!have_d1) residual_rate(mbs, &w.d1, j < n, x, x + n, -1.0, w.r1, NULL);
-            residual_rate(mbs, &w.d2, j < n, x, x + n, -1.0, w.r2, w.size);
-            residual_rate(mbs, &w.c, j < n, x, x + n, -1.0, w.rc, NULL);
-            if (!rates_finite(n + m, &w)) {
-                *applies = 0;
-                break;
-            }
-            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, TERM_ROUNDING, h, hc, &w);
-            int verdict = level_verdict(&w, n + m, agree, level,
-                                        hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
-            if (verdict > 0) break;
-            if (verdict < 0) {
-                st = unsettled(mbs, fn, t, j, h);
-                break;
-            }
-            swap_rates(&w.d1, &w.c); /* the finer central rate is the next level's d1 */
-            swap_vectors(&w.r1, &w.rc);
-            have_d1 = 1;
-            h = hc;
-        }
-        if (st == CDYN_OK && *applies && !cdyn__constraint_solve_again(mbs->kernel, w.e, w.e + n, dx, dx + n))
+        ctx.j = j;
+        st = settle_column(mbs, fn, t, j, y[j], &h, n + m, n, TERM_ROUNDING, kkt_step, &ctx, &w,
+                           applies);
+        if (st == CDYN_OK && *applies &&
+            !cdyn__constraint_solve_again(mbs->kernel, w.e, w.e + n, dx, dx + n))
             *applies = 0;
         double *column = jac + (size_t)j * size;
         for (int i = 0; st == CDYN_OK && *applies && i < n; ++i) {
@@ -502,32 +545,50 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
 
 /* ---- differences of a right-hand side itself ----------------------------- */
 
-/* rate (size) = the central difference of f at step s along x_j; noise:
- * the larger of its entries and |f| at both states. xs: x, restored. */
-static cdyn_status rhs_central(cdyn_mbs *mbs, rhs_fn f, double t, const double *x, double *xs,
-                               int j, double s, int size, double *plus, double *minus,
-                               double *rate, double *noise)
+/* What a step of a right-hand side's differences needs: f, x and its
+ * scratch copy xs, f at x (base), scratch plus and minus (size each). */
+typedef struct {
+    rhs_fn f;
+    double t;
+    const double *x, *base;
+    double *xs, *plus, *minus;
+    int j, size;
+} rhs_step_ctx;
+
+/* step_fn of a right-hand side: its central and second differences at
+ * step s along x_j; the noise: the larger of its entries and the largest
+ * |f| of the same half (speeds, accelerations) at both states. */
+static cdyn_status rhs_step(cdyn_mbs *mbs, void *ctx, double s, int k, level_work *w)
 {
-    xs[j] = x[j] + s;
-    cdyn_status st = f(mbs, t, xs, plus);
+    const rhs_step_ctx *c = ctx;
+    int j = c->j;
+    c->xs[j] = c->x[j] + s;
+    cdyn_status st = c->f(mbs, c->t, c->xs, c->plus);
     if (st == CDYN_OK) {
-        xs[j] = x[j] - s;
-        st = f(mbs, t, xs, minus);
+        c->xs[j] = c->x[j] - s;
+        st = c->f(mbs, c->t, c->xs, c->minus);
     }
-    xs[j] = x[j];
-    for (int i = 0; st == CDYN_OK && i < size; ++i) {
-        rate[i] = (plus[i] - minus[i]) / (2.0 * s);
-        noise[i] = fmax(noise[i], fmax(fabs(plus[i]), fabs(minus[i])));
+    c->xs[j] = c->x[j];
+    int half = c->size / 2;
+    for (int part = 0; st == CDYN_OK && part < 2; ++part) {
+        double largest = 0.0; /* a solve's error is normwise: of its half's largest entry */
+        for (int i = part * half; i < (part + 1) * half; ++i) {
+            w->odd[k][i] = (c->plus[i] - c->minus[i]) / (2.0 * s);
+            w->even[k][i] = (c->plus[i] + c->minus[i] - 2.0 * c->base[i]) / (s * s);
+            largest = fmax(largest, fmax(w->noise[i], fmax(fabs(c->plus[i]), fabs(c->minus[i]))));
+            if (k == 0) w->odd_size[i] = w->even_size[i] = 0.0; /* no parts: their own size */
+        }
+        for (int i = part * half; i < (part + 1) * half; ++i) w->noise[i] = largest;
     }
     return st;
 }
 
 /* A (size x size, lda) = df/dx at (t, x) by extrapolated central
- * differences of f, each column's step verified and refined as the terms'
- * (rates_agree, with f's own solve's error RHS_ROUNDING as its rounding;
- * map: step_cap); ends with an evaluation at x itself, so that the
- * object's state (warm starts, reactions) is that of (t, x). Written only
- * on success. */
+ * differences of f, each column verified and refined by settle_column
+ * (with f's own solve's error RHS_ROUNDING as the rounding; map:
+ * step_cap); ends with an evaluation at x itself, so that the object's
+ * state (warm starts, reactions) is that of (t, x). Written only on
+ * success. */
 static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, int size,
                                        const int *map, double t, const double *x,
                                        const double *scale, double *A, int lda)
@@ -543,35 +604,17 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     save_committed(mbs, base + size, &before);
     memcpy(xs, x, sizeof(double) * (size_t)size);
     st = f(mbs, t, xs, base); /* a failure at x itself is reported as such */
+    rhs_step_ctx ctx = {f, t, x, base, xs, fp, fm, 0, size};
     for (int j = 0; st == CDYN_OK && j < size; ++j) {
         double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j));
-        int have_d1 = 0, kept = 0;
+        int finite = 1;
+        ctx.j = j;
         for (int i = 0; i < size; ++i) w.noise[i] = fabs(base[i]);
-        for (int level = 0; st == CDYN_OK; ++level) {
-            double hc = finer_step(x[j], h);
-            if (!have_d1) st = rhs_central(mbs, f, t, x, xs, j, h, size, fp, fm, w.r1, w.noise);
-            if (!st) st = rhs_central(mbs, f, t, x, xs, j, 2.0 * h, size, fp, fm, w.r2, w.noise);
-            if (!st && hc > 0.0)
-                st = rhs_central(mbs, f, t, x, xs, j, hc, size, fp, fm, w.rc, w.noise);
-            if (st) break;
-            if (!rates_finite(size, &w)) {
-                st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
-                                "%s: the Jacobian overflowed at t = %g", fn, t);
-                break;
-            }
-            for (int i = 0; i < size; ++i) w.size[i] = fmax(fabs(w.r1[i]), fabs(w.r2[i]));
-            int agree = hc > 0.0 && rates_agree(size, size, 0.0, RHS_ROUNDING, h, hc, &w);
-            int verdict = level_verdict(&w, size, agree, level,
-                                        hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
-            if (verdict > 0) break;
-            if (verdict < 0) {
-                st = unsettled(mbs, fn, t, j, h);
-                break;
-            }
-            swap_vectors(&w.r1, &w.rc);
-            have_d1 = 1;
-            h = hc;
-        }
+        st = settle_column(mbs, fn, t, j, x[j], &h, size, half, RHS_ROUNDING, rhs_step, &ctx, &w,
+                           &finite);
+        if (st == CDYN_OK && !finite)
+            st = cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE, "%s: the Jacobian overflowed at t = %g",
+                            fn, t);
         if (st == CDYN_OK) memcpy(jac + (size_t)j * size, w.e, sizeof(double) * (size_t)size);
     }
     if (st == CDYN_OK) st = f(mbs, t, x, base); /* leave the state at x */
@@ -599,123 +642,96 @@ cdyn_status cdyn_mbs_rhs_jacobian(cdyn_mbs *mbs, double t, const double *y, cons
 
 /* ---- the partitioned form through the chain rule ------------------------- */
 
-/* out (m) = the central difference at step s of Phi' = Phi_q q' + Phi_t
- * along dq at the consistent y (2n), q' fixed; size (m): the largest
- * |Phi_q q'| + |Phi_t| of the two, each summed by its parts (for their
- * rounding). ys: 2n of scratch. */
-static cdyn_status velocity_constraint_central(cdyn_mbs *mbs, const char *fn, double t,
-                                               const double *y, const double *dq, double s,
-                                               double *ys, double *out, double *size)
+/* What a step along a direction u (2n) from the consistent y needs; phidot0:
+ * Phi_q q' + Phi_t at y (about 0: y is consistent). */
+typedef struct {
+    const char *fn;
+    double t;
+    const double *y, *u, *phidot0, *accel, *mu;
+    double *ys;
+    int positions;
+} partition_step_ctx;
+
+/* step_fn of the dependent speeds' rate: the differences of Phi' =
+ * Phi_q q' + Phi_t along the coordinates' direction u at fixed q' (m
+ * entries); the noise: the largest |Phi_q q'| + |Phi_t| by parts. */
+static cdyn_status velocity_step(cdyn_mbs *mbs, void *ctx, double s, int k, level_work *w)
 {
+    const partition_step_ctx *c = ctx;
     int n = mbs->n, m = mbs->m, m1 = mbs->m1;
-    memset(out, 0, sizeof(double) * (size_t)m);
-    memset(size, 0, sizeof(double) * (size_t)m);
-    memcpy(ys + n, y + n, sizeof(double) * (size_t)n);
+    double *ys = c->ys;
+    memcpy(ys + n, c->y + n, sizeof(double) * (size_t)n);
+    for (int i = 0; i < m; ++i) {
+        w->odd[k][i] = 0.0;
+        w->even[k][i] = -2.0 * c->phidot0[i] / (s * s);
+        if (k == 0) w->odd_size[i] = w->even_size[i] = 0.0;
+    }
     for (int side = 1; side >= -1; side -= 2) {
-        for (int i = 0; i < n; ++i) ys[i] = y[i] + side * s * dq[i];
+        for (int i = 0; i < n; ++i) ys[i] = c->y[i] + side * s * c->u[i];
         cdyn_status st =
-            cdyn__mbs_velocity_constraint(mbs, fn, t, ys, ys + n, mbs->Phi_q, mbs->Phi_dot);
+            cdyn__mbs_velocity_constraint(mbs, c->fn, c->t, ys, ys + n, mbs->Phi_q, mbs->Phi_dot);
         if (st) return st;
         for (int i = 0; i < m; ++i) {
-            double parts = 0.0;
-            for (int c = 0; c < n; ++c) parts += fabs(mbs->Phi_q[i + (size_t)c * m1] * ys[n + c]);
-            parts += fabs(mbs->Phi_dot[i]);
-            size[i] = fmax(size[i], parts);
-            out[i] += side / (2.0 * s) * mbs->Phi_dot[i];
+            double parts = fabs(mbs->Phi_dot[i]);
+            for (int col = 0; col < n; ++col)
+                parts += fabs(mbs->Phi_q[i + (size_t)col * m1] * ys[n + col]);
+            w->noise[i] = fmax(w->noise[i], parts);
+            w->odd[k][i] += side / (2.0 * s) * mbs->Phi_dot[i];
+            w->even[k][i] += mbs->Phi_dot[i] / (s * s);
         }
     }
     return CDYN_OK;
 }
 
-/* c (m) = the verified extrapolated rate of Phi' along dq at y (as
- * kkt_jacobian's columns: steps h, 2h, h / LIN_RATIO, refined; x0 the
- * moved entry of the state, for representable steps), the dependent
- * speeds' change of a coordinate's direction; *h: the step that settled. */
-static cdyn_status velocity_constraint_rate(cdyn_mbs *mbs, const char *fn, double t,
-                                            const double *y, const double *dq, int j, double x0,
-                                            double *h, double *ys, level_work *w, double *c)
+/* step_fn of the partitioned form's terms (M, Phi_q, Q, xi) along u: the
+ * residual rates [dQ - dM q'' + dPhi_q^T mu; dxi - dPhi_q q''] of their
+ * differences and second differences. */
+static cdyn_status partition_step(cdyn_mbs *mbs, void *ctx, double s, int k, level_work *w)
 {
-    int m = mbs->m;
-    double *noise2 = w->spare;
-    int kept = 0;
-    for (int level = 0;; ++level) {
-        double hc = finer_step(x0, *h);
-        mbs->time_error = 0.0;
-        cdyn_status st = velocity_constraint_central(mbs, fn, t, y, dq, *h, ys, w->r1, w->noise);
-        if (!st) st = velocity_constraint_central(mbs, fn, t, y, dq, 2.0 * *h, ys, w->r2, noise2);
-        if (!st && hc > 0.0)
-            st = velocity_constraint_central(mbs, fn, t, y, dq, hc, ys, w->rc, w->size);
+    const partition_step_ctx *c = ctx;
+    int n = mbs->n, positions = c->positions;
+    zero_rates(mbs, &w->sum_odd, positions);
+    zero_rates(mbs, &w->sum_even, positions);
+    add_terms(mbs, positions, -2.0 / (s * s), &w->base, &w->sum_even);
+    term_rates now = {mbs->M, mbs->Phi_q, mbs->Q, mbs->xi_val};
+    for (int side = 1; side >= -1; side -= 2) {
+        for (int i = 0; i < 2 * n; ++i) c->ys[i] = c->y[i] + side * s * c->u[i];
+        cdyn_status st = CDYN_OK;
+        if (positions) st = cdyn__mbs_mass(mbs, c->fn, c->t, c->ys);
+        if (!st && positions) st = cdyn__mbs_jacobian(mbs, c->fn, c->t, c->ys, mbs->Phi_q);
+        if (!st) st = cdyn__mbs_force(mbs, c->fn, c->t, c->ys, c->ys + n);
+        if (!st) st = cdyn__mbs_xi(mbs, c->fn, c->t, c->ys, c->ys + n);
         if (st) return st;
-        for (int i = 0; i < m; ++i) {
-            w->noise[i] = fmax(w->noise[i], fmax(noise2[i], w->size[i]));
-            w->size[i] = fmax(fabs(w->r1[i]), fabs(w->r2[i]));
-        }
-        int agree = hc > 0.0 && rates_agree(m, 0, mbs->time_error, TERM_ROUNDING, *h, hc, w);
-        int verdict =
-            level_verdict(w, m, agree, level, hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
-        if (verdict > 0) {
-            memcpy(c, w->e, sizeof(double) * (size_t)m);
-            return CDYN_OK;
-        }
-        if (verdict < 0) return unsettled(mbs, fn, t, j, *h);
-        *h = hc;
+        add_terms(mbs, positions, side / (2.0 * s), &now, &w->sum_odd);
+        add_terms(mbs, positions, 1.0 / (s * s), &now, &w->sum_even);
     }
-}
-
-/* The partitioned form's terms at ys (2n): M and Phi_q when the positions
- * moved, Q and xi always (no stabilizer), added with weight w into dM, dG
- * (m x n, ld m1), dQ (n) and dxi (m). */
-static cdyn_status add_terms_at(cdyn_mbs *mbs, const char *fn, double t, const double *ys,
-                                int positions, double w, double *dM, double *dG, double *dQ,
-                                double *dxi)
-{
-    int n = mbs->n, m = mbs->m;
-    cdyn_status st = CDYN_OK;
-    if (positions) st = cdyn__mbs_mass(mbs, fn, t, ys);
-    if (!st && positions) st = cdyn__mbs_jacobian(mbs, fn, t, ys, mbs->Phi_q);
-    if (!st) st = cdyn__mbs_force(mbs, fn, t, ys, ys + n);
-    if (!st) st = cdyn__mbs_xi(mbs, fn, t, ys, ys + n);
-    if (st) return st;
-    for (int i = 0; i < n; ++i) dQ[i] += w * mbs->Q[i];
-    for (int i = 0; i < m; ++i) dxi[i] += w * mbs->xi_val[i];
-    if (positions) add_position_terms(mbs, w, dM, dG);
+    residual_rate(mbs, &w->sum_odd, positions, c->accel, c->mu, 1.0, w->odd[k],
+                  k ? NULL : w->odd_size);
+    residual_rate(mbs, &w->sum_even, positions, c->accel, c->mu, 1.0, w->even[k],
+                  k ? NULL : w->even_size);
     return CDYN_OK;
-}
-
-/* The central difference at step s along u (2n) of the partitioned form's
- * terms at the consistent y into r (add_terms_at at y +- s u). ys: 2n of
- * scratch. */
-static cdyn_status partition_central(cdyn_mbs *mbs, const char *fn, double t, const double *y,
-                                     const double *u, double s, int positions, double *ys,
-                                     const term_rates *r)
-{
-    cdyn_status st = CDYN_OK;
-    zero_rates(mbs, r, positions);
-    for (int side = 1; st == CDYN_OK && side >= -1; side -= 2) {
-        for (int i = 0; i < 2 * mbs->n; ++i) ys[i] = y[i] + side * s * u[i];
-        st = add_terms_at(mbs, fn, t, ys, positions, side / (2.0 * s), r->dM, r->dG, r->dQ, r->ds);
-    }
-    return st;
 }
 
 /* A = df/dz (2d x 2d, lda) of the partitioned form at (t, z) by the chain
  * rule (the file's comment): one cdyn_mbs_partition_rhs at z, then per
- * column the direction u, the differences of the terms along it and a
- * solve of M dq'' - Phi_q^T dmu = dQ - dM q'' + dPhi_q^T mu,
- * Phi_q dq'' = dxi - dPhi_q q'' (nullspace.h's signs: mu the multipliers
- * of M q'' - Phi_q^T mu = Q) with the partition's factors at z. *applies
- * = 0, with nothing written and the object as before the call, when a
- * column's solve is not certified: the caller then differences the
- * partitioned right-hand side. */
+ * column the direction u (for a coordinate, the dependent speeds from the
+ * verified rate of Phi' along V e_k), the verified rates of the terms
+ * along it and a solve of M dq'' - Phi_q^T dmu = dQ - dM q'' +
+ * dPhi_q^T mu, Phi_q dq'' = dxi - dPhi_q q'' (nullspace.h's signs: mu the
+ * multipliers of M q'' - Phi_q^T mu = Q) with the partition's factors at
+ * z. *applies = 0, with nothing written and the object as before the
+ * call, when a column's differences overflow or its solve is not
+ * certified: the caller then differences the partitioned right-hand side. */
 static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, double t,
                                             const double *z, const double *scale, double *A,
                                             int lda, int *applies)
 {
     int n = mbs->n, m = mbs->m, m1 = mbs->m1, d = n - m, size = 2 * d;
     cdyn_nullspace *ns = mbs->partition;
-    double *jac = mbs->lin_work, *M0 = jac + (size_t)size * size, *y = M0 + (size_t)n * n,
-           *ys = y + 2 * n, *u = ys + 2 * n, *accel = u + 2 * n, *da = accel + n, *unit = da + n,
-           *noise = unit + n, *mu = noise + n + m1, *c = mu + m1, *dmu = c + m1, *space = dmu + m1;
+    double *jac = mbs->lin_work, *y = jac + (size_t)size * size, *ys = y + 2 * n, *u = ys + 2 * n,
+           *accel = u + 2 * n, *da = accel + n, *unit = da + n, *noise = unit + n,
+           *mu = noise + n + m1, *c = mu + m1, *dmu = c + m1, *phidot0 = dmu + m1,
+           *space = phidot0 + m1;
     level_work w;
     carve_levels(mbs, &w);
     *applies = 1;
@@ -726,54 +742,42 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
     st = cdyn_mbs_partition_rhs(mbs, t, z, u); /* the factors, q'' and mu at z */
     if (st == CDYN_OK) {
         memcpy(y, mbs->y_part, sizeof(double) * 2 * (size_t)n);
-        memcpy(M0, mbs->M, sizeof(double) * (size_t)n * n);
         memcpy(accel, mbs->vec_n, sizeof(double) * (size_t)n);
         memcpy(mu, mbs->vec_m2, sizeof(double) * (size_t)m);
-        /* the terms at y, for their rounding: M, Phi_q, Q and xi */
+        /* the terms at y (for the second differences and the rounding) */
         term_rates at_y = {mbs->M, mbs->Phi_q, mbs->Q, mbs->xi_val};
-        residual_rate(mbs, &at_y, 1, accel, mu, 1.0, w.spare, noise);
+        copy_terms(mbs, &at_y, &w.base);
+        residual_rate(mbs, &w.base, 1, accel, mu, 1.0, w.spare, noise);
+        st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->jac_work, phidot0);
     }
+    partition_step_ctx ctx = {fn, t, y, u, phidot0, accel, mu, ys, 0};
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
-        int positions = j < d, k = j % d, kept = 0, verdict = 0;
+        int positions = j < d, k = j % d;
         double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j));
-        for (int level = 0; st == CDYN_OK && verdict == 0; ++level) {
+        memset(unit, 0, sizeof(double) * (size_t)d);
+        unit[k] = 1.0;
+        memset(u, 0, sizeof(double) * 2 * (size_t)n);
+        cdyn_status basis = cdyn_nullspace_expand(ns, unit, positions ? u : u + n); /* V e_k */
+        ctx.positions = positions;
+        if (!basis && positions) { /* the dependent speeds: Phi_q dq' = -dPhi'/dq V e_k */
             memset(unit, 0, sizeof(double) * (size_t)d);
-            unit[k] = 1.0;
-            memset(u, 0, sizeof(double) * 2 * (size_t)n);
-            cdyn_status basis = cdyn_nullspace_expand(ns, unit, positions ? u : u + n); /* V e_k */
-            if (!basis && positions) { /* the dependent speeds: Phi_q dq' = -dPhi'/dq V e_k */
-                memset(unit, 0, sizeof(double) * (size_t)d);
-                st = velocity_constraint_rate(mbs, fn, t, y, u, j, z[j], &h, ys, &w, c);
-                if (!st) basis = cdyn_nullspace_complete(ns, unit, c, u + n);
-            }
-            if (basis) /* an overflowing direction */
-                st = cdyn__fail(mbs->msg, basis, "%s at t = %g: %s", fn, t,
-                                cdyn_nullspace_last_error(ns));
-            double hc = finer_step(z[j], h);
-            mbs->time_error = 0.0;
-            if (!st) st = partition_central(mbs, fn, t, y, u, h, positions, ys, &w.d1);
-            if (!st) st = partition_central(mbs, fn, t, y, u, 2.0 * h, positions, ys, &w.d2);
-            if (!st && hc > 0.0) st = partition_central(mbs, fn, t, y, u, hc, positions, ys, &w.c);
-            if (st) break;
-            residual_rate(mbs, &w.d1, positions, accel, mu, 1.0, w.r1, NULL);
-            residual_rate(mbs, &w.d2, positions, accel, mu, 1.0, w.r2, w.size);
-            residual_rate(mbs, &w.c, positions, accel, mu, 1.0, w.rc, NULL);
-            if (!rates_finite(n + m, &w)) {
-                *applies = 0;
-                break;
-            }
-            memcpy(w.noise, noise, sizeof(double) * (size_t)(n + m));
-            int agree = hc > 0.0 && rates_agree(n + m, n, mbs->time_error, TERM_ROUNDING, h, hc, &w);
-            verdict = level_verdict(&w, n + m, agree, level,
-                                    hc == 0.0 || level + 1 == LIN_LEVELS, &kept);
-            if (verdict < 0) st = unsettled(mbs, fn, t, j, h);
-            h = hc;
+            memset(w.noise, 0, sizeof(double) * (size_t)m);
+            st = settle_column(mbs, fn, t, j, z[j], &h, m, 0, TERM_ROUNDING, velocity_step, &ctx,
+                               &w, applies);
+            if (!st && *applies) basis = cdyn_nullspace_complete(ns, unit, w.e, u + n);
         }
+        if (basis) /* an overflowing direction */
+            st = cdyn__fail(mbs->msg, basis, "%s at t = %g: %s", fn, t,
+                            cdyn_nullspace_last_error(ns));
+        if (st || !*applies) break;
+        memcpy(w.noise, noise, sizeof(double) * (size_t)(n + m));
+        st = settle_column(mbs, fn, t, j, z[j], &h, n + m, n, TERM_ROUNDING, partition_step, &ctx,
+                           &w, applies);
         if (st || !*applies) break;
         /* M dq'' - Phi_q^T dmu = F, Phi_q dq'' = c: F = dQ - dM q'' + dPhi_q^T mu,
          * c = -(dxi - dPhi_q q''), the extrapolated rates' */
-        for (int i = 0; i < m; ++i) w.e[n + i] = -w.e[n + i];
-        if (cdyn_nullspace_solve(ns, M0, n, w.e, w.e + n, da, dmu) != CDYN_OK) {
+        for (int i = 0; i < m; ++i) c[i] = -w.e[n + i];
+        if (cdyn_nullspace_solve(ns, w.base.dM, n, w.e, c, da, dmu) != CDYN_OK) {
             *applies = 0;
             break;
         }

@@ -997,11 +997,12 @@ END_TEST
 
 /* A body on a spring in length units of L m (x = L x_u): friction
  * regularized over v0 (mu tanh(v / v0)), or a road of wavelength 2 pi
- * lambda under it (k lambda sin(x / lambda)), or dry friction mu sign(v).
+ * lambda under it (k lambda sin(x / lambda)), dry friction mu sign(v), or
+ * a spring k x with quadratic drag mu v |v|.
  * M_u = m L^2, Q_u = L Q. */
 typedef struct {
     double m, k, mu, v0, lambda, L;
-    int kind; /* 0 regularized friction, 1 road, 2 dry friction */
+    int kind; /* 0 regularized friction, 1 road, 2 dry friction, 3 quadratic drag */
 } rough;
 
 static int rough_mass(double t, const double *q, double *M, int ld, void *user)
@@ -1019,7 +1020,8 @@ static int rough_force(double t, const double *q, const double *qd, double *Q, v
     double x = r->L * q[0], v = r->L * qd[0], f;
     if (r->kind == 0) f = -r->k * x - r->mu * tanh(v / r->v0);
     else if (r->kind == 1) f = -r->k * r->lambda * sin(x / r->lambda);
-    else f = -r->mu * (v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : 0.0);
+    else if (r->kind == 2) f = -r->mu * (v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : 0.0);
+    else f = -r->k * x - r->mu * v * fabs(v);
     Q[0] = r->L * f;
     return 0;
 }
@@ -1115,6 +1117,63 @@ START_TEST(differences_of_the_right_hand_side_refine_their_steps_too)
         ck_assert_msg(err <= 1e-8, "units %g: off by %.3e", r.L, err);
         cdyn_mbs_free(mbs);
     }
+}
+END_TEST
+
+/* A road's whole length: every step that does not fit (1e-3 of x, from
+ * 1 m up) must be refined, and a coincidental agreement must not pass.
+ * The first check alone (first derivatives at h, 2h against h / 16.6)
+ * passed 148 of 2.7 million states between 1e3 and 5e6 m with d v'/d x
+ * off by up to its whole size, where their disagreement crossed zero
+ * (near x = 5.1e4, 1.0e5, 2.1e5, 2.6e5 m ...); with the second
+ * differences checked too, none. Asserted over 300 000 states from 1 to
+ * 5e6 m (lambda = 1 m): all CDYN_OK, within 1e-7 of -k cos(x) / m (3.4e-9
+ * measured, the rounding of x itself). */
+START_TEST(a_road_of_any_length_gives_its_slope)
+{
+    rough r = {1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1};
+    cdyn_mbs *mbs = cdyn_mbs_create(1, 0, NULL);
+    ck_assert_int_eq(
+        cdyn_mbs_set_model(mbs, rough_mass, rough_force, springs_phi, springs_jacobian, &r),
+        CDYN_OK);
+    double worst = 0.0, at = 0.0;
+    const double ratio = exp(log(5e6) / 300000.0);
+    for (double x = 1.0; x < 5e6; x *= ratio) {
+        double y[2] = {x, 0.0}, J[4];
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2), CDYN_OK);
+        double err = fabs(J[1] + cos(x));
+        if (err > worst) worst = err, at = x;
+    }
+    ck_assert_msg(worst <= 1e-7, "d v'/d x off by %.3e at x = %.9e", worst, at);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
+/* Quadratic drag at rest has a derivative, 0, but no second derivative:
+ * its differences fall with the step (2 mu h / 3m) and never meet the
+ * relative agreement of a smooth force. They settle once they are below
+ * 1e-4 of the largest size they had; the first verified version refused
+ * this with CDYN_ERR_NOCONV. Asserted in length units of 1e-8, 1 and 1e8
+ * m, the spring alone and with no spring at all: CDYN_OK, the spring's
+ * column exact to 1e-12, |d v'/d v| <= 1e-7 / s (about 3e-9 measured). */
+START_TEST(quadratic_drag_at_rest_has_its_zero_derivative)
+{
+    const double units[3] = {1e-8, 1.0, 1e8}, stiffness[2] = {3.0, 0.0};
+    for (int u = 0; u < 3; ++u)
+        for (int sp = 0; sp < 2; ++sp) {
+            rough r = {2.0, stiffness[sp], 0.7, 0.0, 1.0, units[u], 3};
+            cdyn_mbs *mbs = cdyn_mbs_create(1, 0, NULL);
+            ck_assert_int_eq(cdyn_mbs_set_model(mbs, rough_mass, rough_force, springs_phi,
+                                                springs_jacobian, &r),
+                             CDYN_OK);
+            double y[2] = {0.5 / r.L, 0.0}, J[4];
+            ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 2), CDYN_OK);
+            ck_assert(J[0] == 0.0 && J[2] == 1.0);
+            ck_assert_double_le(fabs(J[1] + r.k / r.m), 1e-12 * fmax(r.k / r.m, 1.0));
+            ck_assert_msg(fabs(J[3]) <= 1e-7, "units %g, spring %g: d v'/d v = %.3e", r.L, r.k,
+                          J[3]);
+            cdyn_mbs_free(mbs);
+        }
 }
 END_TEST
 
@@ -1339,6 +1398,8 @@ int main(void)
     tcase_add_test(tc, partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows);
     tcase_add_test(tc, steps_the_state_does_not_fit_are_refined_until_they_agree);
     tcase_add_test(tc, a_force_without_a_derivative_is_refused);
+    tcase_add_test(tc, a_road_of_any_length_gives_its_slope);
+    tcase_add_test(tc, quadratic_drag_at_rest_has_its_zero_derivative);
     tcase_add_test(tc, differences_of_the_right_hand_side_refine_their_steps_too);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
