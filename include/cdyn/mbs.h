@@ -380,23 +380,28 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * varies on (an angle of many turns, a road profile under a car 100 km
  * along, friction regularized over 1e-4 m/s at rest). Each column's
  * extrapolated difference (steps h and 2h) is compared with a central
- * difference at h / 16.6, entry by entry, within 1e-4 of the sizes of its
- * parts, plus the finer one's truncation and the rounding of both (the time
- * terms' error estimate where they are differenced). Where they disagree
- * the step falls by 16.6 and the comparison is repeated (at most 7
- * times), and a step that had to fall is confirmed one level finer. 2
- * evaluations more per column when the first step agrees; a column that
+ * difference at h / 16.6, entry by entry, within 1e-4 of the largest
+ * size its parts have had, plus the finer one's truncation and the
+ * rounding of both (the time terms' error estimate where they are
+ * differenced); the second differences of the same evaluations must
+ * agree the same way, so that a disagreement that merely crosses zero
+ * does not pass. Where they disagree the step falls by 16.6 (at most 7
+ * times); a step that agrees but whose extrapolation is not yet within
+ * 1e-9 of its size, or that had to fall, is confirmed one level finer.
+ * 2 evaluations more per column when the first step fits; a column that
  * agrees on no step gives CDYN_ERR_NOCONV naming it (a force without a
- * derivative there, such as dry friction at rest). Measured (test_mbs,
- * test_linearize): a crank at 1.2e5 rad without periods, whose steps of
- * 120 rad gave both Jacobians off by their whole size with CDYN_OK,
- * within 2.6e-10 (cdyn_mbs_rhs_jacobian) and 6.6e-10 (this one) of the
- * largest entry at the angle reduced modulo 2 pi; with its period, 9e-12;
- * friction regularized over 1e-4 m/s and a road at 100 km, which gave
- * d v'/d v 8.6 times too small and d v'/d x of the wrong sign, within
- * 5e-10 of the hand Jacobians in length units of 1e-8, 1 and 1e8 m. The
- * comparison can be fooled only where both steps are near whole multiples
- * of a period of the model; give an angle of many turns its period.
+ * derivative there, such as dry friction at rest; quadratic drag at rest
+ * has one, 0, and gets it). Measured (test_mbs, test_linearize): a crank
+ * at 1.2e5 rad without periods, whose steps of 120 rad gave both
+ * Jacobians off by their whole size with CDYN_OK, within 2.6e-10
+ * (cdyn_mbs_rhs_jacobian) and 6.6e-10 (this one) of the largest entry at
+ * the angle reduced modulo 2 pi; with its period, 9e-12; friction
+ * regularized over 1e-4 m/s and a road at 100 km, which gave d v'/d v 8.6
+ * times too small and d v'/d x of the wrong sign, within 5e-10 of the hand
+ * Jacobians in length units of 1e-8, 1 and 1e8 m; a road of wavelength
+ * 2 pi m at 300 000 positions from 1 m to 5000 km, within 3.4e-9. The
+ * checks can be fooled only where both orders' disagreements vanish at
+ * once; give an angle of many turns its period.
  * The first d rows
  * are [0 I] exactly. Accuracy (test_linearize, against hand derivations
  * and a quad-precision reference): 2e-13 relative with Phi_t and xi given
@@ -464,7 +469,7 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * of the model's callbacks (steps as below, verified and refined as there;
  * a speed moves only Q, xi and Phi'), and each column's solve is refined
  * and certified like the evaluation's. Cost: the callbacks at 6 moved
- * states per column and one solve, measured 5.9, 11.9 and 13 right-hand
+ * states per column and one solve, measured 8.1, 14.4 and 18 right-hand
  * sides at n = 2, 3 and 12 (4.1, 7.9 and 9.2 before the steps were
  * verified), against 2n + 1 for forward differences
  * (tests/bench/bench_projection). Accuracy (test_linearize, against hand
