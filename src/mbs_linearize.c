@@ -56,6 +56,7 @@
 #define LIN_LEVELS 8                 /* the step may fall by LIN_RATIO^7, 3.5e8 */
 #define LIN_AGREE 1e-4               /* the rates' agreement, of the sizes of their parts */
 #define LIN_FINE 1e-9                /* an extrapolation that needs no finer step */
+#define TIME_NOISE 4.0               /* the time terms' error estimate, made a bound */
 #define TERM_ROUNDING (16.0 * DBL_EPSILON) /* of a model term, relative to its parts */
 #define RHS_ROUNDING 1e-10           /* of a right-hand side (the dependent Newton's tolerance) */
 
@@ -303,33 +304,40 @@ static double finer_step(double x, double h)
  * truncation as r1 and r2 show it (|r2 - r1| / 3 at h, times (hc / h)^2,
  * twice), and the rounding of the values over the steps: `rounding`
  * (relative) of noise, and the time terms' error estimate time_error from
- * row `timed` on (s or xi). Writes e, and into *score the largest
- * distance of e from rc less its truncation (about e's own error) in units
- * of LIN_FINE of the peak plus the rounding: at most 1 where the step fits
- * well (0 for a linear function). A step so large that the model
+ * row `timed` on (s or xi; TIME_NOISE times it: an estimate, not a
+ * bound). Second differences whose rounding exceeds their own size are
+ * not judged. Writes e, and into *score the largest distance of e from rc
+ * less its truncation (about e's own error) in units of LIN_FINE of the
+ * peak plus the rounding: at most 1 where the step fits well (0 for a
+ * linear function); into *bound that distance plus the rounding in units
+ * of the peak, an error bound of e relative to the entry's size. A step so large that the model
  * varies on a shorter scale gives differences of any size and sign, which
  * disagree far beyond this except where the disagreement happens to
  * cross zero; the two orders cross zero apart (settle_column). NaN
  * disagrees. */
 static int rates_agree(int order, int len, int timed, double time_error, double rounding,
                        double h, double hc, double *const r[3], double *e, const double *size,
-                       double *peak, const double *noise, double *score)
+                       double *peak, const double *noise, double *score, double *bound)
 {
     double spread = order == 1 ? 1.5 / h + 1.0 / hc : 17.0 / (3.0 * h * h) + 4.0 / (hc * hc);
     double shrink = (hc / h) * (hc / h);
     int agree = 1;
-    *score = 0.0;
+    *score = *bound = 0.0;
     for (int i = 0; i < len; ++i) {
         e[i] = (4.0 * r[0][i] - r[1][i]) / 3.0;
         peak[i] = fmax(peak[i], fmax(size[i], fmax(fabs(r[0][i]), fabs(r[1][i]))));
         double truncation = (r[1][i] - r[0][i]) / 3.0 * shrink; /* of rc, about */
-        double rounded = rounding * noise[i] * spread + (i >= timed ? time_error * spread : 0.0);
+        double rounded = (rounding * noise[i] + (i >= timed ? TIME_NOISE * time_error : 0.0)) * spread;
         double allowed = LIN_AGREE * peak[i] + 2.0 * fabs(truncation) + rounded;
-        if (!(fabs(e[i] - r[2][i]) <= allowed)) agree = 0;
+        /* second differences drowned in their own rounding tell nothing */
+        int judged = order == 1 || rounded < fabs(e[i]);
+        if (judged && !(fabs(e[i] - r[2][i]) <= allowed)) agree = 0;
         /* e's own error: rc less its truncation leaves about rc's error
          * h^2 hc^2 apart from e's h^4 (T4: verified steps) */
         double fine = LIN_FINE * peak[i] + rounded, off = fabs(e[i] - (r[2][i] - truncation));
         if (off > 0.0) *score = fmax(*score, fine > 0.0 ? off / fine : INFINITY);
+        if (off + rounded > 0.0)
+            *bound = fmax(*bound, peak[i] > 0.0 ? (off + rounded) / peak[i] : INFINITY);
     }
     return agree;
 }
@@ -362,8 +370,10 @@ typedef cdyn_status (*step_fn)(cdyn_mbs *mbs, void *ctx, double s, int k, level_
  * on a road of wavelength 2 pi m the first step, 0.3 m, left 2.5e-4), or
  * any refined level that agrees (where the rounding allowed for can hide
  * that error), is kept and one level finer is taken: the finer settles if
- * it agrees and scores within 1 or below the kept one, else the kept one
- * (rounding at the finer step). *h: the last step. *finite = 0 (and
+ * it agrees and its error bound (disagreement plus rounding) is no larger
+ * than the kept one's, else the kept one (rounding at the finer step:
+ * with xi left to differences a finer level agreed within its larger
+ * rounding and was 4 % off). *h: the last step. *finite = 0 (and
  * CDYN_OK) where a difference overflowed. CDYN_ERR_NOCONV (unsettled)
  * when no step agrees; a step's status otherwise. */
 static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j, double x0,
@@ -372,7 +382,7 @@ static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j,
 {
     size_t bytes = sizeof(double) * (size_t)len;
     int kept = 0;
-    double kept_score = INFINITY;
+    double kept_bound = INFINITY;
     *finite = 1;
     memset(w->peak_odd, 0, bytes);
     memset(w->peak_even, 0, bytes);
@@ -390,14 +400,15 @@ static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j,
             }
         }
         int agree = 0;
-        double score = INFINITY, even_score;
+        double score = INFINITY, bound = INFINITY, even_score, even_bound;
         if (count == 3) {
             agree = rates_agree(1, len, timed, mbs->time_error, rounding, *h, hc, w->odd, w->e,
-                                w->odd_size, w->peak_odd, w->noise, &score);
+                                w->odd_size, w->peak_odd, w->noise, &score, &bound);
             agree &= rates_agree(2, len, timed, mbs->time_error, rounding, *h, hc, w->even,
-                                 w->e_even, w->even_size, w->peak_even, w->noise, &even_score);
+                                 w->e_even, w->even_size, w->peak_even, w->noise, &even_score,
+                                 &even_bound);
         }
-        if (agree && (kept ? score <= fmax(kept_score, 1.0) : ((level == 0 && score <= 1.0) || last)))
+        if (agree && (kept ? bound <= kept_bound : ((level == 0 && score <= 1.0) || last)))
             return CDYN_OK;
         if (kept) { /* the kept level is the better one */
             memcpy(w->e, w->kept, bytes);
@@ -406,7 +417,7 @@ static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j,
         if (agree) {
             memcpy(w->kept, w->e, bytes);
             kept = 1;
-            kept_score = score;
+            kept_bound = bound;
         } else if (last) {
             return unsettled(mbs, fn, t, j, *h);
         }

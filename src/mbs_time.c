@@ -71,8 +71,14 @@ static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, con
  * difference is a series in h^2, so T[k][j] = T[k][j-1] + (T[k][j-1] -
  * T[k-1][j-1]) / (16^j - 1) removes its terms one by one). Each entry's
  * error is estimated by its distance to its two parents; the entry with the
- * smallest estimate wins, and the levels stop once the new diagonal entry
- * is twice as far off as the best (rounding has taken over). So the step
+ * smallest estimate relative to its own size wins, and the levels stop
+ * once the new diagonal entry is twice as far off as the best (rounding
+ * has taken over). Relative, because steps far longer than the scale the
+ * constraints vary on (an angle of many turns, whose T below is |q| /
+ * |q'|) give second differences of about |Phi| / h^2, near 0 and close to
+ * each other: at 8.4e4 rad and 92 rad/s such an entry, -1e-3 with an
+ * estimate of 3e-7, beat the converged 4374 with 4.6e-6 and made the
+ * accelerations wrong in sign with CDYN_OK. So the step
  * adapts to the time scale of the motion and to the rounding of the
  * caller's functions. c = eps^(1/5) (order 1) or eps^(1/6) (order 2). T is
  * a time scale: along the motion, the larger of 1 s and the motion's own
@@ -130,7 +136,7 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
             return CDYN_OK;
         }
     }
-    double best = INFINITY, step = c;
+    double best = INFINITY, best_relative = INFINITY, step = c;
     for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
         volatile double ahead = t + step; /* the step actually representable */
         double h = ahead - t;
@@ -150,13 +156,15 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
             factor *= 16.0;
             for (int i = 0; i < m; ++i) entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
             double error = fmax(largest_difference(m, entry, left), largest_difference(m, entry, up));
-            if (error < best) {
+            double relative = error == 0.0 ? 0.0 : error / largest_magnitude(m, entry);
+            if (relative < best_relative || (relative == best_relative && error < best)) {
                 best = error;
+                best_relative = relative;
                 memcpy(out, entry, sizeof(double) * (size_t)m);
             }
         }
         /* (out is written once best is finite) */
-        if (k > 0 && best < INFINITY && best <= 1e-4 * largest_magnitude(m, out) &&
+        if (k > 0 && best_relative <= 1e-4 &&
             largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
                 2.0 * best)
             break;
