@@ -128,11 +128,12 @@ CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn ph
  * disagreement goes to report (status.h, cdyn_jacobian_check; col = n for
  * Phi_t; suspect = 1 above 1e-6 relative): a 5 % error in one entry is
  * named. An entry is judged only where the differences resolve it: at an
- * angle of many turns without its period (a crank at 1.2e5 rad) the steps
- * are too long for that and a 5 % error went unnamed (with the period it
- * is named; test_mbs).
+ * angle of many turns without its period (a crank at 1.2e5 rad) the first
+ * steps, 0.7 rad, are too long for that and a 5 % error went unnamed; the
+ * column's steps are now shortened until they resolve it (status.h), and
+ * it is named with or without the period (test_mbs).
  * For use when writing a model: Phi is called 4n times (4(n + 1) with
- * phi_t); needs
+ * phi_t; 4 more per column each time a step is shortened); needs
  * cdyn_mbs_set_model(). CDYN_OK when the check ran (whatever it found; an
  * empty report for m = 0); CDYN_ERR_ARG, CDYN_ERR_NONFINITE,
  * CDYN_ERR_CALLBACK, CDYN_ERR_BUSY; report is written only on CDYN_OK.

@@ -49,6 +49,11 @@ typedef enum cdyn_status {
  * discrepancy exceeds 10 times the estimate's own error (the two steps'
  * disagreement plus the rounding of the function, 4 eps |f| / h), so an
  * entry below what the function's rounding can resolve is never flagged.
+ * The first step is eps^(1/3) of the unknown's magnitude; where the two
+ * steps' disagreement, not the rounding, keeps an entry from being judged
+ * at 1e-6, a column's steps are shortened by 16 (up to 6 times), since a
+ * magnitude need not be the scale the function varies on (an angle of
+ * many turns).
  */
 typedef struct cdyn_jacobian_check {
     double worst;    /**< largest such relative error (0 when every entry agrees) */
