@@ -11,8 +11,9 @@
  * step of 1e-3 of the state's magnitude. That magnitude says nothing of
  * the scale g varies on (an angle of many turns stepped by 120 rad,
  * friction regularized over 1e-4 m/s stepped by 1e-3), so each column's
- * extrapolated difference is checked against D(h / LIN_RATIO) and the
- * step refined until they agree (rates_agree, level_verdict). g is a
+ * extrapolated difference is checked against D(h / LIN_RATIO), in first
+ * and second differences, and the step refined until they agree
+ * (rates_agree, settle_column; docs/theory.md T4). g is a
  * right-hand side itself only for
  * the pseudo-inverse below full rank and where a column's solve below is
  * not certified (the partitioned right-hand side then carries the
@@ -241,7 +242,10 @@ static void add_terms(const cdyn_mbs *mbs, int positions, double w, const term_r
     if (!positions) return;
     for (size_t e = 0; e < (size_t)n * n; ++e) dst->dM[e] += w * src->dM[e];
     for (int col = 0; col < n; ++col)
-        for (int i = 0; i < m; ++i) dst->dG[i + (size_t)col * m1] += w * src->dG[i + (size_t)col * m1];
+        for (int i = 0; i < m; ++i) {
+            size_t at = i + (size_t)col * m1;
+            dst->dG[at] += w * src->dG[at];
+        }
 }
 
 /* dst = src. */
@@ -310,11 +314,11 @@ static double finer_step(double x, double h)
  * less its truncation (about e's own error) in units of LIN_FINE of the
  * peak plus the rounding: at most 1 where the step fits well (0 for a
  * linear function); into *bound that distance plus the rounding in units
- * of the peak, an error bound of e relative to the entry's size. A step so large that the model
- * varies on a shorter scale gives differences of any size and sign, which
- * disagree far beyond this except where the disagreement happens to
- * cross zero; the two orders cross zero apart (settle_column). NaN
- * disagrees. */
+ * of the peak, an error bound of e relative to the entry's size. A step
+ * so large that the model varies on a shorter scale gives differences of
+ * any size and sign, which disagree far beyond this except where the
+ * disagreement happens to cross zero; the two orders cross zero apart
+ * (settle_column). NaN disagrees. */
 static int rates_agree(int order, int len, int timed, double time_error, double rounding,
                        double h, double hc, double *const r[3], double *e, const double *size,
                        double *peak, const double *noise, double *score, double *bound)
@@ -327,7 +331,8 @@ static int rates_agree(int order, int len, int timed, double time_error, double 
         e[i] = (4.0 * r[0][i] - r[1][i]) / 3.0;
         peak[i] = fmax(peak[i], fmax(size[i], fmax(fabs(r[0][i]), fabs(r[1][i]))));
         double truncation = (r[1][i] - r[0][i]) / 3.0 * shrink; /* of rc, about */
-        double rounded = (rounding * noise[i] + (i >= timed ? TIME_NOISE * time_error : 0.0)) * spread;
+        double timed_error = i >= timed ? TIME_NOISE * time_error : 0.0;
+        double rounded = (rounding * noise[i] + timed_error) * spread;
         double allowed = LIN_AGREE * peak[i] + 2.0 * fabs(truncation) + rounded;
         /* second differences drowned in their own rounding tell nothing */
         int judged = order == 1 || rounded < fabs(e[i]);
