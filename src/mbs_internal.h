@@ -5,11 +5,12 @@
 
 #include "cdyn/mbs.h"
 #include "cdyn/nullspace.h"
+#include "difference_tableau.h"
 #include "internal.h"
 #include "rank.h"
 
 /* Most step sizes a difference quotient of the time terms tries. */
-#define CDYN__FD_LEVELS 12
+#define CDYN__FD_LEVELS CDYN__TABLEAU_LEVELS
 
 struct cdyn_mbs {
     int n, m, m1;

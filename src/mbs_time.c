@@ -2,6 +2,7 @@
  * constraint Phi' = Phi_q q' + Phi_t and xi, from the caller's callbacks or,
  * when those are not given, by differences along the motion with the step
  * chosen per derivative order and refined by Richardson extrapolation. */
+#include "difference_tableau.h"
 #include "linalg.h"
 #include "mbs_internal.h"
 
@@ -26,22 +27,20 @@ static cdyn_status evaluate(cdyn_mbs *mbs, const char *fn, enum path_kind kind, 
     return cdyn__mbs_velocity_constraint(mbs, fn, t + tau, mbs->q_work, qdot, mbs->jac_work, out);
 }
 
-/* The largest |a_i - b_i| (NaN propagates). */
-static double largest_difference(int m, const double *a, const double *b)
-{
-    double d = 0.0;
-    for (int i = 0; i < m; ++i)
-        if (!(fabs(a[i] - b[i]) <= d)) d = fabs(a[i] - b[i]);
-    return d;
-}
+/* A point on the path of a derivative (evaluate's arguments). */
+typedef struct {
+    cdyn_mbs *mbs;
+    const char *fn;
+    enum path_kind kind;
+    double t;
+    const double *q, *qdot;
+} path_point;
 
-/* The largest |a_i| (NaN propagates). */
-static double largest_magnitude(int m, const double *a)
+/* cdyn__offset_fn of a path: f(tau) at the point's (t, q, qdot). */
+static cdyn_status path_offset(void *ctx, double tau, double *out)
 {
-    double d = 0.0;
-    for (int i = 0; i < m; ++i)
-        if (!(fabs(a[i]) <= d)) d = fabs(a[i]);
-    return d;
+    const path_point *p = ctx;
+    return evaluate(p->mbs, p->fn, p->kind, p->t, p->q, p->qdot, tau, out);
 }
 
 /* Phi(q, t + h0) into plus, Phi(q, t - h0) into minus and Phi(q, t + h1)
@@ -136,42 +135,12 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
             return CDYN_OK;
         }
     }
-    double best = INFINITY, best_relative = INFINITY, step = c;
-    for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
-        volatile double ahead = t + step; /* the step actually representable */
-        double h = ahead - t;
-        if (kind == PHI_IN_TIME && k == 1) /* its t + h is in center */
-            memcpy(plus, center, sizeof(double) * (size_t)m);
-        else if (!(kind == PHI_IN_TIME && k == 0))
-            st = evaluate(mbs, fn, kind, t, q, qdot, h, plus);
-        if (st == CDYN_OK && !(kind == PHI_IN_TIME && k == 0))
-            st = evaluate(mbs, fn, kind, t, q, qdot, -h, minus);
-        if (st != CDYN_OK) break;
-        for (int i = 0; i < m; ++i)
-            row[i] = order == 1 ? (plus[i] - minus[i]) / (2.0 * h)
-                                : (plus[i] - 2.0 * center[i] + minus[i]) / (h * h);
-        double factor = 1.0;
-        for (int j = 1; j <= k; ++j) {
-            double *entry = row + (size_t)j * m1, *left = entry - m1, *up = previous + (size_t)(j - 1) * m1;
-            factor *= 16.0;
-            for (int i = 0; i < m; ++i) entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
-            double error = fmax(largest_difference(m, entry, left), largest_difference(m, entry, up));
-            double relative = error == 0.0 ? 0.0 : error / largest_magnitude(m, entry);
-            if (relative < best_relative || (relative == best_relative && error < best)) {
-                best = error;
-                best_relative = relative;
-                memcpy(out, entry, sizeof(double) * (size_t)m);
-            }
-        }
-        /* (out is written once best is finite) */
-        if (k > 0 && best_relative <= 1e-4 &&
-            largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
-                2.0 * best)
-            break;
-        double *swap = previous;
-        previous = row;
-        row = swap;
-    }
+    path_point at = {mbs, fn, kind, t, q, qdot};
+    cdyn__tableau_work work = {plus, minus, center, row, previous};
+    double best = INFINITY;
+    if (st == CDYN_OK)
+        st = cdyn__tableau_derivative(order, m, m1, t, c, levels, kind == PHI_IN_TIME,
+                                      path_offset, &at, &work, out, &best);
     if (st == CDYN_OK && !isfinite(best))
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the difference quotients of the time terms are not finite", fn);

@@ -1,0 +1,38 @@
+/* Derivatives by central differences refined in a Richardson tableau,
+ * shared by the time terms of a mechanism (mbs_time.c: Phi_t, xi) and of
+ * a DAE (dae.c: dF/dt). */
+#ifndef CDYN_DIFFERENCE_TABLEAU_H
+#define CDYN_DIFFERENCE_TABLEAU_H
+
+#include "cdyn/status.h"
+
+/* The most levels a tableau takes (its work is sized for them). */
+#define CDYN__TABLEAU_LEVELS 12
+
+/* out (m values) = f at the offset tau from the point; CDYN_OK or the
+ * failure's status (message kept by the caller's object). */
+typedef cdyn_status (*cdyn__offset_fn)(void *ctx, double tau, double *out);
+
+/* Scratch of m1 doubles each (plus, minus, center), and of
+ * CDYN__TABLEAU_LEVELS m1 each (row, previous); distinct. */
+typedef struct {
+    double *plus, *minus, *center, *row, *previous;
+} cdyn__tableau_work;
+
+/* The derivative of order 1 or 2 of f at tau = 0 into out (m values):
+ * central differences with the steps c 4^-k, k < levels, each made
+ * representable at t, extrapolated to h -> 0 in a tableau. For order 2
+ * w->center must hold f(0). With `prefetched`, w->plus and w->minus hold
+ * f(+-h0) and w->center f(h1) (h0 = c, h1 = c / 4 as representable at t;
+ * order 1 only): the first two levels reuse them. Each entry's error is
+ * estimated by its distance to its two parents, and the entry whose
+ * estimate is smallest relative to its own size wins; the levels stop
+ * once the best estimate is within 1e-4 of its value and a new diagonal
+ * entry is twice as far off (rounding has taken over). *best: the
+ * winner's estimate (absolute), INFINITY when no entry was finite (out is
+ * then unwritten). Returns f's status. */
+cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
+                                     int prefetched, cdyn__offset_fn f, void *ctx,
+                                     const cdyn__tableau_work *w, double *out, double *best);
+
+#endif
