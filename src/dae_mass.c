@@ -97,7 +97,11 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
     /* the range P(t) is kept: the difference evaluations overwrite it */
     double *range_saved = dae->origin;
     memcpy(range_saved, p->range, sizeof(double) * nr);
-    double h = 6e-6 * fmax(fabs(t), 1.0); /* central difference: ~cbrt(eps) */
+    /* central difference, ~cbrt(eps) of a 1 s time scale: the size of t
+     * says nothing of the time scale of M(t) (a step of 6e-6 |t| is 0.06 s
+     * at t = 1e4 s, across a whole period of 50 Hz) */
+    volatile double ahead = t + 6e-6;
+    double h = ahead - t; /* the step actually representable */
     cdyn_status st = factor_mass_at(dae, fn, t + h);
     if (st == CDYN_OK) {
         aligned_null_basis(dae, p->beta, p->beta_plus);

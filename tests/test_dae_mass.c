@@ -114,6 +114,40 @@ START_TEST(rotating_null_space_matches_analytic_solution)
 }
 END_TEST
 
+/* The same at 50 Hz late in a run: beta' by central differences stepped
+ * 6e-6 |t| (0.06 s at t = 1e4 s, three periods) was garbage there; the
+ * step is now 6e-6 s whatever t (dae.h). At a consistent state v = p u +
+ * h u_perp, p' = w h - p and v' = p' u + p w u_perp - h w u. Asserted at
+ * t = 1 s, 1e2 s and 1e4 s: one right-hand side within 1e-5 of that
+ * (the central difference's (w h)^2 / 6 = 6e-7, and w t's own rounding,
+ * 7e-10 rad at 1e4 s, over w h = 1.9e-3). */
+START_TEST(a_mass_turning_at_50_hz_late_in_a_run)
+{
+    const double times[3] = {1.0, 1e2, 1e4}, p = 1.0;
+    for (int k = 0; k < 3; ++k) {
+        rotating r = {314.15926535897932, 0.3, 0, 0};
+        double T = times[k], u[2], up[2], v[2], rate[2];
+        frame(r.w, T, u, up);
+        for (int i = 0; i < 2; ++i) {
+            v[i] = p * u[i] + r.h * up[i];
+            rate[i] = (r.w * r.h - p) * u[i] + p * r.w * up[i] - r.h * r.w * u[i];
+        }
+        cdyn_dae *dae = cdyn_dae_create(2, NULL);
+        ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, rotating_mass, &r, T), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, rotating_force, NULL, NULL, &r), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_split(dae, T, v), CDYN_OK);
+        int integrated, algebraic;
+        ck_assert_int_eq(cdyn_dae_split_states(dae, &integrated, &algebraic), 1);
+        double y = v[integrated], ydot;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, T, &y, &ydot), CDYN_OK);
+        double size = fmax(fabs(rate[0]), fabs(rate[1]));
+        ck_assert_msg(fabs(ydot - rate[integrated]) <= 1e-5 * size, "t = %g: %.9e, by hand %.9e",
+                      T, ydot, rate[integrated]);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
 /* ---- scaled mass: M(t) = c(t) diag(1, 0) ------------------------------
  * c v0' = -v0 + v1, 0 = v1 - cos t: v0' = (cos t - v0) / c(t). */
 static double scale_of(double t) { return 1.0 + 0.5 * sin(t); }
@@ -246,6 +280,7 @@ int main(void)
     Suite *s = suite_create("dae_mass");
     TCase *tc = tcase_create("time_varying_mass");
     tcase_add_test(tc, rotating_null_space_matches_analytic_solution);
+    tcase_add_test(tc, a_mass_turning_at_50_hz_late_in_a_run);
     tcase_add_test(tc, scaled_mass_matches_scalar_ode);
     tcase_add_test(tc, rank_change_is_reported_not_integrated);
     tcase_add_test(tc, mass_callback_failure_and_bad_input);
