@@ -52,14 +52,19 @@ static void times_d(const cdyn_dae *dae, const double *X, double *out)
 
 /* The step along the direction d (n) that moves no state by more than
  * `relative` times its magnitude (the difference steps' scales, dae.h),
- * and time (when `with_time`) by no more than `relative` max(|t|, 1). */
+ * and time (when `with_time`) by no more than `relative` seconds (the
+ * size of t says nothing of the time scale of F's inputs, dae.c), as t + h
+ * represents it. */
 static double step_along(const cdyn_dae *dae, const double *d, int with_time, double t,
                          double relative)
 {
-    double rate = with_time ? 1.0 / fmax(fabs(t), 1.0) : 0.0;
+    double rate = with_time ? 1.0 : 0.0;
     for (int i = 0; i < dae->n; ++i)
         rate = fmax(rate, fabs(d[i]) / cdyn__dae_step_scale(dae, dae->v_last, i));
-    return rate > 0.0 ? relative / rate : relative;
+    double h = rate > 0.0 ? relative / rate : relative;
+    if (!with_time) return h;
+    volatile double ahead = t + h; /* the step as t + h represents it */
+    return ahead - t;
 }
 
 /* v_last + a w + b d into shifted (n). */
