@@ -159,7 +159,7 @@ CDYN_API cdyn_status cdyn_dae_set_model(cdyn_dae *dae, cdyn_dae_force_fn force,
  * Check the model's derivative callbacks at (t, v): dF/dv (n x n) and
  * dF/dt, whichever were given, against central differences of F (each
  * state moved by eps^(1/3) times its magnitude as cdyn_dae_set_fd_step()
- * describes; t by eps^(1/3) max(|t|, 1)). The worst disagreement goes to
+ * describes; t by eps^(1/3) s whatever t). The worst disagreement goes to
  * report (status.h, cdyn_jacobian_check; col = n for dF/dt; suspect = 1
  * above 1e-6 relative). For use when writing a model: F is called 4n
  * times for dF/dv and 4 for dF/dt; needs cdyn_dae_set_model() only.

@@ -124,7 +124,7 @@ CDYN_API cdyn_status cdyn_mbs_set_time_terms(cdyn_mbs *mbs, cdyn_mbs_phi_t_fn ph
  * given, at (t, q): Phi_q (m x n) and Phi_t against central differences
  * of Phi (each coordinate moved by eps^(1/3) |q_j|, or the largest |q| for
  * a zero coordinate; a coordinate with a period P, cdyn_mbs_set_periods,
- * by at most eps^(1/3) P / (2 pi); t by eps^(1/3) max(|t|, 1)). The worst
+ * by at most eps^(1/3) P / (2 pi); t by eps^(1/3) s whatever t). The worst
  * disagreement goes to report (status.h, cdyn_jacobian_check; col = n for
  * Phi_t; suspect = 1 above 1e-6 relative): a 5 % error in one entry is
  * named. An entry is judged only where the differences resolve it: at an
