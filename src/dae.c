@@ -83,7 +83,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->multiplier ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution ||
         !dae->held_magnitudes || !dae->v_trial ||
-        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->dt_work || !dae->force_jac ||
+        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->dt_work ||
+        !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual ||
         !dae->bound ||
@@ -231,7 +232,8 @@ void cdyn_dae_free(cdyn_dae *dae)
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
                         dae->resolution, dae->held_magnitudes,
-                        dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt, dae->dt_work,
+                        dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
+                        dae->dt_work,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
