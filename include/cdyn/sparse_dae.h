@@ -96,9 +96,13 @@ CDYN_API cdyn_sparse_dae *cdyn_sparse_dae_create(int n, const double *mass,
 CDYN_API void cdyn_sparse_dae_free(cdyn_sparse_dae *sd);
 
 /**
- * The model: F and dF/dv are required; dF/dt may be NULL (a central
- * difference in t, two more F calls per evaluation). Returns CDYN_ERR_ARG
- * (NULL force or jacobian), CDYN_ERR_BUSY.
+ * The model: F and dF/dv are required; dF/dt may be NULL: then central
+ * differences in t on a 1 s time scale refined in a Richardson tableau,
+ * as cdyn_dae's (dae.h): two more F calls per evaluation where F_A does
+ * not depend on t (the same bits at t, t + c and t + c/4), 2 more per
+ * level otherwise (test_sparse_dae: a 50 Hz pump's flow rate within 1e-6
+ * up to t = 1e5 s; steps of 6e-6 |t|, before, were 0.6 % off at 100 s).
+ * Returns CDYN_ERR_ARG (NULL force or jacobian), CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_sparse_dae_set_model(cdyn_sparse_dae *sd,
                                                cdyn_sparse_dae_force_fn force,
