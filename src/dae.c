@@ -54,7 +54,6 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->force_val = doubles((size_t)n);
     dae->force_shift = doubles((size_t)n);
     dae->force_dt = doubles((size_t)n);
-    dae->dt_work = doubles((3 + 2 * (size_t)CDYN__TABLEAU_LEVELS) * (size_t)n);
     dae->force_jac = doubles(nn);
     dae->aug = doubles(nn);
     dae->aug_rhs = doubles(nn);
@@ -83,7 +82,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->multiplier ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution ||
         !dae->held_magnitudes || !dae->v_trial ||
-        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->dt_work ||
+        !dae->force_val || !dae->force_shift || !dae->force_dt ||
         !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual ||
@@ -233,7 +232,6 @@ void cdyn_dae_free(cdyn_dae *dae)
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
                         dae->resolution, dae->held_magnitudes,
                         dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
-                        dae->dt_work,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
@@ -840,22 +838,10 @@ cdyn_status cdyn__dae_shifted_force(cdyn_dae *dae, const char *fn, double t, dou
     return CDYN_OK;
 }
 
-/* A point of dF/dt's differences (cdyn__offset_fn): F(t + tau, v). */
-typedef struct {
-    cdyn_dae *dae;
-    const char *fn;
-    double t;
-    const double *v;
-} time_point;
+/* dF/dt's difference step [s], whatever t (cdyn__dae_force_time). */
+#define DT_STEP 6e-6
 
-static cdyn_status force_at_offset(void *ctx, double tau, double *out)
-{
-    const time_point *p = ctx;
-    return cdyn__dae_force(p->dae, p->fn, p->t + tau, p->v, out);
-}
-
-cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v,
-                                 const double *at_t)
+cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v)
 {
     int n = dae->n;
     if (dae->time_derivative) {
@@ -866,43 +852,20 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
         if (code != 0) return callback_failed(dae, fn, "time-derivative", code);
         return check_output(dae, fn, "dF/dt", n, 1, dae->force_dt);
     }
-    /* Differences on a 1 s time scale, refined in a tableau (THEORY T3.3;
-     * the same as a mechanism's Phi_t, T4.1): the size of t says nothing of
-     * the time scale of F's inputs, and steps of 6e-6 |t| (the rule
-     * before) made the rates of a network with a 50 Hz inflow 30 % off at
-     * t = 1000 s and wrong in sign at 1e4 s, with CDYN_OK. F at t, t + c
-     * and t + c/4 with the same bits (unequally spaced: two can agree by
-     * symmetry about an extremum) do not depend on t: dF/dt = 0 without
-     * the tableau, at two evaluations as before. */
-    double *w = dae->dt_work, c = 7.4e-4; /* eps^(1/5) s */
-    cdyn__tableau_work work = {w, w + n, w + 2 * (size_t)n, w + 3 * (size_t)n,
-                               w + (3 + (size_t)CDYN__TABLEAU_LEVELS) * (size_t)n};
-    time_point at = {dae, fn, t, v};
-    size_t bytes = sizeof(double) * (size_t)n;
-    cdyn_status st = CDYN_OK;
-    if (!at_t) { /* F at t itself, into row (free until the tableau) */
-        st = cdyn__dae_force(dae, fn, t, v, work.row);
-        at_t = work.row;
-    }
-    volatile double ahead = t + c, ahead1 = t + 0.25 * c; /* as the tableau's steps */
-    double h0 = ahead - t, h1 = ahead1 - t;
-    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t + h0, v, work.plus);
-    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t + h1, v, work.center);
+    /* central difference stepped 6e-6 s, ~cbrt(eps) of a 1 s time scale,
+     * whatever t: the size of t says nothing of the time scale of F's
+     * inputs (steps of 6e-6 |t|, before, made the rates of a network with
+     * a 50 Hz inflow 30 % off at t = 1000 s and wrong in sign at 1e4 s,
+     * with CDYN_OK). Error about (w h)^2 / 6 for an input of w rad/s: 6e-7
+     * at 50 Hz, 2.4e-4 at 1 kHz (dae.h); F at t, t +- h of the same bits
+     * give 0 exactly. */
+    volatile double ahead = t + DT_STEP, behind = t - DT_STEP;
+    double up = ahead - t, down = t - behind; /* the steps actually representable */
+    cdyn_status st = cdyn__dae_force(dae, fn, t + up, v, dae->force_shift);
+    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t - down, v, dae->force_dt);
     if (st != CDYN_OK) return st;
-    if (h1 > 0.0 && h1 < h0 && memcmp(work.plus, at_t, bytes) == 0 &&
-        memcmp(work.center, at_t, bytes) == 0) {
-        memset(dae->force_dt, 0, bytes);
-        return CDYN_OK;
-    }
-    st = cdyn__dae_force(dae, fn, t - h0, v, work.minus);
-    double best = INFINITY;
-    if (st == CDYN_OK)
-        st = cdyn__tableau_derivative(1, n, n, t, c, CDYN__TABLEAU_LEVELS, 1, force_at_offset,
-                                      &at, &work, dae->force_dt, &best);
-    if (st != CDYN_OK) return st;
-    if (!isfinite(best))
-        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
-                          "%s: the difference quotients of dF/dt at t = %g are not finite", fn, t);
+    for (int i = 0; i < n; ++i)
+        dae->force_dt[i] = (dae->force_shift[i] - dae->force_dt[i]) / (up + down);
     return check_output(dae, fn, "the difference dF/dt", n, 1, dae->force_dt);
 }
 

@@ -63,7 +63,7 @@ cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const double *v,
     double *terms = dae->prod;
     for (int i = 0; i < n; ++i) terms[i] = dae->jacobian && !st ? w.row_size[i] : 0.0;
     if (!st && dae->time_derivative) {
-        st = cdyn__dae_force_time(dae, FN, t, dae->v_trial, NULL); /* the callback's dF/dt */
+        st = cdyn__dae_force_time(dae, FN, t, dae->v_trial); /* the callback's dF/dt */
         double time = t, scale = 1.0; /* a 1 s time scale, as dF/dt's differences */
         if (!st)
             st = cdyn__check_jacobian(n, 1, dae->force_dt, n, &time, &scale, terms, force_of_t,

@@ -488,7 +488,7 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     } else if (st == CDYN_OK) {
         st = constraint_differences(dae, fn, t);
     }
-    if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial, dae->force_val);
+    if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
     if (st != CDYN_OK) return st;
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);

@@ -6,7 +6,6 @@
 
 #include "cdyn/dae.h"
 #include "cdyn/nullspace.h"
-#include "difference_tableau.h"
 #include "internal.h"
 #include "rank.h"
 
@@ -155,7 +154,6 @@ struct cdyn_dae {
     double *force_val;      /* n */
     double *force_shift;    /* n */
     double *force_dt;       /* n */
-    double *dt_work;        /* (3 + 2 CDYN__TABLEAU_LEVELS) n: dF/dt's tableau (dae.c) */
     double *force_jac;      /* n x n */
     double *aug, *aug_rhs, *origin, *scratch, *u, *prod;
     cdyn__rank_ws rank_ws;  /* the rank decision on M and the augmented matrices */
@@ -234,11 +232,9 @@ static inline double cdyn__dae_next_step(int n, const double *a, const double *b
  * known). */
 double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j);
 
-/* dF/dt at (t, v) into dae->force_dt: the callback, or differences in a
- * Richardson tableau on a 1 s time scale (difference_tableau.h). at_t: F
- * at (t, v) when the caller has it (n values, or NULL). */
-cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v,
-                                 const double *at_t);
+/* dF/dt at (t, v) into dae->force_dt: the callback, or a central
+ * difference stepped 6e-6 s whatever t. */
+cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
 
 /* M(t) by the mass callback into out (n x n, ld n), with the callback and
  * finiteness checks. */

@@ -1,6 +1,7 @@
-/* Derivatives by central differences refined in a Richardson tableau,
- * shared by the time terms of a mechanism (mbs_time.c: Phi_t, xi) and of
- * a DAE (dae.c: dF/dt). */
+/* Derivatives by central differences refined in a Richardson tableau:
+ * the time terms of a mechanism (mbs_time.c: Phi_t, xi). A DAE's dF/dt
+ * keeps one central difference (dae.c): the tableau's 8 more evaluations
+ * of F per right-hand side cost 25-42 % on bench_stiff. */
 #ifndef CDYN_DIFFERENCE_TABLEAU_H
 #define CDYN_DIFFERENCE_TABLEAU_H
 

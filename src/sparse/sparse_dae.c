@@ -8,7 +8,6 @@
  * rank_qr.h, whose minimum-norm outer inverse takes the Newton steps and
  * the rates through it (T2.3) when its rank is decided cleanly. */
 #include "cdyn/sparse_dae.h"
-#include "difference_tableau.h"
 
 #include "internal.h"
 #include "kkt.h"
@@ -25,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first step of dF_A/dt's differences when dF/dt is not given:
- * eps^(1/5) of a 1 s time scale, refined in a tableau (time_rates). */
-#define TIME_STEP 7.4e-4
+/* The step [s] of the central difference in t when dF/dt is not given:
+ * eps^(1/3) of a 1 s time scale, whatever t (time_rates). */
+#define TIME_STEP 6.0e-6
 
 struct cdyn_sparse_dae {
     int n, nnz;
@@ -67,7 +66,6 @@ struct cdyn_sparse_dae {
     double *values;          /* nnz: dF/dv */
     double *f, *f_shift;     /* n */
     double *b, *x, *res, *bound, *scratch; /* q, q, q, q, max(q, 1) */
-    double *dt_work;         /* (4 + 2 CDYN__TABLEAU_LEVELS) max(q, 1): dF_A/dt's tableau */
     char *msg;               /* the message record after the object (cdyn__object_alloc) */
 };
 
@@ -300,7 +298,7 @@ void cdyn_sparse_dae_free(cdyn_sparse_dae *sd)
                       sd->col_scale, sd->v_trial, sd->v_last,   sd->vdot_last,  sd->vdot_trial,
                       sd->values,
                       sd->f,        sd->f_shift,  sd->b,        sd->x,          sd->res,
-                      sd->bound,    sd->scratch,  sd->dt_work};
+                      sd->bound,    sd->scratch};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(sd);
 }
@@ -430,11 +428,10 @@ cdyn_sparse_dae *cdyn_sparse_dae_create(int n, const double *mass, const int *co
     sd->res = calloc((size_t)q1, sizeof(double));
     sd->bound = calloc((size_t)q1, sizeof(double));
     sd->scratch = calloc((size_t)q1, sizeof(double));
-    sd->dt_work = calloc((4 + 2 * (size_t)CDYN__TABLEAU_LEVELS) * (size_t)q1, sizeof(double));
     if (!sd->integrated || !sd->algebraic || !sd->v_trial || !sd->v_last || !sd->vdot_last ||
         !sd->vdot_trial ||
         !sd->values || !sd->f || !sd->f_shift || !sd->row_scale || !sd->col_scale || !sd->b ||
-        !sd->x || !sd->res || !sd->bound || !sd->scratch || !sd->dt_work)
+        !sd->x || !sd->res || !sd->bound || !sd->scratch)
         goto nomem;
     for (int j = 0, ki = 0, ka = 0; j < n; ++j) {
         if (mass[j] == 0.0) {
@@ -626,34 +623,13 @@ cdyn_status cdyn_sparse_dae_consistent(cdyn_sparse_dae *sd, double t, double *v)
     return CDYN_OK;
 }
 
-/* A point of dF_A/dt's differences (cdyn__offset_fn): F_A(t + tau) at
- * v_trial; code: a failing callback's. */
-typedef struct {
-    cdyn_sparse_dae *sd;
-    double t;
-    int code;
-} time_point;
-
-static cdyn_status algebraic_force_at(void *ctx, double tau, double *out)
-{
-    time_point *p = ctx;
-    cdyn_sparse_dae *sd = p->sd;
-    p->code = call_force(sd, p->t + tau, sd->f_shift);
-    if (p->code != 0) return CDYN_ERR_CALLBACK;
-    for (int k = 0; k < sd->q; ++k) out[k] = sd->f_shift[sd->algebraic[k]];
-    return CDYN_OK;
-}
-
-/* dF_A/dt at v_trial into b: the callback, or differences on a 1 s time
- * scale refined in the tableau a mechanism's Phi_t and a dense DAE's dF/dt
- * use (difference_tableau.h): the size of t says nothing of the time scale
- * of the inputs (steps of 6e-6 |t|, before, crossed whole periods of a
- * 50 Hz inflow late in a run). F_A at t, t + c and t + c/4 with the same
- * bits is time independent, dF_A/dt = 0, at two evaluations as before.
- * sd->f holds F at (t, v_trial). */
+/* dF_A/dt at v_trial into b: the callback, or a central difference
+ * stepped TIME_STEP seconds whatever t (as cdyn_dae's, dae.h: the size of
+ * t says nothing of the time scale of the inputs; steps of 6e-6 |t|,
+ * before, crossed whole periods of a 50 Hz pump late in a run). */
 static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
 {
-    int code, q = sd->q;
+    int code;
     if (sd->time_derivative) {
         sd->guard.in_callback++;
         code = sd->time_derivative(t, sd->v_trial, sd->f_shift, sd->user);
@@ -663,33 +639,17 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
             return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: dF/dt callback returned %d", fn,
                               code);
         }
-        for (int k = 0; k < q; ++k) sd->b[k] = sd->f_shift[sd->algebraic[k]];
+        for (int k = 0; k < sd->q; ++k) sd->b[k] = sd->f_shift[sd->algebraic[k]];
     } else {
-        size_t q1 = (size_t)(q > 0 ? q : 1);
-        double *w = sd->dt_work, *at_t = w + 3 * q1;
-        cdyn__tableau_work work = {w, w + q1, w + 2 * q1, at_t + q1,
-                                   at_t + (1 + (size_t)CDYN__TABLEAU_LEVELS) * q1};
-        time_point at = {sd, t, 0};
-        for (int k = 0; k < q; ++k) at_t[k] = sd->f[sd->algebraic[k]];
-        volatile double ahead = t + TIME_STEP, ahead1 = t + 0.25 * TIME_STEP;
-        double h0 = ahead - t, h1 = ahead1 - t, best = INFINITY;
-        cdyn_status st = algebraic_force_at(&at, h0, work.plus);
-        if (st == CDYN_OK) st = algebraic_force_at(&at, h1, work.center);
-        int same = st == CDYN_OK && h1 > 0.0 && h1 < h0 &&
-                   memcmp(work.plus, at_t, sizeof(double) * (size_t)q) == 0 &&
-                   memcmp(work.center, at_t, sizeof(double) * (size_t)q) == 0;
-        if (same) memset(sd->b, 0, sizeof(double) * (size_t)q);
-        if (st == CDYN_OK && !same) st = algebraic_force_at(&at, -h0, work.minus);
-        if (st == CDYN_OK && !same)
-            st = cdyn__tableau_derivative(1, q, q, t, TIME_STEP, CDYN__TABLEAU_LEVELS, 1,
-                                          algebraic_force_at, &at, &work, sd->b, &best);
-        if (st != CDYN_OK)
+        double h = TIME_STEP, up = (t + h) - t, down = t - (t - h);
+        code = call_force(sd, t + up, sd->f_shift);
+        for (int k = 0; code == 0 && k < sd->q; ++k) sd->b[k] = sd->f_shift[sd->algebraic[k]];
+        if (code == 0) code = call_force(sd, t - down, sd->f_shift);
+        for (int k = 0; code == 0 && k < sd->q; ++k)
+            sd->b[k] = (sd->b[k] - sd->f_shift[sd->algebraic[k]]) / (up + down);
+        if (code != 0)
             return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: force callback returned %d", fn,
-                              at.code);
-        if (!same && !isfinite(best))
-            return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE,
-                              "%s: the difference quotients of dF/dt at t = %g are not finite",
-                              fn, t);
+                              code);
     }
     if (cdyn__first_nonfinite(sd->q, 1, sd->b, sd->q) >= 0)
         return cdyn__fail(sd->msg, CDYN_ERR_NONFINITE, "%s: dF/dt is not finite at t = %g", fn, t);
