@@ -82,8 +82,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->multiplier ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution ||
         !dae->held_magnitudes || !dae->v_trial ||
-        !dae->force_val || !dae->force_shift || !dae->force_dt ||
-        !dae->force_jac ||
+        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual ||
         !dae->bound ||
