@@ -248,6 +248,33 @@ static void add_terms(const cdyn_mbs *mbs, int positions, double w, const term_r
         }
 }
 
+/* odd += w_odd src and even += w_even src in one pass (dM, dG only where
+ * positions): a point's terms into both sums of a step. */
+static void add_point(const cdyn_mbs *mbs, int positions, double w_odd, double w_even,
+                      const term_rates *src, const term_rates *odd, const term_rates *even)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    for (int i = 0; i < n; ++i) {
+        odd->dQ[i] += w_odd * src->dQ[i];
+        even->dQ[i] += w_even * src->dQ[i];
+    }
+    for (int i = 0; i < m; ++i) {
+        odd->ds[i] += w_odd * src->ds[i];
+        even->ds[i] += w_even * src->ds[i];
+    }
+    if (!positions) return;
+    for (size_t e = 0; e < (size_t)n * n; ++e) {
+        odd->dM[e] += w_odd * src->dM[e];
+        even->dM[e] += w_even * src->dM[e];
+    }
+    for (int col = 0; col < n; ++col)
+        for (int i = 0; i < m; ++i) {
+            size_t at = i + (size_t)col * m1;
+            odd->dG[at] += w_odd * src->dG[at];
+            even->dG[at] += w_even * src->dG[at];
+        }
+}
+
 /* dst = src. */
 static void copy_terms(const cdyn_mbs *mbs, const term_rates *src, const term_rates *dst)
 {
@@ -328,8 +355,9 @@ static int rates_agree(int order, int len, int timed, double time_error, double 
     int agree = 1;
     *score = *bound = 0.0;
     for (int i = 0; i < len; ++i) {
-        e[i] = (4.0 * r[0][i] - r[1][i]) / 3.0;
-        peak[i] = fmax(peak[i], fmax(size[i], fmax(fabs(r[0][i]), fabs(r[1][i]))));
+        e[i] = (4.0 * r[0][i] - r[1][i]) / 3.0; /* (finite: settle_column) */
+        double seen = cdyn__larger(size[i], cdyn__larger(fabs(r[0][i]), fabs(r[1][i])));
+        peak[i] = cdyn__larger(peak[i], seen);
         double truncation = (r[1][i] - r[0][i]) / 3.0 * shrink; /* of rc, about */
         double timed_error = i >= timed ? TIME_NOISE * time_error : 0.0;
         double rounded = (rounding * noise[i] + timed_error) * spread;
@@ -340,9 +368,9 @@ static int rates_agree(int order, int len, int timed, double time_error, double 
         /* e's own error: rc less its truncation leaves about rc's error
          * h^2 hc^2 apart from e's h^4 (T4: verified steps) */
         double fine = LIN_FINE * peak[i] + rounded, off = fabs(e[i] - (r[2][i] - truncation));
-        if (off > 0.0) *score = fmax(*score, fine > 0.0 ? off / fine : INFINITY);
+        if (off > 0.0) *score = cdyn__larger(*score, fine > 0.0 ? off / fine : INFINITY);
         if (off + rounded > 0.0)
-            *bound = fmax(*bound, peak[i] > 0.0 ? (off + rounded) / peak[i] : INFINITY);
+            *bound = cdyn__larger(*bound, peak[i] > 0.0 ? (off + rounded) / peak[i] : INFINITY);
     }
     return agree;
 }
@@ -495,8 +523,8 @@ static cdyn_status kkt_step(cdyn_mbs *mbs, void *ctx, double s, int k, level_wor
                                      c->phidot0);
         c->ys[j] = c->y[j];
         if (st) return st;
-        add_terms(mbs, positions, side / (2.0 * s), &now, &w->sum_odd);
-        add_terms(mbs, positions, 1.0 / (s * s), &now, &w->sum_even);
+        add_point(mbs, positions, side / (2.0 * s), 1.0 / (s * s), &now, &w->sum_odd,
+                  &w->sum_even);
     }
     const double *x = c->x;
     residual_rate(mbs, &w->sum_odd, positions, x, x + n, -1.0, w->odd[k], k ? NULL : w->odd_size);
@@ -718,8 +746,8 @@ static cdyn_status partition_step(cdyn_mbs *mbs, void *ctx, double s, int k, lev
         if (!st) st = cdyn__mbs_force(mbs, c->fn, c->t, c->ys, c->ys + n);
         if (!st) st = cdyn__mbs_xi(mbs, c->fn, c->t, c->ys, c->ys + n);
         if (st) return st;
-        add_terms(mbs, positions, side / (2.0 * s), &now, &w->sum_odd);
-        add_terms(mbs, positions, 1.0 / (s * s), &now, &w->sum_even);
+        add_point(mbs, positions, side / (2.0 * s), 1.0 / (s * s), &now, &w->sum_odd,
+                  &w->sum_even);
     }
     residual_rate(mbs, &w->sum_odd, positions, c->accel, c->mu, 1.0, w->odd[k],
                   k ? NULL : w->odd_size);

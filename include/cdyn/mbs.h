@@ -470,8 +470,8 @@ CDYN_API cdyn_status cdyn_mbs_partition_input_matrix(cdyn_mbs *mbs, double t, co
  * of the model's callbacks (steps as below, verified and refined as there;
  * a speed moves only Q, xi and Phi'), and each column's solve is refined
  * and certified like the evaluation's. Cost: the callbacks at 6 moved
- * states per column and one solve, measured 8.1, 14.4 and 18 right-hand
- * sides at n = 2, 3 and 12 (4.1, 7.9 and 9.2 before the steps were
+ * states per column and one solve, measured 7.5-7.8, 12.9-13 and 16.4-17.1
+ * right-hand sides at n = 2, 3 and 12 (4.1, 7.9 and 9.2 before the steps were
  * verified), against 2n + 1 for forward differences
  * (tests/bench/bench_projection). Accuracy (test_linearize, against hand
  * derivations and independent differences of the right-hand side), with
