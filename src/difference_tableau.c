@@ -1,6 +1,7 @@
 /* Derivatives by central differences refined in a Richardson tableau
  * (difference_tableau.h; THEORY T4.1 for the mechanism's time terms). */
 #include "difference_tableau.h"
+#include "internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,15 +12,6 @@ static double largest_difference(int m, const double *a, const double *b)
     double d = 0.0;
     for (int i = 0; i < m; ++i)
         if (!(fabs(a[i] - b[i]) <= d)) d = fabs(a[i] - b[i]);
-    return d;
-}
-
-/* The largest |a_i| (NaN propagates). */
-static double largest_magnitude(int m, const double *a)
-{
-    double d = 0.0;
-    for (int i = 0; i < m; ++i)
-        if (!(fabs(a[i]) <= d)) d = fabs(a[i]);
     return d;
 }
 
@@ -59,7 +51,8 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
             for (int i = 0; i < m; ++i) entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
             double error =
                 fmax(largest_difference(m, entry, left), largest_difference(m, entry, up));
-            double relative = error == 0.0 ? 0.0 : error / largest_magnitude(m, entry);
+            double relative =
+                error == 0.0 ? 0.0 : error / cdyn__largest_magnitude(m, entry);
             if (relative < best_relative || (relative == best_relative && error < best)) {
                 best = error;
                 best_relative = relative;

@@ -104,4 +104,13 @@ static inline int cdyn__max(int a, int b) { return a > b ? a : b; }
  * (as fmax does), without fmax's library call in the hot loops. */
 static inline double cdyn__larger(double a, double b) { return b > a ? b : a; }
 
+/* The largest |x_i| of n values; a NaN propagates (fmax would drop it). */
+static inline double cdyn__largest_magnitude(int n, const double *x)
+{
+    double v = 0.0;
+    for (int i = 0; i < n; ++i)
+        if (!(fabs(x[i]) <= v)) v = fabs(x[i]);
+    return v;
+}
+
 #endif /* CDYN_INTERNAL_H */

@@ -81,7 +81,8 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->period = calloc((size_t)n, sizeof(double));
     mbs->origin = calloc((size_t)n, sizeof(double));
     mbs->lin_work = malloc(sizeof(double) * (6 * nn + nm + 15 * (size_t)n + 7 * (size_t)m1));
-    mbs->lin_rates = malloc(sizeof(double) * (3 * (nn + nm + (size_t)n + m1) + 15 * ((size_t)n + (size_t)cdyn__max(n, m1))));
+    size_t rates_len = (size_t)n + (size_t)cdyn__max(n, m1); /* mbs_linearize.c's vectors */
+    mbs->lin_rates = malloc(sizeof(double) * (3 * (nn + nm + (size_t)n + m1) + 15 * rates_len));
     mbs->y_part = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_y = malloc(sizeof(double) * 2 * (size_t)n);
     mbs->report_saved = malloc(sizeof(double) * 2 * (size_t)n);
@@ -294,15 +295,6 @@ cdyn_status cdyn__mbs_check_state(cdyn_mbs *mbs, const char *fn, double t, const
     return CDYN_OK;
 }
 
-/* Largest |x_i|; NaN propagates (fmax would drop it). */
-static double norm_inf(int n, const double *x)
-{
-    double v = 0.0;
-    for (int i = 0; i < n; ++i)
-        if (!(fabs(x[i]) <= v)) v = fabs(x[i]);
-    return v;
-}
-
 /* ---- the residuals a call reports (cdyn_mbs_last_residuals) ------------ */
 
 void cdyn__mbs_set_residuals(cdyn_mbs *mbs, double position, double velocity)
@@ -337,8 +329,8 @@ static cdyn_status state_residuals(cdyn_mbs *mbs, const char *fn, double t, cons
     if (!st && m > 0 && want_velocity)
         st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->Phi_q, mbs->Phi_dot);
     if (st) return st;
-    if (want_position) *position = norm_inf(m, mbs->Phi);
-    if (want_velocity) *velocity = norm_inf(m, mbs->Phi_dot);
+    if (want_position) *position = cdyn__largest_magnitude(m, mbs->Phi);
+    if (want_velocity) *velocity = cdyn__largest_magnitude(m, mbs->Phi_dot);
     return CDYN_OK;
 }
 
@@ -391,7 +383,8 @@ cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, double *ydot)
     cdyn_constraint_force(k, mbs->reaction_force, mbs->reaction_mult);
     mbs->has_reactions = 1;
     if (stabilized) {
-        cdyn__mbs_set_residuals(mbs, norm_inf(m, mbs->Phi), norm_inf(m, mbs->Phi_dot));
+        cdyn__mbs_set_residuals(mbs, cdyn__largest_magnitude(m, mbs->Phi),
+                                cdyn__largest_magnitude(m, mbs->Phi_dot));
     } else {
         hold_residuals(mbs, t, y, 1);
     }
@@ -795,7 +788,8 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     /* commit */
     memcpy(q, mbs->q_work, sizeof(double) * (size_t)n);
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
-    cdyn__mbs_set_residuals(mbs, position_report.residual_norm, norm_inf(m, mbs->vec_m));
+    cdyn__mbs_set_residuals(mbs, position_report.residual_norm,
+                            cdyn__largest_magnitude(m, mbs->vec_m));
     if (newton != CDYN_OK)
         return cdyn__fail(mbs->msg, newton, "%s: positions: %s", fn,
                           cdyn_newton_last_error(mbs->projector));
@@ -820,7 +814,7 @@ cdyn_status cdyn_mbs_project_velocities(cdyn_mbs *mbs, double t, double *y)
     /* commit: q' only; the position residual (q is unchanged) when asked */
     memcpy(qdot, mbs->vec_n, sizeof(double) * (size_t)n);
     hold_residuals(mbs, t, y, 0);
-    mbs->residual_velocity = norm_inf(m, mbs->vec_m);
+    mbs->residual_velocity = cdyn__largest_magnitude(m, mbs->vec_m);
     mbs->tangent_valid = 1;
     return CDYN_OK;
 }
