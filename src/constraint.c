@@ -96,7 +96,6 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax ||
         !c->mass_next || !c->jac_next)
         goto fail;
-    for (int i = 0; i < m; ++i) c->alpha[i] = 10.0;
     *status = CDYN_OK;
     return c;
 fail:
@@ -250,9 +249,16 @@ cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, const double 
 cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha)
 {
     if (!c) return CDYN_ERR_ARG;
-    cdyn_status st = check_positive(c, "cdyn_constraint_set_penalty", "alpha", alpha);
-    if (st) return st;
-    if (c->m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)c->m);
+    const char *fn = "cdyn_constraint_set_penalty";
+    if (!alpha) { /* back to the default, chosen at each solve (constraint.h) */
+        if (cdyn__constraint_check_idle(c, fn)) return CDYN_ERR_BUSY;
+        c->alpha_given = 0;
+    } else {
+        cdyn_status st = check_positive(c, fn, "alpha", alpha);
+        if (st) return st;
+        if (c->m > 0) memcpy(c->alpha, alpha, sizeof(double) * (size_t)c->m);
+        c->alpha_given = 1;
+    }
     c->reusable = 0; /* the penalty form's factors hold the old alpha */
     return CDYN_OK;
 }

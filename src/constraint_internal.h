@@ -26,7 +26,8 @@ struct cdyn_constraint {
     double *kd, *kp;        /* m x m gains (T4.5, T4.6) */
     int gains_full;         /* from cdyn_constraint_set_gains; else kd, kp are diagonal */
     int stabilized;         /* some gain is not 0: s depends on Phi and Phi' */
-    double *alpha;          /* m, penalty (T4.8) */
+    double *alpha;          /* m, penalty (T4.8): the caller's, or the default's of the last solve */
+    int alpha_given;        /* cdyn_constraint_set_penalty with alpha; else the default */
     cdyn__guard guard;
 
     /* the loaded instant, in the caller's units */

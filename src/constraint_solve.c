@@ -41,6 +41,14 @@
 #define MASS_COND_LIMIT 1e6
 #define SCHUR_COND_LIMIT 1e6
 
+/* The default penalty form's constraint masses over the equilibrated mass
+ * (default_penalty): its error is O(1 / PENALTY_STIFFNESS) and its
+ * rounding O(PENALTY_STIFFNESS eps), both about 1e-8 of the accelerations
+ * and forces here (docs/theory.md T4.8). */
+#ifndef PENALTY_STIFFNESS
+#define PENALTY_STIFFNESS 0x1p26
+#endif
+
 /* ---- shared steps ----------------------------------------------------- */
 
 static cdyn_status check_loaded(cdyn_constraint *c, const char *fn)
@@ -618,6 +626,28 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
     return omega;
 }
 
+/* The default constraint masses (constraint.h, docs/theory.md T4.8): in
+ * the frame that equilibrates [M Phi_q^T; Phi_q 0] (kkt.h; M~ and the rows
+ * of Phi~ of order 1), alpha~ = PENALTY_STIFFNESS for every row, so
+ * alpha_i = PENALTY_STIFFNESS sg_i^2 in the caller's units: each
+ * constraint outweighs the equilibrated mass by that factor whatever the
+ * units of M, q and Phi. A row of zeros gets 0 (it moves nothing, and
+ * carries no multiplier). The factors are powers of two: the same alpha
+ * over a neighbourhood of states, so that the right-hand side's Jacobian
+ * through the penalty factorization (mbs_linearize.c) holds alpha fixed
+ * rightly. Uses c->scale_q and c->scale_g as scratch (the factorization
+ * that follows sets scale_q). */
+static void default_penalty(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac, m1, c->scale_q, c->scale_g, c->kkt_work);
+    for (int i = 0; i < m; ++i) {
+        int zero = 1;
+        for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
+        c->alpha[i] = zero ? 0.0 : PENALTY_STIFFNESS * c->scale_g[i] * c->scale_g[i];
+    }
+}
+
 cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
 {
     if (!c) return CDYN_ERR_ARG;
@@ -627,6 +657,7 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
     if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
     if (!st) st = decide(c, fn, &rank); /* only for the monitor */
     if (st) return st;
+    if (!c->alpha_given) default_penalty(c);
     /* T4.8: K q'' = b, K = M + Phi_q^T alpha Phi_q, b = Q + Phi_q^T alpha s;
      * K formed in c->qr (both triangles), factored by the definiteness
      * policy (symmetric equilibration, Cholesky) into c->chol */

@@ -1374,7 +1374,7 @@ static const fn_desc CO_FNS[] = {
      .sc = {SC_LD("ldkd", 2), SC_LD("ldkp", 2)}, .call = w_co_set_gains},
     {.fn = "cdyn_constraint_set_critical_gains", OBJ, .arg = {A_IN_POS("k", 2, CO_K)},
      .call = w_co_set_critical_gains},
-    {.fn = "cdyn_constraint_set_penalty", OBJ, .arg = {A_IN_POS("alpha", 2, CO_ALPHA)},
+    {.fn = "cdyn_constraint_set_penalty", OBJ, .arg = {A_IN_POS_OPT("alpha", 2, CO_ALPHA)},
      .call = w_co_set_penalty},
     {.fn = "cdyn_constraint_set_rank_tolerance", OBJ, .sc = {SC_OPEN01("tol", 1e-9)},
      .call = w_co_set_rank_tolerance},

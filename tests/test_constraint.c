@@ -824,9 +824,9 @@ START_TEST(penalty_solves_the_regularized_bordered_system)
         double *q = dbuf((size_t)n), *l = dbuf((size_t)m);
         for (int i = 0; i < m; ++i) s[i] = p.xi[i] - 2.0 * a * p.Phid[i] - b * b * p.Phi[i];
         for (int pass = 0; pass < 2; ++pass) {
-            /* pass 0: the default alpha = 10; pass 1: per-constraint alpha */
+            /* pass 0: alpha = 10 for all; pass 1: per-constraint alpha */
             for (int i = 0; i < m; ++i) alpha[i] = pass == 0 ? 10.0 : 3.0 + 10.0 * i;
-            if (pass == 1) ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
             for (int i = 0; i < m; ++i) inva[i] = 1.0 / alpha[i];
             ck_assert_int_eq(bordered_solve(n, m, p.M, p.ldm, p.P, p.ldp, p.Q, s, inva, qref,
                                             lref),
@@ -978,8 +978,9 @@ START_TEST(penalty_handles_a_massless_coordinate)
     dbuf_reset(l, m);
 
     /* exact at alpha = 10: the regularized bordered system */
-    double qref[n], lref[m], inva[m] = {0.1, 0.1};
+    double qref[n], lref[m], inva[m] = {0.1, 0.1}, ten[m] = {10.0, 10.0};
     ck_assert_int_eq(bordered_solve(n, m, M, n, P, m, Q, xi, inva, qref, lref), 0);
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, ten), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
     ck_assert(dbuf_guards_intact(q, n) && dbuf_guards_intact(l, m));
     ck_assert_double_le(reldiff(n, q, qref), 1e-10);
@@ -1156,9 +1157,10 @@ START_TEST(slider_crank_formulations_agree_with_bordered_and_null_space_solves)
         ck_assert_double_le(reldiff(3, q, qref), 1e-10);
         ck_assert_double_le(reldiff(2, l, lref), 1e-10);
 
-        /* penalty: the regularized bordered system at the default alpha = 10 */
-        double inva[2] = {0.1, 0.1}, qp[3], lp[2];
+        /* penalty: the regularized bordered system at alpha = 10 */
+        double inva[2] = {0.1, 0.1}, ten[2] = {10.0, 10.0}, qp[3], lp[2];
         ck_assert_int_eq(bordered_solve(3, 2, M, 3, P, 2, F, xi, inva, qp, lp), 0);
+        ck_assert_int_eq(cdyn_constraint_set_penalty(c, ten), CDYN_OK);
         ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
         ck_assert_double_le(reldiff(3, q, qp), 1e-10);
         ck_assert_double_le(reldiff(2, l, lp), 1e-10);
@@ -1231,8 +1233,9 @@ START_TEST(duplicated_row_is_named_by_lagrange_and_split_by_the_pseudoinverse)
 
     /* penalty: exact at alpha = 10 against the regularized bordered system
      * (nonsingular despite the duplicate), and O(1/alpha) from the motion */
-    double inva[m] = {0.1, 0.1, 0.1}, qp[n], lp[m];
+    double inva[m] = {0.1, 0.1, 0.1}, ten[m] = {10.0, 10.0, 10.0}, qp[n], lp[m];
     ck_assert_int_eq(bordered_solve(n, m, base.M, n, P, m, base.Q, sd, inva, qp, lp), 0);
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, ten), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
     ck_assert_double_le(reldiff(n, q, qp), 1e-10);
     ck_assert_double_le(reldiff(m, l, lp), 1e-10);
@@ -1709,8 +1712,11 @@ START_TEST(force_returns_the_last_successful_formulations_force)
         for (int i = 0; i < m; ++i) ck_assert_double_eq(mu[i], l[i]);
         tu_matvec_t(m, n, G, m, l, want); /* G^T mult */
         ck_assert_msg(reldiff(n, gf, want) <= 1e-14, "form %d: %g", form, reldiff(n, gf, want));
-        /* and it is the force that balances the equations of motion */
-        ck_assert_double_le(eom_residual(n, m, p.M, n, G, m, q, mu, p.Q), 1e-12);
+        /* and it is the force that balances the equations of motion (the
+         * default penalty's lambda is alpha ~ 2^26 times a difference
+         * that cancels to 1/alpha: the balance holds to about alpha eps) */
+        ck_assert_double_le(eom_residual(n, m, p.M, n, G, m, q, mu, p.Q),
+                            form == 3 ? 1e-7 : 1e-12);
         /* either output may be NULL */
         ck_assert_int_eq(cdyn_constraint_force(c, NULL, NULL), CDYN_OK);
         dbuf_reset(mu, m);
@@ -2208,8 +2214,21 @@ START_TEST(setters_reject_out_of_range_values_and_keep_settings)
                       "penalty case %zu: %d", k, (int)st);
         settings_kept(c, &b, "set_penalty");
     }
-    ck_assert_int_eq(cdyn_constraint_set_penalty(c, NULL), CDYN_ERR_ARG);
-    settings_kept(c, &b, "set_penalty(NULL)");
+    /* NULL: back to the default, which is what a new object has (bit for
+     * bit), and the caller's alpha again after it */
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, NULL), CDYN_OK);
+    cdyn_constraint *fresh = make(BN, BM);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(fresh, A0, B0), CDYN_OK);
+    ck_assert_int_eq(sys_load(fresh, &b.p), CDYN_OK);
+    double qd[BN], ld[BM], qf[BN], lf[BM];
+    ck_assert_int_eq(sys_load(c, &b.p), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, qd, ld), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_penalty(fresh, qf, lf), CDYN_OK);
+    ck_assert(memcmp(qd, qf, sizeof qd) == 0 && memcmp(ld, lf, sizeof ld) == 0);
+    ck_assert_double_gt(reldiff(BN, qd, b.qp), 1e-6); /* not ALPHA0's */
+    cdyn_constraint_free(fresh);
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, ALPHA0), CDYN_OK);
+    settings_kept(c, &b, "set_penalty(NULL), then ALPHA0");
 
     /* rank tolerance in (0, 1); a kept tolerance is seen on a nearly
      * dependent pair, rows (1, 1, 0) and (1, 1 + 2^-27, 0) (ratio ~3.7e-9
