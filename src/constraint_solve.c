@@ -626,26 +626,89 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
     return omega;
 }
 
-/* The default constraint masses (constraint.h, docs/theory.md T4.8): in
- * the frame that equilibrates [M Phi_q^T; Phi_q 0] (kkt.h; M~ and the rows
- * of Phi~ of order 1), alpha~ = PENALTY_STIFFNESS for every row, so
- * alpha_i = PENALTY_STIFFNESS sg_i^2 in the caller's units: each
- * constraint outweighs the equilibrated mass by that factor whatever the
- * units of M, q and Phi. A row of zeros gets 0 (it moves nothing, and
- * carries no multiplier). The factors are powers of two: the same alpha
- * over a neighbourhood of states, so that the right-hand side's Jacobian
- * through the penalty factorization (mbs_linearize.c) holds alpha fixed
- * rightly. Uses c->scale_q and c->scale_g as scratch (the factorization
- * that follows sets scale_q). */
-static void default_penalty(cdyn_constraint *c)
+/* The constraint mass of row i for the masses mass[j] (n; <= 0: none):
+ * PENALTY_STIFFNESS / w rounded to a power of two, w = sum_j Phi_ij^2 /
+ * mass[j] over the coordinates with a mass, computed as t^2 sum_j (t_j /
+ * t)^2 with t_j = |Phi_ij| / sqrt(mass[j]) and t the largest (no
+ * overflow). 0 when no coordinate of the row has a mass. */
+static double row_penalty(const cdyn_constraint *c, int i, const double *mass, int stride)
 {
-    int n = c->n, m = c->m, m1 = c->m1;
-    cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac, m1, c->scale_q, c->scale_g, c->kkt_work);
-    for (int i = 0; i < m; ++i) {
+    double t = 0.0, sum = 0.0;
+    for (int j = 0; j < c->n; ++j) {
+        double a = c->jac[i + (size_t)j * c->m1], mj = mass[(size_t)j * stride];
+        if (a == 0.0 || !(mj > 0.0)) continue;
+        double tj = fabs(a) / sqrt(mj);
+        if (tj > t) {
+            sum = sum * (t / tj) * (t / tj) + 1.0;
+            t = tj;
+        } else {
+            sum += (tj / t) * (tj / t);
+        }
+    }
+    if (t == 0.0) return 0.0;
+    int et, es;
+    frexp(t, &et);
+    frexp(sum, &es);
+    return ldexp(PENALTY_STIFFNESS, -2 * et - es);
+}
+
+/* The default constraint masses (constraint.h, docs/theory.md T4.8):
+ * alpha_i = PENALTY_STIFFNESS / w_i, w_i = sum_j Phi_ij^2 / M_jj over the
+ * coordinates with M_jj > 0 (the diagonal estimate of Phi_i M^-1 Phi_i^T,
+ * the inverse of the mass the constraint moves), as a power of two. w_i
+ * changes with the units of q and of Phi_i exactly as Phi_i M^-1 Phi_i^T
+ * does, so every constraint outweighs the mass it moves by the same
+ * factor whatever the units. Powers of two keep alpha the same over a
+ * neighbourhood of states, so that the right-hand side's Jacobian through
+ * the penalty factorization (mbs_linearize.c), which holds alpha fixed,
+ * is the right-hand side's. A row of zeros gets 0 (it moves nothing and
+ * carries no multiplier). A row that moves only massless coordinates
+ * gives each of them the mass the rows settled before lend it,
+ * sum_k alpha_k Phi_kj^2 / PENALTY_STIFFNESS (repeated while rows
+ * settle); a row left without any is refused (CDYN_ERR_ARG), as is an
+ * alpha_i beyond the double range (CDYN_ERR_NONFINITE). Uses c->w (n). */
+static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n, m = c->m, m1 = c->m1, pending = 0;
+    for (int i = 0; i < m; ++i) { /* -1: a row still to settle */
         int zero = 1;
         for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
-        c->alpha[i] = zero ? 0.0 : PENALTY_STIFFNESS * c->scale_g[i] * c->scale_g[i];
+        c->alpha[i] = zero ? 0.0 : row_penalty(c, i, c->mass, n + 1);
+        if (!zero && c->alpha[i] == 0.0) c->alpha[i] = -1.0, ++pending;
     }
+    for (int settled = 1; pending > 0 && settled;) {
+        double *lent = c->w; /* the masses the settled rows lend */
+        for (int j = 0; j < n; ++j) {
+            double mjj = c->mass[j + (size_t)j * n], sum = 0.0;
+            for (int k = 0; k < m; ++k)
+                if (c->alpha[k] > 0.0) {
+                    double a = c->jac[k + (size_t)j * m1];
+                    sum += c->alpha[k] / PENALTY_STIFFNESS * a * a;
+                }
+            lent[j] = mjj > 0.0 ? mjj : sum;
+        }
+        settled = 0;
+        for (int i = 0; i < m; ++i) {
+            double a = c->alpha[i] < 0.0 ? row_penalty(c, i, lent, 1) : 0.0;
+            if (a > 0.0) c->alpha[i] = a, --pending, settled = 1;
+        }
+    }
+    for (int i = 0; i < m; ++i) {
+        if (c->alpha[i] < 0.0)
+            return cleared(c, cdyn__fail(c->msg, CDYN_ERR_ARG,
+                                         "%s: row %d of Phi_q moves only coordinates without "
+                                         "mass that no constraint on a mass reaches: it has no "
+                                         "default alpha_c; give one by "
+                                         "cdyn_constraint_set_penalty",
+                                         fn, i));
+        if (isinf(c->alpha[i]) || (c->alpha[i] > 0.0 && c->alpha[i] < DBL_MIN))
+            return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
+                                         "%s: the default alpha_c[%d] is beyond the double "
+                                         "range (Phi_q and M of scales too far apart); give "
+                                         "alpha_c by cdyn_constraint_set_penalty",
+                                         fn, i));
+    }
+    return CDYN_OK;
 }
 
 cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
@@ -657,7 +720,8 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
     if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
     if (!st) st = decide(c, fn, &rank); /* only for the monitor */
     if (st) return st;
-    if (!c->alpha_given) default_penalty(c);
+    if (!c->alpha_given) st = default_penalty(c, fn);
+    if (st) return st;
     /* T4.8: K q'' = b, K = M + Phi_q^T alpha Phi_q, b = Q + Phi_q^T alpha s;
      * K formed in c->qr (both triangles), factored by the definiteness
      * policy (symmetric equilibration, Cholesky) into c->chol */

@@ -1284,6 +1284,16 @@ static void co_recover_history(void *obj)
 static void co_prep_negM(void *obj) { co_load(obj, NS_MNEG, NS_W); }
 static void co_prep_rankdef(void *obj) { co_load(obj, NS_M, NS_W_RANKDEF); }
 static void co_prep_zeroM(void *obj) { co_load(obj, NS_MZERO, NS_W); }
+static void co_prep_zeroM_alpha(void *obj)
+{
+    (void)cdyn_constraint_set_penalty(obj, CO_ALPHA);
+    co_load(obj, NS_MZERO, NS_W);
+}
+static void co_recover_default_alpha(void *obj)
+{
+    (void)cdyn_constraint_set_penalty(obj, NULL);
+    co_recover(obj);
+}
 static void co_prep_rankdef_lagrange(void *obj)
 {
     double qdd[4], lam[2];
@@ -1448,7 +1458,9 @@ static const hand_row CO_HAND[] = {
     {.fn = "cdyn_constraint_pseudoinverse", .name = "Phi_q rank deficient loaded (OK)", .ex = XOK,
      .prep = co_prep_rankdef, .recover = co_recover},
     {.fn = "cdyn_constraint_penalty", .name = "M = 0, rank Phi_q = 2 < n (leading matrix singular)",
-     .ex = XSING, .prep = co_prep_zeroM, .recover = co_recover},
+     .ex = XSING, .prep = co_prep_zeroM_alpha, .recover = co_recover_default_alpha},
+    {.fn = "cdyn_constraint_penalty", .name = "M = 0, default alpha (no mass to outweigh)",
+     .ex = XARG, .prep = co_prep_zeroM, .recover = co_recover},
     {.fn = "cdyn_constraint_penalty", .name = "Phi_q rank deficient loaded (OK)", .ex = XOK,
      .prep = co_prep_rankdef, .recover = co_recover},
     {.fn = "cdyn_constraint_force", .name = "after load, before any formulation", .ex = XARG,

@@ -995,6 +995,142 @@ START_TEST(penalty_handles_a_massless_coordinate)
 }
 END_TEST
 
+/* The default constraint masses (constraint.h: 2^26 times the mass each
+ * constraint moves) make the penalty form agree with the exact solution (a
+ * quad-precision KKT solve) whatever the units: random instants as in
+ * small_sizes_agree_with_a_quad_kkt_solve_in_any_units, with coordinates
+ * and rows rescaled by 1e+-8, within 2e-6 of the largest q'' and lambda
+ * (measured: 6.7e-7 at worst, and within a factor 2 of each other across
+ * the units; the bias 1/alpha and the rounding alpha eps, each about
+ * 1.5e-8, times the conditioning of the constraints through M). Not for
+ * a square random Phi_q (16 x 16 here: 3.5e-4, its condition squared
+ * over 2^26; constraint.h says so). */
+START_TEST(default_penalty_agrees_with_a_quad_kkt_solve_in_any_units)
+{
+    static const int shapes[][2] = {{2, 1}, {3, 1}, {3, 2}, {4, 2}, {6, 3},
+                                    {8, 1}, {8, 5}, {12, 6}, {16, 8}};
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = 16 };
+    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1.0}, {1.0, 1e8},
+                                      {1.0, 1e-8}, {1e8, 1e-8}};
+    double worst = 0.0;
+    for (int k = 0; k < NSHAPES; ++k) {
+        int n = shapes[k][0], m = shapes[k][1];
+        double M[MAXN * MAXN], P[MAXN * MAXN], Q[MAXN], s[MAXN];
+        tu_rng rng;
+        tu_rng_seed(&rng, 4300 + (unsigned)k);
+        tu_random_spd(&rng, n, M, n);
+        tu_random(&rng, m, n, P, m);
+        tu_random(&rng, n, 1, Q, n);
+        tu_random(&rng, m, 1, s, m);
+        quad ref[2 * MAXN], qmax = 0, lmax = 0;
+        quad_kkt(n, m, M, P, Q, s, ref);
+        for (int i = 0; i < n; ++i) qmax = qref_abs(ref[i]) > qmax ? qref_abs(ref[i]) : qmax;
+        for (int i = 0; i < m; ++i) lmax = qref_abs(ref[n + i]) > lmax ? qref_abs(ref[n + i]) : lmax;
+        cdyn_constraint *c = make(n, m);
+        for (int u = 0; u < (int)(sizeof units / sizeof units[0]); ++u) {
+            double a[MAXN], b[MAXN], Mu[MAXN * MAXN], Pu[MAXN * MAXN];
+            double Qu[MAXN], su[MAXN], q[MAXN], l[MAXN];
+            for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
+            for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
+            for (int j = 0; j < n; ++j) {
+                Qu[j] = Q[j] / a[j];
+                for (int i = 0; i < n; ++i) Mu[i + j * n] = M[i + j * n] / (a[i] * a[j]);
+                for (int i = 0; i < m; ++i) Pu[i + j * m] = b[i] * P[i + j * m] / a[j];
+            }
+            for (int i = 0; i < m; ++i) su[i] = b[i] * s[i];
+            ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pu, m, NULL, NULL, su), CDYN_OK);
+            ck_assert_msg(cdyn_constraint_penalty(c, q, l) == CDYN_OK, "n %d m %d units %d: %s",
+                          n, m, u, cdyn_constraint_last_error(c));
+            double eq = 0.0, el = 0.0;
+            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(qref_abs(q[j] / a[j] - ref[j]) / qmax));
+            for (int i = 0; i < m; ++i)
+                el = fmax(el, (double)(qref_abs(l[i] * b[i] - ref[n + i]) / lmax));
+            ck_assert_msg(eq <= 2e-6 && el <= 2e-6, "n %d m %d units %d: q'' %g, lambda %g", n,
+                          m, u, eq, el);
+            worst = fmax(worst, fmax(eq, el));
+        }
+        cdyn_constraint_free(c);
+    }
+    ck_assert_double_gt(worst, 0.0); /* a penalty form: never exact */
+}
+END_TEST
+
+/* A row of zeros in Phi_q (a pendulum at its pivot) moves nothing and
+ * carries no multiplier under the default: lambda = 0 there and q'' is
+ * the unconstrained M^-1 Q. A caller's alpha keeps its meaning: lambda =
+ * alpha (0 - s) for that row.
+ * A row that moves only a massless coordinate has no mass of its own to
+ * outweigh. With M = diag(2, 3, 0) and rows [1 0 1] (a mass and the
+ * massless q2) and [0 0 1] (q2 alone), the first row lends q2 its mass
+ * and the second takes its default from it: q'' and lambda within 4e-6
+ * of the bordered solve's (measured 8e-7: lambda_2 is alpha_2 ~ 2^27
+ * times a difference that cancels), in units of q and of the rows
+ * 1e+-8 apart (q_j -> a_j q_j, row_i -> b_i row_i, as above). Alone
+ * (M = diag(2, 0), Phi_q = [0 1]) such a row has no default: CDYN_ERR_ARG,
+ * outputs untouched, and the object solves once alpha is given. */
+START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
+{
+    double M[4] = {2.0, 0.0, 0.0, 2.0}, Q[2] = {0.0, -19.62}, P[2] = {0.0, 0.0}, s[1] = {-3.0};
+    cdyn_constraint *c = make(2, 1);
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 1, NULL, NULL, s), CDYN_OK);
+    double *q = dbuf(3), *l = dbuf(2);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
+    ck_assert_double_eq(q[0], 0.0);
+    ck_assert_double_eq_tol(q[1], -9.81, 1e-14);
+    ck_assert_double_eq(l[0], 0.0);
+    double alpha[1] = {7.0};
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
+    ck_assert_double_eq_tol(l[0], 21.0, 1e-13);
+    ck_assert_double_eq_tol(q[1], -9.81, 1e-14);
+
+    /* a massless coordinate alone in its row: no default */
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, NULL), CDYN_OK);
+    double M1[4] = {2.0, 0.0, 0.0, 0.0}, Q1[2] = {1.5, 4.0}, P1[2] = {0.0, 1.0};
+    ck_assert_int_eq(cdyn_constraint_load(c, M1, 2, Q1, P1, 1, NULL, NULL, s), CDYN_OK);
+    dbuf_reset(q, 2);
+    dbuf_reset(l, 1);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_ERR_ARG);
+    ck_assert(dbuf_untouched(q, 2) && dbuf_untouched(l, 1));
+    ck_assert_ptr_nonnull(strstr(cdyn_constraint_last_error(c), "row 0"));
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
+    ck_assert_double_eq_tol(l[0], 4.0, 1e-13); /* lambda = Q1 for any alpha */
+    cdyn_constraint_free(c);
+
+    /* ... and with a row on a mass that reaches it */
+    enum { n = 3, m = 2 };
+    const double M3[9] = {2.0, 0, 0, 0, 3.0, 0, 0, 0, 0.0}, Q3[3] = {1.5, -2.0, 4.0};
+    const double P3[6] = {1.0, 0.0, 0.0, 0.0, 1.0, 1.0}, s3[2] = {0.5, -3.0};
+    double qref[n], lref[m];
+    ck_assert_int_eq(bordered_solve(n, m, M3, n, P3, m, Q3, s3, NULL, qref, lref), 0);
+    c = make(n, m);
+    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1e8}, {1.0, 1e-8}};
+    for (int u = 0; u < 4; ++u) {
+        double a[n], b[m], Mu[9], Qu[n], Pu[6], su[m];
+        for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
+        for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
+        for (int j = 0; j < n; ++j) {
+            Qu[j] = Q3[j] / a[j];
+            for (int i = 0; i < n; ++i) Mu[i + j * n] = M3[i + j * n] / (a[i] * a[j]);
+            for (int i = 0; i < m; ++i) Pu[i + j * m] = b[i] * P3[i + j * m] / a[j];
+        }
+        for (int i = 0; i < m; ++i) su[i] = b[i] * s3[i];
+        ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pu, m, NULL, NULL, su), CDYN_OK);
+        ck_assert_msg(cdyn_constraint_penalty(c, q, l) == CDYN_OK, "units %d: %s", u,
+                      cdyn_constraint_last_error(c));
+        double eq = 0.0, el = 0.0;
+        for (int j = 0; j < n; ++j) eq = fmax(eq, fabs(q[j] / a[j] - qref[j]));
+        for (int i = 0; i < m; ++i) el = fmax(el, fabs(l[i] * b[i] - lref[i]));
+        ck_assert_msg(eq <= 4e-6 * tu_vec_max_abs(n, qref) && el <= 4e-6 * tu_vec_max_abs(m, lref),
+                      "units %d: q'' %g, lambda %g", u, eq, el);
+    }
+    dbuf_free(q);
+    dbuf_free(l);
+    cdyn_constraint_free(c);
+}
+END_TEST
+
 START_TEST(penalty_reports_a_motion_without_mass_or_constraint)
 {
     /* M = diag(1, 2, 0); the constraint Phi = q0 + q1 leaves q2 free and
@@ -2635,6 +2771,8 @@ static Suite *constraint_suite(void)
     tcase_add_test(penalty, penalty_error_shrinks_like_one_over_alpha);
     tcase_add_test(penalty, penalty_handles_a_massless_coordinate);
     tcase_add_test(penalty, penalty_reports_a_motion_without_mass_or_constraint);
+    tcase_add_test(penalty, default_penalty_agrees_with_a_quad_kkt_solve_in_any_units);
+    tcase_add_test(penalty, default_penalty_for_rows_of_zeros_and_of_massless_coordinates);
     suite_add_tcase(s, penalty);
 
     TCase *mech = tcase_create("mechanisms");

@@ -765,6 +765,48 @@ START_TEST(penalty_rhs_converges_to_the_pendulum_solution_as_one_over_alpha)
 }
 END_TEST
 
+/* The default constraint masses are unit-free (constraint.h): a pendulum
+ * of 1 m in length units of 1e-4 to 1e4 and of 1 mg to 1e5 t (g scaled with
+ * the length unit, the same motion) meets the hand solution above within
+ * 1e-6 of the size of its terms, |q''| <= g + l th'^2 and the tension's
+ * m (g + l th'^2) / (2 l), at every mass and unit (measured: 1.1e-7 at
+ * worst). That is the penalty's bias, m / (m + 4 alpha l^2) of lambda* by
+ * the previous test (alpha 2^26 times the equilibrated mass: 1e-9 to
+ * 2.2e-8 here), and its rounding, a few alpha eps of the terms (lambda is
+ * alpha times a difference that cancels to 1/alpha). The former default
+ * alpha = 10 left a bob of 1 t with 96 % of its tension missing. */
+START_TEST(default_penalty_rhs_gives_the_pendulum_solution_in_any_units)
+{
+    const double masses[] = {1e-6, 1.0, 1e3, 1e8}, units[] = {1e-4, 1.0, 1e4};
+    double worst = 0.0;
+    for (int a = 0; a < 4; ++a)
+        for (int u = 0; u < 3; ++u)
+            for (int with_xi = 1; with_xi >= 0; --with_xi) {
+                pendulum p;
+                pendulum_init(&p, masses[a], 1.0 / units[u]); /* 1 m in units of units[u] m */
+                p.grav = GRAV / units[u];
+                cdyn_mbs *mbs = pendulum_new(&p, 0, with_xi);
+                ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+                double rtol = 1e-6 + (with_xi ? EXACT_RTOL : FD_RTOL);
+                for (int k = 0; k < 3; ++k) {
+                    double y[4], ydot[4], qdd[2], lam, gf[2], lam_got;
+                    double terms = p.grav + p.len * PEND_THD[k] * PEND_THD[k];
+                    pendulum_state(&p, PEND_TH[k], PEND_THD[k], y);
+                    pendulum_exact(&p, PEND_TH[k], PEND_THD[k], qdd, &lam, gf);
+                    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+                    ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &lam_got), CDYN_OK);
+                    expect_vec(2, ydot + 2, qdd, rtol, terms, "default penalty q''");
+                    double tension = p.mass * terms / (2.0 * p.len);
+                    expect_near(lam_got, lam, rtol * tension, "default penalty lambda");
+                    double e = fabs(lam_got - lam) / tension;
+                    worst = e > worst ? e : worst;
+                }
+                cdyn_mbs_free(mbs);
+            }
+    ck_assert_double_gt(worst, 0.0); /* a penalty form: never the exact tension */
+}
+END_TEST
+
 /* Identities of the stabilized form T4.5/T4.6 at an inconsistent state:
  * M q'' + Phi_q^T lambda = Q and Phi_q q'' = xi - K_D Phi' - K_P Phi, with
  * Phi = x^2 + y^2 - l^2, Phi' = 2 (x x' + y y'), xi = -2 |q'|^2. */
@@ -3510,6 +3552,7 @@ int main(void)
     tcase_add_test(tc_rhs, lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_exact_xi);
     tcase_add_test(tc_rhs, pseudoinverse_rhs_gives_the_pendulum_accelerations_and_tension);
     tcase_add_test(tc_rhs, penalty_rhs_converges_to_the_pendulum_solution_as_one_over_alpha);
+    tcase_add_test(tc_rhs, default_penalty_rhs_gives_the_pendulum_solution_in_any_units);
     tcase_add_test(tc_rhs,
                    stabilized_rhs_meets_the_stabilized_acceleration_constraint_off_the_manifold);
     tcase_add_test(tc_rhs, slider_crank_rhs_matches_a_bordered_kkt_solve);
