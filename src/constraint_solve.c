@@ -627,7 +627,7 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
 }
 
 /* The constraint mass of row i for the masses mass[j] (n; <= 0: none):
- * PENALTY_STIFFNESS / w rounded to a power of two, w = sum_j Phi_ij^2 /
+ * PENALTY_STIFFNESS / w rounded to the nearest power of two, w = sum_j Phi_ij^2 /
  * mass[j] over the coordinates with a mass, computed as t^2 sum_j (t_j /
  * t)^2 with t_j = |Phi_ij| / sqrt(mass[j]) and t the largest (no
  * overflow). 0 when no coordinate of the row has a mass. */
@@ -646,10 +646,11 @@ static double row_penalty(const cdyn_constraint *c, int i, const double *mass, i
         }
     }
     if (t == 0.0) return 0.0;
-    int et, es;
-    frexp(t, &et);
-    frexp(sum, &es);
-    return ldexp(PENALTY_STIFFNESS, -2 * et - es);
+    /* w = h 2^e with h in [1/2, 1): alpha = 2^26 / w rounded to the
+     * nearest power of two (within a factor sqrt 2) */
+    int et, es, eh;
+    double ft = frexp(t, &et), fs = frexp(sum, &es), h = frexp(ft * ft * fs, &eh);
+    return ldexp(PENALTY_STIFFNESS, -(2 * et + es + eh) + (h < 0.70710678118654752));
 }
 
 /* The default constraint masses (constraint.h, docs/theory.md T4.8):

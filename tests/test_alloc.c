@@ -614,7 +614,8 @@ static void constraint_formulations(int n, int m, unsigned long long seed)
     NOTE(&rec, sv_full = cdyn_constraint_smallest_singular_value(c));
     NOTE(&rec, margin_full = cdyn_constraint_margin(c));
     OK(&rec, cdyn_constraint_force(c, NULL, mu));
-    /* penalty */
+    /* penalty: the default constraint masses, then the caller's */
+    OK(&rec, cdyn_constraint_penalty(c, qdd, lam));
     OK(&rec, cdyn_constraint_set_penalty(c, d.pen));
     OK(&rec, cdyn_constraint_penalty(c, qdd, lam));
     OK(&rec, cdyn_constraint_force(c, gf, NULL));

@@ -1000,9 +1000,9 @@ END_TEST
  * quad-precision KKT solve) whatever the units: random instants as in
  * small_sizes_agree_with_a_quad_kkt_solve_in_any_units, with coordinates
  * and rows rescaled by 1e+-8, within 2e-6 of the largest q'' and lambda
- * (measured: 6.7e-7 at worst, and within a factor 2 of each other across
- * the units; the bias 1/alpha and the rounding alpha eps, each about
- * 1.5e-8, times the conditioning of the constraints through M). Not for
+ * (measured: 1.7e-7 at worst; the bias 1/alpha and the rounding alpha
+ * eps, each about 1.5e-8, times the conditioning of the constraints
+ * through M). Not for
  * a square random Phi_q (16 x 16 here: 3.5e-4, its condition squared
  * over 2^26; constraint.h says so). */
 START_TEST(default_penalty_agrees_with_a_quad_kkt_solve_in_any_units)
@@ -1062,9 +1062,8 @@ END_TEST
  * A row that moves only a massless coordinate has no mass of its own to
  * outweigh. With M = diag(2, 3, 0) and rows [1 0 1] (a mass and the
  * massless q2) and [0 0 1] (q2 alone), the first row lends q2 its mass
- * and the second takes its default from it: q'' and lambda within 4e-6
- * of the bordered solve's (measured 8e-7: lambda_2 is alpha_2 ~ 2^27
- * times a difference that cancels), in units of q and of the rows
+ * and the second takes its default from it: q'' and lambda within 4e-7
+ * of the bordered solve's (measured 3.6e-8), in units of q and of the rows
  * 1e+-8 apart (q_j -> a_j q_j, row_i -> b_i row_i, as above). Alone
  * (M = diag(2, 0), Phi_q = [0 1]) such a row has no default: CDYN_ERR_ARG,
  * outputs untouched, and the object solves once alpha is given. */
@@ -1122,7 +1121,7 @@ START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
         double eq = 0.0, el = 0.0;
         for (int j = 0; j < n; ++j) eq = fmax(eq, fabs(q[j] / a[j] - qref[j]));
         for (int i = 0; i < m; ++i) el = fmax(el, fabs(l[i] * b[i] - lref[i]));
-        ck_assert_msg(eq <= 4e-6 * tu_vec_max_abs(n, qref) && el <= 4e-6 * tu_vec_max_abs(m, lref),
+        ck_assert_msg(eq <= 4e-7 * tu_vec_max_abs(n, qref) && el <= 4e-7 * tu_vec_max_abs(m, lref),
                       "units %d: q'' %g, lambda %g", u, eq, el);
     }
     dbuf_free(q);

@@ -1251,6 +1251,34 @@ static void penalty_pendulum_reference(const bob *b, double alpha, const double 
     }
 }
 
+/* The default constraint masses are powers of two (constraint.h): the
+ * same alpha over a neighbourhood of the state, so the Jacobian through
+ * the penalty factorization, which holds alpha fixed, is the right-hand
+ * side's. Against the quad reference above at the nominal default,
+ * alpha = 2^26 m / (4 l^2) (the library's is within sqrt 2 of it, which
+ * moves J by O(1/alpha)), for a bob of 1 g to 1 t in length units of
+ * 1e-4, 1 and 1e4 m (g scaled with them): within 1e-7 of the largest
+ * entry of each column (measured: 1.5e-8). */
+START_TEST(default_penalty_jacobian_holds_its_alpha)
+{
+    const double masses[] = {1e-3, 1.0, 1e3}, units[] = {1e-4, 1.0, 1e4};
+    for (int a = 0; a < 3; ++a)
+        for (int u = 0; u < 3; ++u) {
+            bob b = {masses[a], 1.3 / units[u], G / units[u]};
+            double y[4], J[16], ref[16];
+            tm_pendulum_state(&b, 0.4, 1.1, y);
+            cdyn_mbs *mbs = sp_make(&b);
+            ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+            double nominal = 0x1p26 * b.m / (4.0 * b.l * b.l);
+            penalty_pendulum_reference(&b, nominal, y, ref);
+            double err = column_error(4, J, ref);
+            ck_assert_msg(err <= 1e-7, "mass %g, unit %g: off by %.3e", masses[a], units[u], err);
+            cdyn_mbs_free(mbs);
+        }
+}
+END_TEST
+
 START_TEST(penalty_jacobian_through_its_factorization)
 {
     /* the penalty form's own q'' (T4.8, not the KKT one), through the
@@ -1393,6 +1421,7 @@ int main(void)
     tcase_add_test(tc, lagrange_jacobian_of_a_rheonomic_constraint_by_hand);
     tcase_add_test(tc, jacobian_without_constraints_by_hand_and_into_its_own_state);
     tcase_add_test(tc, penalty_jacobian_through_its_factorization);
+    tcase_add_test(tc, default_penalty_jacobian_holds_its_alpha);
     tcase_add_test(tc, redundant_rows_difference_the_right_hand_side);
     tcase_add_test(tc, a_failed_jacobian_leaves_the_object_as_before);
     tcase_add_test(tc, partition_jacobian_differences_the_right_hand_side_where_the_chain_overflows);
