@@ -28,6 +28,7 @@ struct cdyn_constraint {
     int stabilized;         /* some gain is not 0: s depends on Phi and Phi' */
     double *alpha;          /* m, penalty (T4.8): the caller's, or the default's of the last solve */
     int alpha_given;        /* cdyn_constraint_set_penalty with alpha; else the default */
+    int *weight_exp;        /* m: per row, the largest E (w_i ~ 2^E) of the default alpha so far */
     cdyn__guard guard;
 
     /* the loaded instant, in the caller's units */

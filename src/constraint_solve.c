@@ -27,6 +27,7 @@
 #include "linalg.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -41,13 +42,16 @@
 #define MASS_COND_LIMIT 1e6
 #define SCHUR_COND_LIMIT 1e6
 
-/* The default penalty form's constraint masses over the equilibrated mass
- * (default_penalty): its error is O(1 / PENALTY_STIFFNESS) and its
- * rounding O(PENALTY_STIFFNESS eps), both about 1e-8 of the accelerations
- * and forces here (docs/theory.md T4.8). */
-#ifndef PENALTY_STIFFNESS
-#define PENALTY_STIFFNESS 0x1p26
-#endif
+/* The default penalty form's constraint masses over the mass each
+ * constraint moves (default_penalty): its error is O(1 / PENALTY_STIFFNESS)
+ * (about 1e-6 of the accelerations and forces of well-conditioned
+ * constraints). Stiffer penalties are more accurate up to 2^26, where
+ * rounding (PENALTY_STIFFNESS eps) takes over, but make the right-hand
+ * side stiff near a singular pose: the two-link arm of
+ * examples/two_link_singular.c with RK4 at 1 ms runs through its fold at
+ * tip speeds up to 1 m/s with 2^20 and 2^21, and breaks up at 0.6 or
+ * 1 m/s from 2^23 on (docs/theory.md T4.8). */
+#define PENALTY_STIFFNESS 0x1p20
 
 /* ---- shared steps ----------------------------------------------------- */
 
@@ -626,12 +630,12 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
     return omega;
 }
 
-/* The constraint mass of row i for the masses mass[j] (n; <= 0: none):
- * PENALTY_STIFFNESS / w rounded to the nearest power of two, w = sum_j Phi_ij^2 /
- * mass[j] over the coordinates with a mass, computed as t^2 sum_j (t_j /
- * t)^2 with t_j = |Phi_ij| / sqrt(mass[j]) and t the largest (no
- * overflow). 0 when no coordinate of the row has a mass. */
-static double row_penalty(const cdyn_constraint *c, int i, const double *mass, int stride)
+/* For row i and the masses mass[j] (j < n, stride apart; <= 0: none):
+ * E with w = sum_j Phi_ij^2 / mass[j] nearest 2^E (within a factor sqrt
+ * 2), over the coordinates with a mass; INT_MIN when the row has none.
+ * w is t^2 sum_j (t_j / t)^2 with t_j = |Phi_ij| / sqrt(mass[j]) and t the
+ * largest: E from the exponents, no overflow. */
+static int row_weight(const cdyn_constraint *c, int i, const double *mass, int stride)
 {
     double t = 0.0, sum = 0.0;
     for (int j = 0; j < c->n; ++j) {
@@ -645,63 +649,74 @@ static double row_penalty(const cdyn_constraint *c, int i, const double *mass, i
             sum += (tj / t) * (tj / t);
         }
     }
-    if (t == 0.0) return 0.0;
-    /* w = h 2^e with h in [1/2, 1): alpha = 2^26 / w rounded to the
-     * nearest power of two (within a factor sqrt 2) */
-    int et, es, eh;
+    if (t == 0.0) return INT_MIN;
+    int et, es, eh; /* w = h 2^(2 et + es + eh), h in [1/2, 1) */
     double ft = frexp(t, &et), fs = frexp(sum, &es), h = frexp(ft * ft * fs, &eh);
-    return ldexp(PENALTY_STIFFNESS, -(2 * et + es + eh) + (h < 0.70710678118654752));
+    return 2 * et + es + eh - (h < 0.70710678118654752);
 }
 
 /* The default constraint masses (constraint.h, docs/theory.md T4.8):
  * alpha_i = PENALTY_STIFFNESS / w_i, w_i = sum_j Phi_ij^2 / M_jj over the
  * coordinates with M_jj > 0 (the diagonal estimate of Phi_i M^-1 Phi_i^T,
- * the inverse of the mass the constraint moves), as a power of two. w_i
- * changes with the units of q and of Phi_i exactly as Phi_i M^-1 Phi_i^T
- * does, so every constraint outweighs the mass it moves by the same
- * factor whatever the units. Powers of two keep alpha the same over a
- * neighbourhood of states, so that the right-hand side's Jacobian through
- * the penalty factorization (mbs_linearize.c), which holds alpha fixed,
- * is the right-hand side's. A row of zeros gets 0 (it moves nothing and
- * carries no multiplier). A row that moves only massless coordinates
- * gives each of them the mass the rows settled before lend it,
- * sum_k alpha_k Phi_kj^2 / PENALTY_STIFFNESS (repeated while rows
- * settle); a row left without any is refused (CDYN_ERR_ARG), as is an
- * alpha_i beyond the double range (CDYN_ERR_NONFINITE). Uses c->w (n). */
+ * the inverse of the mass the constraint moves), as a power of two, with
+ * w_i the largest this row has had since create or
+ * cdyn_constraint_reset_scales (c->weight_exp). w_i changes with the
+ * units of q and of Phi_i exactly as Phi_i M^-1 Phi_i^T does, so every
+ * constraint outweighs the mass it moves by the same factor whatever the
+ * units. The history keeps a row that vanishes at a singular pose from
+ * taking an ever stiffer penalty (the form's point there), and powers of
+ * two keep alpha the same over a neighbourhood of states, so that the
+ * Jacobian through the penalty factorization (mbs_linearize.c), which
+ * holds alpha fixed, is the right-hand side's. A row without history and
+ * of zeros gets 0 (no multiplier). A row whose coordinates are all
+ * massless gives each of them the mass the other rows lend it,
+ * sum_k alpha_k Phi_kj^2 / PENALTY_STIFFNESS (repeated while rows settle);
+ * a row left without any is refused (CDYN_ERR_ARG), as is an alpha_i
+ * beyond the double range (CDYN_ERR_NONFINITE). Uses c->w (n). */
 static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
 {
     int n = c->n, m = c->m, m1 = c->m1, pending = 0;
-    for (int i = 0; i < m; ++i) { /* -1: a row still to settle */
+    int *e = c->iwork; /* per row: the weight's exponent now, INT_MIN for none */
+    for (int i = 0; i < m; ++i) {
         int zero = 1;
         for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
-        c->alpha[i] = zero ? 0.0 : row_penalty(c, i, c->mass, n + 1);
-        if (!zero && c->alpha[i] == 0.0) c->alpha[i] = -1.0, ++pending;
+        e[i] = zero ? INT_MIN : row_weight(c, i, c->mass, n + 1);
+        pending += !zero && e[i] == INT_MIN; /* massless coordinates only */
     }
     for (int settled = 1; pending > 0 && settled;) {
         double *lent = c->w; /* the masses the settled rows lend */
         for (int j = 0; j < n; ++j) {
             double mjj = c->mass[j + (size_t)j * n], sum = 0.0;
             for (int k = 0; k < m; ++k)
-                if (c->alpha[k] > 0.0) {
+                if (e[k] != INT_MIN) {
                     double a = c->jac[k + (size_t)j * m1];
-                    sum += c->alpha[k] / PENALTY_STIFFNESS * a * a;
+                    sum += ldexp(a * a, -(e[k] > c->weight_exp[k] ? e[k] : c->weight_exp[k]));
                 }
             lent[j] = mjj > 0.0 ? mjj : sum;
         }
         settled = 0;
         for (int i = 0; i < m; ++i) {
-            double a = c->alpha[i] < 0.0 ? row_penalty(c, i, lent, 1) : 0.0;
-            if (a > 0.0) c->alpha[i] = a, --pending, settled = 1;
+            int zero = 1;
+            for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
+            if (zero || e[i] != INT_MIN) continue;
+            e[i] = row_weight(c, i, lent, 1);
+            if (e[i] != INT_MIN) --pending, settled = 1;
         }
     }
     for (int i = 0; i < m; ++i) {
-        if (c->alpha[i] < 0.0)
+        int zero = 1;
+        for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
+        if (!zero && e[i] == INT_MIN)
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_ARG,
                                          "%s: row %d of Phi_q moves only coordinates without "
                                          "mass that no constraint on a mass reaches: it has no "
                                          "default alpha_c; give one by "
                                          "cdyn_constraint_set_penalty",
                                          fn, i));
+    }
+    for (int i = 0; i < m; ++i) {
+        int largest = e[i] > c->weight_exp[i] ? e[i] : c->weight_exp[i];
+        c->alpha[i] = largest == INT_MIN ? 0.0 : ldexp(PENALTY_STIFFNESS, -largest);
         if (isinf(c->alpha[i]) || (c->alpha[i] > 0.0 && c->alpha[i] < DBL_MIN))
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                                          "%s: the default alpha_c[%d] is beyond the double "
@@ -709,6 +724,8 @@ static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
                                          "alpha_c by cdyn_constraint_set_penalty",
                                          fn, i));
     }
+    for (int i = 0; i < m; ++i) /* the history, once every alpha is formed */
+        c->weight_exp[i] = e[i] > c->weight_exp[i] ? e[i] : c->weight_exp[i];
     return CDYN_OK;
 }
 

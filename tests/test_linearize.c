@@ -1254,11 +1254,10 @@ static void penalty_pendulum_reference(const bob *b, double alpha, const double 
 /* The default constraint masses are powers of two (constraint.h): the
  * same alpha over a neighbourhood of the state, so the Jacobian through
  * the penalty factorization, which holds alpha fixed, is the right-hand
- * side's. Against the quad reference above at the nominal default,
- * alpha = 2^26 m / (4 l^2) (the library's is within sqrt 2 of it, which
- * moves J by O(1/alpha)), for a bob of 1 g to 1 t in length units of
- * 1e-4, 1 and 1e4 m (g scaled with them): within 1e-7 of the largest
- * entry of each column (measured: 1.5e-8). */
+ * side's. Against the quad reference above at the alpha constraint.h
+ * states, for a bob of 1 g to 1 t in length units of 1e-4, 1 and 1e4 m
+ * (g scaled with them): within 1e-9 of the largest entry of each column
+ * (measured: 1.8e-10). */
 START_TEST(default_penalty_jacobian_holds_its_alpha)
 {
     const double masses[] = {1e-3, 1.0, 1e3}, units[] = {1e-4, 1.0, 1e4};
@@ -1270,10 +1269,12 @@ START_TEST(default_penalty_jacobian_holds_its_alpha)
             cdyn_mbs *mbs = sp_make(&b);
             ck_assert_int_eq(cdyn_mbs_set_formulation(mbs, CDYN_MBS_PENALTY), CDYN_OK);
             ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
-            double nominal = 0x1p26 * b.m / (4.0 * b.l * b.l);
-            penalty_pendulum_reference(&b, nominal, y, ref);
+            /* constraint.h: 2^20 / w rounded to the nearest power of two,
+             * w = |Phi_q|^2 / m = 4 l^2 / m */
+            double alpha = exp2(round(log2(0x1p20 * b.m / (4.0 * b.l * b.l))));
+            penalty_pendulum_reference(&b, alpha, y, ref);
             double err = column_error(4, J, ref);
-            ck_assert_msg(err <= 1e-7, "mass %g, unit %g: off by %.3e", masses[a], units[u], err);
+            ck_assert_msg(err <= 1e-9, "mass %g, unit %g: off by %.3e", masses[a], units[u], err);
             cdyn_mbs_free(mbs);
         }
 }

@@ -122,18 +122,26 @@ CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, cons
  *
  * Default (docs/theory.md T4.8): chosen at each cdyn_constraint_penalty
  * from the loaded M and Phi_q so that every constraint outweighs the mass
- * it moves by 2^26 in any units: alpha_i = 2^26 / w_i rounded to the
+ * it moves by 2^20 in any units: alpha_i = 2^20 / w_i rounded to the
  * nearest power of two, w_i = sum_j Phi_ij^2 / M_jj over the coordinates
- * with M_jj > 0. A row of zeros gets 0 (no multiplier). A row whose
- * coordinates are all massless takes, for each of them, the mass the
- * other rows lend it (sum_k alpha_k Phi_kj^2 / 2^26); one that no row on
- * a mass reaches has no default (cdyn_constraint_penalty then returns
- * CDYN_ERR_ARG naming it). With well-conditioned constraints the default
- * form agrees with the exact ones to about 1e-7 of q'' and lambda (tests:
- * 1.7e-7 on random instants, 1.9e-8 on a pendulum, in units 1e+-8
- * apart); the error grows with the conditioning of Phi_q M^-1 Phi_q^T
- * (3.5e-4 for a random square 16 x 16 Phi_q). The former default, 10 in
- * any units, left a pendulum bob of 1 t with 96 % of its tension missing.
+ * with M_jj > 0, and w_i the largest the row has had since create or
+ * cdyn_constraint_reset_scales() (so that a row that vanishes at a
+ * singular pose does not take an ever stiffer penalty; reset when the
+ * object is reused for other units or another mechanism). A row of zeros
+ * without such a history gets 0 (no multiplier). A row whose coordinates
+ * are all massless takes, for each of them, the mass the other rows lend
+ * it (sum_k alpha_k Phi_kj^2 / 2^20); one that no row on a mass reaches
+ * has no default (cdyn_constraint_penalty then returns CDYN_ERR_ARG
+ * naming it). With well-conditioned constraints the default form agrees
+ * with the exact ones to about 1e-6 of q'' and lambda (tests: 1.0e-5 on
+ * random instants, 1.1e-6 on a pendulum, in units 1e+-8 apart); the error
+ * grows with the conditioning of Phi_q M^-1 Phi_q^T (1.1e-2 for a random
+ * square 16 x 16 Phi_q). Stiffer penalties are more accurate (to 1e-7
+ * at 2^26) but stiffen the right-hand side near singular poses: 2^20 runs
+ * examples/two_link_singular.c through its fold with RK4 at 1 ms at tip
+ * speeds of 0.02 to 1 m/s, 2^23 and above break up there. The former
+ * default, 10 in any units, left a pendulum bob of 1 t with 96 % of its
+ * tension missing.
  */
 CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha);
 
@@ -147,9 +155,11 @@ CDYN_API cdyn_status cdyn_constraint_set_rank_tolerance(cdyn_constraint *c, doub
 
 /**
  * Forget the history of Phi_q that rank decisions are measured against
- * (see the file comment): the next decision starts a new history from the
- * loaded instant. For an object reused for another
- * mechanism; cdyn_mbs_set_model() does it for its own kernel.
+ * (see the file comment), and the one of the default constraint masses
+ * (cdyn_constraint_set_penalty): the next decision and the next default
+ * start a new history from the loaded instant. For an object reused for
+ * another mechanism or other units; cdyn_mbs_set_model() does it for its
+ * own kernel.
  * CDYN_ERR_ARG for NULL, CDYN_ERR_BUSY from inside a callback of an owner.
  */
 CDYN_API cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c);
