@@ -630,6 +630,14 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
     return omega;
 }
 
+/* Is row i of the loaded Phi_q all zeros? */
+static int row_is_zero(const cdyn_constraint *c, int i)
+{
+    for (int j = 0; j < c->n; ++j)
+        if (c->jac[i + (size_t)j * c->m1] != 0.0) return 0;
+    return 1;
+}
+
 /* For row i and the masses mass[j] (j < n, stride apart; <= 0: none):
  * E with w = sum_j Phi_ij^2 / mass[j] nearest 2^E (within a factor sqrt
  * 2), over the coordinates with a mass; INT_MIN when the row has none.
@@ -676,46 +684,38 @@ static int row_weight(const cdyn_constraint *c, int i, const double *mass, int s
 static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
 {
     int n = c->n, m = c->m, m1 = c->m1, pending = 0;
-    int *e = c->iwork; /* per row: the weight's exponent now, INT_MIN for none */
+    int *e = c->iwork, *history = c->weight_exp; /* exponents of w_i; INT_MIN: none */
     for (int i = 0; i < m; ++i) {
-        int zero = 1;
-        for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
-        e[i] = zero ? INT_MIN : row_weight(c, i, c->mass, n + 1);
-        pending += !zero && e[i] == INT_MIN; /* massless coordinates only */
+        e[i] = row_weight(c, i, c->mass, n + 1);
+        pending += e[i] == INT_MIN && !row_is_zero(c, i); /* massless coordinates only */
     }
     for (int settled = 1; pending > 0 && settled;) {
-        double *lent = c->w; /* the masses the settled rows lend */
+        double *lent = c->w; /* the masses the settled rows lend, alpha_k Phi_kj^2 / 2^20 */
         for (int j = 0; j < n; ++j) {
             double mjj = c->mass[j + (size_t)j * n], sum = 0.0;
-            for (int k = 0; k < m; ++k)
-                if (e[k] != INT_MIN) {
-                    double a = c->jac[k + (size_t)j * m1];
-                    sum += ldexp(a * a, -(e[k] > c->weight_exp[k] ? e[k] : c->weight_exp[k]));
-                }
+            for (int k = 0; k < m; ++k) {
+                int ek = e[k] > history[k] ? e[k] : history[k];
+                double a = c->jac[k + (size_t)j * m1];
+                if (e[k] != INT_MIN) sum += ldexp(a * a, -ek);
+            }
             lent[j] = mjj > 0.0 ? mjj : sum;
         }
         settled = 0;
         for (int i = 0; i < m; ++i) {
-            int zero = 1;
-            for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
-            if (zero || e[i] != INT_MIN) continue;
+            if (e[i] != INT_MIN || row_is_zero(c, i)) continue;
             e[i] = row_weight(c, i, lent, 1);
             if (e[i] != INT_MIN) --pending, settled = 1;
         }
     }
     for (int i = 0; i < m; ++i) {
-        int zero = 1;
-        for (int j = 0; j < n && zero; ++j) zero = c->jac[i + (size_t)j * m1] == 0.0;
-        if (!zero && e[i] == INT_MIN)
+        int largest = e[i] > history[i] ? e[i] : history[i];
+        if (largest == INT_MIN && !row_is_zero(c, i))
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_ARG,
                                          "%s: row %d of Phi_q moves only coordinates without "
                                          "mass that no constraint on a mass reaches: it has no "
                                          "default alpha_c; give one by "
                                          "cdyn_constraint_set_penalty",
                                          fn, i));
-    }
-    for (int i = 0; i < m; ++i) {
-        int largest = e[i] > c->weight_exp[i] ? e[i] : c->weight_exp[i];
         c->alpha[i] = largest == INT_MIN ? 0.0 : ldexp(PENALTY_STIFFNESS, -largest);
         if (isinf(c->alpha[i]) || (c->alpha[i] > 0.0 && c->alpha[i] < DBL_MIN))
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
@@ -725,7 +725,7 @@ static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
                                          fn, i));
     }
     for (int i = 0; i < m; ++i) /* the history, once every alpha is formed */
-        c->weight_exp[i] = e[i] > c->weight_exp[i] ? e[i] : c->weight_exp[i];
+        history[i] = e[i] > history[i] ? e[i] : history[i];
     return CDYN_OK;
 }
 

@@ -1131,6 +1131,49 @@ START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
 }
 END_TEST
 
+/* The default takes the largest mass-weighted size a row has had
+ * (constraint.h), so that a row vanishing at a singular pose keeps its
+ * penalty instead of an ever stiffer one. M = diag(2, 3), Q = (1, -1),
+ * Phi_q = [e 0], s = 1/4: (M + alpha Phi_q^T Phi_q) q'' = Q + Phi_q^T alpha s
+ * gives q0'' = (1 + alpha e s) / (2 + alpha e^2), q1'' = -1/3 and
+ * lambda = alpha (e q0'' - s) = alpha (e - 2 s) / (2 + alpha e^2) (by
+ * hand). After e = 1 (w = 1/2, alpha = 2^21) the rows e = 1e-3 ... 1e-9
+ * keep alpha = 2^21, and q0'' goes to Q0 / M00 = 1/2 as the row vanishes.
+ * After cdyn_constraint_reset_scales the present row sets alpha, 2^20 / w
+ * rounded to the nearest power of two, w = e^2 / 2: q0'' = s / e up to
+ * the penalty's bias, the exact form's blow-up. */
+static void check_vanishing_row(cdyn_constraint *c, double e, double alpha)
+{
+    double M[4] = {2.0, 0.0, 0.0, 3.0}, Q[2] = {1.0, -1.0}, s[1] = {0.25}, P[2] = {e, 0.0};
+    double q[2], l[1];
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 1, NULL, NULL, s), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
+    double den = 2.0 + alpha * e * e, want = (1.0 + alpha * e * s[0]) / den;
+    double lam = alpha * (e - 2.0 * s[0]) / den;
+    ck_assert_msg(fabs(q[0] - want) <= 1e-12 * fabs(want), "e %g: q0'' %.17g, want %.17g", e, q[0],
+                  want);
+    ck_assert_double_eq_tol(q[1], -1.0 / 3.0, 1e-15);
+    ck_assert_msg(fabs(l[0] - lam) <= 1e-9 * fabs(lam), "e %g: lambda %.17g, want %.17g", e, l[0],
+                  lam);
+}
+
+START_TEST(default_penalty_keeps_the_largest_row_it_has_seen)
+{
+    cdyn_constraint *c = make(2, 1);
+    const double rows[] = {1.0, 1e-3, 1e-6, 1e-9};
+    for (int k = 0; k < 4; ++k) check_vanishing_row(c, rows[k], 0x1p21);
+    double q[2], l[1];
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK); /* e = 1e-9 */
+    ck_assert_double_lt(fabs(q[0] - 0.5), 1e-3); /* bounded: Q0 / M00 as the row vanishes */
+    ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK);
+    double e = 1e-3;
+    check_vanishing_row(c, e, exp2(round(log2(0x1p20 / (e * e / 2.0)))));
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
+    ck_assert_double_gt(q[0], 249.0); /* s / e = 250: the exact form's */
+    cdyn_constraint_free(c);
+}
+END_TEST
+
 START_TEST(penalty_reports_a_motion_without_mass_or_constraint)
 {
     /* M = diag(1, 2, 0); the constraint Phi = q0 + q1 leaves q2 free and
@@ -2773,6 +2816,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(penalty, penalty_reports_a_motion_without_mass_or_constraint);
     tcase_add_test(penalty, default_penalty_agrees_with_a_quad_kkt_solve_in_any_units);
     tcase_add_test(penalty, default_penalty_for_rows_of_zeros_and_of_massless_coordinates);
+    tcase_add_test(penalty, default_penalty_keeps_the_largest_row_it_has_seen);
     suite_add_tcase(s, penalty);
 
     TCase *mech = tcase_create("mechanisms");
