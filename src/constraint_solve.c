@@ -640,7 +640,8 @@ static int row_is_zero(const cdyn_constraint *c, int i)
 
 /* For row i and the masses mass[j] (j < n, stride apart; <= 0: none):
  * E with w = sum_j Phi_ij^2 / mass[j] nearest 2^E (within a factor sqrt
- * 2), over the coordinates with a mass; INT_MIN when the row has none.
+ * 2), over the coordinates with a mass; INT_MIN when the row has none,
+ * INT_MAX / 4 when a term overflows.
  * w is t^2 sum_j (t_j / t)^2 with t_j = |Phi_ij| / sqrt(mass[j]) and t the
  * largest: E from the exponents, no overflow. */
 static int row_weight(const cdyn_constraint *c, int i, const double *mass, int stride)
@@ -658,6 +659,7 @@ static int row_weight(const cdyn_constraint *c, int i, const double *mass, int s
         }
     }
     if (t == 0.0) return INT_MIN;
+    if (!(t < INFINITY)) return INT_MAX / 4; /* beyond the double range: refused */
     int et, es, eh; /* w = h 2^(2 et + es + eh), h in [1/2, 1) */
     double ft = frexp(t, &et), fs = frexp(sum, &es), h = frexp(ft * ft * fs, &eh);
     return 2 * et + es + eh - (h < 0.70710678118654752);
@@ -717,7 +719,7 @@ static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
                                          "cdyn_constraint_set_penalty",
                                          fn, i));
         c->alpha[i] = largest == INT_MIN ? 0.0 : ldexp(PENALTY_STIFFNESS, -largest);
-        if (isinf(c->alpha[i]) || (c->alpha[i] > 0.0 && c->alpha[i] < DBL_MIN))
+        if (largest != INT_MIN && !(c->alpha[i] >= DBL_MIN && c->alpha[i] < INFINITY))
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                                          "%s: the default alpha_c[%d] is beyond the double "
                                          "range (Phi_q and M of scales too far apart); give "

@@ -1066,7 +1066,8 @@ END_TEST
  * of the bordered solve's (measured 2.1e-6), in units of q and of the rows
  * 1e+-8 apart (q_j -> a_j q_j, row_i -> b_i row_i, as above). Alone
  * (M = diag(2, 0), Phi_q = [0 1]) such a row has no default: CDYN_ERR_ARG,
- * outputs untouched, and the object solves once alpha is given. */
+ * outputs untouched, and the object solves once alpha is given; nor has a
+ * row whose weight overflows (CDYN_ERR_NONFINITE). */
 START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
 {
     double M[4] = {2.0, 0.0, 0.0, 2.0}, Q[2] = {0.0, -19.62}, P[2] = {0.0, 0.0}, s[1] = {-3.0};
@@ -1095,6 +1096,17 @@ START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
     ck_assert_int_eq(cdyn_constraint_set_penalty(c, alpha), CDYN_OK);
     ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_OK);
     ck_assert_double_eq_tol(l[0], 4.0, 1e-13); /* lambda = Q1 for any alpha */
+
+    /* a weight Phi_ij^2 / M_jj beyond the double range (1e400 / 1e-300):
+     * no default alpha_c either */
+    ck_assert_int_eq(cdyn_constraint_set_penalty(c, NULL), CDYN_OK);
+    double M2[4] = {1e-300, 0.0, 0.0, 1.0}, P2[2] = {1e200, 0.0};
+    ck_assert_int_eq(cdyn_constraint_load(c, M2, 2, Q1, P2, 1, NULL, NULL, s), CDYN_OK);
+    dbuf_reset(q, 2);
+    dbuf_reset(l, 1);
+    ck_assert_int_eq(cdyn_constraint_penalty(c, q, l), CDYN_ERR_NONFINITE);
+    ck_assert(dbuf_untouched(q, 2) && dbuf_untouched(l, 1));
+    ck_assert_ptr_nonnull(strstr(cdyn_constraint_last_error(c), "alpha_c[0]"));
     cdyn_constraint_free(c);
 
     /* ... and with a row on a mass that reaches it */
