@@ -135,11 +135,12 @@ CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, cons
  * naming it). With well-conditioned constraints the default form agrees
  * with the exact ones to about 1e-6 of q'' and lambda (tests: 1.0e-5 on
  * random instants, 1.1e-6 on a pendulum, in units 1e+-8 apart); the error
- * grows with the conditioning of Phi_q M^-1 Phi_q^T (1.1e-2 for a random
- * square 16 x 16 Phi_q). Stiffer penalties are more accurate (to 1e-7
- * at 2^26) but stiffen the right-hand side near singular poses: 2^20 runs
- * examples/two_link_singular.c through its fold with RK4 at 1 ms at tip
- * speeds of 0.02 to 1 m/s, 2^23 and above break up there. The former
+ * grows with the conditioning of Phi_q M^-1 Phi_q^T (measured 1.1e-2 for
+ * a random square 16 x 16 Phi_q). Stiffer penalties are more accurate (to
+ * 1e-7 at 2^26) but stiffen the right-hand side near singular poses: 2^20
+ * runs examples/two_link_singular.c through its fold with RK4 at 1 ms
+ * (checked at its default tip speed; measured at 0.02 to 1 m/s), 2^23 and
+ * above break up there at 0.6 or 1 m/s. The former
  * default, 10 in any units, left a pendulum bob of 1 t with 96 % of its
  * tension missing.
  */
