@@ -1,11 +1,13 @@
 /* libFuzzer harness: cdyn_constraint load + every formulation + export on
  * decoded M, Q, Phi_q, Phi, Phi', xi, C, gains and penalties, in decoded
  * units: M -> S M S, Q -> S Q, Phi_q -> R Phi_q S, C -> R C S, and R on
- * Phi, Phi', xi (so s -> R s). */
+ * Phi, Phi', xi (so s -> R s); then, by a last byte, the penalty form's
+ * default again on the rows shrunk. */
 #include <cdyn.h>
 
 #include "fuzz_input.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -68,6 +70,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_ok_finite(fuzz_ok_finite(st, A, (size_t)size2 * size2), B, (size_t)size2);
         st = cdyn_constraint_force(c, qdd, lam);
         fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+        /* one more byte (0 for inputs without it): the default penalty's
+         * history, with the rows shrunk by up to 2^-31 (a row vanishing
+         * at a singular pose), after the default or a reset */
+        uint8_t more = fuzz_byte(&in);
+        if (more) {
+            if (more & 1) cdyn_constraint_set_penalty(c, NULL);
+            if (more & 2) cdyn_constraint_reset_scales(c);
+            if (more & 4) {
+                double shrink = ldexp(1.0, -(int)(more >> 3));
+                for (size_t k = 0; k < (size_t)m1 * n; ++k) J[k] *= shrink;
+                st = cdyn_constraint_load(c, M, n, Q, J, m1, (opts & 32) ? Phi : NULL, Phid, xi);
+            }
+            if (st == CDYN_OK) {
+                st = cdyn_constraint_penalty(c, qdd, lam);
+                fuzz_ok_finite(fuzz_ok_finite(st, qdd, (size_t)n), lam, (size_t)m);
+            }
+        }
     }
     int rows[16];
     cdyn_constraint_redundant_rows(c, m <= 16 ? rows : NULL);
