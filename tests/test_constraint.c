@@ -561,6 +561,58 @@ static void quad_kkt(int n, int m, const double *M, const double *P, const doubl
     ck_assert_int_eq(qref_solve(N, K, b, x), 0);
 }
 
+/* Unit systems 1e+-8 apart: coordinate j is scaled by a_j = unit[0] or its
+ * inverse, alternately, and row i by b_i = unit[1] or its inverse. */
+static const double UNITS[6][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1.0}, {1.0, 1e8},
+                                   {1.0, 1e-8}, {1e8, 1e-8}};
+enum { UNIT_MAXN = 16 };
+
+/* The instant (M n x n, P m x n with ld m, Q, s) in those units: q = A x
+ * and rows B Phi give M -> A^-1 M A^-1, Phi_q -> B Phi_q A^-1,
+ * Q -> A^-1 Q, s -> B s; then q'' -> A q'' and lambda -> B^-1 lambda
+ * (a[j], b[i] returned). */
+static void in_units(const double *unit, int n, int m, const double *M, const double *P,
+                     const double *Q, const double *s, double *a, double *b, double *Mu,
+                     double *Pu, double *Qu, double *su)
+{
+    for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / unit[0] : unit[0];
+    for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / unit[1] : unit[1];
+    for (int j = 0; j < n; ++j) {
+        Qu[j] = Q[j] / a[j];
+        for (int i = 0; i < n; ++i) Mu[i + j * n] = M[i + j * n] / (a[i] * a[j]);
+        for (int i = 0; i < m; ++i) Pu[i + j * m] = b[i] * P[i + j * m] / a[j];
+    }
+    for (int i = 0; i < m; ++i) su[i] = b[i] * s[i];
+}
+
+/* A random instant (cond(M) <= 2.3, Phi_q uniform) and its quad KKT
+ * solution ref (n + m), with the largest |q''| and |lambda| of it. */
+static void random_quad_instant(unsigned seed, int n, int m, double *M, double *P, double *Q,
+                                double *s, quad *ref, quad *qmax, quad *lmax)
+{
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    tu_random_spd(&rng, n, M, n);
+    tu_random(&rng, m, n, P, m);
+    tu_random(&rng, n, 1, Q, n);
+    tu_random(&rng, m, 1, s, m);
+    quad_kkt(n, m, M, P, Q, s, ref);
+    *qmax = *lmax = 0;
+    for (int i = 0; i < n; ++i) *qmax = qref_abs(ref[i]) > *qmax ? qref_abs(ref[i]) : *qmax;
+    for (int i = 0; i < m; ++i)
+        *lmax = qref_abs(ref[n + i]) > *lmax ? qref_abs(ref[n + i]) : *lmax;
+}
+
+/* The largest errors of q'' and lambda, solved in the units (a, b), against
+ * ref, relative to the largest of each. */
+static void quad_errors(int n, int m, const quad *ref, quad qmax, quad lmax, const double *a,
+                        const double *b, const double *q, const double *l, double *eq, double *el)
+{
+    *eq = *el = 0.0;
+    for (int j = 0; j < n; ++j) *eq = fmax(*eq, (double)(qref_abs(q[j] / a[j] - ref[j]) / qmax));
+    for (int i = 0; i < m; ++i) *el = fmax(*el, (double)(qref_abs(l[i] * b[i] - ref[n + i]) / lmax));
+}
+
 /* At n <= 16 a well-posed instant with M positive definite is solved
  * through the rank decision's own QR (constraint.h; the test asserts that
  * this path, and not the general one, gave the result). Random instants
@@ -575,37 +627,18 @@ START_TEST(small_sizes_agree_with_a_quad_kkt_solve_in_any_units)
 {
     static const int shapes[][2] = {{2, 1}, {2, 2}, {3, 1}, {3, 2}, {3, 3}, {4, 2}, {6, 3},
                                     {8, 1}, {8, 5}, {12, 6}, {16, 8}, {16, 16}};
-    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = 16 };
-    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1.0}, {1.0, 1e8},
-                                      {1.0, 1e-8}, {1e8, 1e-8}};
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = UNIT_MAXN };
     for (int k = 0; k < NSHAPES; ++k) {
         int n = shapes[k][0], m = shapes[k][1];
         double M[MAXN * MAXN], P[MAXN * MAXN], Q[MAXN], s[MAXN];
-        tu_rng rng;
-        tu_rng_seed(&rng, 4100 + (unsigned)k);
-        tu_random_spd(&rng, n, M, n);
-        tu_random(&rng, m, n, P, m);
-        tu_random(&rng, n, 1, Q, n);
-        tu_random(&rng, m, 1, s, m);
-        quad ref[2 * MAXN], qmax = 0, lmax = 0;
-        quad_kkt(n, m, M, P, Q, s, ref);
-        for (int i = 0; i < n; ++i) qmax = qref_abs(ref[i]) > qmax ? qref_abs(ref[i]) : qmax;
-        for (int i = 0; i < m; ++i) lmax = qref_abs(ref[n + i]) > lmax ? qref_abs(ref[n + i]) : lmax;
+        quad ref[2 * MAXN], qmax, lmax;
+        random_quad_instant(4100 + (unsigned)k, n, m, M, P, Q, s, ref, &qmax, &lmax);
         cdyn_constraint *c = make(n, m);
-        for (int u = 0; u < (int)(sizeof units / sizeof units[0]); ++u) {
+        for (int u = 0; u < (int)(sizeof UNITS / sizeof UNITS[0]); ++u) {
             double a[MAXN], b[MAXN], Mu[MAXN * MAXN], Pu[MAXN * MAXN], Pbig[MAXN * MAXN];
             double Qu[MAXN], su[MAXN], q[MAXN], l[MAXN];
-            for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
-            for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
-            for (int j = 0; j < n; ++j) {
-                Qu[j] = Q[j] / a[j];
-                for (int i = 0; i < n; ++i) Mu[i + j * n] = M[i + j * n] / (a[i] * a[j]);
-                for (int i = 0; i < m; ++i) {
-                    Pu[i + j * m] = b[i] * P[i + j * m] / a[j];
-                    Pbig[i + j * m] = 3.0 * Pu[i + j * m];
-                }
-            }
-            for (int i = 0; i < m; ++i) su[i] = b[i] * s[i];
+            in_units(UNITS[u], n, m, M, P, Q, s, a, b, Mu, Pu, Qu, su);
+            for (int i = 0; i < m * n; ++i) Pbig[i] = 3.0 * Pu[i];
             ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK);
             ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pbig, m, NULL, NULL, su), CDYN_OK);
             ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
@@ -613,10 +646,8 @@ START_TEST(small_sizes_agree_with_a_quad_kkt_solve_in_any_units)
             ck_assert_msg(cdyn_constraint_lagrange(c, q, l) == CDYN_OK, "n %d m %d units %d: %s",
                           n, m, u, cdyn_constraint_last_error(c));
             ck_assert_int_eq(c->path, CDYN__PATH_DECIDED);
-            double eq = 0.0, el = 0.0;
-            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(qref_abs(q[j] / a[j] - ref[j]) / qmax));
-            for (int i = 0; i < m; ++i)
-                el = fmax(el, (double)(qref_abs(l[i] * b[i] - ref[n + i]) / lmax));
+            double eq, el;
+            quad_errors(n, m, ref, qmax, lmax, a, b, q, l, &eq, &el);
             ck_assert_msg(eq <= 1e-12 && el <= 1e-12, "n %d m %d units %d: q'' %g, lambda %g", n,
                           m, u, eq, el);
         }
@@ -1008,43 +1039,24 @@ START_TEST(default_penalty_agrees_with_a_quad_kkt_solve_in_any_units)
 {
     static const int shapes[][2] = {{2, 1}, {3, 1}, {3, 2}, {4, 2}, {6, 3},
                                     {8, 1}, {8, 5}, {12, 6}, {16, 8}};
-    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = 16 };
-    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1.0}, {1.0, 1e8},
-                                      {1.0, 1e-8}, {1e8, 1e-8}};
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0], MAXN = UNIT_MAXN };
     double worst = 0.0;
     for (int k = 0; k < NSHAPES; ++k) {
         int n = shapes[k][0], m = shapes[k][1];
         double M[MAXN * MAXN], P[MAXN * MAXN], Q[MAXN], s[MAXN];
-        tu_rng rng;
-        tu_rng_seed(&rng, 4300 + (unsigned)k);
-        tu_random_spd(&rng, n, M, n);
-        tu_random(&rng, m, n, P, m);
-        tu_random(&rng, n, 1, Q, n);
-        tu_random(&rng, m, 1, s, m);
-        quad ref[2 * MAXN], qmax = 0, lmax = 0;
-        quad_kkt(n, m, M, P, Q, s, ref);
-        for (int i = 0; i < n; ++i) qmax = qref_abs(ref[i]) > qmax ? qref_abs(ref[i]) : qmax;
-        for (int i = 0; i < m; ++i) lmax = qref_abs(ref[n + i]) > lmax ? qref_abs(ref[n + i]) : lmax;
+        quad ref[2 * MAXN], qmax, lmax;
+        random_quad_instant(4300 + (unsigned)k, n, m, M, P, Q, s, ref, &qmax, &lmax);
         cdyn_constraint *c = make(n, m);
-        for (int u = 0; u < (int)(sizeof units / sizeof units[0]); ++u) {
+        for (int u = 0; u < (int)(sizeof UNITS / sizeof UNITS[0]); ++u) {
             double a[MAXN], b[MAXN], Mu[MAXN * MAXN], Pu[MAXN * MAXN];
             double Qu[MAXN], su[MAXN], q[MAXN], l[MAXN];
-            for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
-            for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
-            for (int j = 0; j < n; ++j) {
-                Qu[j] = Q[j] / a[j];
-                for (int i = 0; i < n; ++i) Mu[i + j * n] = M[i + j * n] / (a[i] * a[j]);
-                for (int i = 0; i < m; ++i) Pu[i + j * m] = b[i] * P[i + j * m] / a[j];
-            }
-            for (int i = 0; i < m; ++i) su[i] = b[i] * s[i];
+            in_units(UNITS[u], n, m, M, P, Q, s, a, b, Mu, Pu, Qu, su);
             ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK); /* other units: a new history */
             ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pu, m, NULL, NULL, su), CDYN_OK);
             ck_assert_msg(cdyn_constraint_penalty(c, q, l) == CDYN_OK, "n %d m %d units %d: %s",
                           n, m, u, cdyn_constraint_last_error(c));
-            double eq = 0.0, el = 0.0;
-            for (int j = 0; j < n; ++j) eq = fmax(eq, (double)(qref_abs(q[j] / a[j] - ref[j]) / qmax));
-            for (int i = 0; i < m; ++i)
-                el = fmax(el, (double)(qref_abs(l[i] * b[i] - ref[n + i]) / lmax));
+            double eq, el;
+            quad_errors(n, m, ref, qmax, lmax, a, b, q, l, &eq, &el);
             ck_assert_msg(eq <= 5e-5 && el <= 5e-5, "n %d m %d units %d: q'' %g, lambda %g", n,
                           m, u, eq, el);
             worst = fmax(worst, fmax(eq, el));
@@ -1063,8 +1075,8 @@ END_TEST
  * outweigh. With M = diag(2, 3, 0) and rows [1 0 1] (a mass and the
  * massless q2) and [0 0 1] (q2 alone), the first row lends q2 its mass
  * and the second takes its default from it: q'' and lambda within 1e-5
- * of the bordered solve's (measured 2.1e-6), in units of q and of the rows
- * 1e+-8 apart (q_j -> a_j q_j, row_i -> b_i row_i, as above). Alone
+ * of the bordered solve's (measured 2.1e-6), in the six unit systems of
+ * in_units (1e+-8 apart). Alone
  * (M = diag(2, 0), Phi_q = [0 1]) such a row has no default: CDYN_ERR_ARG,
  * outputs untouched, and the object solves once alpha is given; nor has a
  * row whose weight overflows (CDYN_ERR_NONFINITE). */
@@ -1116,17 +1128,9 @@ START_TEST(default_penalty_for_rows_of_zeros_and_of_massless_coordinates)
     double qref[n], lref[m];
     ck_assert_int_eq(bordered_solve(n, m, M3, n, P3, m, Q3, s3, NULL, qref, lref), 0);
     c = make(n, m);
-    static const double units[][2] = {{1.0, 1.0}, {1e8, 1.0}, {1e-8, 1e8}, {1.0, 1e-8}};
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < (int)(sizeof UNITS / sizeof UNITS[0]); ++u) {
         double a[n], b[m], Mu[9], Qu[n], Pu[6], su[m];
-        for (int j = 0; j < n; ++j) a[j] = j % 2 ? 1.0 / units[u][0] : units[u][0];
-        for (int i = 0; i < m; ++i) b[i] = i % 2 ? 1.0 / units[u][1] : units[u][1];
-        for (int j = 0; j < n; ++j) {
-            Qu[j] = Q3[j] / a[j];
-            for (int i = 0; i < n; ++i) Mu[i + j * n] = M3[i + j * n] / (a[i] * a[j]);
-            for (int i = 0; i < m; ++i) Pu[i + j * m] = b[i] * P3[i + j * m] / a[j];
-        }
-        for (int i = 0; i < m; ++i) su[i] = b[i] * s3[i];
+        in_units(UNITS[u], n, m, M3, P3, Q3, s3, a, b, Mu, Pu, Qu, su);
         ck_assert_int_eq(cdyn_constraint_reset_scales(c), CDYN_OK); /* other units: a new history */
         ck_assert_int_eq(cdyn_constraint_load(c, Mu, n, Qu, Pu, m, NULL, NULL, su), CDYN_OK);
         ck_assert_msg(cdyn_constraint_penalty(c, q, l) == CDYN_OK, "units %d: %s", u,
