@@ -1,6 +1,7 @@
 /* Quasi-linear DAE: the mass matrix and its bases (THEORY T3.1), hidden
  * constraints, and the index by repeated augmentation (T3.2). */
 #include "dae_internal.h"
+#include "difference_tableau.h"
 #include "linalg.h"
 #include "newton_internal.h"
 #include "nullspace_internal.h"
@@ -54,6 +55,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->force_val = doubles((size_t)n);
     dae->force_shift = doubles((size_t)n);
     dae->force_dt = doubles((size_t)n);
+    dae->time_work = doubles(CDYN__TIME_WORK * (size_t)n);
     dae->force_jac = doubles(nn);
     dae->aug = doubles(nn);
     dae->aug_rhs = doubles(nn);
@@ -82,7 +84,8 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
         !dae->multiplier ||
         !dae->v_last || !dae->vdot_last || !dae->magnitude || !dae->resolution ||
         !dae->held_magnitudes || !dae->v_trial ||
-        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->force_jac ||
+        !dae->force_val || !dae->force_shift || !dae->force_dt || !dae->time_work ||
+        !dae->force_jac ||
         !dae->aug || !dae->aug_rhs || !dae->origin || !dae->scratch || !dae->u ||
         !dae->prod || !dae->tau || !dae->jpvt || !dae->row_order || !dae->residual ||
         !dae->bound ||
@@ -230,7 +233,7 @@ void cdyn_dae_free(cdyn_dae *dae)
     double *arrays[] = {dae->work,      dae->atol,      dae->row_scale,  dae->col_scale,
                         dae->equation_size, dae->v_last, dae->vdot_last, dae->magnitude,
                         dae->resolution, dae->held_magnitudes,
-                        dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt,
+                        dae->v_trial,   dae->force_val, dae->force_shift, dae->force_dt, dae->time_work,
                         dae->force_jac, dae->aug,       dae->aug_rhs,    dae->origin,
                         dae->scratch,  dae->u,         dae->prod,
                         dae->tau,       dae->residual,   dae->bound,
@@ -837,8 +840,19 @@ cdyn_status cdyn__dae_shifted_force(cdyn_dae *dae, const char *fn, double t, dou
     return CDYN_OK;
 }
 
-/* dF/dt's difference step [s], whatever t (cdyn__dae_force_time). */
-#define DT_STEP 6e-6
+/* F at (t + tau, v) for dF/dt's differences. */
+typedef struct {
+    cdyn_dae *dae;
+    const char *fn;
+    double t;
+    const double *v;
+} force_in_time;
+
+static cdyn_status force_offset(void *ctx, double tau, double *out)
+{
+    const force_in_time *at = ctx;
+    return cdyn__dae_force(at->dae, at->fn, at->t + tau, at->v, out);
+}
 
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v)
 {
@@ -851,20 +865,24 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
         if (code != 0) return callback_failed(dae, fn, "time-derivative", code);
         return check_output(dae, fn, "dF/dt", n, 1, dae->force_dt);
     }
-    /* central difference stepped 6e-6 s, ~cbrt(eps) of a 1 s time scale,
-     * whatever t: the size of t says nothing of the time scale of F's
-     * inputs (steps of 6e-6 |t|, before, made the rates of a network with
-     * a 50 Hz inflow 30 % off at t = 1000 s and wrong in sign at 1e4 s,
-     * with CDYN_OK). Error about (w h)^2 / 6 for an input of w rad/s: 6e-7
-     * at 50 Hz, 2.4e-4 at 1 kHz (dae.h); F at t, t +- h of the same bits
-     * give 0 exactly. */
-    volatile double ahead = t + DT_STEP, behind = t - DT_STEP;
-    double up = ahead - t, down = t - behind; /* the steps actually representable */
-    cdyn_status st = cdyn__dae_force(dae, fn, t + up, v, dae->force_shift);
-    if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t - down, v, dae->force_dt);
+    /* differences stepped CDYN__TIME_STEP seconds whatever t, and a
+     * quarter of it, checked against each other (difference_tableau.h):
+     * the size of t says nothing of the time scale of F's inputs (steps of
+     * 6e-6 |t|, before, made the rates of a network with a 50 Hz inflow
+     * 30 % off at t = 1000 s and wrong in sign at 1e4 s, with CDYN_OK), and
+     * one difference alone was (w h)^2 / 6 off for an input of w rad/s
+     * (2.4e-4 at 1 kHz, 2.4 % at 10 kHz, with CDYN_OK) */
+    double *w = dae->time_work, best = 0.0;
+    cdyn__tableau_work work = {w, w + n, w + 2 * (size_t)n, w + 3 * (size_t)n,
+                               w + (3 + (size_t)CDYN__TIME_LEVELS) * n};
+    force_in_time at = {dae, fn, t, v};
+    cdyn_status st = cdyn__time_derivative(n, n, t, CDYN__TIME_STEP, CDYN__TIME_LEVELS,
+                                           force_offset, &at, &work, dae->force_dt, &best);
+    if (st == CDYN_OK && !isfinite(best))
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                          "%s: the difference quotients of dF/dt are not finite at t = %g", fn,
+                          t);
     if (st != CDYN_OK) return st;
-    for (int i = 0; i < n; ++i)
-        dae->force_dt[i] = (dae->force_shift[i] - dae->force_dt[i]) / (up + down);
     return check_output(dae, fn, "the difference dF/dt", n, 1, dae->force_dt);
 }
 

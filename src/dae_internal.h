@@ -154,6 +154,7 @@ struct cdyn_dae {
     double *force_val;      /* n */
     double *force_shift;    /* n */
     double *force_dt;       /* n */
+    double *time_work;      /* CDYN__TIME_WORK n: dF/dt's differences */
     double *force_jac;      /* n x n */
     double *aug, *aug_rhs, *origin, *scratch, *u, *prod;
     cdyn__rank_ws rank_ws;  /* the rank decision on M and the augmented matrices */
@@ -232,8 +233,9 @@ static inline double cdyn__dae_next_step(int n, const double *a, const double *b
  * known). */
 double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j);
 
-/* dF/dt at (t, v) into dae->force_dt: the callback, or a central
- * difference stepped 6e-6 s whatever t. */
+/* dF/dt at (t, v) into dae->force_dt: the callback, or central
+ * differences stepped CDYN__TIME_STEP s and a quarter of it whatever t,
+ * checked against each other (cdyn__time_derivative). */
 cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
 
 /* M(t) by the mass callback into out (n x n, ld n), with the callback and

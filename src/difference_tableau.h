@@ -1,7 +1,8 @@
 /* Derivatives by central differences refined in a Richardson tableau:
- * the time terms of a mechanism (mbs_time.c: Phi_t, xi). A DAE's dF/dt
- * keeps one central difference (dae.c): the tableau's 8 more evaluations
- * of F per right-hand side cost 25-42 % on bench_stiff. */
+ * the time terms of a mechanism (mbs_time.c: Phi_t, xi), and a DAE's
+ * dF/dt and beta'(t) (cdyn__time_derivative: two levels verified against
+ * each other, the tableau only where they disagree; the tableau's 8 more
+ * evaluations of F per right-hand side cost 25-42 % on bench_stiff). */
 #ifndef CDYN_DIFFERENCE_TABLEAU_H
 #define CDYN_DIFFERENCE_TABLEAU_H
 
@@ -35,5 +36,30 @@ typedef struct {
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
                                      int prefetched, cdyn__offset_fn f, void *ctx,
                                      const cdyn__tableau_work *w, double *out, double *best);
+
+/* A DAE's time derivatives without a callback: the first step [s]
+ * (eps^(1/3) of a 1 s time scale) and the tableau's levels where the
+ * first two disagree (down to 3.7e-10 s); their work is CDYN__TIME_WORK
+ * vectors (plus, minus, center, then row and previous of the levels). */
+#define CDYN__TIME_STEP 6e-6
+#define CDYN__TIME_LEVELS 8
+#define CDYN__TIME_WORK (3 + 2 * CDYN__TIME_LEVELS)
+
+/* The first derivative in t of f (m values) at tau = 0 into out, where
+ * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t: THEORY
+ * T3.2, T3.3): central differences D0 and D1 stepped c and c / 4 (as
+ * representable at t), checked against each other entry by entry. f the
+ * same bits at t +- h0: 0 exactly (2 evaluations; f does not depend on t
+ * there). Else (4 evaluations) each entry is D0 where D1 - D0 is within
+ * the rounding of the quotients, the extrapolation E = D1 + (D1 - D0) / 15
+ * where it is within 1e-3 |E|; when any entry is neither (f varies faster
+ * than about 0.01 / c rad/s, or jumps within c of t), the tableau of
+ * cdyn__tableau_derivative from c with `levels` levels gives all of them
+ * (work as there; w->row holds f(-c/4) before). *best: 0, or the
+ * tableau's estimate (INFINITY when no entry was finite: out unwritten).
+ * Returns f's status. */
+cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
+                                  cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
+                                  double *out, double *best);
 
 #endif
