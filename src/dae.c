@@ -105,7 +105,7 @@ static void part_free(cdyn__dae_part *p)
 {
     double *arrays[] = {p->mass,      p->mass_saved,   p->beta,       p->beta_signs,
                         p->beta_error, p->g0_noise,
-                        p->beta_ref,  p->beta_plus,    p->beta_minus, p->beta_dot,
+                        p->beta_ref,  p->beta_time_work, p->beta_dot,
                         p->align,     p->align_u,      p->align_vt,   p->align_sv,
                         p->range,     p->range_t_mass, p->constraint_jac, p->ga,
                         p->coef,      p->vec_q,        p->vec_q2,
@@ -144,7 +144,7 @@ void cdyn__dae_find_mass_rows(cdyn__dae_part *p, int n)
 
 /* Allocate the parts for rank r (THEORY T3.1, T3.3); 0 when out of memory
  * (p freed). */
-static int part_alloc(cdyn__dae_part *p, int n, int r)
+static int part_alloc(cdyn__dae_part *p, int n, int r, int timed)
 {
     memset(p, 0, sizeof *p);
     int q = n - r;
@@ -163,8 +163,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     p->range_rows = malloc(sizeof(int) * r1);
     p->range_signs = doubles(r1);
     p->beta_ref = doubles((size_t)n * q1);
-    p->beta_plus = doubles((size_t)n * q1);
-    p->beta_minus = doubles((size_t)n * q1);
+    /* beta'(t)'s differences, for M(t) only */
+    p->beta_time_work = doubles((timed ? CDYN__TIME_WORK : 1) * (size_t)n * q1);
     p->beta_dot = doubles((size_t)n * q1);
     p->align = doubles(q1 * q1);
     p->align_u = doubles(q1 * q1);
@@ -208,7 +208,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r)
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
              p->beta_unit && p->mass_rows && p->beta_error && p->g0_noise &&
              p->range_rows && p->range_signs &&
-             p->beta_signs && p->beta_ref && p->beta_plus && p->beta_minus && p->beta_dot &&
+             p->beta_signs && p->beta_ref && p->beta_time_work && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
              p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
@@ -513,7 +513,7 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     int r = cdyn__dae_row_rank(dae, dae->aug), q = n - r;
     if (r < 0) return cdyn__fail(dae->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on M", fn);
     cdyn__dae_part fresh;
-    if (!part_alloc(&fresh, n, r))
+    if (!part_alloc(&fresh, n, r, dae->mass_fn != NULL))
         return cdyn__fail(dae->msg, CDYN_ERR_NOMEM, "%s: out of memory (previous mass kept)", fn);
     if (q > 0) {
         cdyn_status st = CDYN_OK;

@@ -32,7 +32,8 @@ typedef struct cdyn__dae_part {
     int *range_rows;        /* r */
     double *range_signs;    /* r */
     double *beta_ref;       /* n x q, basis the next beta(t) is aligned to */
-    double *beta_plus, *beta_minus, *beta_dot; /* n x q, for beta'(t) */
+    double *beta_dot;       /* n x q: beta'(t) */
+    double *beta_time_work; /* CDYN__TIME_WORK n x q with M(t), for beta'(t) */
     double *align, *align_u, *align_vt, *align_sv; /* q x q, q x q, q x q, q */
     double *range;          /* n x r, P: orthonormal basis of the range of M */
     double *range_t_mass;   /* r x n, P^T M */
@@ -308,8 +309,8 @@ void cdyn__dae_g0_rounding(const cdyn_dae *dae, const double *F, double *noise);
 void cdyn__dae_range_t(const cdyn_dae *dae, int cols, const double *X, int ldx, double alpha,
                        double *out, int ldo);
 
-/* With M(t): beta'(t) into part.beta_dot by central differences (M, beta,
- * P at t are kept). */
+/* With M(t): beta'(t) into part.beta_dot by central differences checked
+ * against each other (cdyn__time_derivative); M, beta, P at t are kept. */
 cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t);
 
 /* Make M (n x n, ld ldm; finite) the mass matrix: rank, bases, workspace,

@@ -2,6 +2,7 @@
  * left null-space basis that varies smoothly, and its time derivative
  * (THEORY T3.1-T3.3 with M(t)). */
 #include "dae_internal.h"
+#include "difference_tableau.h"
 #include "linalg.h"
 
 #include <math.h>
@@ -88,6 +89,21 @@ cdyn_status cdyn__dae_mass_at(cdyn_dae *dae, const char *fn, double t)
     return CDYN_OK;
 }
 
+/* The aligned null basis of M(t + tau) into out (n x q). */
+typedef struct {
+    cdyn_dae *dae;
+    const char *fn;
+    double t;
+} mass_in_time;
+
+static cdyn_status null_basis_offset(void *ctx, double tau, double *out)
+{
+    const mass_in_time *at = ctx;
+    cdyn_status st = factor_mass_at(at->dae, at->fn, at->t + tau);
+    if (st == CDYN_OK) aligned_null_basis(at->dae, at->dae->part.beta, out);
+    return st;
+}
+
 cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n;
@@ -97,22 +113,22 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
     /* the range P(t) is kept: the difference evaluations overwrite it */
     double *range_saved = dae->origin;
     memcpy(range_saved, p->range, sizeof(double) * nr);
-    /* central difference, ~cbrt(eps) of a 1 s time scale: the size of t
-     * says nothing of the time scale of M(t) (a step of 6e-6 |t| is 0.06 s
-     * at t = 1e4 s, across a whole period of 50 Hz) */
-    volatile double ahead = t + 6e-6;
-    double h = ahead - t; /* the step actually representable */
-    cdyn_status st = factor_mass_at(dae, fn, t + h);
-    if (st == CDYN_OK) {
-        aligned_null_basis(dae, p->beta, p->beta_plus);
-        st = factor_mass_at(dae, fn, t - h);
-    }
-    if (st == CDYN_OK) {
-        aligned_null_basis(dae, p->beta, p->beta_minus);
-        for (size_t k = 0; k < nq; ++k)
-            p->beta_dot[k] = (p->beta_plus[k] - p->beta_minus[k]) / (2.0 * h);
-    }
+    /* steps of CDYN__TIME_STEP s and a quarter of it whatever t, checked
+     * against each other: the size of t says nothing of the time scale of
+     * M(t) (a step of 6e-6 |t| is 0.06 s at t = 1e4 s, across a whole
+     * period of 50 Hz) */
+    double *w = p->beta_time_work, best = 0.0;
+    cdyn__tableau_work work = {w, w + nq, w + 2 * nq, w + 3 * nq,
+                               w + (3 + (size_t)CDYN__TIME_LEVELS) * nq};
+    mass_in_time at = {dae, fn, t};
+    cdyn_status st = cdyn__time_derivative((int)nq, (int)nq, t, CDYN__TIME_STEP,
+                                           CDYN__TIME_LEVELS, null_basis_offset, &at, &work,
+                                           p->beta_dot, &best);
     memcpy(p->mass, p->mass_saved, sizeof(double) * (size_t)n * n);
     memcpy(p->range, range_saved, sizeof(double) * nr);
+    if (st == CDYN_OK && !isfinite(best))
+        return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
+                          "%s: the difference quotients of beta'(t) are not finite at t = %g",
+                          fn, t);
     return st;
 }
