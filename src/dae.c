@@ -874,7 +874,7 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
      * (2.4e-4 at 1 kHz, 2.4 % at 10 kHz, with CDYN_OK) */
     double *w = dae->time_work, best = 0.0;
     cdyn__tableau_work work = {w, w + n, w + 2 * (size_t)n, w + 3 * (size_t)n,
-                               w + (3 + (size_t)CDYN__TIME_LEVELS) * n};
+                               w + 4 * (size_t)n, w + (4 + (size_t)CDYN__TIME_LEVELS) * n};
     force_in_time at = {dae, fn, t, v};
     cdyn_status st = cdyn__time_derivative(n, n, t, CDYN__TIME_STEP, CDYN__TIME_LEVELS,
                                            force_offset, &at, &work, dae->force_dt, &best);

@@ -118,8 +118,8 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
      * M(t) (a step of 6e-6 |t| is 0.06 s at t = 1e4 s, across a whole
      * period of 50 Hz) */
     double *w = p->beta_time_work, best = 0.0;
-    cdyn__tableau_work work = {w, w + nq, w + 2 * nq, w + 3 * nq,
-                               w + (3 + (size_t)CDYN__TIME_LEVELS) * nq};
+    cdyn__tableau_work work = {w,          w + nq,     w + 2 * nq,
+                               w + 3 * nq, w + 4 * nq, w + (4 + (size_t)CDYN__TIME_LEVELS) * nq};
     mass_in_time at = {dae, fn, t};
     cdyn_status st = cdyn__time_derivative((int)nq, (int)nq, t, CDYN__TIME_STEP,
                                            CDYN__TIME_LEVELS, null_basis_offset, &at, &work,

@@ -23,16 +23,26 @@ static double largest_difference(int m, const double *a, const double *b)
  * near 0 and near each other, whose absolute estimates are small (an
  * angle of many turns: such an entry, -1e-3 with an estimate of 3e-7,
  * beat the converged 4374 with 4.6e-6 and made a crank's accelerations
- * wrong in sign with CDYN_OK). */
+ * wrong in sign with CDYN_OK). But where the derivative is 0 (a prescribed
+ * motion at a zero of its acceleration) no entry is small relative to
+ * itself, and the finest steps' rounding, large and as far off as itself,
+ * won (0.18 of the acceleration's amplitude, with CDYN_OK): without an
+ * entry within 1e-2 of itself the smallest absolute estimate wins. And
+ * steps that are whole periods of a prescribed motion (2.4e-3 s and
+ * 6e-4 s at 5 kHz) give the same differences, an entry whose estimate is
+ * exactly 0: when the next level is off by its own size, that was no
+ * convergence, and the entries so far are dropped. */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
-                                     int prefetched, cdyn__offset_fn f, void *ctx,
+                                     int most, int prefetched, cdyn__offset_fn f, void *ctx,
                                      const cdyn__tableau_work *w, double *out, double *best_out)
 {
     double *plus = w->plus, *minus = w->minus, *center = w->center;
     double *row = w->row, *previous = w->previous;
     cdyn_status st = CDYN_OK;
-    double best = INFINITY, best_relative = INFINITY, step = c;
-    for (int k = 0; st == CDYN_OK && k < levels; ++k, step *= 0.25) {
+    double best = INFINITY, best_relative = INFINITY, least = INFINITY, step = c;
+    for (int k = 0; st == CDYN_OK && k < most; ++k, step *= 0.25) {
+        /* past `levels` only while no entry is within 1e-6 of itself */
+        if (k >= levels && best_relative <= 1e-6) break;
         volatile double ahead = t + step; /* the step actually representable */
         double h = ahead - t;
         if (prefetched && k == 1) /* its f(h) is in center */
@@ -59,15 +69,32 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                 best_relative = relative;
                 memcpy(out, entry, sizeof(double) * (size_t)m);
             }
+            if (error < least) {
+                least = error;
+                memcpy(w->least, entry, sizeof(double) * (size_t)m);
+            }
         }
         /* (out is written once best is finite) */
-        if (k > 0 && best_relative <= 1e-4 &&
-            largest_difference(m, row + (size_t)k * m1, previous + (size_t)(k - 1) * m1) >
-                2.0 * best)
-            break;
+        const double *diagonal = row + (size_t)k * m1;
+        double moved = k > 0 ? largest_difference(m, diagonal, previous + (size_t)(k - 1) * m1)
+                             : 0.0;
+        if (k > 0 && best_relative <= 1e-4 && moved > 2.0 * best) {
+            double size = fmax(cdyn__largest_magnitude(m, out),
+                               cdyn__largest_magnitude(m, diagonal));
+            if (best > 0.0 || moved <= 0.1 * size || k + 1 >= most)
+                break; /* rounding has taken over */
+            /* levels that agreed exactly, and a new diagonal as far off as
+             * its own size: no rounding, and the agreement was no
+             * convergence (steps that are whole periods) */
+            best = best_relative = least = INFINITY;
+        }
         double *swap = previous;
         previous = row;
         row = swap;
+    }
+    if (best_relative > 1e-2 && least < INFINITY) { /* no entry within 1e-2 of itself */
+        memcpy(out, w->least, sizeof(double) * (size_t)m);
+        best = least;
     }
     *best_out = best;
     return st;
@@ -121,5 +148,5 @@ cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
         return CDYN_OK;
     /* f varies faster than the steps, or jumps near t: the tableau, its
      * first two levels from these evaluations (f(-h1) again) */
-    return cdyn__tableau_derivative(1, m, m1, t, c, levels, 1, f, ctx, w, out, best);
+    return cdyn__tableau_derivative(1, m, m1, t, c, 3, levels, 1, f, ctx, w, out, best);
 }

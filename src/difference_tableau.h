@@ -15,35 +15,43 @@
  * failure's status (message kept by the caller's object). */
 typedef cdyn_status (*cdyn__offset_fn)(void *ctx, double tau, double *out);
 
-/* Scratch of m1 doubles each (plus, minus, center), and of
+/* Scratch of m1 doubles each (plus, minus, center, least), and of
  * CDYN__TABLEAU_LEVELS m1 each (row, previous); distinct. */
 typedef struct {
-    double *plus, *minus, *center, *row, *previous;
+    double *plus, *minus, *center, *least, *row, *previous;
 } cdyn__tableau_work;
 
 /* The derivative of order 1 or 2 of f at tau = 0 into out (m values):
- * central differences with the steps c 4^-k, k < levels, each made
- * representable at t, extrapolated to h -> 0 in a tableau. For order 2
- * w->center must hold f(0). With `prefetched`, w->plus and w->minus hold
- * f(+-h0) and w->center f(h1) (h0 = c, h1 = c / 4 as representable at t;
- * order 1 only): the first two levels reuse them. Each entry's error is
- * estimated by its distance to its two parents, and the entry whose
- * estimate is smallest relative to its own size wins; the levels stop
- * once the best estimate is within 1e-4 of its value and a new diagonal
- * entry is twice as far off (rounding has taken over). *best: the
- * winner's estimate (absolute), INFINITY when no entry was finite (out is
- * then unwritten). Returns f's status. */
+ * central differences with the steps c 4^-k, k < levels (up to `most`,
+ * <= CDYN__TABLEAU_LEVELS, see below), each made representable at t,
+ * extrapolated to h -> 0 in a tableau. For order 2 w->center must hold
+ * f(0). With `prefetched`, w->plus and w->minus hold f(+-h0) and
+ * w->center f(h1) (h0 = c, h1 = c / 4 as representable at t; order 1
+ * only): the first two levels reuse them. Each entry's error is estimated
+ * by its distance to its two parents, and the entry whose estimate is
+ * smallest relative to its own size wins; the levels stop once the best
+ * estimate is within 1e-4 of its value and a new diagonal entry is twice
+ * as far off (rounding has taken over). While no entry is within 1e-6 of
+ * itself after `levels` levels, more follow, up to `most`.
+ * When no entry came within 1e-2 of itself (a derivative of 0 within the
+ * rounding) the entry with the smallest absolute estimate wins instead.
+ * Two levels that agree exactly, followed by one off by its own size
+ * (steps that are whole periods of f), are no convergence: the entries so
+ * far are dropped and the levels go on. *best: the winner's
+ * estimate (absolute), INFINITY when no entry was finite (out is then
+ * unwritten). Returns f's status. */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
-                                     int prefetched, cdyn__offset_fn f, void *ctx,
+                                     int most, int prefetched, cdyn__offset_fn f, void *ctx,
                                      const cdyn__tableau_work *w, double *out, double *best);
 
 /* A DAE's time derivatives without a callback: the first step [s]
  * (eps^(1/3) of a 1 s time scale) and the tableau's levels where the
  * first two disagree (down to 3.7e-10 s); their work is CDYN__TIME_WORK
- * vectors (plus, minus, center, then row and previous of the levels). */
+ * vectors (plus, minus, center, least, then row and previous of the
+ * levels). */
 #define CDYN__TIME_STEP 6e-6
 #define CDYN__TIME_LEVELS 8
-#define CDYN__TIME_WORK (3 + 2 * CDYN__TIME_LEVELS)
+#define CDYN__TIME_WORK (4 + 2 * CDYN__TIME_LEVELS)
 
 /* The first derivative in t of f (m values) at tau = 0 into out, where
  * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t: THEORY

@@ -72,7 +72,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->vec_n = malloc(sizeof(double) * (size_t)n);
     mbs->vec_m = malloc(sizeof(double) * (size_t)m1);
     mbs->vec_m2 = malloc(sizeof(double) * (size_t)m1);
-    mbs->fd_work = malloc(sizeof(double) * (3 + 2 * CDYN__FD_LEVELS) * (size_t)m1);
+    mbs->fd_work = malloc(sizeof(double) * (4 + 2 * CDYN__FD_LEVELS) * (size_t)m1);
     mbs->chol = malloc(sizeof(double) * nn);
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);

@@ -54,7 +54,7 @@ struct cdyn_mbs {
     /* evaluation buffers */
     double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */
     double *q_work, *qdot_work, *vec_n, *vec_m, *vec_m2;   /* n, n, n, m, m */
-    double *fd_work;              /* (3 + 2 CDYN__FD_LEVELS) m: difference quotients */
+    double *fd_work;              /* (4 + 2 CDYN__FD_LEVELS) m: difference quotients */
     double *chol;                 /* n x n, for the mass metric */
     double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */

@@ -96,8 +96,8 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
                                    double *out)
 {
     int m = mbs->m, m1 = mbs->m1;
-    double *plus = mbs->fd_work, *minus = plus + m1, *center = minus + m1;
-    double *row = center + m1, *previous = row + (size_t)CDYN__FD_LEVELS * m1; /* tableau rows */
+    double *plus = mbs->fd_work, *minus = plus + m1, *center = minus + m1, *least = center + m1;
+    double *row = least + m1, *previous = row + (size_t)CDYN__FD_LEVELS * m1; /* tableau rows */
     double c = order == 1 ? 7.4e-4 : 2.4e-3, size = 0.0, speed = 0.0;
     for (int j = 0; kind != PHI_IN_TIME && j < mbs->n; ++j) {
         size = fmax(size, fabs(q[j]));
@@ -109,13 +109,17 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
     cdyn_status st = CDYN_OK;
     if (scale > 1.0) {
         /* steps beyond 1 s only where Phi has no explicit time dependence:
-         * a scleronomic callback ignores t, so Phi(q, t), Phi(q, t + c) and
-         * Phi(q, t - c/3) agree bit for bit (three points, unequally
+         * a scleronomic callback ignores t, so Phi(q, t), Phi(q, t + a c)
+         * and Phi(q, t - b c) agree bit for bit (three points, unequally
          * spaced: two can agree by symmetry about an extremum); a
-         * prescribed motion keeps its 1 s scale */
+         * prescribed motion keeps its 1 s scale. a and b are no round
+         * fractions: with t + c and t - c/3, a prescribed sinusoid of a
+         * multiple of 1250 Hz (5, 20, 100 kHz) at its flat extremum gave
+         * the same bits there, and the steps grew to 24 s (q'' 67 % off,
+         * with CDYN_OK) */
         st = cdyn__mbs_phi(mbs, fn, t, q, center);
-        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t + c, q, plus);
-        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - c / 3.0, q, minus);
+        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t + 0.7734 * c, q, plus);
+        if (st == CDYN_OK) st = cdyn__mbs_phi(mbs, fn, t - 0.3519 * c, q, minus);
         if (st != CDYN_OK) return st;
         size_t bytes = sizeof(double) * (size_t)m;
         if (memcmp(plus, center, bytes) != 0 || memcmp(minus, center, bytes) != 0) scale = 1.0;
@@ -136,11 +140,11 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
         }
     }
     path_point at = {mbs, fn, kind, t, q, qdot};
-    cdyn__tableau_work work = {plus, minus, center, row, previous};
+    cdyn__tableau_work work = {plus, minus, center, least, row, previous};
     double best = INFINITY;
     if (st == CDYN_OK)
-        st = cdyn__tableau_derivative(order, m, m1, t, c, levels, kind == PHI_IN_TIME,
-                                      path_offset, &at, &work, out, &best);
+        st = cdyn__tableau_derivative(order, m, m1, t, c, levels, CDYN__FD_LEVELS,
+                                      kind == PHI_IN_TIME, path_offset, &at, &work, out, &best);
     if (st == CDYN_OK && !isfinite(best))
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the difference quotients of the time terms are not finite", fn);
