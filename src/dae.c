@@ -876,8 +876,9 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
     cdyn__tableau_work work = {w, w + n, w + 2 * (size_t)n, w + 3 * (size_t)n,
                                w + 4 * (size_t)n, w + (4 + (size_t)CDYN__TIME_LEVELS) * n};
     force_in_time at = {dae, fn, t, v};
+    double *spare = w + (4 + 2 * (size_t)CDYN__TIME_LEVELS) * n;
     cdyn_status st = cdyn__time_derivative(n, n, t, CDYN__TIME_STEP, CDYN__TIME_LEVELS,
-                                           force_offset, &at, &work, dae->force_dt, &best);
+                                           force_offset, &at, &work, spare, dae->force_dt, &best);
     if (st == CDYN_OK && !isfinite(best))
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE,
                           "%s: the difference quotients of dF/dt are not finite at t = %g", fn,

@@ -121,9 +121,10 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
     cdyn__tableau_work work = {w,          w + nq,     w + 2 * nq,
                                w + 3 * nq, w + 4 * nq, w + (4 + (size_t)CDYN__TIME_LEVELS) * nq};
     mass_in_time at = {dae, fn, t};
+    double *spare = w + (4 + 2 * (size_t)CDYN__TIME_LEVELS) * nq;
     cdyn_status st = cdyn__time_derivative((int)nq, (int)nq, t, CDYN__TIME_STEP,
                                            CDYN__TIME_LEVELS, null_basis_offset, &at, &work,
-                                           p->beta_dot, &best);
+                                           spare, p->beta_dot, &best);
     memcpy(p->mass, p->mass_saved, sizeof(double) * (size_t)n * n);
     memcpy(p->range, range_saved, sizeof(double) * nr);
     if (st == CDYN_OK && !isfinite(best))

@@ -102,33 +102,60 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
 
 /* The two central differences D0 (step h0) and D1 (h1 = h0 / 4) agree
  * entry by entry when their distance is within the rounding of the
- * quotients (D0, the longer step, is then the better) or within 1e-3 of
+ * quotients (D0, the longer step, is then the better) or within 1e-4 of
  * the extrapolated E = D1 + (D1 - D0) / 15 (whose error is then about
- * 1e-3^2 / 200 of it for a smooth input: the h^4 term over the h^2 term
- * is about (w h0)^2 / 6, and the h^2 term is the distance). 0 when an
- * entry needs a tableau. */
-static int time_levels_agree(int m, double h0, double h1, const double *plus0,
-                             const double *minus0, const double *plus1, const double *minus1,
-                             double *out)
+ * 1e-4^2 / 200 of it for a smooth input: the h^4 term over the h^2 term
+ * is about (w h0)^2 / 6, and the h^2 term is the distance). Entries that
+ * agree are written to out, the others are marked NaN there; returns how
+ * many do not agree. */
+static int time_levels_disagree(int m, double h0, double h1, const double *plus0,
+                                const double *minus0, const double *plus1, const double *minus1,
+                                double *out)
 {
+    int count = 0;
     for (int i = 0; i < m; ++i) {
         double d0 = (plus0[i] - minus0[i]) / (2.0 * h0), d1 = (plus1[i] - minus1[i]) / (2.0 * h1);
         double extrapolated = d1 + (d1 - d0) / 15.0, distance = fabs(d1 - d0);
         double size = fmax(fmax(fabs(plus0[i]), fabs(minus0[i])),
                            fmax(fabs(plus1[i]), fabs(minus1[i])));
-        if (distance <= 4.0 * DBL_EPSILON * size / h1)
+        if (distance <= 4.0 * DBL_EPSILON * size / h1) {
             out[i] = d0;
-        else if (distance <= 1e-3 * fabs(extrapolated))
+        } else if (distance <= 1e-4 * fabs(extrapolated)) {
             out[i] = extrapolated;
-        else
-            return 0;
+        } else {
+            out[i] = NAN;
+            ++count;
+        }
     }
-    return 1;
+    return count;
+}
+
+/* f restricted to the entries marked NaN in marks (m of them in all). */
+typedef struct {
+    cdyn__offset_fn f;
+    void *ctx;
+    const double *marks;
+    double *full;
+    int m;
+} marked_entries;
+
+static void gather_marked(int m, const double *marks, const double *full, double *out)
+{
+    for (int i = 0, j = 0; i < m; ++i)
+        if (isnan(marks[i])) out[j++] = full[i];
+}
+
+static cdyn_status marked_offset(void *ctx, double tau, double *out)
+{
+    const marked_entries *e = ctx;
+    cdyn_status st = e->f(e->ctx, tau, e->full);
+    if (st == CDYN_OK) gather_marked(e->m, e->marks, e->full, out);
+    return st;
 }
 
 cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
                                   cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
-                                  double *out, double *best)
+                                  double *spare, double *out, double *best)
 {
     volatile double ahead = t + c, ahead1 = t + 0.25 * c; /* as in the tableau */
     double h0 = ahead - t, h1 = ahead1 - t, *below = w->row; /* f(-h1) */
@@ -143,10 +170,24 @@ cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
     st = f(ctx, h1, w->center);
     if (st == CDYN_OK) st = f(ctx, -h1, below);
     if (st != CDYN_OK) return st;
-    if (h1 > 0.0 && h1 < h0 &&
-        time_levels_agree(m, h0, h1, w->plus, w->minus, w->center, below, out))
-        return CDYN_OK;
-    /* f varies faster than the steps, or jumps near t: the tableau, its
-     * first two levels from these evaluations (f(-h1) again) */
-    return cdyn__tableau_derivative(1, m, m1, t, c, 3, levels, 1, f, ctx, w, out, best);
+    int count = m;
+    if (h1 > 0.0 && h1 < h0)
+        count = time_levels_disagree(m, h0, h1, w->plus, w->minus, w->center, below, out);
+    else
+        for (int i = 0; i < m; ++i) out[i] = NAN;
+    if (count == 0) return CDYN_OK;
+    /* entries that vary faster than the steps, or jump near t: the tableau
+     * for those alone (the others would lose accuracy to its finer steps'
+     * rounding), its first two levels from these evaluations */
+    marked_entries e = {f, ctx, out, spare, m};
+    gather_marked(m, out, w->plus, w->plus);
+    gather_marked(m, out, w->minus, w->minus);
+    gather_marked(m, out, w->center, w->center);
+    double *result = spare + m1;
+    st = cdyn__tableau_derivative(1, count, m1, t, c, 3, levels, 1, marked_offset, &e, w,
+                                  result, best);
+    if (st != CDYN_OK || !isfinite(*best)) return st;
+    for (int i = 0, j = 0; i < m; ++i)
+        if (isnan(out[i])) out[i] = result[j++];
+    return CDYN_OK;
 }

@@ -47,27 +47,28 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
 /* A DAE's time derivatives without a callback: the first step [s]
  * (eps^(1/3) of a 1 s time scale) and the tableau's levels where the
  * first two disagree (down to 3.7e-10 s); their work is CDYN__TIME_WORK
- * vectors (plus, minus, center, least, then row and previous of the
- * levels). */
+ * vectors (the tableau's plus, minus, center, least, then row and
+ * previous of the levels, then cdyn__time_derivative's spare two). */
 #define CDYN__TIME_STEP 6e-6
 #define CDYN__TIME_LEVELS 8
-#define CDYN__TIME_WORK (4 + 2 * CDYN__TIME_LEVELS)
+#define CDYN__TIME_WORK (6 + 2 * CDYN__TIME_LEVELS)
 
 /* The first derivative in t of f (m values) at tau = 0 into out, where
- * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t: THEORY
- * T3.2, T3.3): central differences D0 and D1 stepped c and c / 4 (as
- * representable at t), checked against each other entry by entry. f the
- * same bits at t +- h0: 0 exactly (2 evaluations; f does not depend on t
- * there). Else (4 evaluations) each entry is D0 where D1 - D0 is within
- * the rounding of the quotients, the extrapolation E = D1 + (D1 - D0) / 15
- * where it is within 1e-3 |E|; when any entry is neither (f varies faster
- * than about 0.01 / c rad/s, or jumps within c of t), the tableau of
- * cdyn__tableau_derivative from c with `levels` levels gives all of them
- * (work as there; w->row holds f(-c/4) before). *best: 0, or the
- * tableau's estimate (INFINITY when no entry was finite: out unwritten).
+ * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t:
+ * THEORY T3.2, T3.3): central differences D0 and D1 stepped c and c / 4
+ * (as representable at t), checked against each other entry by entry. f
+ * the same bits at t +- h0: 0 exactly (2 evaluations; f does not depend
+ * on t there). Else (4 evaluations) each entry is D0 where D1 - D0 is
+ * within the rounding of the quotients, the extrapolation
+ * E = D1 + (D1 - D0) / 15 where it is within 1e-4 |E|; the entries that
+ * are neither (f varies faster than about 0.025 / c rad/s, or jumps within
+ * c of t) come from the tableau of cdyn__tableau_derivative from c, 3 to
+ * `levels` levels, on those entries alone (work as there, w->row holding
+ * f(-c/4) before; spare: 2 m1 more doubles). *best: 0, or the tableau's
+ * estimate (INFINITY when no entry was finite: out then holds NaN).
  * Returns f's status. */
 cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
                                   cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
-                                  double *out, double *best);
+                                  double *spare, double *out, double *best);
 
 #endif

@@ -1126,8 +1126,8 @@ END_TEST
  * within 2e-9 + 8 eps t / 1.5e-6 s of the pump's rate amplitude Q0 w. The
  * second term is the model's own: its sin(w t) rounds the phase by about
  * eps w t, which a difference stepped h turns into eps t / h of the rate.
- * Measured: 4e-10 at t = 1 s at every frequency; at 1e4 s 3.4e-8 (50 Hz),
- * 9.4e-8 (1 kHz), 1.2e-6 (10 kHz), 3.9e-6 (100 kHz). Before: 9.1e-5 at
+ * Measured: 2.4e-10 at t = 1 s at every frequency; at 1e4 s 3.4e-8
+ * (50 Hz), 5.4e-7 (1 kHz), 1.2e-6 (10 kHz), 3.9e-6 (100 kHz). Before: 9.1e-5 at
  * 1 kHz, 8.6e-3 at 10 kHz, 0.2 at 100 kHz. */
 START_TEST(pumps_up_to_100_khz_without_dF_dt)
 {

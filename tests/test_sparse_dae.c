@@ -452,7 +452,7 @@ static int pumped_jacobian(double t, const double *v, double *values, void *user
 /* Asserted at t = 1 s to 1e5 s: the algebraic rate within 1e-6 of
  * Q0 w cos(w t) (its phase w t rounds to 7e-9 rad at 1e5 s; 3.5e-7
  * measured). And pumps of 1 kHz to 100 kHz at t = 1.1 s: within 1e-8 of
- * Q0 w (1.3e-9 measured; one difference stepped 6e-6 s, before, was
+ * Q0 w (1.4e-9 measured; one difference stepped 6e-6 s, before, was
  * 2.4e-4, 2.4 % and 116 % off, with CDYN_OK). */
 START_TEST(a_pump_at_50_hz_late_in_a_long_run)
 {

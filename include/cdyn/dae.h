@@ -140,7 +140,7 @@ CDYN_API cdyn_status cdyn_dae_set_mass(cdyn_dae *dae, const double *M, int ldm);
  * beta^T dF/dt, comes from central differences in t as dF/dt's do
  * (cdyn_dae_set_fd_step(): two or four more mass evaluations per
  * right-hand side, more where M(t) varies faster than those steps resolve;
- * test_dae_mass: within 1.0e-8 of the rate for a mass turning at 1 kHz to
+ * test_dae_mass: within 1.2e-9 of the rate for a mass turning at 1 kHz to
  * 100 kHz). A rank change
  * returns CDYN_ERR_SINGULAR.
  * user is passed to mass. Errors as cdyn_dae_set_mass(), plus
@@ -190,12 +190,12 @@ CDYN_API cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const doub
  * h = 6e-6 s and h / 4 whatever t, checked against each other entry by
  * entry: F the same bits at t +- h gives 0 exactly (two F evaluations);
  * else (four) an entry is the longer difference where the two agree to
- * rounding, their Richardson extrapolation where they agree within 1e-3
- * (its error then about 5e-9 of the entry for a smooth input), and where
- * any entry does not, a tableau of finer steps (down to 3.7e-10 s) gives
- * them all: an input faster than about 2 kHz, or a jump within 6e-6 s of
- * t. Measured (test_dae_index2, test_sparse_dae): pumps of 50 Hz to
- * 100 kHz within 1.3e-9 of their rate amplitude at t = 1 s (one difference,
+ * rounding, their Richardson extrapolation where they agree within 1e-4
+ * (its error then about 5e-11 of the entry for a smooth input), and the
+ * others from a tableau of finer steps (down to 3.7e-10 s) on those
+ * entries alone: inputs faster than about 700 Hz, or a jump within 6e-6 s
+ * of t. Measured (test_dae_index2, test_sparse_dae): pumps of 50 Hz to
+ * 100 kHz within 1.4e-9 of their rate amplitude at t = 1 s (one difference,
  * before: 9e-5 at 1 kHz, 0.9 % at 10 kHz, 20 % at 100 kHz, with CDYN_OK).
  * Late in a run the inputs' own rounding sets the limit: sin(w t) in F
  * rounds its phase by about eps w t, which the differences turn into

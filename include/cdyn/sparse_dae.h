@@ -100,8 +100,8 @@ CDYN_API void cdyn_sparse_dae_free(cdyn_sparse_dae *sd);
  * differences in t stepped 6e-6 s and 1.5e-6 s whatever t, checked
  * against each other as cdyn_dae's are (dae.h, cdyn_dae_set_fd_step()):
  * two more F calls per evaluation when F does not depend on t, four when
- * it does, more for inputs faster than about 2 kHz (test_sparse_dae: pumps
- * of 1 kHz to 100 kHz within 1.3e-9 of their rate amplitude; one
+ * it does, more for inputs faster than about 700 Hz (test_sparse_dae: pumps
+ * of 1 kHz to 100 kHz within 1.4e-9 of their rate amplitude; one
  * difference, before, was 2.4e-4 to 116 % off with CDYN_OK). Steps of
  * 6e-6 |t|, before, crossed whole periods of a 50 Hz pump late in a run
  * (within 1e-6 of its rate amplitude up to t = 1e5 s now).

@@ -662,9 +662,10 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
         cdyn__tableau_work work = {w,          w + q1,     w + 2 * q1,
                                    w + 3 * q1, w + 4 * q1, w + (4 + CDYN__TIME_LEVELS) * q1};
         force_in_time at = {sd, t};
+        double *spare = w + (4 + 2 * CDYN__TIME_LEVELS) * q1;
         cdyn_status st = cdyn__time_derivative(sd->q, (int)q1, t, CDYN__TIME_STEP,
                                                CDYN__TIME_LEVELS, algebraic_force_offset, &at,
-                                               &work, sd->b, &best);
+                                               &work, spare, sd->b, &best);
         if (st != CDYN_OK)
             return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: force callback returned %d", fn,
                               sd->callback_code);
