@@ -476,8 +476,8 @@ START_TEST(a_pump_at_50_hz_late_in_a_long_run)
         ck_assert_int_eq(allocations, 0);
         ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, v, vdot), CDYN_OK);
         double rate = p.Q0 * p.w * cos(p.w * T);
-        ck_assert_msg(fabs(vdot[1] - rate) <= tol * p.Q0 * p.w, "w = %g, t = %g: %.9e, by hand %.9e",
-                      p.w, T, vdot[1], rate);
+        ck_assert_msg(fabs(vdot[1] - rate) <= tol * p.Q0 * p.w,
+                      "w = %g, t = %g: %.9e, by hand %.9e", p.w, T, vdot[1], rate);
         ck_assert_double_le(fabs(ydot[0] - (-0.5 / p.tau + p.Q0 * sin(p.w * T))), 1e-15);
         cdyn_sparse_dae_free(sd);
     }
@@ -537,8 +537,8 @@ START_TEST(a_feed_that_starts_leaves_the_pumps_rate_alone)
         ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, T, y, ydot), CDYN_OK);
         ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, v, vdot), CDYN_OK);
         double pump = p.Q0 * p.w * cos(p.w * T), feed = 2.0 * p.Qk * (T > p.t0 ? T - p.t0 : 0.0);
-        ck_assert_msg(fabs(vdot[1] - pump) <= 1e-9 * p.Q0 * p.w, "t0 %+g: pump %.12e, by hand %.12e",
-                      offsets[k], vdot[1], pump);
+        ck_assert_msg(fabs(vdot[1] - pump) <= 1e-9 * p.Q0 * p.w,
+                      "t0 %+g: pump %.12e, by hand %.12e", offsets[k], vdot[1], pump);
         ck_assert_msg(fabs(vdot[2] - feed) <= 1e-9 * p.Qk, "t0 %+g: feed %.12e, by hand %.12e",
                       offsets[k], vdot[2], feed);
         cdyn_sparse_dae_free(sd);

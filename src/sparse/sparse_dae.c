@@ -295,7 +295,8 @@ void cdyn_sparse_dae_free(cdyn_sparse_dae *sd)
                       sd->c_row,    sd->c_src,    sd->a_value,  sd->a_scaled,   sd->row_scale,
                       sd->col_scale, sd->v_trial, sd->v_last,   sd->vdot_last,  sd->vdot_trial,
                       sd->values,
-                      sd->f,        sd->f_shift,  sd->b,        sd->x,          sd->res, sd->time_work,
+                      sd->f,        sd->f_shift,  sd->b,        sd->x,          sd->res,
+                      sd->time_work,
                       sd->bound,    sd->scratch};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(sd);
