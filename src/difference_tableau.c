@@ -41,8 +41,10 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
     cdyn_status st = CDYN_OK;
     double best = INFINITY, best_relative = INFINITY, least = INFINITY, step = c;
     for (int k = 0; st == CDYN_OK && k < most; ++k, step *= 0.25) {
-        /* past `levels` only while no entry is within 1e-6 of itself */
-        if (k >= levels && best_relative <= 1e-6) break;
+        /* past `levels` only while no entry is within 1e-6 of itself, and
+         * once more after levels that agreed exactly (whole periods can
+         * make all of them agree) */
+        if (k >= levels && best_relative <= 1e-6 && (best > 0.0 || k > levels)) break;
         volatile double ahead = t + step; /* the step actually representable */
         double h = ahead - t;
         if (prefetched && k == 1) /* its f(h) is in center */

@@ -32,7 +32,8 @@ typedef struct {
  * smallest relative to its own size wins; the levels stop once the best
  * estimate is within 1e-4 of its value and a new diagonal entry is twice
  * as far off (rounding has taken over). While no entry is within 1e-6 of
- * itself after `levels` levels, more follow, up to `most`.
+ * itself after `levels` levels, more follow, up to `most` (and one more
+ * after an estimate of exactly 0).
  * When no entry came within 1e-2 of itself (a derivative of 0 within the
  * rounding) the entry with the smallest absolute estimate wins instead.
  * Two levels that agree exactly, followed by one off by its own size

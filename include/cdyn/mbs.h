@@ -107,9 +107,10 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
  * itself, more levels follow (up to 12); where none is within 1e-2 of
  * itself (a derivative of 0) the smallest absolute estimate wins; levels
  * that agree exactly and are contradicted by the next (steps that are
- * whole periods of a prescribed motion) are dropped (docs/theory.md
- * T4.1). A prescribed motion A sin(w t) of 10 Hz to 100 kHz: q'' and
- * Phi_t within 1.1e-7 of their amplitudes at t ~ 1 s (test_mbs; before,
+ * whole periods of a prescribed motion) are dropped, an estimate of
+ * exactly 0 taking one level more (docs/theory.md T4.1). A prescribed
+ * motion A sin(w t) of 10 Hz to 100 kHz: q'' and Phi_t within 1.1e-7 of
+ * their amplitudes at t ~ 1 s, 1.2e-6 at 400 kHz and 2 MHz (test_mbs; before,
  * up to 500 times off at a zero of the acceleration, with CDYN_OK); late
  * in a run the model's own sin(w t) rounds its phase (5.3e-5 at 1e4 s and
  * 100 kHz). Each level costs two Phi (or Phi_q) evaluations:
