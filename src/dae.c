@@ -874,10 +874,9 @@ cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const 
      * one difference alone was (w h)^2 / 6 off for an input of w rad/s
      * (2.4e-4 at 1 kHz, 2.4 % at 10 kHz, with CDYN_OK) */
     double *w = dae->time_work, best = 0.0;
-    cdyn__tableau_work work = {w, w + n, w + 2 * (size_t)n, w + 3 * (size_t)n,
-                               w + 4 * (size_t)n, w + (4 + (size_t)CDYN__TIME_LEVELS) * n};
+    cdyn__tableau_work work = cdyn__tableau_layout(w, (size_t)n, CDYN__TIME_LEVELS);
     force_in_time at = {dae, fn, t, v};
-    double *spare = w + (4 + 2 * (size_t)CDYN__TIME_LEVELS) * n;
+    double *spare = w + (size_t)CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) * n;
     cdyn_status st = cdyn__time_derivative(n, n, t, CDYN__TIME_STEP, CDYN__TIME_LEVELS,
                                            force_offset, &at, &work, spare, dae->force_dt, &best);
     if (st == CDYN_OK && !isfinite(best))

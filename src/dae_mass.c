@@ -118,10 +118,9 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
      * M(t) (a step of 6e-6 |t| is 0.06 s at t = 1e4 s, across a whole
      * period of 50 Hz) */
     double *w = p->beta_time_work, best = 0.0;
-    cdyn__tableau_work work = {w,          w + nq,     w + 2 * nq,
-                               w + 3 * nq, w + 4 * nq, w + (4 + (size_t)CDYN__TIME_LEVELS) * nq};
+    cdyn__tableau_work work = cdyn__tableau_layout(w, nq, CDYN__TIME_LEVELS);
     mass_in_time at = {dae, fn, t};
-    double *spare = w + (4 + 2 * (size_t)CDYN__TIME_LEVELS) * nq;
+    double *spare = w + (size_t)CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) * nq;
     cdyn_status st = cdyn__time_derivative((int)nq, (int)nq, t, CDYN__TIME_STEP,
                                            CDYN__TIME_LEVELS, null_basis_offset, &at, &work,
                                            spare, p->beta_dot, &best);

@@ -7,44 +7,89 @@
 #include <math.h>
 #include <string.h>
 
-/* The largest |a_i - b_i| (NaN propagates). */
-static double largest_difference(int m, const double *a, const double *b)
+cdyn__tableau_work cdyn__tableau_layout(double *base, size_t m1, int levels)
 {
-    double d = 0.0;
-    for (int i = 0; i < m; ++i)
-        if (!(fabs(a[i] - b[i]) <= d)) d = fabs(a[i] - b[i]);
-    return d;
+    cdyn__tableau_work w;
+    w.plus = base;
+    w.minus = base + m1;
+    w.center = base + 2 * m1;
+    w.least = base + 3 * m1;
+    w.error = base + 4 * m1;
+    w.relative = base + 5 * m1;
+    w.least_error = base + 6 * m1;
+    w.open = base + 7 * m1;
+    w.row = base + 8 * m1;
+    w.previous = w.row + (size_t)levels * m1;
+    return w;
+}
+
+/* An entry's state in w->open. */
+#define ENTRY_OPEN 1.0    /* its levels go on */
+#define ENTRY_PENDING 0.5 /* stopped; the next level, if another entry needs it, checks it */
+#define ENTRY_DONE 0.0
+
+/* The larger of a and b, NaN when either is. */
+static double larger(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+}
+
+/* Entry i's winners so far are dropped and its levels go on. */
+static void reopen(const cdyn__tableau_work *w, int i)
+{
+    w->error[i] = w->relative[i] = w->least_error[i] = INFINITY;
+    w->open[i] = ENTRY_OPEN;
 }
 
 /* The error of a central difference is a series in h^2, so T[k][j] =
  * T[k][j-1] + (T[k][j-1] - T[k-1][j-1]) / (16^j - 1) removes its terms one
- * by one. The winner is chosen relative to its own size: steps far longer
- * than the scale f varies on give differences of about |f| / h^order,
- * near 0 and near each other, whose absolute estimates are small (an
- * angle of many turns: such an entry, -1e-3 with an estimate of 3e-7,
- * beat the converged 4374 with 4.6e-6 and made a crank's accelerations
- * wrong in sign with CDYN_OK). But where the derivative is 0 (a prescribed
- * motion at a zero of its acceleration) no entry is small relative to
- * itself, and the finest steps' rounding, large and as far off as itself,
- * won (0.18 of the acceleration's amplitude, with CDYN_OK): without an
- * entry within 1e-2 of itself the smallest absolute estimate wins. And
- * steps that are whole periods of a prescribed motion (2.4e-3 s and
- * 6e-4 s at 5 kHz) give the same differences, an entry whose estimate is
- * exactly 0: when the next level is off by its own size, that was no
- * convergence, and the entries so far are dropped. */
+ * by one. Every entry of f is judged on its own: rows of a mechanism can
+ * be 1e16 apart in size and in time scale, and judged together, relative
+ * to the largest, a slow row's convergence ended the levels before a
+ * 100 kHz row's steps were short enough (q'' 100 % off, with CDYN_OK).
+ * The winner is chosen relative to its own size: steps far longer than
+ * the scale f varies on give differences of about |f| / h^order, near 0
+ * and near each other, whose absolute estimates are small (an angle of
+ * many turns: such an entry, -1e-3 with an estimate of 3e-7, beat the
+ * converged 4374 with 4.6e-6 and made a crank's accelerations wrong in
+ * sign with CDYN_OK). But where the derivative is 0 (a prescribed motion
+ * at a zero of its acceleration) no entry is small relative to itself,
+ * and the finest steps' rounding, large and as far off as itself, won
+ * (0.18 of the acceleration's amplitude, with CDYN_OK): without an entry
+ * within 1e-2 of itself the smallest absolute estimate wins.
+ * Levels that agree and are followed by one that moves by a tenth of the
+ * entry's size were no convergence: steps that are whole periods of a
+ * prescribed motion (2.4e-3 s and 6e-4 s at 5 kHz) agree exactly, and
+ * steps of several turns of a crank agree by chance (to 1e-5 at 1.2e5 rad,
+ * then the next level was 12 times as large). The entry's winners so far
+ * are dropped; and an entry that stopped is checked so against the next
+ * level when another entry needs it (judged one by one, a crank's row
+ * stopped on such a chance agreement where, judged with the other row, it
+ * had gone on). */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
-                                     int most, int prefetched, cdyn__offset_fn f, void *ctx,
-                                     const cdyn__tableau_work *w, double *out, double *best_out)
+                                     int most, int prefetched, const cdyn__tableau_rounding *noise,
+                                     cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
+                                     double *out, double *best_out)
 {
     double *plus = w->plus, *minus = w->minus, *center = w->center;
     double *row = w->row, *previous = w->previous;
+    double *error = w->error, *relative = w->relative, *least_error = w->least_error;
+    double *open = w->open;
+    for (int i = 0; i < m; ++i) reopen(w, i);
     cdyn_status st = CDYN_OK;
-    double best = INFINITY, best_relative = INFINITY, least = INFINITY, step = c;
+    double step = c;
     for (int k = 0; st == CDYN_OK && k < most; ++k, step *= 0.25) {
-        /* past `levels` only while no entry is within 1e-6 of itself, and
-         * once more after levels that agreed exactly (whole periods can
-         * make all of them agree) */
-        if (k >= levels && best_relative <= 1e-6 && (best > 0.0 || k > levels)) break;
+        /* past `levels` an entry goes on only while it is not within 1e-6
+         * of itself, and once more after levels that agreed exactly
+         * (whole periods can make all of them agree) */
+        int going = 0;
+        for (int i = 0; i < m; ++i) {
+            if (open[i] == ENTRY_OPEN && k >= levels && relative[i] <= 1e-6 &&
+                (error[i] > 0.0 || k > levels))
+                open[i] = ENTRY_PENDING;
+            going |= open[i] == ENTRY_OPEN;
+        }
+        if (!going) break;
         volatile double ahead = t + step; /* the step actually representable */
         double h = ahead - t;
         if (prefetched && k == 1) /* its f(h) is in center */
@@ -61,44 +106,68 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
             double *entry = row + (size_t)j * m1, *left = entry - m1;
             const double *up = previous + (size_t)(j - 1) * m1;
             factor *= 16.0;
-            for (int i = 0; i < m; ++i) entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
-            double error =
-                fmax(largest_difference(m, entry, left), largest_difference(m, entry, up));
-            double relative =
-                error == 0.0 ? 0.0 : error / cdyn__largest_magnitude(m, entry);
-            if (relative < best_relative || (relative == best_relative && error < best)) {
-                best = error;
-                best_relative = relative;
-                memcpy(out, entry, sizeof(double) * (size_t)m);
-            }
-            if (error < least) {
-                least = error;
-                memcpy(w->least, entry, sizeof(double) * (size_t)m);
+            for (int i = 0; i < m; ++i) {
+                entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
+                if (open[i] != ENTRY_OPEN) continue;
+                double e = larger(fabs(entry[i] - left[i]), fabs(entry[i] - up[i]));
+                double r = e == 0.0 ? 0.0 : e / fabs(entry[i]);
+                if (r < relative[i] || (r == relative[i] && e < error[i])) {
+                    error[i] = e;
+                    relative[i] = r;
+                    out[i] = entry[i]; /* (out[i] is written once error[i] is finite) */
+                }
+                if (e < least_error[i]) {
+                    least_error[i] = e;
+                    w->least[i] = entry[i];
+                }
             }
         }
-        /* (out is written once best is finite) */
-        const double *diagonal = row + (size_t)k * m1;
-        double moved = k > 0 ? largest_difference(m, diagonal, previous + (size_t)(k - 1) * m1)
-                             : 0.0;
-        if (k > 0 && best_relative <= 1e-4 && moved > 2.0 * best) {
-            double size = fmax(cdyn__largest_magnitude(m, out),
-                               cdyn__largest_magnitude(m, diagonal));
-            if (best > 0.0 || moved <= 0.1 * size || k + 1 >= most)
-                break; /* rounding has taken over */
-            /* levels that agreed exactly, and a new diagonal as far off as
-             * its own size: no rounding, and the agreement was no
-             * convergence (steps that are whole periods) */
-            best = best_relative = least = INFINITY;
+        const double *diagonal = row + (size_t)k * m1, *before = previous + (size_t)(k - 1) * m1;
+        for (int i = 0; k > 0 && i < m; ++i) {
+            double size = fmax(fabs(out[i]), fabs(diagonal[i]));
+            if (open[i] == ENTRY_PENDING) {
+                if (fabs(diagonal[i] - out[i]) > 0.1 * size && k + 1 < most)
+                    reopen(w, i);
+                else
+                    open[i] = ENTRY_DONE;
+                continue;
+            }
+            if (open[i] != ENTRY_OPEN) continue;
+            double moved = fabs(diagonal[i] - before[i]);
+            if (relative[i] <= 1e-4 && moved > 2.0 * error[i]) {
+                /* rounding has taken over, unless the move is by a tenth
+                 * of the entry's size: after levels that agreed exactly
+                 * no rounding, and without `noise` (a DAE's inputs,
+                 * checked before) after an estimate above 0 taken as
+                 * rounding */
+                if (moved <= 0.1 * size || (!noise && error[i] > 0.0) || k + 1 >= most)
+                    open[i] = ENTRY_PENDING;
+                else
+                    reopen(w, i);
+            } else if (noise && k >= 4 && (relative[i] > 1e-4 || error[i] == 0.0)) {
+                /* a derivative of 0 up to the rounding: its estimates and
+                 * its last move are within 64 times the rounding of the
+                 * quotients at this step, past the first four (steps that
+                 * are whole periods of a prescribed motion, at multiples
+                 * of 64 / c Hz, make those agree to the rounding) */
+                double values = noise->terms[i] + (noise->rates ? h * noise->rates[i] : 0.0);
+                double rounding = 64.0 * DBL_EPSILON * values / (order == 1 ? h : h * h);
+                if (least_error[i] <= rounding && moved <= rounding) open[i] = ENTRY_DONE;
+            }
         }
         double *swap = previous;
         previous = row;
         row = swap;
     }
-    if (best_relative > 1e-2 && least < INFINITY) { /* no entry within 1e-2 of itself */
-        memcpy(out, w->least, sizeof(double) * (size_t)m);
-        best = least;
+    double best = 0.0;
+    for (int i = 0; i < m; ++i) {
+        if (relative[i] > 1e-2 && least_error[i] < INFINITY) { /* none within 1e-2 of itself */
+            out[i] = w->least[i];
+            error[i] = least_error[i];
+        }
+        best = larger(best, error[i]);
     }
-    *best_out = best;
+    *best_out = isnan(best) ? INFINITY : best;
     return st;
 }
 
@@ -186,7 +255,7 @@ cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
     gather_marked(m, out, w->minus, w->minus);
     gather_marked(m, out, w->center, w->center);
     double *result = spare + m1;
-    st = cdyn__tableau_derivative(1, count, m1, t, c, 3, levels, 1, marked_offset, &e, w,
+    st = cdyn__tableau_derivative(1, count, m1, t, c, 3, levels, 1, NULL, marked_offset, &e, w,
                                   result, best);
     if (st != CDYN_OK || !isfinite(*best)) return st;
     for (int i = 0, j = 0; i < m; ++i)

@@ -8,6 +8,8 @@
 
 #include "cdyn/status.h"
 
+#include <stddef.h>
+
 /* The most levels a tableau takes (its work is sized for them). */
 #define CDYN__TABLEAU_LEVELS 12
 
@@ -15,11 +17,24 @@
  * failure's status (message kept by the caller's object). */
 typedef cdyn_status (*cdyn__offset_fn)(void *ctx, double tau, double *out);
 
-/* Scratch of m1 doubles each (plus, minus, center, least), and of
+/* Scratch of m1 doubles each (plus, minus, center, least, and each
+ * entry's error, relative, least_error and open), and of
  * CDYN__TABLEAU_LEVELS m1 each (row, previous); distinct. */
 typedef struct {
-    double *plus, *minus, *center, *least, *row, *previous;
+    double *plus, *minus, *center, *least, *error, *relative, *least_error, *open;
+    double *row, *previous;
 } cdyn__tableau_work;
+
+/* The vectors of m1 doubles a tableau of `levels` levels works in, and
+ * their layout from base (in that order). */
+#define CDYN__TABLEAU_WORK(levels) (8 + 2 * (levels))
+cdyn__tableau_work cdyn__tableau_layout(double *base, size_t m1, int levels);
+
+/* The rounding of f's entries, for a derivative of 0: entry i carries
+ * about eps (terms[i] + |tau| rates[i]) (rates may be NULL: 0). */
+typedef struct {
+    const double *terms, *rates;
+} cdyn__tableau_rounding;
 
 /* The derivative of order 1 or 2 of f at tau = 0 into out (m values):
  * central differences with the steps c 4^-k, k < levels (up to `most`,
@@ -27,32 +42,37 @@ typedef struct {
  * extrapolated to h -> 0 in a tableau. For order 2 w->center must hold
  * f(0). With `prefetched`, w->plus and w->minus hold f(+-h0) and
  * w->center f(h1) (h0 = c, h1 = c / 4 as representable at t; order 1
- * only): the first two levels reuse them. Each entry's error is estimated
- * by its distance to its two parents, and the entry whose estimate is
- * smallest relative to its own size wins; the levels stop once the best
- * estimate is within 1e-4 of its value and a new diagonal entry is twice
- * as far off (rounding has taken over). While no entry is within 1e-6 of
- * itself after `levels` levels, more follow, up to `most` (and one more
- * after an estimate of exactly 0).
- * When no entry came within 1e-2 of itself (a derivative of 0 within the
- * rounding) the entry with the smallest absolute estimate wins instead.
- * Two levels that agree exactly, followed by one off by its own size
- * (steps that are whole periods of f), are no convergence: the entries so
- * far are dropped and the levels go on. *best: the winner's
- * estimate (absolute), INFINITY when no entry was finite (out is then
- * unwritten). Returns f's status. */
+ * only): the first two levels reuse them. Every entry of f is judged on
+ * its own: its tableau entries' errors are estimated by their distance
+ * to their two parents, and the one whose estimate is smallest relative
+ * to its own size wins; the entry stops once its best estimate is within
+ * 1e-4 of its value and a new diagonal entry is twice as far off
+ * (rounding has taken over). While it is not within 1e-6 of itself after
+ * `levels` levels it goes on, up to `most` (and one more after an
+ * estimate of exactly 0); with `noise` (may be NULL) it also stops past
+ * `levels` once its estimates and its last move are within 64 times the
+ * rounding of the quotients (a derivative of 0). The levels end when no
+ * entry goes on.
+ * When none of an entry's estimates came within 1e-2 of itself (a
+ * derivative of 0 within the rounding) its smallest absolute estimate
+ * wins instead. Two levels that agree exactly, followed by one off by its
+ * own size (steps that are whole periods of f), are no convergence: the
+ * entry's winners so far are dropped and it goes on. *best: the largest
+ * of the winners' estimates (absolute), INFINITY when an entry had no
+ * finite one (out is then partly unwritten). Returns f's status. */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
-                                     int most, int prefetched, cdyn__offset_fn f, void *ctx,
-                                     const cdyn__tableau_work *w, double *out, double *best);
+                                     int most, int prefetched, const cdyn__tableau_rounding *noise,
+                                     cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
+                                     double *out, double *best);
 
 /* A DAE's time derivatives without a callback: the first step [s]
  * (eps^(1/3) of a 1 s time scale) and the tableau's levels where the
  * first two disagree (down to 3.7e-10 s); their work is CDYN__TIME_WORK
- * vectors (the tableau's plus, minus, center, least, then row and
- * previous of the levels, then cdyn__time_derivative's spare two). */
+ * vectors (the tableau's, laid out by cdyn__tableau_layout, then
+ * cdyn__time_derivative's spare two). */
 #define CDYN__TIME_STEP 6e-6
 #define CDYN__TIME_LEVELS 8
-#define CDYN__TIME_WORK (6 + 2 * CDYN__TIME_LEVELS)
+#define CDYN__TIME_WORK (CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) + 2)
 
 /* The first derivative in t of f (m values) at tau = 0 into out, where
  * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t:

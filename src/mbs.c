@@ -63,7 +63,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->M = malloc(sizeof(double) * nn);
     mbs->Q = malloc(sizeof(double) * (size_t)n);
     mbs->Phi = malloc(sizeof(double) * (size_t)m1);
-    mbs->Phi_q = malloc(sizeof(double) * nm);
+    mbs->Phi_q = calloc(nm, sizeof(double)); /* mbs_time.c reads it for magnitudes */
     mbs->Phi_t = malloc(sizeof(double) * (size_t)m1);
     mbs->Phi_dot = malloc(sizeof(double) * (size_t)m1);
     mbs->xi_val = malloc(sizeof(double) * (size_t)m1);
@@ -72,7 +72,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->vec_n = malloc(sizeof(double) * (size_t)n);
     mbs->vec_m = malloc(sizeof(double) * (size_t)m1);
     mbs->vec_m2 = malloc(sizeof(double) * (size_t)m1);
-    mbs->fd_work = malloc(sizeof(double) * (4 + 2 * CDYN__FD_LEVELS) * (size_t)m1);
+    mbs->fd_work = malloc(sizeof(double) * CDYN__FD_WORK * (size_t)m1);
     mbs->chol = malloc(sizeof(double) * nn);
     mbs->mass_scale = malloc(sizeof(double) * (size_t)n);
     mbs->jac_work = malloc(sizeof(double) * nm);

@@ -70,7 +70,7 @@ cdyn_status cdyn_mbs_check_jacobian(cdyn_mbs *mbs, double t, const double *q,
     if (!st && mbs->phi_t) {
         double *terms = mbs->fd_work; /* the coordinates' terms of Phi, for its rounding */
         memcpy(terms, w.row_size, sizeof(double) * (size_t)m);
-        st = cdyn__mbs_phi_t(mbs, FN, t, point, mbs->Phi_t); /* the callback's */
+        st = cdyn__mbs_phi_t(mbs, FN, t, point, mbs->Phi_q, mbs->Phi_t); /* the callback's */
         double time = t, time_scale = 1.0; /* a 1 s time scale, as Phi_t's differences */
         if (!st)
             st = cdyn__check_jacobian(m, 1, mbs->Phi_t, m1, &time, &time_scale, terms, phi_of_t,

@@ -11,6 +11,8 @@
 
 /* Most step sizes a difference quotient of the time terms tries. */
 #define CDYN__FD_LEVELS CDYN__TABLEAU_LEVELS
+/* fd_work's vectors: the tableau's and the rounding's terms and rates */
+#define CDYN__FD_WORK (CDYN__TABLEAU_WORK(CDYN__FD_LEVELS) + 2)
 
 struct cdyn_mbs {
     int n, m, m1;
@@ -54,7 +56,7 @@ struct cdyn_mbs {
     /* evaluation buffers */
     double *M, *Q, *Phi, *Phi_q, *Phi_t, *Phi_dot, *xi_val; /* n x n, n, m, m x n, m, m, m */
     double *q_work, *qdot_work, *vec_n, *vec_m, *vec_m2;   /* n, n, n, m, m */
-    double *fd_work;              /* (4 + 2 CDYN__FD_LEVELS) m: difference quotients */
+    double *fd_work;              /* CDYN__FD_WORK m: difference quotients */
     double *chol;                 /* n x n, for the mass metric */
     double *mass_scale;           /* n, its symmetric equilibration */
     double *jac_work;             /* m x n */
@@ -79,10 +81,12 @@ cdyn_status cdyn__mbs_force(cdyn_mbs *mbs, const char *fn, double t, const doubl
 cdyn_status cdyn__mbs_phi(cdyn_mbs *mbs, const char *fn, double t, const double *q, double *out);
 cdyn_status cdyn__mbs_jacobian(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                                double *out);
-/* Phi_t (m) at (t, q) into out (callback or central differences). */
+/* Phi_t (m) at (t, q) into out (callback or central differences; jac,
+ * Phi_q at or near (t, q), sizes their rounding). */
 cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                            double *out);
-/* xi (m) at (t, q, qdot) into mbs->xi_val (callback or central differences). */
+                            const double *jac, double *out);
+/* xi (m) at (t, q, qdot) into mbs->xi_val (callback or central
+ * differences, whose rounding mbs->Phi_q, at or near (t, q), sizes). */
 cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *q,
                          const double *qdot);
 /* Check that the model is set and y (2n) is finite (and not busy). */

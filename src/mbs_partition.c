@@ -160,7 +160,7 @@ static cdyn_status consistent_state(cdyn_mbs *mbs, const char *fn, double t, con
                         "from the last state",
                         fn, t);
     }
-    if (!st) st = cdyn__mbs_phi_t(mbs, fn, t, mbs->q_base, mbs->Phi_t);
+    if (!st) st = cdyn__mbs_phi_t(mbs, fn, t, mbs->q_base, mbs->Phi_q, mbs->Phi_t);
     if (!st) st = cdyn_nullspace_complete(ns, z + d, mbs->Phi_t, mbs->qdot_work);
     return st;
 }

@@ -64,6 +64,29 @@ static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, con
     return CDYN_OK;
 }
 
+/* The rounding of a path's Phi values, by the magnitudes of their terms
+ * in the coordinates (jac: Phi_q at or near (t, q)): Phi(q + tau q', t)
+ * carries about eps sum_j |Phi_ij| (|q_j| + |tau q'_j|), Phi_q q' + Phi_t
+ * about eps sum_j |Phi_ij q'_j|. A prescribed motion's own terms are left
+ * out: on the constraint they are about as large as the coordinates'. */
+static cdyn__tableau_rounding rounding_of(cdyn_mbs *mbs, enum path_kind kind, const double *q,
+                                          const double *qdot, const double *jac)
+{
+    int n = mbs->n, m = mbs->m, m1 = mbs->m1;
+    double *terms = mbs->fd_work + (size_t)CDYN__TABLEAU_WORK(CDYN__FD_LEVELS) * m1;
+    double *rates = terms + m1;
+    const double *size = kind == VELOCITY_ON_PATH ? qdot : q;
+    for (int i = 0; i < m; ++i) terms[i] = rates[i] = 0.0;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+            double entry = fabs(jac[i + (size_t)j * m1]);
+            terms[i] += entry * fabs(size[j]);
+            if (kind == PHI_ON_PATH) rates[i] += entry * fabs(qdot[j]);
+        }
+    cdyn__tableau_rounding noise = {terms, kind == PHI_ON_PATH ? rates : NULL};
+    return noise;
+}
+
 /* The derivative of order 1 or 2 of f at tau = 0 (THEORY T4.1) into out,
  * by central differences D_k with steps h_k = c T 4^-k extrapolated to the
  * limit h -> 0 (Richardson, in a tableau: the error of a central
@@ -93,11 +116,11 @@ static cdyn_status time_independent(cdyn_mbs *mbs, const char *fn, double t, con
  * them. */
 static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind kind,
                                    int order, double t, const double *q, const double *qdot,
-                                   double *out)
+                                   const double *jac, double *out)
 {
     int m = mbs->m, m1 = mbs->m1;
-    double *plus = mbs->fd_work, *minus = plus + m1, *center = minus + m1, *least = center + m1;
-    double *row = least + m1, *previous = row + (size_t)CDYN__FD_LEVELS * m1; /* tableau rows */
+    cdyn__tableau_work work = cdyn__tableau_layout(mbs->fd_work, (size_t)m1, CDYN__FD_LEVELS);
+    double *plus = work.plus, *minus = work.minus, *center = work.center;
     double c = order == 1 ? 7.4e-4 : 2.4e-3, size = 0.0, speed = 0.0;
     for (int j = 0; kind != PHI_IN_TIME && j < mbs->n; ++j) {
         size = fmax(size, fabs(q[j]));
@@ -140,11 +163,12 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
         }
     }
     path_point at = {mbs, fn, kind, t, q, qdot};
-    cdyn__tableau_work work = {plus, minus, center, least, row, previous};
+    cdyn__tableau_rounding noise = rounding_of(mbs, kind, q, qdot, jac);
     double best = INFINITY;
     if (st == CDYN_OK)
         st = cdyn__tableau_derivative(order, m, m1, t, c, levels, CDYN__FD_LEVELS,
-                                      kind == PHI_IN_TIME, path_offset, &at, &work, out, &best);
+                                      kind == PHI_IN_TIME, &noise, path_offset, &at, &work, out,
+                                      &best);
     if (st == CDYN_OK && !isfinite(best))
         return cdyn__fail(mbs->msg, CDYN_ERR_NONFINITE,
                           "%s: the difference quotients of the time terms are not finite", fn);
@@ -153,7 +177,7 @@ static cdyn_status path_derivative(cdyn_mbs *mbs, const char *fn, enum path_kind
 }
 
 cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const double *q,
-                            double *out)
+                            const double *jac, double *out)
 {
     int m = mbs->m;
     if (mbs->phi_t) {
@@ -163,7 +187,7 @@ cdyn_status cdyn__mbs_phi_t(cdyn_mbs *mbs, const char *fn, double t, const doubl
         mbs->guard.in_callback--;
         return cdyn__mbs_callback_result(mbs, fn, "phi_t", code, m, 1, out, mbs->m1);
     }
-    return path_derivative(mbs, fn, PHI_IN_TIME, 1, t, q, NULL, out);
+    return path_derivative(mbs, fn, PHI_IN_TIME, 1, t, q, NULL, jac, out);
 }
 
 cdyn_status cdyn__mbs_velocity_constraint(cdyn_mbs *mbs, const char *fn, double t,
@@ -171,7 +195,7 @@ cdyn_status cdyn__mbs_velocity_constraint(cdyn_mbs *mbs, const char *fn, double 
                                           double *out)
 {
     cdyn_status st = cdyn__mbs_jacobian(mbs, fn, t, q, jac);
-    if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, out);
+    if (st == CDYN_OK) st = cdyn__mbs_phi_t(mbs, fn, t, q, jac, out);
     if (st != CDYN_OK) return st;
     cdyn__gemv('N', mbs->m, mbs->n, 1.0, jac, mbs->m1, qdot, 1.0, out);
     if (mbs->m > 0 && cdyn__first_nonfinite(mbs->m, 1, out, mbs->m1) >= 0)
@@ -194,8 +218,10 @@ cdyn_status cdyn__mbs_xi(cdyn_mbs *mbs, const char *fn, double t, const double *
     }
     /* T4.1: xi = -d/dtau (Phi_q q' + Phi_t) along (q + tau q', t + tau), or,
      * without Phi_t, -d^2/dtau^2 Phi along that path */
-    cdyn_status st = mbs->phi_t ? path_derivative(mbs, fn, VELOCITY_ON_PATH, 1, t, q, qdot, xi)
-                                : path_derivative(mbs, fn, PHI_ON_PATH, 2, t, q, qdot, xi);
+    const double *jac = mbs->Phi_q;
+    cdyn_status st =
+        mbs->phi_t ? path_derivative(mbs, fn, VELOCITY_ON_PATH, 1, t, q, qdot, jac, xi)
+                   : path_derivative(mbs, fn, PHI_ON_PATH, 2, t, q, qdot, jac, xi);
     if (st != CDYN_OK) return st;
     for (int i = 0; i < m; ++i) xi[i] = -xi[i];
     return CDYN_OK;

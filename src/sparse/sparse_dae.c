@@ -660,10 +660,9 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
     } else {
         size_t q1 = sd->q > 0 ? (size_t)sd->q : 1;
         double *w = sd->time_work, best = 0.0;
-        cdyn__tableau_work work = {w,          w + q1,     w + 2 * q1,
-                                   w + 3 * q1, w + 4 * q1, w + (4 + CDYN__TIME_LEVELS) * q1};
+        cdyn__tableau_work work = cdyn__tableau_layout(w, q1, CDYN__TIME_LEVELS);
         force_in_time at = {sd, t};
-        double *spare = w + (4 + 2 * CDYN__TIME_LEVELS) * q1;
+        double *spare = w + (size_t)CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) * q1;
         cdyn_status st = cdyn__time_derivative(sd->q, (int)q1, t, CDYN__TIME_STEP,
                                                CDYN__TIME_LEVELS, algebraic_force_offset, &at,
                                                &work, spare, sd->b, &best);
