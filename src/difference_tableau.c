@@ -124,8 +124,8 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
         }
         const double *diagonal = row + (size_t)k * m1, *before = previous + (size_t)(k - 1) * m1;
         for (int i = 0; k > 0 && i < m; ++i) {
-            double size = fmax(fabs(out[i]), fabs(diagonal[i]));
-            if (open[i] == ENTRY_PENDING) {
+            if (open[i] == ENTRY_PENDING) { /* (out[i] is written: it stopped on it) */
+                double size = fmax(fabs(out[i]), fabs(diagonal[i]));
                 if (fabs(diagonal[i] - out[i]) > 0.1 * size && k + 1 < most)
                     reopen(w, i);
                 else
@@ -140,6 +140,7 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                  * no rounding, and without `noise` (a DAE's inputs,
                  * checked before) after an estimate above 0 taken as
                  * rounding */
+                double size = fmax(fabs(out[i]), fabs(diagonal[i]));
                 if (moved <= 0.1 * size || (!noise && error[i] > 0.0) || k + 1 >= most)
                     open[i] = ENTRY_PENDING;
                 else

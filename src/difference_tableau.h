@@ -47,19 +47,23 @@ typedef struct {
  * to their two parents, and the one whose estimate is smallest relative
  * to its own size wins; the entry stops once its best estimate is within
  * 1e-4 of its value and a new diagonal entry is twice as far off
- * (rounding has taken over). While it is not within 1e-6 of itself after
+ * (rounding has taken over), unless that entry moved by a tenth of the
+ * entry's size (with `noise`; without, only after an estimate of exactly
+ * 0): the levels agreed by chance (steps that are whole periods of f, or
+ * far longer than its time scale), the entry's winners so far are
+ * dropped and it goes on. While it is not within 1e-6 of itself after
  * `levels` levels it goes on, up to `most` (and one more after an
- * estimate of exactly 0); with `noise` (may be NULL) it also stops past
- * `levels` once its estimates and its last move are within 64 times the
- * rounding of the quotients (a derivative of 0). The levels end when no
- * entry goes on.
+ * estimate of exactly 0). With `noise` (may be NULL) it also stops from
+ * the fifth level on once its estimates and its last move are within 64
+ * times the rounding of the quotients (a derivative of 0). An entry that
+ * stopped is checked against the next level's diagonal when another entry
+ * needs that level: a move by a tenth of its size drops its winners and
+ * it goes on. The levels end when no entry goes on.
  * When none of an entry's estimates came within 1e-2 of itself (a
  * derivative of 0 within the rounding) its smallest absolute estimate
- * wins instead. Two levels that agree exactly, followed by one off by its
- * own size (steps that are whole periods of f), are no convergence: the
- * entry's winners so far are dropped and it goes on. *best: the largest
- * of the winners' estimates (absolute), INFINITY when an entry had no
- * finite one (out is then partly unwritten). Returns f's status. */
+ * wins instead. *best: the largest of the winners' estimates
+ * (absolute), INFINITY when an entry had no finite one (out is then
+ * partly unwritten). Returns f's status. */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
                                      int most, int prefetched, const cdyn__tableau_rounding *noise,
                                      cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
