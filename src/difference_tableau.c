@@ -122,7 +122,8 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                 }
             }
         }
-        const double *diagonal = row + (size_t)k * m1, *before = previous + (size_t)(k - 1) * m1;
+        const double *diagonal = row + (size_t)k * m1;
+        const double *before = previous + (size_t)(k > 0 ? k - 1 : 0) * m1;
         for (int i = 0; k > 0 && i < m; ++i) {
             if (open[i] == ENTRY_PENDING) { /* (out[i] is written: it stopped on it) */
                 double size = fmax(fabs(out[i]), fabs(diagonal[i]));

@@ -91,11 +91,12 @@ static cdyn__tableau_rounding rounding_of(cdyn_mbs *mbs, enum path_kind kind, co
  * by central differences D_k with steps h_k = c T 4^-k extrapolated to the
  * limit h -> 0 (Richardson, in a tableau: the error of a central
  * difference is a series in h^2, so T[k][j] = T[k][j-1] + (T[k][j-1] -
- * T[k-1][j-1]) / (16^j - 1) removes its terms one by one). Each entry's
- * error is estimated by its distance to its two parents; the entry with the
- * smallest estimate relative to its own size wins, and the levels stop
- * once the new diagonal entry is twice as far off as the best (rounding
- * has taken over). Relative, because steps far longer than the scale the
+ * T[k-1][j-1]) / (16^j - 1) removes its terms one by one), row by row of
+ * Phi (cdyn__tableau_derivative; rounding_of sizes a row's rounding). Each
+ * entry's error is estimated by its distance to its two parents; the
+ * entry with the smallest estimate relative to its own size wins, and a
+ * row stops once its new diagonal entry is twice as far off as its best
+ * (rounding has taken over). Relative, because steps far longer than the scale the
  * constraints vary on (an angle of many turns, whose T below is |q| /
  * |q'|) give second differences of about |Phi| / h^2, near 0 and close to
  * each other: at 8.4e4 rad and 92 rad/s such an entry, -1e-3 with an
