@@ -42,7 +42,7 @@ struct cdyn_rigid {
     cdyn_rigid_kinematics kin;
     double F_i[6], qdd[6], F_q[6];
     double Mbar[36], Nbar[6], J[36]; /* 6 x f, leading dimension 6 */
-    double A[36], b[6];              /* f x f, leading dimension 6 */
+    double A[36];                    /* f x f, leading dimension 6 */
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
@@ -188,6 +188,57 @@ static cdyn_status check_body(cdyn_rigid *rb, const char *fn)
 
 /* ---- T5.2, T5.3 --------------------------------------------------------- */
 
+/* q'' (f) into rb->qdd from the equations J^T diag(m 1, M_g) J q'' =
+ * J^T rest (rest = F_i - Nbar, 6), which are the normal equations of the
+ * least-squares problem min |G J q'' - G^-T rest| for any G with G^T G =
+ * diag(m 1, M_g): here G = [sqrt(m) 1, 0; 0, L^T S^-1 R^T] with the body's
+ * equilibrated factor S I S = L L^T (its rows are then all in the units
+ * of sqrt(energy), and commensurate). A pivoted QR of B = G J solves it
+ * without forming J^T Mbar J, whose condition is B's squared: near a
+ * singular pose (Euler angles 4.8e-7 rad from theta = pi/2) the normal
+ * equations gave q'' 7.9e-4 off, with CDYN_OK; a free body (f = 6, B
+ * square) is now within B's condition times the rounding, as its own
+ * equations in closed form. R: the rotation (3 x 3). */
+static void least_squares_accelerations(cdyn_rigid *rb, const double *R, const double *rest)
+{
+    const int f = rb->f;
+    const double *L = rb->inertia_l, *S = rb->inertia_s;
+    double B[36], s[6], tau[6], u[3], x[6];
+    int jpvt[6] = {0};
+    double root = sqrt(rb->mass);
+    /* u = R^T v, then L^T S^-1 u (the rotation rows of G v) */
+    for (int c = 0; c <= f; ++c) {
+        const double *v = c < f ? rb->J + 6 * c : rest;
+        double *out = c < f ? B + 6 * c : s;
+        for (int i = 0; i < 3; ++i) {
+            u[i] = (R[3 * i] * v[3] + R[1 + 3 * i] * v[4] + R[2 + 3 * i] * v[5]);
+            out[i] = c < f ? root * v[i] : v[i] / root;
+        }
+        if (c < f) {
+            for (int i = 0; i < 3; ++i) u[i] /= S[i];
+            for (int i = 0; i < 3; ++i) {
+                double t = 0.0;
+                for (int j = i; j < 3; ++j) t += L[j + 3 * i] * u[j];
+                out[3 + i] = t;
+            }
+        } else { /* G^-T: L_I^-1 R^T = L^-1 S R^T, by forward substitution */
+            for (int i = 0; i < 3; ++i) {
+                double t = S[i] * u[i];
+                for (int j = 0; j < i; ++j) t -= L[i + 3 * j] * out[3 + j];
+                out[3 + i] = t / L[i + 3 * i];
+            }
+        }
+    }
+    cdyn__small_geqp3(6, f, B, 6, jpvt, tau);
+    cdyn__small_ormqr('L', 'T', 6, 1, f, B, 6, tau, s, 6);
+    for (int i = f - 1; i >= 0; --i) { /* R x = (Q^T s)(1:f) */
+        double t = s[i];
+        for (int j = i + 1; j < f; ++j) t -= B[i + 6 * j] * x[j];
+        x[i] = t / B[i + 6 * i];
+    }
+    for (int i = 0; i < f; ++i) rb->qdd[jpvt[i] - 1] = x[i];
+}
+
 /* q'' into rb->qdd and F_q into rb->F_q; inputs already checked. */
 static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinematics *k,
                          const double *qdot, const double *F_i)
@@ -237,7 +288,7 @@ static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinema
     mat3_vec(Mg, w, tmp);
     cross(w, tmp, tmp2);
     for (int i = 0; i < 3; ++i) rb->Nbar[3 + i] += tmp2[i];
-    /* A = J^T Mbar = J^T diag(m I, M_g) J (lower triangle), b = J^T (F_i - Nbar) */
+    /* A = J^T Mbar = J^T diag(m I, M_g) J (lower triangle), for the verdict */
     for (int j = 0; j < f; ++j) {
         const double *Jj = rb->J + 6 * j;
         mat3_vec(Mg, Jj + 3, tmp);
@@ -245,9 +296,6 @@ static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinema
             const double *Ji = rb->J + 6 * i;
             rb->A[i + 6 * j] = m * dot3(Ji, Jj) + dot3(Ji + 3, tmp);
         }
-        double s = 0.0;
-        for (int i = 0; i < 6; ++i) s += Jj[i] * (F_i[i] - rb->Nbar[i]);
-        rb->b[j] = s;
     }
     /* the definiteness policy (equilibrated Cholesky, relative pivot test) */
     double scale[6];
@@ -258,9 +306,11 @@ static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinema
                           "coordinates are singular here (J loses rank, e.g. Euler angles at "
                           "theta = +-pi/2)",
                           fn, info);
-    for (int j = 0; j < f; ++j) rb->qdd[j] = scale[j] * rb->b[j];
-    cdyn__potrs(f, 1, rb->A, 6, rb->qdd, 6);
-    for (int j = 0; j < f; ++j) rb->qdd[j] *= scale[j];
+    /* the solution by the least-squares form (the verdict above stays
+     * the definiteness policy's) */
+    double rest[6];
+    for (int i = 0; i < 6; ++i) rest[i] = F_i[i] - rb->Nbar[i];
+    least_squares_accelerations(rb, R, rest);
     /* F_q = Mbar q'' + Nbar - F_i */
     for (int i = 0; i < 6; ++i) {
         double s = rb->Nbar[i] - F_i[i];
