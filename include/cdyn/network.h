@@ -21,8 +21,12 @@
  *
  * Rank policy (the one of cdyn, src/rank.h): S is equilibrated by powers
  * of two and is positive definite when every Cholesky pivot keeps
- * L_jj^2 > 1e3 eps (relative); otherwise the constraint rows that depend
- * on the others are named (cdyn_network_redundant_rows()) and the load
+ * L_jj^2 > 1e3 eps (relative) and, since pivots alone can hide a
+ * dependent row (a closed ring of inertances 1, 1e8 and 1e12 passed
+ * them), three steps of inverse iteration with the factor find no
+ * eigenvalue at or below 1e3 eps; otherwise the constraint rows that
+ * depend on the others are named (cdyn_network_redundant_rows(); the
+ * largest entry of the near null vector for the second test) and the load
  * fails with CDYN_ERR_SINGULAR. S does not change when states are
  * rescaled and changes only by the equilibration when equations are, so
  * the verdict is the same in any units. Every solve is certified by the

@@ -84,4 +84,9 @@ void cdyn__net_block_solve(int b, const double *L, const double *s, double *x);
  * CDYN_OK or CDYN_ERR_SINGULAR with net->msg set. */
 cdyn_status cdyn__net_tree(cdyn_network *net);
 
+/* y = S^-1 y with CHOLMOD's factor P S P^T = L L^T (simplicial or
+ * supernodal; perm = P: y in W's row order, the factor in S's), written
+ * out so that nothing is allocated per call. work: m. */
+void cdyn__net_schur_solve(const cholmod_factor *L, const int *perm, double *y, double *work);
+
 #endif

@@ -50,10 +50,8 @@ static void mass_multiply(const cdyn_network *net, const double *x, double *out,
     }
 }
 
-/* y = S^-1 y with CHOLMOD's factor P S P^T = L L^T (simplicial or
- * supernodal; perm = P, the factor itself in natural order), written out
- * here so that nothing is allocated per call. work: m. */
-static void schur_solve(const cholmod_factor *L, const int *perm, double *y, double *work)
+/* cdyn__net_schur_solve: network_internal.h. */
+void cdyn__net_schur_solve(const cholmod_factor *L, const int *perm, double *y, double *work)
 {
     int m = (int)L->n;
     const double *Lx = L->x;
@@ -108,7 +106,7 @@ static void range_solve(cdyn_network *net, const double *f, const double *g, dou
         for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
             y[net->rowind[p]] -= net->Wval[p] * x[k];
     for (int i = 0; i < m; ++i) y[i] *= net->dropped[i] ? 0.0 : net->Sscale[i];
-    schur_solve(net->L, net->perm, y, net->t);
+    cdyn__net_schur_solve(net->L, net->perm, y, net->t);
     for (int i = 0; i < m; ++i) y[i] *= net->dropped[i] ? 0.0 : net->Sscale[i]; /* kept out: 0 */
     double *t = net->t;
     for (int k = 0; k < n; ++k) {
