@@ -348,6 +348,16 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
                           "%s: reduced mass matrix alpha^T M alpha is not positive definite "
                           "(leading minor %d of the equilibrated matrix)",
                           fn, info);
+    /* pivots can hide a singular Mbar (a ring of masses 1, 1e-8 and 1e-12
+     * coupled through off-diagonal terms passed them: v' along the ring's
+     * null vector arbitrary, with CDYN_OK) */
+    info = cdyn__spd_nearly_singular(d, ns->mass_reduced, d, ns->vec_n3);
+    if (info > 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
+                          "%s: reduced mass matrix alpha^T M alpha is singular to working "
+                          "accuracy (an eigenvalue at or below 1e3 eps of the equilibrated "
+                          "matrix; independent unknown %d leads its null vector)",
+                          fn, info - 1);
     double *v = ns->vec_n2, *lam = ns->vec_m2;
     reduced_solve(ns, ns->force_reduced);
     recover_into(ns, M, ldm, F, c, ns->force_reduced, v, lam);

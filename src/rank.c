@@ -247,3 +247,28 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
     }
     return info;
 }
+
+int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *work)
+{
+    double growth = 0.0;
+    for (int i = 0; i < n; ++i) work[i] = 1.0 + (double)(i % 7) / 7.0;
+    for (int it = 0; it < 3; ++it) {
+        double before = 0.0, after = 0.0;
+        for (int i = 0; i < n; ++i) before += work[i] * work[i];
+        cdyn__potrs(n, 1, L, ldl, work, n);
+        for (int i = 0; i < n; ++i) after += work[i] * work[i];
+        if (!(after < INFINITY)) { /* overflowed (NaN too): as singular as it gets */
+            growth = INFINITY;
+            break;
+        }
+        if (!(after > 0.0)) return 0;
+        growth = sqrt(after / before);
+        double norm = sqrt(after);
+        for (int i = 0; i < n; ++i) work[i] /= norm;
+    }
+    if (!(growth * 0.5 * CDYN__DEFINITE_TOL >= 1.0)) return 0;
+    int row = 0;
+    for (int i = 1; i < n; ++i)
+        if (fabs(work[i]) > fabs(work[row]) || isnan(work[row])) row = i;
+    return row + 1;
+}

@@ -144,4 +144,15 @@ void cdyn__sym_equilibrate(int n, const double *A, int lda, double *s);
  * not (LAPACK's info, or the first pivot below CDYN__DEFINITE_TOL). */
 int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double *s);
 
+/* The second half of the definiteness policy, for matrices from the
+ * caller's data: the pivots of an unpivoted Cholesky factor can hide a
+ * singular matrix (a pivot is the smallest eigenvalue over the square of
+ * the null vector's entry at its row, and that entry can be 1e-4). Three
+ * steps of inverse iteration with the factor L (n x n, ld ldl, from
+ * cdyn__spd_factor: of S A S, whose diagonal lies in [1/2, 2)) from a
+ * positive start bound the smallest eigenvalue of S A S from above; at or
+ * below CDYN__DEFINITE_TOL / 2 the matrix counts as singular. Returns 0,
+ * or 1 + the row of the largest entry of the near null vector. work: n. */
+int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *work);
+
 #endif

@@ -417,6 +417,25 @@ START_TEST(closed_rings_of_spread_inertances_are_refused)
 }
 END_TEST
 
+/* A block of M that is singular although its Cholesky pivots pass (the
+ * Laplacian of a ring of weights 1, 1e-8, 1e-12: null vector (1, 1, 1);
+ * it loaded with CDYN_OK before) is refused, the block named. */
+START_TEST(a_singular_mass_block_its_pivots_hide_is_refused)
+{
+    int colptr[4] = {0, 1, 2, 3}, rowind[3] = {0, 0, 0}, blocks[1] = {3};
+    double M[9] = {1 + 1e-12, -1, -1e-12, -1, 1 + 1e-8, -1e-8, -1e-12, -1e-8, 1e-8 + 1e-12};
+    double W[3] = {1.0, 1.0, 1.0};
+    cdyn_status st;
+    cdyn_network *net = cdyn_network_create(3, 1, colptr, rowind, blocks, 1, &st);
+    ck_assert_ptr_nonnull(net);
+    ck_assert_int_eq(cdyn_network_load(net, M, W), CDYN_ERR_SINGULAR);
+    ck_assert_ptr_nonnull(strstr(cdyn_network_last_error(net), "block 0"));
+    M[0] += 1.0; /* regular: loads */
+    ck_assert_int_eq(cdyn_network_load(net, M, W), CDYN_OK);
+    cdyn_network_free(net);
+}
+END_TEST
+
 /* With redundant rows allowed, a closed ring (no ambient) loads with its
  * dependent balance kept out: that junction's pressure is the reference
  * (0), the rates and the other pressures are those of the dense bordered
@@ -858,6 +877,7 @@ int main(void)
     tcase_add_test(tc, ill_conditioned_against_quad);
     tcase_add_test(tc, redundant_rows_named_in_any_units);
     tcase_add_test(tc, closed_rings_of_spread_inertances_are_refused);
+    tcase_add_test(tc, a_singular_mass_block_its_pivots_hide_is_refused);
     tcase_add_test(tc, duplicated_row_named);
     tcase_add_test(tc, redundant_rows_allowed);
     tcase_add_test(tc, rescaled_units_same_answer);

@@ -1853,6 +1853,38 @@ START_TEST(solve_reports_indefinite_reduced_mass)
 }
 END_TEST
 
+/* A reduced mass matrix that is exactly singular but whose Cholesky
+ * pivots pass: three states coupled as a ring (M's top-left block is the
+ * ring's Laplacian with weights 1, 1e-8 and 1e-12, null vector (1, 1, 1))
+ * and a fourth that W = [0 0 0 1] fixes, so Mbar is that block. Its last
+ * pivot passed the pivot test and v' came back with an arbitrary
+ * component along (1, 1, 1) (a change of F by one ulp moved it from
+ * -5.8 to -9.7), with CDYN_OK. Asserted: CDYN_ERR_SINGULAR, nothing
+ * written, and in the masses' units scaled by 1e8 and 1e-8 too; the object
+ * stays usable (a regular M of the same shape solves). */
+START_TEST(solve_reports_a_singular_reduced_mass_its_pivots_hide)
+{
+    const double scales[3] = {1.0, 1e8, 1e-8};
+    for (int k = 0; k < 3; ++k) {
+        double u = scales[k], a = u, b = 1e-8 * u, c = 1e-12 * u;
+        double M[16] = {a + c, -a, -c, 0, -a, a + b, -b, 0, -c, -b, b + c, 0, 0, 0, 0, u};
+        double W[4] = {0, 0, 0, 1}, F[4] = {u, -0.5 * u, -0.5 * u, 0.0};
+        double v[4] = {7, 7, 7, 7}, lam[1] = {7};
+        cdyn_status st;
+        cdyn_nullspace *ns = cdyn_nullspace_create(4, 1, &st);
+        ck_assert_ptr_nonnull(ns);
+        ck_assert_int_eq(cdyn_nullspace_factor(ns, W, 1), CDYN_OK);
+        ck_assert_int_eq(cdyn_nullspace_solve(ns, M, 4, F, NULL, v, lam), CDYN_ERR_SINGULAR);
+        ck_assert_ptr_nonnull(strstr(cdyn_nullspace_last_error(ns), "singular"));
+        for (int i = 0; i < 4; ++i) ck_assert(v[i] == 7.0);
+        ck_assert(lam[0] == 7.0);
+        M[0] += u; /* a mass on the first state: regular */
+        ck_assert_int_eq(cdyn_nullspace_solve(ns, M, 4, F, NULL, v, lam), CDYN_OK);
+        cdyn_nullspace_free(ns);
+    }
+}
+END_TEST
+
 /* W = [-1, -1e-300, 1] in units where the middle state is tiny: the
  * equilibrated columns are equal, and the state of index 1 can be the
  * dependent one (v1 = 1e300 (v2 - v0)). With vbar = (1e308, 1e308) the
@@ -2150,6 +2182,7 @@ static Suite *nullspace_suite(void)
     tcase_add_test(bad, recover_rejects_bad_arguments);
     tcase_add_test(bad, solve_rejects_bad_arguments);
     tcase_add_test(bad, solve_reports_indefinite_reduced_mass);
+    tcase_add_test(bad, solve_reports_a_singular_reduced_mass_its_pivots_hide);
     tcase_add_test(bad, calls_before_factor_are_rejected);
     suite_add_tcase(s, bad);
 

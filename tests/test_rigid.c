@@ -1825,6 +1825,11 @@ START_TEST(set_body_rejects_bad_bodies_and_keeps_the_old_one)
                 "positive definite");
     EXPECT_FAIL(cdyn_rigid_set_body(rb, 2.0, Izero, 3, r), CDYN_ERR_SINGULAR, rb,
                 "positive definite");
+    /* singular (null vector (1, 1, 1)) with pivots that pass the pivot test:
+     * the Laplacian of a ring of weights 1, 1e-8, 1e-12 (accepted before) */
+    double Iring[9] = {1 + 1e-12, -1, -1e-12, -1, 1 + 1e-8, -1e-8, -1e-12, -1e-8, 1e-8 + 1e-12};
+    EXPECT_FAIL(cdyn_rigid_set_body(rb, 2.0, Iring, 3, r), CDYN_ERR_SINGULAR, rb,
+                "positive definite");
     still_correct(rb, &in, "bad bodies");
     /* leading dimension: NaN padding is not read; tiny asymmetry is accepted */
     double Ipad[12];

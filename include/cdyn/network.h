@@ -125,7 +125,10 @@ CDYN_API long cdyn_network_nonzeros(const cdyn_network *net);
  *
  * M   cdyn_network_mass_values() numbers: the diagonal (diagonal M) or the
  *     blocks one after another, each column-major and full (only the lower
- *     triangle is read).
+ *     triangle is used; every value must be finite, CDYN_ERR_NONFINITE).
+ *     A block is positive definite by the definiteness policy, checked
+ *     also by inverse iteration (a singular block whose pivots pass, the
+ *     Laplacian of a ring of weights 1, 1e-8 and 1e-12, is refused).
  * W   cdyn_network_nonzeros() values in the pattern's order.
  * Errors: CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE, CDYN_ERR_SINGULAR (a
  * block of M not positive definite, named in the message; or S rank

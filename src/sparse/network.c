@@ -387,8 +387,9 @@ static int factor_mass(cdyn_network *net)
             s[0] = cdyn__sym_scale(A[0]);
             F[0] = sqrt(s[0] * A[0] * s[0]);
             net->Minv[k0] = 1.0 / A[0];
-        } else if (cdyn__spd_factor(size, A, size, F, size, s) != 0) {
-            return b;
+        } else if (cdyn__spd_factor(size, A, size, F, size, s) != 0 ||
+                   cdyn__spd_nearly_singular(size, F, size, net->blockwork) != 0) {
+            return b; /* (blockwork: max_block (max_rows + 1) >= size) */
         }
         for (int j = 0; j < size; ++j) net->Mroot[k0 + j] = sqrt(A[j + (size_t)j * size]);
     }
