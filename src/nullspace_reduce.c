@@ -351,7 +351,7 @@ cdyn_status cdyn_nullspace_solve(cdyn_nullspace *ns, const double *M, int ldm,
     /* pivots can hide a singular Mbar (a ring of masses 1, 1e-8 and 1e-12
      * coupled through off-diagonal terms passed them: v' along the ring's
      * null vector arbitrary, with CDYN_OK) */
-    info = cdyn__spd_nearly_singular(d, ns->mass_reduced, d, ns->vec_n3);
+    info = cdyn__spd_nearly_singular(d, ns->mass_reduced, d, ns->vec_n3, ns->vec_n2);
     if (info > 0)
         return cdyn__fail(ns->msg, CDYN_ERR_SINGULAR,
                           "%s: reduced mass matrix alpha^T M alpha is singular to working "

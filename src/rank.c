@@ -248,27 +248,41 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
     return info;
 }
 
-int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *work)
+/* x = (L L^T)^-1 x, L lower triangular (ld ldl) with the reciprocals of
+ * its diagonal in inv: the substitutions written out, without divisions
+ * (at the sizes of a step, LAPACK's call overhead and the divisions'
+ * latency were most of the check's time). */
+static void cholesky_solve(int n, const double *L, int ldl, const double *inv, double *x)
 {
-    double growth = 0.0;
-    for (int i = 0; i < n; ++i) work[i] = 1.0 + (double)(i % 7) / 7.0;
-    for (int it = 0; it < 3; ++it) {
-        double before = 0.0, after = 0.0;
-        for (int i = 0; i < n; ++i) before += work[i] * work[i];
-        cdyn__potrs(n, 1, L, ldl, work, n);
-        for (int i = 0; i < n; ++i) after += work[i] * work[i];
-        if (!(after < INFINITY)) { /* overflowed (NaN too): as singular as it gets */
-            growth = INFINITY;
-            break;
-        }
-        if (!(after > 0.0)) return 0;
-        growth = sqrt(after / before);
-        double norm = sqrt(after);
-        for (int i = 0; i < n; ++i) work[i] /= norm;
+    for (int j = 0; j < n; ++j) {
+        const double *col = L + (size_t)j * ldl;
+        double xj = x[j] *= inv[j];
+        for (int i = j + 1; i < n; ++i) x[i] -= col[i] * xj;
     }
-    if (!(growth * 0.5 * CDYN__DEFINITE_TOL >= 1.0)) return 0;
+    for (int j = n - 1; j >= 0; --j) {
+        const double *col = L + (size_t)j * ldl;
+        double sum = x[j];
+        for (int i = j + 1; i < n; ++i) sum -= col[i] * x[i];
+        x[j] = sum * inv[j];
+    }
+}
+
+int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv)
+{
+    double before = 0.0, after = 0.0;
+    for (int i = 0; i < n; ++i) {
+        inv[i] = 1.0 / L[i + (size_t)i * ldl];
+        x[i] = 1.0 + 0.125 * (double)(i % 8);
+    }
+    for (int i = 0; i < n; ++i) before += x[i] * x[i];
+    cholesky_solve(n, L, ldl, inv, x);
+    for (int i = 0; i < n; ++i) after += x[i] * x[i];
+    /* ||x_1|| / ||x_0|| >= 2 / CDYN__DEFINITE_TOL (NaN or Inf: overflowed,
+     * as singular as it gets) */
+    double bound = 2.0 / CDYN__DEFINITE_TOL;
+    if (after < INFINITY && !(after >= bound * bound * before)) return 0;
     int row = 0;
     for (int i = 1; i < n; ++i)
-        if (fabs(work[i]) > fabs(work[row]) || isnan(work[row])) row = i;
+        if (fabs(x[i]) > fabs(x[row]) || isnan(x[row])) row = i;
     return row + 1;
 }

@@ -147,12 +147,15 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
 /* The second half of the definiteness policy, for matrices from the
  * caller's data: the pivots of an unpivoted Cholesky factor can hide a
  * singular matrix (a pivot is the smallest eigenvalue over the square of
- * the null vector's entry at its row, and that entry can be 1e-4). Three
- * steps of inverse iteration with the factor L (n x n, ld ldl, from
+ * the null vector's entry at its row, and that entry can be 1e-4). One
+ * step of inverse iteration with the factor L (n x n, ld ldl, from
  * cdyn__spd_factor: of S A S, whose diagonal lies in [1/2, 2)) from a
- * positive start bound the smallest eigenvalue of S A S from above; at or
+ * positive start (a ring's null vector is positive; an entry of it is at
+ * least its own size over sqrt(n) in the start's direction) bounds the
+ * smallest eigenvalue of S A S from above, up to that overlap: at or
  * below CDYN__DEFINITE_TOL / 2 the matrix counts as singular. Returns 0,
- * or 1 + the row of the largest entry of the near null vector. work: n. */
-int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *work);
+ * or 1 + the row of the largest entry of the near null vector. x, inv:
+ * n each (the iterate, the reciprocals of L's diagonal). */
+int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv);
 
 #endif

@@ -129,9 +129,9 @@ cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const double *inert
                                   fn, i, j, a, j, i, b);
             sym[i + 3 * j] = 0.5 * (a + b);
         }
-    double chol[9], scale3[3], work[3];
+    double chol[9], scale3[3], x[3], inv[3];
     int info = cdyn__spd_factor(3, sym, 3, chol, 3, scale3);
-    if (info == 0 && cdyn__spd_nearly_singular(3, chol, 3, work) != 0) info = 3;
+    if (info == 0 && cdyn__spd_nearly_singular(3, chol, 3, x, inv) != 0) info = 3;
     if (info != 0)
         return cdyn__fail(rb->msg, CDYN_ERR_SINGULAR,
                           "%s: inertia is not positive definite (leading minor %d)", fn, info);

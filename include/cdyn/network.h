@@ -23,7 +23,7 @@
  * of two and is positive definite when every Cholesky pivot keeps
  * L_jj^2 > 1e3 eps (relative) and, since pivots alone can hide a
  * dependent row (a closed ring of inertances 1, 1e8 and 1e12 passed
- * them), three steps of inverse iteration with the factor find no
+ * them), a step of inverse iteration with the factor finds no
  * eigenvalue at or below 1e3 eps; otherwise the constraint rows that
  * depend on the others are named (cdyn_network_redundant_rows(); the
  * largest entry of the near null vector for the second test) and the load

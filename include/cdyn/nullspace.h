@@ -281,7 +281,7 @@ CDYN_API cdyn_status cdyn_nullspace_recover(cdyn_nullspace *ns, const double *M,
  * condition of that system times machine epsilon (docs/theory.md).
  * Returns CDYN_OK, CDYN_ERR_ARG, CDYN_ERR_NONFINITE, CDYN_ERR_SINGULAR (Mbar
  * not positive definite by the definiteness policy, or an eigenvalue of
- * the equilibrated Mbar at or below 1e3 eps by three steps of inverse
+ * the equilibrated Mbar at or below 1e3 eps by a step of inverse
  * iteration (a singular Mbar whose pivots pass), or the system singular
  * to working accuracy),
  * CDYN_ERR_BUSY. No allocation.

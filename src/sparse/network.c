@@ -388,8 +388,8 @@ static int factor_mass(cdyn_network *net)
             F[0] = sqrt(s[0] * A[0] * s[0]);
             net->Minv[k0] = 1.0 / A[0];
         } else if (cdyn__spd_factor(size, A, size, F, size, s) != 0 ||
-                   cdyn__spd_nearly_singular(size, F, size, net->blockwork) != 0) {
-            return b; /* (blockwork: max_block (max_rows + 1) >= size) */
+                   cdyn__spd_nearly_singular(size, F, size, net->blockwork, net->x) != 0) {
+            return b; /* (blockwork: max_block (max_rows + 1) >= size; x: n) */
         }
         for (int j = 0; j < size; ++j) net->Mroot[k0 + j] = sqrt(A[j + (size_t)j * size]);
     }
@@ -483,9 +483,11 @@ static int factor_schur(cdyn_network *net, double smallest)
  * about 1e4, the null vector's entry at the last pivot was 1e-4 and that
  * pivot 1.9e-9: the load returned CDYN_OK, and the pressures' level was
  * arbitrary (2e5 Pa apart in Pa and in bar). So the factor that passed is
- * also checked by inverse iteration: three solves from a positive start
- * (a ring's null vector is positive) give ||S^-1 y|| / ||y|| of the
- * equilibrated S, a lower bound on its largest eigenvalue's inverse.
+ * also checked by a step of inverse iteration: one solve from a positive
+ * start (a ring's null vector is positive) gives ||S^-1 y|| / ||y|| of the
+ * equilibrated S, a lower bound on its smallest eigenvalue's inverse up
+ * to the start's overlap with the null vector (three solves cost a third
+ * of a load).
  * Returns the place k (S's order) of a row to take out, the largest entry
  * of the last iterate, when the smallest eigenvalue is no larger than the
  * pivot policy's CDYN__DEFINITE_TOL times the smallest diagonal entry;
@@ -494,8 +496,8 @@ static int nearly_dependent_row(cdyn_network *net, double smallest)
 {
     int m = net->m;
     double *y = net->dy, growth = 0.0;
-    for (int i = 0; i < m; ++i) y[i] = net->dropped[i] ? 0.0 : 1.0 + (double)(i % 7) / 7.0;
-    for (int it = 0; it < 3; ++it) {
+    for (int i = 0; i < m; ++i) y[i] = net->dropped[i] ? 0.0 : 1.0 + 0.125 * (double)(i % 8);
+    for (int it = 0; it < 1; ++it) { /* (one solve: as cdyn__spd_nearly_singular) */
         double before = 0.0, after = 0.0;
         for (int i = 0; i < m; ++i) before += y[i] * y[i];
         cdyn__net_schur_solve(net->L, net->perm, y, net->t);
