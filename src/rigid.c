@@ -18,6 +18,8 @@
 
 /* Relative tolerance of the inertia's symmetry check. */
 #define SYMMETRY_TOL 1e-12
+/* How far R^T R may be from I (entry by entry) for R to count as a rotation. */
+#define ROTATION_TOL 1e-10
 
 struct cdyn_rigid {
     int f;
@@ -166,6 +168,26 @@ static cdyn_status check_mat(cdyn_rigid *rb, const char *fn, const char *prefix,
 }
 
 /* The fields of k the accelerations use. */
+/* R must be a rotation: R^T R = I within ROTATION_TOL entry by entry and
+ * det R > 0 (2 I, or an unnormalized quaternion's matrix, gave q'' off by
+ * its scaling with CDYN_OK; a reflection the mirrored motion). */
+static cdyn_status check_rotation(cdyn_rigid *rb, const char *fn, const char *prefix,
+                                  const double *R)
+{
+    double worst = 0.0;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i <= j; ++i) {
+            double d = dot3(R + 3 * i, R + 3 * j) - (i == j ? 1.0 : 0.0);
+            worst = fmax(worst, fabs(d));
+        }
+    double c[3];
+    cross(R, R + 3, c);
+    if (worst <= ROTATION_TOL && dot3(c, R + 6) > 0.0) return CDYN_OK;
+    return cdyn__fail(rb->msg, CDYN_ERR_ARG,
+                      "%s: %sk->rotation is not a rotation (R^T R - I off by %.3g, det %s 0)",
+                      fn, prefix, worst, dot3(c, R + 6) > 0.0 ? ">" : "<=");
+}
+
 static cdyn_status check_kinematics(cdyn_rigid *rb, const char *fn, const char *prefix,
                                     const cdyn_rigid_kinematics *k)
 {
@@ -173,6 +195,7 @@ static cdyn_status check_kinematics(cdyn_rigid *rb, const char *fn, const char *
     cdyn_status st = check_mat(rb, fn, prefix, "k->J_T", f, k->J_T);
     if (!st) st = check_mat(rb, fn, prefix, "k->J_R", f, k->J_R);
     if (!st) st = check_mat(rb, fn, prefix, "k->rotation", 3, k->rotation);
+    if (!st) st = check_rotation(rb, fn, prefix, k->rotation);
     if (!st) st = check_vec(rb, fn, prefix, "k->L_T", 3, k->L_T);
     if (!st) st = check_vec(rb, fn, prefix, "k->L_R", 3, k->L_R);
     if (!st) st = check_vec(rb, fn, prefix, "k->v0_dot", 3, k->v0_dot);

@@ -1895,6 +1895,25 @@ START_TEST(accelerations_and_velocities_reject_bad_input_and_write_nothing)
         EXPECT_FAIL(cdyn_rigid_accelerations(rb, &bad, in.qd, in.F, qdd, Fq),
                     CDYN_ERR_NONFINITE, rb, fields[c].name);
     }
+    /* a rotation that is none: 2 R (an unnormalized quaternion's matrix
+     * gave q'' off by the scaling, with CDYN_OK), a reflection, and R off
+     * by 1e-9 in one entry; R off by 1e-13 is accepted */
+    for (int c = 0; c < 4; ++c) {
+        cdyn_rigid_kinematics bad = in.k;
+        if (c == 0)
+            for (int i = 0; i < 9; ++i) bad.rotation[i] *= 2.0;
+        if (c == 1)
+            for (int i = 0; i < 3; ++i) bad.rotation[3 * i] = -bad.rotation[3 * i];
+        if (c >= 2) bad.rotation[4] += c == 2 ? 1e-9 : 1e-13;
+        if (c < 3) {
+            EXPECT_FAIL(cdyn_rigid_accelerations(rb, &bad, in.qd, in.F, qdd, Fq), CDYN_ERR_ARG,
+                        rb, "not a rotation");
+        } else {
+            double qdd_ok[2], Fq_ok[6]; /* (qdd, Fq must stay untouched for the checks below) */
+            ck_assert_int_eq(cdyn_rigid_accelerations(rb, &bad, in.qd, in.F, qdd_ok, Fq_ok),
+                             CDYN_OK);
+        }
+    }
     double qdnan[2] = {0.5, NAN}, Fnan[6] = {0, 0, 0, 0, 0, NAN};
     EXPECT_FAIL(cdyn_rigid_accelerations(rb, &in.k, qdnan, in.F, qdd, Fq), CDYN_ERR_NONFINITE,
                 rb, "qdot[1]");

@@ -137,7 +137,9 @@ CDYN_API cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const doub
  * least-squares problem's cond^2 eps times the constraint loads' share
  * remains (measured 2.9e-7 at 1e-6 rad from the Euler singularity, 2.2e-6
  * for an inertia 1e-12 of m |r_PC|^2; test_rigid);
- * CDYN_ERR_ARG (no body set, NULL); CDYN_ERR_NONFINITE. No allocation.
+ * CDYN_ERR_ARG (no body set, NULL, or k->rotation not a rotation:
+ * R^T R - I beyond 1e-10 in an entry, or det R <= 0); CDYN_ERR_NONFINITE.
+ * No allocation.
  */
 CDYN_API cdyn_status cdyn_rigid_accelerations(cdyn_rigid *rb, const cdyn_rigid_kinematics *k,
                                               const double *qdot, const double *F_i,
