@@ -503,7 +503,7 @@ static cdyn_status motion_at(cdyn_rigid *rb, const char *fn, double t, const dou
     if (st != CDYN_OK) /* finite q, q': a velocity product or the carriage overflowed */
         return cdyn__fail(rb->msg, st, "%s: the preset's kinematics at t = %g are not finite",
                           fn, t);
-    return check_kinematics(rb, fn, "motion callback gave NaN/Inf: ", &rb->kin);
+    return check_kinematics(rb, fn, "the motion callback's ", &rb->kin);
 }
 
 /* F_i from the loads callback (0 without one), checked. */

@@ -231,7 +231,8 @@ CDYN_API cdyn_status cdyn_rigid_set_preset(cdyn_rigid *rb, cdyn_rigid_preset pre
 /**
  * Right-hand side for an integrator: y = [q; q'] (2f) → ydot = [q'; q''].
  * Returns the statuses of cdyn_rigid_accelerations(), CDYN_ERR_ARG (no
- * model set, NULL y or ydot), CDYN_ERR_NONFINITE (y, or a callback's or
+ * model set, NULL y or ydot, a motion callback's rotation that is none),
+ * CDYN_ERR_NONFINITE (y, or a callback's or
  * the preset's output) and CDYN_ERR_CALLBACK (code in
  * cdyn_rigid_callback_code(); a preset's failed carriage callback gives 1).
  * ydot may be y. No allocation.
