@@ -44,7 +44,6 @@ struct cdyn_rigid {
     cdyn_rigid_kinematics kin;
     double F_i[6], qdd[6], F_q[6];
     double Mbar[36], Nbar[6], J[36]; /* 6 x f, leading dimension 6 */
-    double A[36];                    /* f x f, leading dimension 6 */
     char *msg; /* the message record after the object (cdyn__object_alloc) */
 };
 
@@ -188,14 +187,15 @@ static cdyn_status check_rotation(cdyn_rigid *rb, const char *fn, const char *pr
                       fn, prefix, worst, dot3(c, R + 6) > 0.0 ? ">" : "<=");
 }
 
+/* k's fields finite, and its rotation one unless cdyn made it (a preset) */
 static cdyn_status check_kinematics(cdyn_rigid *rb, const char *fn, const char *prefix,
-                                    const cdyn_rigid_kinematics *k)
+                                    const cdyn_rigid_kinematics *k, int callers)
 {
     int f = rb->f;
     cdyn_status st = check_mat(rb, fn, prefix, "k->J_T", f, k->J_T);
     if (!st) st = check_mat(rb, fn, prefix, "k->J_R", f, k->J_R);
     if (!st) st = check_mat(rb, fn, prefix, "k->rotation", 3, k->rotation);
-    if (!st) st = check_rotation(rb, fn, prefix, k->rotation);
+    if (!st && callers) st = check_rotation(rb, fn, prefix, k->rotation);
     if (!st) st = check_vec(rb, fn, prefix, "k->L_T", 3, k->L_T);
     if (!st) st = check_vec(rb, fn, prefix, "k->L_R", 3, k->L_R);
     if (!st) st = check_vec(rb, fn, prefix, "k->v0_dot", 3, k->v0_dot);
@@ -217,20 +217,23 @@ static cdyn_status check_body(cdyn_rigid *rb, const char *fn)
  * least-squares problem min |G J q'' - G^-T rest| for any G with G^T G =
  * diag(m 1, M_g): here G = [sqrt(m) 1, 0; 0, L^T S^-1 R^T] with the body's
  * equilibrated factor S I S = L L^T (its rows are then all in the units
- * of sqrt(energy), and commensurate). A pivoted QR of B = G J solves it
- * without forming J^T Mbar J, whose condition is B's squared: near a
+ * of sqrt(energy), and commensurate). A Householder QR of B = G J C, C the
+ * powers of two that give its columns norms in [1/sqrt 2, sqrt 2), solves
+ * it without forming J^T Mbar J, whose condition is B's squared: near a
  * singular pose (Euler angles 4.8e-7 rad from theta = pi/2) the normal
  * equations gave q'' 7.9e-4 off, with CDYN_OK; a free body (f = 6, B
  * square) is now within B's condition times the rounding, as its own
- * equations in closed form. R: the rotation (3 x 3). */
-static void least_squares_accelerations(cdyn_rigid *rb, const double *R, const double *rest)
+ * equations in closed form. The verdict is the definiteness policy's on
+ * J^T Mbar: its equilibrated Cholesky factor is R of this QR (up to
+ * signs), so a pivot R_jj^2 <= CDYN__DEFINITE_TOL times the smallest
+ * column norm^2 is a leading minor that fails; returns its order (0:
+ * positive definite). R: the rotation (3 x 3). */
+static int least_squares_accelerations(cdyn_rigid *rb, const double *R, const double *rest)
 {
     const int f = rb->f;
     const double *L = rb->inertia_l, *S = rb->inertia_s;
-    double B[36], s[6], tau[6], u[3], x[6];
-    int jpvt[6] = {0};
-    double root = sqrt(rb->mass);
-    /* u = R^T v, then L^T S^-1 u (the rotation rows of G v) */
+    double B[36], s[6], u[3], scale[6];
+    double root = sqrt(rb->mass), smallest = INFINITY;
     for (int c = 0; c <= f; ++c) {
         const double *v = c < f ? rb->J + 6 * c : rest;
         double *out = c < f ? B + 6 * c : s;
@@ -238,13 +241,18 @@ static void least_squares_accelerations(cdyn_rigid *rb, const double *R, const d
             u[i] = (R[3 * i] * v[3] + R[1 + 3 * i] * v[4] + R[2 + 3 * i] * v[5]);
             out[i] = c < f ? root * v[i] : v[i] / root;
         }
-        if (c < f) {
+        if (c < f) { /* L^T S^-1 R^T v, and the column's scale */
             for (int i = 0; i < 3; ++i) u[i] /= S[i];
             for (int i = 0; i < 3; ++i) {
                 double t = 0.0;
                 for (int j = i; j < 3; ++j) t += L[j + 3 * i] * u[j];
                 out[3 + i] = t;
             }
+            double norm2 = 0.0;
+            for (int i = 0; i < 6; ++i) norm2 += out[i] * out[i];
+            scale[c] = cdyn__sym_scale(norm2);
+            for (int i = 0; i < 6; ++i) out[i] *= scale[c];
+            smallest = fmin(smallest, norm2 * scale[c] * scale[c]);
         } else { /* G^-T: L_I^-1 R^T = L^-1 S R^T, by forward substitution */
             for (int i = 0; i < 3; ++i) {
                 double t = S[i] * u[i];
@@ -253,14 +261,30 @@ static void least_squares_accelerations(cdyn_rigid *rb, const double *R, const d
             }
         }
     }
-    cdyn__small_geqp3(6, f, B, 6, jpvt, tau);
-    cdyn__small_ormqr('L', 'T', 6, 1, f, B, 6, tau, s, 6);
-    for (int i = f - 1; i >= 0; --i) { /* R x = (Q^T s)(1:f) */
-        double t = s[i];
-        for (int j = i + 1; j < f; ++j) t -= B[i + 6 * j] * x[j];
-        x[i] = t / B[i + 6 * i];
+    /* Householder QR of B (6 x f), applied to s as it goes */
+    for (int j = 0; j < f; ++j) {
+        double *col = B + 6 * j, norm2 = 0.0;
+        for (int i = j; i < 6; ++i) norm2 += col[i] * col[i];
+        double alpha = col[j] >= 0.0 ? -sqrt(norm2) : sqrt(norm2);
+        if (!(alpha * alpha > CDYN__DEFINITE_TOL * smallest)) return j + 1;
+        /* v = col(j:6) - alpha e_1, H = I - v v^T / (-alpha v_0) */
+        double v0 = col[j] - alpha, beta = -alpha * v0; /* v^T v / 2 */
+        col[j] = v0;
+        for (int c = j + 1; c <= f; ++c) {
+            double *other = c < f ? B + 6 * c : s, dot = 0.0;
+            for (int i = j; i < 6; ++i) dot += col[i] * other[i];
+            double factor = dot / beta;
+            for (int i = j; i < 6; ++i) other[i] -= factor * col[i];
+        }
+        col[j] = alpha; /* R_jj (the rest of v is no longer needed) */
     }
-    for (int i = 0; i < f; ++i) rb->qdd[jpvt[i] - 1] = x[i];
+    for (int i = f - 1; i >= 0; --i) { /* R x = (Q^T s)(1:f), q'' = C x */
+        double t = s[i];
+        for (int j = i + 1; j < f; ++j) t -= B[i + 6 * j] * rb->qdd[j];
+        rb->qdd[i] = t / B[i + 6 * i];
+    }
+    for (int i = 0; i < f; ++i) rb->qdd[i] *= scale[i];
+    return 0;
 }
 
 /* q'' into rb->qdd and F_q into rb->F_q; inputs already checked. */
@@ -312,29 +336,16 @@ static cdyn_status solve(cdyn_rigid *rb, const char *fn, const cdyn_rigid_kinema
     mat3_vec(Mg, w, tmp);
     cross(w, tmp, tmp2);
     for (int i = 0; i < 3; ++i) rb->Nbar[3 + i] += tmp2[i];
-    /* A = J^T Mbar = J^T diag(m I, M_g) J (lower triangle), for the verdict */
-    for (int j = 0; j < f; ++j) {
-        const double *Jj = rb->J + 6 * j;
-        mat3_vec(Mg, Jj + 3, tmp);
-        for (int i = j; i < f; ++i) {
-            const double *Ji = rb->J + 6 * i;
-            rb->A[i + 6 * j] = m * dot3(Ji, Jj) + dot3(Ji + 3, tmp);
-        }
-    }
-    /* the definiteness policy (equilibrated Cholesky, relative pivot test) */
-    double scale[6];
-    int info = cdyn__spd_factor(f, rb->A, 6, rb->A, 6, scale);
+    /* the verdict and the solution by the least-squares form */
+    double rest[6];
+    for (int i = 0; i < 6; ++i) rest[i] = F_i[i] - rb->Nbar[i];
+    int info = least_squares_accelerations(rb, R, rest);
     if (info != 0)
         return cdyn__fail(rb->msg, CDYN_ERR_SINGULAR,
                           "%s: J^T Mbar is not positive definite (leading minor %d): the "
                           "coordinates are singular here (J loses rank, e.g. Euler angles at "
                           "theta = +-pi/2)",
                           fn, info);
-    /* the solution by the least-squares form (the verdict above stays
-     * the definiteness policy's) */
-    double rest[6];
-    for (int i = 0; i < 6; ++i) rest[i] = F_i[i] - rb->Nbar[i];
-    least_squares_accelerations(rb, R, rest);
     /* F_q = Mbar q'' + Nbar - F_i */
     for (int i = 0; i < 6; ++i) {
         double s = rb->Nbar[i] - F_i[i];
@@ -361,7 +372,7 @@ cdyn_status cdyn_rigid_accelerations(cdyn_rigid *rb, const cdyn_rigid_kinematics
     if (!k || !qdot || !F_i || !qdd)
         return cdyn__fail(rb->msg, CDYN_ERR_ARG, "%s: %s is NULL", fn,
                           !k ? "k" : !qdot ? "qdot" : !F_i ? "F_i" : "qdd");
-    st = check_kinematics(rb, fn, "", k);
+    st = check_kinematics(rb, fn, "", k, 1);
     if (!st) st = check_vec(rb, fn, "", "qdot", rb->f, qdot);
     if (!st) st = check_vec(rb, fn, "", "F_i", 6, F_i);
     if (!st) st = solve(rb, fn, k, qdot, F_i);
@@ -503,7 +514,8 @@ static cdyn_status motion_at(cdyn_rigid *rb, const char *fn, double t, const dou
     if (st != CDYN_OK) /* finite q, q': a velocity product or the carriage overflowed */
         return cdyn__fail(rb->msg, st, "%s: the preset's kinematics at t = %g are not finite",
                           fn, t);
-    return check_kinematics(rb, fn, "the motion callback's ", &rb->kin);
+    return check_kinematics(rb, fn, rb->has_preset ? "the preset's " : "the motion callback's ",
+                            &rb->kin, !rb->has_preset);
 }
 
 /* F_i from the loads callback (0 without one), checked. */

@@ -130,13 +130,13 @@ CDYN_API cdyn_status cdyn_rigid_set_body(cdyn_rigid *rb, double mass, const doub
  * the load the constraints exert (force; moment about C; the moment about P
  * is n_q + r_PC x f_q). CDYN_ERR_SINGULAR when J^T Mbar is not positive
  * definite by the definiteness policy (J loses rank, e.g. Euler angles at
- * theta = +-pi/2). q'' is the least-squares solution by a pivoted QR of
- * the mass-weighted J (docs/theory.md T5.3), not a Cholesky solve of
- * J^T Mbar, whose condition is J's squared: a free body (f = 6) is then
- * within J's condition times the rounding; with constraints the
- * least-squares problem's cond^2 eps times the constraint loads' share
- * remains (measured 2.9e-7 at 1e-6 rad from the Euler singularity, 2.2e-6
- * for an inertia 1e-12 of m |r_PC|^2; test_rigid);
+ * theta = +-pi/2), read from the R of a Householder QR of the mass-weighted
+ * J with equilibrated columns, whose least-squares solution q'' is (docs/
+ * theory.md T5.3; J^T Mbar, whose condition is J's squared, is never
+ * formed): a free body is within J's condition times the rounding; with
+ * constraints the least-squares problem's cond^2 eps times the
+ * constraint loads' share remains (measured 7.9e-8 at 1e-6 rad from the
+ * Euler singularity; test_rigid);
  * CDYN_ERR_ARG (no body set, NULL, or k->rotation not a rotation:
  * R^T R - I beyond 1e-10 in an entry, or det R <= 0); CDYN_ERR_NONFINITE.
  * No allocation.
