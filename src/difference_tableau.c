@@ -34,6 +34,30 @@ static double larger(double a, double b)
     return isnan(a) || isnan(b) ? NAN : fmax(a, b);
 }
 
+/* `times` the rounding of entry i's difference quotients at step h: its
+ * values carry about eps (terms_i + h rates_i) (noise). */
+static double quotient_rounding(const cdyn__tableau_rounding *noise, int order, int i, double h,
+                                double times)
+{
+    double values = noise->terms[i] + (noise->rates ? h * noise->rates[i] : 0.0);
+    return times * DBL_EPSILON * values / (order == 1 ? h : h * h);
+}
+
+/* Does a diagonal entry `moved` away from the winner `best` (estimate
+ * `error`) contradict it? After an estimate of exactly 0 (levels that
+ * agreed to the bit: steps that are whole periods of a prescribed motion)
+ * a move by a tenth of the entry's size does, which rounding never is.
+ * Else only a move beyond the entry's size: rounding that grows from a
+ * converged winner can jump by a quarter of it within one level (the
+ * phase of sin(w t) at t = 538 s, a 2e-7 winner), while chance agreements
+ * of steps far too long (a crank's several turns per step at 1.2e5 rad:
+ * -442 then 5309) move by many times it. */
+static int contradicted(double moved, double best, double diagonal, double error)
+{
+    double size = fmax(fabs(best), fabs(diagonal));
+    return moved > (error == 0.0 ? 0.1 : 1.0) * size;
+}
+
 /* Entry i's winners so far are dropped and its levels go on. */
 static void reopen(const cdyn__tableau_work *w, int i)
 {
@@ -110,6 +134,16 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                 entry[i] = left[i] + (left[i] - up[i]) / (factor - 1.0);
                 if (open[i] != ENTRY_OPEN) continue;
                 double e = larger(fabs(entry[i] - left[i]), fabs(entry[i] - up[i]));
+                /* no estimate below the rounding of this step's quotients
+                 * (entries that agree exactly because f's values are the
+                 * same bits there are no converged ones: a prescribed
+                 * motion of 1e-6 m about an offset of 100 m won with an
+                 * estimate of 0 at the fine steps, and q'' came back
+                 * 4e6 times its amplitude off) */
+                if (noise) {
+                    double floor = quotient_rounding(noise, order, i, h, 1.0);
+                    if (e < floor) e = floor;
+                }
                 double r = e == 0.0 ? 0.0 : e / fabs(entry[i]);
                 if (r < relative[i] || (r == relative[i] && e < error[i])) {
                     error[i] = e;
@@ -126,8 +160,8 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
         const double *before = previous + (size_t)(k > 0 ? k - 1 : 0) * m1;
         for (int i = 0; k > 0 && i < m; ++i) {
             if (open[i] == ENTRY_PENDING) { /* (out[i] is written: it stopped on it) */
-                double size = fmax(fabs(out[i]), fabs(diagonal[i]));
-                if (fabs(diagonal[i] - out[i]) > 0.1 * size && k + 1 < most)
+                if (contradicted(fabs(diagonal[i] - out[i]), out[i], diagonal[i], error[i]) &&
+                    k + 1 < most)
                     reopen(w, i);
                 else
                     open[i] = ENTRY_DONE;
@@ -136,13 +170,11 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
             if (open[i] != ENTRY_OPEN) continue;
             double moved = fabs(diagonal[i] - before[i]);
             if (relative[i] <= 1e-4 && moved > 2.0 * error[i]) {
-                /* rounding has taken over, unless the move is by a tenth
-                 * of the entry's size: after levels that agreed exactly
-                 * no rounding, and without `noise` (a DAE's inputs,
-                 * checked before) after an estimate above 0 taken as
-                 * rounding */
-                double size = fmax(fabs(out[i]), fabs(diagonal[i]));
-                if (moved <= 0.1 * size || (!noise && error[i] > 0.0) || k + 1 >= most)
+                /* rounding has taken over, unless the move contradicts
+                 * the winner (without `noise`, a DAE's inputs, checked
+                 * before: only after an estimate of exactly 0) */
+                int against = contradicted(moved, out[i], diagonal[i], error[i]);
+                if (!against || (!noise && error[i] > 0.0) || k + 1 >= most)
                     open[i] = ENTRY_PENDING;
                 else
                     reopen(w, i);
@@ -152,8 +184,7 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                  * quotients at this step, past the first four (steps that
                  * are whole periods of a prescribed motion, at multiples
                  * of 64 / c Hz, make those agree to the rounding) */
-                double values = noise->terms[i] + (noise->rates ? h * noise->rates[i] : 0.0);
-                double rounding = 64.0 * DBL_EPSILON * values / (order == 1 ? h : h * h);
+                double rounding = quotient_rounding(noise, order, i, h, 64.0);
                 if (least_error[i] <= rounding && moved <= rounding) open[i] = ENTRY_DONE;
             }
         }

@@ -119,8 +119,12 @@ CDYN_API cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass,
  * 1e-8 to 1e8, satisfies Phi_q q'' = xi within 1.7e-7 of each row's scale
  * (test_mbs; before, up to 1.0 off with CDYN_OK). A row whose xi is 0 (a
  * linear constraint) stops at its rounding, from the fifth level on; the
- * others stop when they converge, the levels when none goes on
- * (docs/reliability.md). Each level costs two Phi (or Phi_q) evaluations:
+ * others stop when they converge, the levels when none goes on; no
+ * estimate counts below the rounding of its step's quotients (from
+ * Phi_q's terms), so a small prescribed motion about a large offset
+ * (a / X0 = 1e-8) keeps 6.4e-4 of its acceleration amplitude; at 1e-9,
+ * 2.5e-2, the rounding of X0 at the first step (docs/reliability.md).
+ * Each level costs two Phi (or Phi_q) evaluations:
  * - phi_t NULL: Phi_t by differences of Phi in t; the first three
  *   evaluations (t - c, t + c, t + c/4) come first, and when Phi gives the
  *   same bits at all three (a scleronomic constraint) Phi_t = 0 exactly
