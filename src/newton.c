@@ -1480,6 +1480,35 @@ static void learn_magnitudes(cdyn_newton *nt, const double *x)
  * rounding level: the correction is rounding too, amplified by J's
  * conditioning, and no iteration can improve x; the report's error ratio
  * (> 1) says how far that is from the requested tolerance. b->g = G(x). */
+/* Is G at its rounding at x? Each |G_i| within ROUNDING_SLACK eps of its
+ * equation's terms: sum_j |J_ij x_j|, the part no unknown accounts for
+ * (g_start) and the owner's known rounding. The shrink rule below took a
+ * correction that shrank by less than 30 % as the sign of rounding; a
+ * root approached linearly (a quintic beside a 1e-7 slope, or any inexact
+ * Jacobian) shrinks so too, and x came back 4.2e-4 off with G 8.4e-11,
+ * 1e5 times its rounding, with CDYN_OK. Uses b->scratch. */
+#define ROUNDING_SLACK 1e3
+
+static int residual_at_rounding(cdyn_newton *nt, const double *J, const double *x)
+{
+    buffers *b = &nt->b;
+    int k = nt->k, p = nt->p;
+    double *terms = b->scratch;
+    for (int i = 0; i < k; ++i) terms[i] = fabs(b->g_start[i]);
+    for (int j = 0; j < p; ++j) {
+        const int *rows;
+        const double *col;
+        int count = column(nt, J, j, &rows, &col);
+        for (int e = 0; e < count; ++e) terms[rows ? rows[e] : e] += fabs(col[e] * x[j]);
+    }
+    for (int i = 0; i < k; ++i) {
+        double floor = ROUNDING_SLACK * DBL_EPSILON * terms[i];
+        if (nt->noise_source && b->noise[i] > floor) floor = b->noise[i];
+        if (!(fabs(b->g[i]) <= floor)) return 0;
+    }
+    return 1;
+}
+
 static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, double res,
                                          double err)
 {
@@ -1672,7 +1701,8 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         }
         /* the residual test met here and at the previous iterate while the
          * correction no longer shrinks: rounding, not progress (newton.h) */
-        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x)) {
+        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x) &&
+            residual_at_rounding(nt, b->jac, x)) {
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }

@@ -34,7 +34,10 @@
  * holds there; a warm start is accepted only if it passes both. One
  * exception: when x meets the residual test and either no step along the
  * correction lowers the residual any further, or the previous iterate met
- * it too and the correction shrank by less than 30 % since, G is at its
+ * it too, the correction shrank by less than 30 % since and every |G_i| is
+ * within 1e3 eps of its equation's terms (sum_j |J_ij x_j| and the part no
+ * unknown accounts for; a root approached linearly shrinks the correction
+ * so too: test_newton), G is at its
  * rounding level and so is the correction (an ill-conditioned J amplifies
  * that rounding beyond tol): x is then as accurate as G can be evaluated,
  * the solve ends converged, and the report's error_ratio (> 1) tells how
