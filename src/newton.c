@@ -1412,6 +1412,26 @@ static int can_widen(const cdyn_newton *nt)
     return nt->mode == MODE_SVD && nt->rank_numerical > nt->rank_used;
 }
 
+/* With J by differences (no callback, not the owner's): the correction
+ * along the singular values that the rank tolerance dropped but that are
+ * not 0 to working accuracy, in units of tol_x. A difference quotient's
+ * entries carry about sqrt(eps) of their size, so the rank decision at
+ * 1e-10 cannot tell a singular value of 5e-10 from noise: J judged rank 1,
+ * the truncated correction 0 and the residual test met, a warm start 0.1
+ * from the root of a linear system came back unchanged with CDYN_OK. When
+ * this is above 1, x is not determined by what the differences can see.
+ * Uses b->dx_prev (p) for the wide correction. */
+static double hidden_correction(cdyn_newton *nt)
+{
+    if (!can_widen(nt)) return 0.0;
+    int used = nt->rank_used;
+    nt->rank_used = nt->rank_numerical;
+    for (int i = 0; i < nt->k; ++i) nt->b.scratch[i] = -nt->b.g[i];
+    cdyn__newton_apply(nt, nt->b.scratch, nt->b.dx_prev);
+    nt->rank_used = used;
+    return weighted_max(nt->p, nt->b.dx_prev, nt->b.tol_x);
+}
+
 /* T2.3 refinement: when the truncated step cannot lower a residual that is
  * still above tolerance (it sits in the dropped directions), step with
  * every numerically non-zero singular value. */
@@ -1693,7 +1713,21 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
             memcpy(b->x_best, x, sizeof(double) * (size_t)p);
             memcpy(b->g_keep, b->g, sizeof(double) * (size_t)k);
         }
-        if (res <= 1.0 && err <= 1.0) {
+        int accept = res <= 1.0 && err <= 1.0;
+        int at_rounding = !accept && res <= 1.0 && previous_met &&
+                          err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x) &&
+                          residual_at_rounding(nt, b->jac, x);
+        int differenced = !jacobian && !nt->has_ops;
+        double hidden = (accept || at_rounding) && differenced ? hidden_correction(nt) : 0.0;
+        if (hidden > 1.0) {
+            st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
+                            "%s: J by differences drops singular values (rank %d of %d kept) "
+                            "that are not 0 to its accuracy, and along them x may be off by %.3g "
+                            "times its tolerance: give the Jacobian callback",
+                            fn, nt->rank_used, nt->rank_numerical, hidden);
+            break;
+        }
+        if (accept) {
             nt->report.converged = 1;
             learn_magnitudes(nt, x);
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
@@ -1701,8 +1735,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         }
         /* the residual test met here and at the previous iterate while the
          * correction no longer shrinks: rounding, not progress (newton.h) */
-        if (res <= 1.0 && previous_met && err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x) &&
-            residual_at_rounding(nt, b->jac, x)) {
+        if (at_rounding) {
             nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
             return converged_at_rounding(nt, x, res, err);
         }

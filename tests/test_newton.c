@@ -530,6 +530,49 @@ START_TEST(a_root_approached_linearly_is_not_taken_for_rounding)
 }
 END_TEST
 
+/* A linear system of condition 1e8 solved with the default Jacobian by
+ * differences: G1 = a + b - 2, G2 = a + (1 + 4e-8) b - (2 + 4e-8), root
+ * (1, 1). The quotients carry about sqrt(eps) of their size, so J's small
+ * singular value (2e-8 of the large one) is half noise: J came out rank 1
+ * by the tolerance, the truncated correction met the tests, and x was
+ * returned 7.7e-3 off with CDYN_OK. A differenced J whose dropped
+ * singular values are not 0 to working accuracy must now leave no
+ * correction beyond tolerance along them: CDYN_ERR_NOCONV, naming the
+ * Jacobian callback. With the exact Jacobian the root to 1e-7. */
+static int nearly_singular_residual(const double *x, double *G, void *user)
+{
+    (void)user;
+    G[0] = x[0] + x[1] - 2.0;
+    G[1] = x[0] + (1.0 + 4e-8) * x[1] - (2.0 + 4e-8);
+    return 0;
+}
+
+static int nearly_singular_jacobian(const double *x, double *J, int ld, void *user)
+{
+    (void)x, (void)user;
+    J[0] = 1.0, J[ld] = 1.0, J[1] = 1.0, J[1 + ld] = 1.0 + 4e-8;
+    return 0;
+}
+
+START_TEST(a_differenced_jacobian_that_cannot_see_its_rank_is_refused)
+{
+    cdyn_newton *nt = cdyn_newton_create(2, 2, NULL);
+    ck_assert_ptr_nonnull(nt);
+    double x[2] = {1.1, 0.9};
+    cdyn_status st = cdyn_newton_solve(nt, nearly_singular_residual, NULL, NULL, x);
+    ck_assert_msg(st != CDYN_OK || (fabs(x[0] - 1.0) <= 1e-6 && fabs(x[1] - 1.0) <= 1e-6),
+                  "CDYN_OK with x = (%.17g, %.17g), the root is (1, 1)", x[0], x[1]);
+    ck_assert_int_eq(st, CDYN_ERR_NOCONV);
+    ck_assert_ptr_nonnull(strstr(cdyn_newton_last_error(nt), "Jacobian callback"));
+    x[0] = 1.1, x[1] = 0.9;
+    ck_assert_int_eq(
+        cdyn_newton_solve(nt, nearly_singular_residual, nearly_singular_jacobian, NULL, x),
+        CDYN_OK);
+    ck_assert(fabs(x[0] - 1.0) <= 1e-7 && fabs(x[1] - 1.0) <= 1e-7);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 /* x0 = (0, 5): Newton on the cubic cycles exactly 0 -> 1 -> 0 (f(0) = 2,
  * f'(0) = -2; f(1) = 1, f'(1) = 1), and the linear equation makes x1 = x0
  * after the first step: iterates (0,5), (1,1), (0,0), (1,1), ... with
@@ -2936,6 +2979,7 @@ static Suite *newton_suite(void)
     tcase_set_timeout(conv, 60);
     tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
     tcase_add_test(conv, a_root_approached_linearly_is_not_taken_for_rounding);
+    tcase_add_test(conv, a_differenced_jacobian_that_cannot_see_its_rank_is_refused);
     tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);
     tcase_add_test(conv, warm_start_after_small_parameter_change_needs_at_most_two_steps);
     tcase_add_test(conv, finite_difference_jacobian_converges_to_known_roots);

@@ -241,7 +241,15 @@ CDYN_API cdyn_status cdyn_newton_set_fd_step(cdyn_newton *nt, double h);
  * Solve G(x) = 0 (THEORY T2.1-T2.4).
  *
  * residual  required. jacobian: NULL for forward differences (p extra
- *           residual evaluations per step).
+ *           residual evaluations per step). Their entries carry about
+ *           sqrt(eps) of their size, so a singular value of J below that
+ *           (relative) is not seen: where the rank tolerance drops one
+ *           that is not 0 to working accuracy and x would move along it by
+ *           more than its tolerance, the solve fails (CDYN_ERR_NOCONV,
+ *           "give the Jacobian callback"); one the quotients make exactly
+ *           0 is invisible (a linear system of condition 4e9 was taken
+ *           0.1 from its root, G within its tolerance): for such systems
+ *           give the Jacobian.
  * user      passed to both callbacks.
  * x         in: initial guess (warm start), length p; out: the solution,
  *           or the best iterate on failure.
