@@ -81,15 +81,16 @@ static void reopen(const cdyn__tableau_work *w, int i)
  * and the finest steps' rounding, large and as far off as itself, won
  * (0.18 of the acceleration's amplitude, with CDYN_OK): without an entry
  * within 1e-2 of itself the smallest absolute estimate wins.
- * Levels that agree and are followed by one that moves by a tenth of the
- * entry's size were no convergence: steps that are whole periods of a
+ * Levels that agree and are followed by one that contradicts them
+ * (contradicted()) were no convergence: steps that are whole periods of a
  * prescribed motion (2.4e-3 s and 6e-4 s at 5 kHz) agree exactly, and
  * steps of several turns of a crank agree by chance (to 1e-5 at 1.2e5 rad,
  * then the next level was 12 times as large). The entry's winners so far
  * are dropped; and an entry that stopped is checked so against the next
  * level when another entry needs it (judged one by one, a crank's row
  * stopped on such a chance agreement where, judged with the other row, it
- * had gone on). */
+ * had gone on). With `noise`, no estimate counts below the rounding of its
+ * step's quotients. */
 cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double c, int levels,
                                      int most, int prefetched, const cdyn__tableau_rounding *noise,
                                      cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,

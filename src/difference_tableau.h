@@ -30,8 +30,8 @@ typedef struct {
 #define CDYN__TABLEAU_WORK(levels) (8 + 2 * (levels))
 cdyn__tableau_work cdyn__tableau_layout(double *base, size_t m1, int levels);
 
-/* The rounding of f's entries, for a derivative of 0: entry i carries
- * about eps (terms[i] + |tau| rates[i]) (rates may be NULL: 0). */
+/* The rounding of f's entries: entry i carries about
+ * eps (terms[i] + |tau| rates[i]) (rates may be NULL: 0). */
 typedef struct {
     const double *terms, *rates;
 } cdyn__tableau_rounding;
@@ -47,18 +47,19 @@ typedef struct {
  * to their two parents, and the one whose estimate is smallest relative
  * to its own size wins; the entry stops once its best estimate is within
  * 1e-4 of its value and a new diagonal entry is twice as far off
- * (rounding has taken over), unless that entry moved by a tenth of the
- * entry's size (with `noise`; without, only after an estimate of exactly
- * 0): the levels agreed by chance (steps that are whole periods of f, or
- * far longer than its time scale), the entry's winners so far are
- * dropped and it goes on. While it is not within 1e-6 of itself after
+ * (rounding has taken over), unless that move contradicts the winner
+ * (beyond the entry's size; by a tenth of it after an estimate of exactly
+ * 0; without `noise` only the latter): the levels agreed by chance (steps
+ * that are whole periods of f, or far longer than its time scale), the
+ * entry's winners so far are dropped and it goes on. With `noise` no
+ * estimate counts below the rounding of its step's quotients. While it is not within 1e-6 of itself after
  * `levels` levels it goes on, up to `most` (and one more after an
  * estimate of exactly 0). With `noise` (may be NULL) it also stops from
  * the fifth level on once its estimates and its last move are within 64
  * times the rounding of the quotients (a derivative of 0). An entry that
  * stopped is checked against the next level's diagonal when another entry
- * needs that level: a move by a tenth of its size drops its winners and
- * it goes on. The levels end when no entry goes on.
+ * needs that level: a move that contradicts it drops its winners and it
+ * goes on. The levels end when no entry goes on.
  * When none of an entry's estimates came within 1e-2 of itself (a
  * derivative of 0 within the rounding) its smallest absolute estimate
  * wins instead. *best: the largest of the winners' estimates

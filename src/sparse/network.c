@@ -495,23 +495,17 @@ static int factor_schur(cdyn_network *net, double smallest)
 static int nearly_dependent_row(cdyn_network *net, double smallest)
 {
     int m = net->m;
-    double *y = net->dy, growth = 0.0;
-    for (int i = 0; i < m; ++i) y[i] = net->dropped[i] ? 0.0 : 1.0 + 0.125 * (double)(i % 8);
-    for (int it = 0; it < 1; ++it) { /* (one solve: as cdyn__spd_nearly_singular) */
-        double before = 0.0, after = 0.0;
-        for (int i = 0; i < m; ++i) before += y[i] * y[i];
-        cdyn__net_schur_solve(net->L, net->perm, y, net->t);
-        for (int i = 0; i < m; ++i) after += y[i] * y[i];
-        if (!(after < INFINITY)) { /* overflowed (NaN too): as singular as it gets */
-            growth = INFINITY;
-            break;
-        }
-        if (!(after > 0.0)) return -1;
-        growth = sqrt(after / before);
-        double norm = sqrt(after);
-        for (int i = 0; i < m; ++i) y[i] /= norm;
+    double *y = net->dy, before = 0.0, after = 0.0;
+    for (int i = 0; i < m; ++i) {
+        y[i] = 1.0 + 0.125 * (double)(i % 8);
+        before += y[i] * y[i];
     }
-    if (!(growth * CDYN__DEFINITE_TOL * smallest >= 1.0)) return -1;
+    cdyn__net_schur_solve(net->L, net->perm, y, net->t);
+    for (int i = 0; i < m; ++i) after += y[i] * y[i];
+    /* ||S^-1 y|| / ||y|| >= 1 / (CDYN__DEFINITE_TOL smallest) (NaN or Inf:
+     * overflowed, as singular as it gets) */
+    double bound = 1.0 / (CDYN__DEFINITE_TOL * smallest);
+    if (after < INFINITY && !(after >= bound * bound * before)) return -1;
     int row = 0;
     for (int i = 1; i < m; ++i)
         if (fabs(y[i]) > fabs(y[row]) || isnan(y[row])) row = i;
