@@ -1496,10 +1496,6 @@ static void learn_magnitudes(cdyn_newton *nt, const double *x)
         if (fabs(x[j]) > nt->b.tol_x[j]) nt->b.nominal[j] = fmax(nt->b.nominal[j], fabs(x[j]));
 }
 
-/* The end of a solve whose x meets the residual test while G is at its
- * rounding level: the correction is rounding too, amplified by J's
- * conditioning, and no iteration can improve x; the report's error ratio
- * (> 1) says how far that is from the requested tolerance. b->g = G(x). */
 /* Is G at its rounding at x? Each |G_i| within ROUNDING_SLACK eps of its
  * equation's terms: sum_j |J_ij x_j|, the part no unknown accounts for
  * (g_start) and the owner's known rounding. The shrink rule below took a
@@ -1507,7 +1503,7 @@ static void learn_magnitudes(cdyn_newton *nt, const double *x)
  * root approached linearly (a quintic beside a 1e-7 slope, or any inexact
  * Jacobian) shrinks so too, and x came back 4.2e-4 off with G 8.4e-11,
  * 1e5 times its rounding, with CDYN_OK. Uses b->scratch. */
-#define ROUNDING_SLACK 1e3
+#define ROUNDING_SLACK 64.0
 
 static int residual_at_rounding(cdyn_newton *nt, const double *J, const double *x)
 {
@@ -1529,6 +1525,10 @@ static int residual_at_rounding(cdyn_newton *nt, const double *J, const double *
     return 1;
 }
 
+/* The end of a solve whose x meets the residual test while G is at its
+ * rounding level: the correction is rounding too, amplified by J's
+ * conditioning, and no iteration can improve x; the report's error ratio
+ * (> 1) says how far that is from the requested tolerance. b->g = G(x). */
 static cdyn_status converged_at_rounding(cdyn_newton *nt, const double *x, double res,
                                          double err)
 {
@@ -1785,6 +1785,18 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         previous_full = step > 0.0 && step == norm_inf(p, b->dx_prev);
         if (st == CDYN_OK && previous_full && accepted_near(nt, jacobian != NULL, x))
             return CDYN_OK;
+        if (st == CDYN_OK && step == 0.0 && res <= 1.0 && !residual_at_rounding(nt, b->jac, x)) {
+            /* no descent although G is above its rounding: the correction
+             * is not J's (a Jacobian by differences in its noise left x
+             * 1.6e-2 off with this exit's CDYN_OK) */
+            st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
+                            "%s: no step along the correction lowers the residual (%.3g times "
+                            "its tolerance, above its rounding): the Jacobian does not fit G "
+                            "here%s",
+                            fn, res, jacobian || nt->has_ops ? "" : " (by differences: give the "
+                                                                   "Jacobian callback)");
+            break;
+        }
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {
             /* x (restored) meets the residual test and no step along the
              * correction lowers the residual: G is at its rounding level */

@@ -32,16 +32,19 @@
  *     max_i |G_i| / gtol_i <= 1     (the residual test)
  * hold at the returned x, so "converged" always means the residual test
  * holds there; a warm start is accepted only if it passes both. One
- * exception: when x meets the residual test and either no step along the
- * correction lowers the residual any further, or the previous iterate met
- * it too, the correction shrank by less than 30 % since and every |G_i| is
- * within 1e3 eps of its equation's terms (sum_j |J_ij x_j| and the part no
- * unknown accounts for; a root approached linearly shrinks the correction
- * so too: test_newton), G is at its
+ * exception: when x meets the residual test, every |G_i| is within 64 eps
+ * of its equation's terms (sum_j |J_ij x_j| and the part no unknown
+ * accounts for), and either no step along the correction lowers the
+ * residual any further, or the previous iterate met the residual test too
+ * and the correction shrank by less than 30 % since (a root approached
+ * linearly shrinks it so too, which is why G's size is checked:
+ * test_newton), G is at its
  * rounding level and so is the correction (an ill-conditioned J amplifies
  * that rounding beyond tol): x is then as accurate as G can be evaluated,
  * the solve ends converged, and the report's error_ratio (> 1) tells how
- * far that is from the requested tolerance. All of this judges x by G as the callback
+ * far that is from the requested tolerance. Where no step lowers a
+ * residual above that rounding, the Jacobian does not fit G (by
+ * differences, in its noise): CDYN_ERR_NOCONV. All of this judges x by G as the callback
  * evaluates it: where the caller's own rounding hides the residual (a G
  * computed with cancellation that returns exactly 0 near the root), the
  * tests pass wherever G does, and x is as accurate as that evaluation. Defaults:
