@@ -573,6 +573,39 @@ START_TEST(a_differenced_jacobian_that_cannot_see_its_rank_is_refused)
 }
 END_TEST
 
+/* The same kind of system in other units, condition 2e10: by differences
+ * the correction does not descend, and the exit for "no step lowers the
+ * residual, so G is at its rounding" returned x 2.8e-2 off with CDYN_OK,
+ * G thousands of times its rounding. That exit now needs G at its
+ * rounding. */
+typedef struct {
+    double d, sx, sg;
+} scaled_pair;
+
+static int scaled_pair_residual(const double *x, double *G, void *user)
+{
+    const scaled_pair *s = user;
+    double a = x[0] * s->sx, b = x[1] * s->sx;
+    G[0] = s->sg * (a + b - 2.0);
+    G[1] = s->sg * (a + (1.0 + s->d) * b - (2.0 + s->d));
+    return 0;
+}
+
+START_TEST(no_descent_above_the_rounding_is_refused)
+{
+    scaled_pair sp = {1.9866401229130021e-10, 2.2131664440799668, 6.5973648468364394e-06};
+    double off = -0.028258190500998592, x[2] = {(1.0 + off) / sp.sx, (1.0 - off) / sp.sx};
+    cdyn_newton *nt = cdyn_newton_create(2, 2, NULL);
+    ck_assert_ptr_nonnull(nt);
+    cdyn_status st = cdyn_newton_solve(nt, scaled_pair_residual, NULL, &sp, x);
+    double error = fmax(fabs(x[0] * sp.sx - 1.0), fabs(x[1] * sp.sx - 1.0));
+    ck_assert_msg(st != CDYN_OK || error <= 1e-6, "CDYN_OK %.3e from the root", error);
+    ck_assert_int_eq(st, CDYN_ERR_NOCONV);
+    ck_assert_ptr_nonnull(strstr(cdyn_newton_last_error(nt), "Jacobian callback"));
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 /* x0 = (0, 5): Newton on the cubic cycles exactly 0 -> 1 -> 0 (f(0) = 2,
  * f'(0) = -2; f(1) = 1, f'(1) = 1), and the linear equation makes x1 = x0
  * after the first step: iterates (0,5), (1,1), (0,0), (1,1), ... with
@@ -2980,6 +3013,7 @@ static Suite *newton_suite(void)
     tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
     tcase_add_test(conv, a_root_approached_linearly_is_not_taken_for_rounding);
     tcase_add_test(conv, a_differenced_jacobian_that_cannot_see_its_rank_is_refused);
+    tcase_add_test(conv, no_descent_above_the_rounding_is_refused);
     tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);
     tcase_add_test(conv, warm_start_after_small_parameter_change_needs_at_most_two_steps);
     tcase_add_test(conv, finite_difference_jacobian_converges_to_known_roots);
