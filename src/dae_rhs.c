@@ -166,6 +166,7 @@ cdyn_status cdyn__dae_solve_algebraic(cdyn_dae *dae, const char *fn, double t, d
     }
     cdyn__newton_set_known_terms(dae->newton, known);
     cdyn__newton_set_residual_noise(dae->newton, dae->part.g0_noise);
+    cdyn__newton_set_differenced(dae->newton, dae->jacobian == NULL);
     dae->observed_count = 0; /* until the first Jacobian */
     dae->f_at_valid = 0;
     cdyn__newton_set_observed_rows(dae->newton, &dae->observed_count, dae->observed_coef,

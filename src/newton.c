@@ -77,6 +77,7 @@ struct cdyn_newton {
     int solution_factored;      /* the last factorization is that of J at the solution */
     int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
     int judge_near;             /* accept on the last factorization's correction */
+    int differenced;            /* the owner's Jacobian callback is a difference quotient */
     int has_known;              /* b.known holds the owner's terms for the next solve */
     const int *observed_count;  /* the owner's rows besides G, filled by its Jacobian */
     const double *observed_coef, *observed_size; /* callback (this solve;
@@ -322,6 +323,11 @@ void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise)
 {
     nt->noise_source = noise;
     if (noise) memset(nt->b.noise, 0, sizeof(double) * (size_t)nt->k);
+}
+
+void cdyn__newton_set_differenced(cdyn_newton *nt, int differenced)
+{
+    nt->differenced = differenced != 0;
 }
 
 void cdyn__newton_set_observed_rows(cdyn_newton *nt, const int *count, const double *coef,
@@ -1717,7 +1723,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         int at_rounding = !accept && res <= 1.0 && previous_met &&
                           err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x) &&
                           residual_at_rounding(nt, b->jac, x);
-        int differenced = !jacobian && !nt->has_ops;
+        int differenced = (!jacobian || nt->differenced) && !nt->has_ops;
         double hidden = (accept || at_rounding) && differenced ? hidden_correction(nt) : 0.0;
         if (hidden > 1.0) {
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
@@ -1793,8 +1799,10 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
                             "%s: no step along the correction lowers the residual (%.3g times "
                             "its tolerance, above its rounding): the Jacobian does not fit G "
                             "here%s",
-                            fn, res, jacobian || nt->has_ops ? "" : " (by differences: give the "
-                                                                   "Jacobian callback)");
+                            fn, res,
+                            (jacobian && !nt->differenced) || nt->has_ops
+                                ? ""
+                                : " (by differences: give the Jacobian callback)");
             break;
         }
         if (st == CDYN_OK && step == 0.0 && res <= 1.0) {

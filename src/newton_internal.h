@@ -137,6 +137,11 @@ void cdyn__newton_set_known_terms(cdyn_newton *nt, const double *terms);
  * tolerance is below it. NULL: none (the default). */
 void cdyn__newton_set_residual_noise(cdyn_newton *nt, const double *noise);
 
+/* The Jacobian callback the owner passes is itself a difference quotient
+ * (a DAE without dF/dv): its rank verdicts are judged as those of a
+ * solve without a callback (cdyn_newton_solve's hidden correction). */
+void cdyn__newton_set_differenced(cdyn_newton *nt, int differenced);
+
 /* For the next solve only: rows besides G that the owner computes its
  * outputs from. After each call of the owner's Jacobian callback, *count
  * (0 <= *count, the owner's) is how many there are at that x, coef
