@@ -1422,10 +1422,10 @@ static int can_widen(const cdyn_newton *nt)
  * along the singular values that the rank tolerance dropped but that are
  * not 0 to working accuracy, in units of tol_x. A difference quotient's
  * entries carry about sqrt(eps) of their size, so the rank decision at
- * 1e-10 cannot tell a singular value of 5e-10 from noise: J judged rank 1,
- * the truncated correction 0 and the residual test met, a warm start 0.1
- * from the root of a linear system came back unchanged with CDYN_OK. When
- * this is above 1, x is not determined by what the differences can see.
+ * 1e-10 decides in their noise: a linear system of condition 1e8 was
+ * judged rank 1, the truncated correction met the tests, and x came back
+ * 7.7e-3 off with CDYN_OK. When this is above 1, x is not determined by
+ * what the differences can see.
  * Uses b->dx_prev (p) for the wide correction. */
 static double hidden_correction(cdyn_newton *nt)
 {
@@ -1794,7 +1794,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         if (st == CDYN_OK && step == 0.0 && res <= 1.0 && !residual_at_rounding(nt, b->jac, x)) {
             /* no descent although G is above its rounding: the correction
              * is not J's (a Jacobian by differences in its noise left x
-             * 1.6e-2 off with this exit's CDYN_OK) */
+             * 2.8e-2 off with this exit's CDYN_OK) */
             st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
                             "%s: no step along the correction lowers the residual (%.3g times "
                             "its tolerance, above its rounding): the Jacobian does not fit G "
