@@ -267,22 +267,34 @@ static void cholesky_solve(int n, const double *L, int ldl, const double *inv, d
     }
 }
 
-int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv)
+double cdyn__null_probe_start(int n, double *x)
 {
-    double before = 0.0, after = 0.0;
+    double norm2 = 0.0;
     for (int i = 0; i < n; ++i) {
-        inv[i] = 1.0 / L[i + (size_t)i * ldl];
         x[i] = 1.0 + 0.125 * (double)(i % 8);
+        norm2 += x[i] * x[i];
     }
-    for (int i = 0; i < n; ++i) before += x[i] * x[i];
-    cholesky_solve(n, L, ldl, inv, x);
+    return norm2;
+}
+
+int cdyn__null_probe_verdict(int n, const double *x, double before, double floor)
+{
+    double after = 0.0;
     for (int i = 0; i < n; ++i) after += x[i] * x[i];
-    /* ||x_1|| / ||x_0|| >= 2 / CDYN__DEFINITE_TOL (NaN or Inf: overflowed,
-     * as singular as it gets) */
-    double bound = 2.0 / CDYN__DEFINITE_TOL;
+    /* ||x_1|| / ||x_0|| >= 1 / floor: an eigenvalue at or below floor (NaN
+     * or Inf: overflowed, as singular as it gets) */
+    double bound = 1.0 / floor;
     if (after < INFINITY && !(after >= bound * bound * before)) return 0;
     int row = 0;
     for (int i = 1; i < n; ++i)
         if (fabs(x[i]) > fabs(x[row]) || isnan(x[row])) row = i;
     return row + 1;
+}
+
+int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv)
+{
+    for (int i = 0; i < n; ++i) inv[i] = 1.0 / L[i + (size_t)i * ldl];
+    double before = cdyn__null_probe_start(n, x);
+    cholesky_solve(n, L, ldl, inv, x);
+    return cdyn__null_probe_verdict(n, x, before, 0.5 * CDYN__DEFINITE_TOL);
 }

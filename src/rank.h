@@ -158,4 +158,13 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
  * n each (the iterate, the reciprocals of L's diagonal). */
 int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv);
 
+/* The probe of cdyn__spd_nearly_singular, for a factor it cannot solve
+ * with itself (a network's CHOLMOD factor): x (n) = the positive start
+ * 1 + (i mod 8) / 8, returning its squared norm; after one solve
+ * x <- A^-1 x, the verdict: 0 when ||x|| / ||start|| stays below 1 /
+ * floor (no eigenvalue of A at or below floor, up to the start's overlap
+ * with the null vector), else 1 + the row of x's largest entry. */
+double cdyn__null_probe_start(int n, double *x);
+int cdyn__null_probe_verdict(int n, const double *x, double before, double floor);
+
 #endif

@@ -483,33 +483,19 @@ static int factor_schur(cdyn_network *net, double smallest)
  * about 1e4, the null vector's entry at the last pivot was 1e-4 and that
  * pivot 1.9e-9: the load returned CDYN_OK, and the pressures' level was
  * arbitrary (2e5 Pa apart in Pa and in bar). So the factor that passed is
- * also checked by a step of inverse iteration: one solve from a positive
- * start (a ring's null vector is positive) gives ||S^-1 y|| / ||y|| of the
- * equilibrated S, a lower bound on its smallest eigenvalue's inverse up
- * to the start's overlap with the null vector (three solves cost a third
- * of a load).
+ * also checked by the probe of cdyn__spd_nearly_singular (rank.h): one
+ * solve from a positive start (a ring's null vector is positive) with the
+ * factor of the equilibrated S (three solves cost a third of a load).
  * Returns the place k (S's order) of a row to take out, the largest entry
- * of the last iterate, when the smallest eigenvalue is no larger than the
- * pivot policy's CDYN__DEFINITE_TOL times the smallest diagonal entry;
- * else -1. Uses net->dy and net->t. */
+ * of the iterate, when an eigenvalue is at or below the pivot policy's
+ * CDYN__DEFINITE_TOL times the smallest diagonal entry; else -1. Uses
+ * net->dy and net->t. */
 static int nearly_dependent_row(cdyn_network *net, double smallest)
 {
-    int m = net->m;
-    double *y = net->dy, before = 0.0, after = 0.0;
-    for (int i = 0; i < m; ++i) {
-        y[i] = 1.0 + 0.125 * (double)(i % 8);
-        before += y[i] * y[i];
-    }
-    cdyn__net_schur_solve(net->L, net->perm, y, net->t);
-    for (int i = 0; i < m; ++i) after += y[i] * y[i];
-    /* ||S^-1 y|| / ||y|| >= 1 / (CDYN__DEFINITE_TOL smallest) (NaN or Inf:
-     * overflowed, as singular as it gets) */
-    double bound = 1.0 / (CDYN__DEFINITE_TOL * smallest);
-    if (after < INFINITY && !(after >= bound * bound * before)) return -1;
-    int row = 0;
-    for (int i = 1; i < m; ++i)
-        if (fabs(y[i]) > fabs(y[row]) || isnan(y[row])) row = i;
-    return net->pinv[row];
+    double before = cdyn__null_probe_start(net->m, net->dy);
+    cdyn__net_schur_solve(net->L, net->perm, net->dy, net->t);
+    int row = cdyn__null_probe_verdict(net->m, net->dy, before, CDYN__DEFINITE_TOL * smallest);
+    return row > 0 ? net->pinv[row - 1] : -1;
 }
 
 /* Make row and column k of the equilibrated (permuted) S those of the
