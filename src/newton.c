@@ -88,6 +88,8 @@ struct cdyn_newton {
     int factored_valid;         /* b.factored is the J of the current factorization */
     int jac_prev_valid;         /* b.jac_prev is J at the iterate before b.jac's (this solve) */
     int fit_valid;              /* b.fit holds an earlier iterate of this solve */
+    int fit_pair;               /* constant_terms fitted over two iterates at this one */
+    int learned_unchecked;      /* tolerances() trusted a learned magnitude (below) */
     int factored_result;        /* what cdyn__newton_factor returned for it */
     const double *packed_from;  /* the J whose non-zeros b.packed holds, or NULL */
     int has_ops;                /* the Jacobian is the owner's (cdyn__newton_create_linear) */
@@ -1142,6 +1144,7 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
     int k = nt->k, p = nt->p;
     double rtol = nt->rtol;
     const double *before = nt->jac_prev_valid && !nt->has_ops && J == b->jac ? b->jac_prev : NULL;
+    nt->learned_unchecked = 0;
     for (int j = 0; j < p; ++j) {
         b->tol_x[j] = rtol * fabs(x[j]) + (nt->has_atol ? b->atol[j] : 0.0);
         b->reached[j] = fabs(x[j]) > b->reached[j] ? fabs(x[j]) : b->reached[j];
@@ -1256,6 +1259,16 @@ static void tolerances(cdyn_newton *nt, const double *J, const double *x,
                 double learned = rtol * b->nominal[j];
                 if (cap > 0.0 && learned > cap) learned = cap;
                 b->tol_x[j] += learned;
+                /* no equation bounds it (each of j's has j's term alone,
+                 * as far as this iterate shows) while the correction moves
+                 * x_j beyond rtol of itself: a closed valve's flow heading
+                 * for 0, or a constant hidden behind the stale term of a
+                 * warm start (1e-19 Pa beside 1e10 Q|Q| = 1e-15 from the
+                 * last solution: that Q is 100 times the root, within this
+                 * tolerance, and a rate through a compliance of 1e-9 came
+                 * back 1e2 times too large). solve() takes one more
+                 * iterate, whose pair with this one fits the constant. */
+                if (cap == 0.0 && fabs(b->dx[j]) > rtol * fabs(x[j])) nt->learned_unchecked = 1;
                 continue;
             }
             /* and never below the rounding of the largest equation that
@@ -1348,6 +1361,7 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x, in
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
+    nt->fit_pair = !first && nt->fit_valid;
     double *terms = b->g_trial; /* sum_j |J_ij x_j|, by columns */
     double *affine = b->g_best; /* G(x0) - J x0; free until a line search */
     memset(terms, 0, sizeof(double) * (size_t)k);
@@ -1684,6 +1698,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
     int previous_full = 0;
     int pending = 0; /* x is an accepted iterate not yet compared with the best */
     int previous_met = 0; /* the previous iterate met the residual test */
+    int deferred = 0;     /* this iterate's acceptance waits for the next one */
     cdyn_status st = eval_residual(nt, residual, user, x, b->g);
     for (int i = 0; st == CDYN_OK && i < k; ++i) b->g_start[i] = fabs(b->g[i]);
     int fresh = 1;
@@ -1720,7 +1735,13 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
             memcpy(b->g_keep, b->g, sizeof(double) * (size_t)k);
         }
         int accept = res <= 1.0 && err <= 1.0;
-        int at_rounding = !accept && res <= 1.0 && previous_met &&
+        /* an acceptance that rests on a learned magnitude no equation
+         * bounds waits for one more iterate (tolerances(), above), unless
+         * this one already has its pair or the budget is spent */
+        deferred = accept && nt->learned_unchecked && !nt->fit_pair &&
+                   nt->report.iterations < nt->max_iterations;
+        if (deferred) accept = 0;
+        int at_rounding = !accept && !deferred && res <= 1.0 && previous_met &&
                           err > 0.7 * weighted_max(p, b->dx_prev, b->tol_x) &&
                           residual_at_rounding(nt, b->jac, x);
         int differenced = (!jacobian || nt->differenced) && !nt->has_ops;
@@ -1757,7 +1778,7 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         /* a truncated (SVD) step within tolerance cannot reduce the residual
          * left in the dropped directions: widen it, or there is no solution */
         int widened = 0;
-        if (nt->mode == MODE_SVD && err <= 1.0) {
+        if (nt->mode == MODE_SVD && err <= 1.0 && !deferred) {
             if (!can_widen(nt)) {
                 st = cdyn__fail(nt->msg, CDYN_ERR_NOCONV,
                                 "%s: no solution near x: J has rank %d < %d there and the "
@@ -1780,6 +1801,12 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
         double current = merit(k, b->g, b->tol_g);
         st = line_search(nt, residual, user, x, current, first,
                          widened || nt->max_backtracks > 0, &step);
+        if (st == CDYN_OK && step == 0.0 && deferred) { /* x restored: as it was judged */
+            nt->report.converged = 1;
+            learn_magnitudes(nt, x);
+            nt->solution_factored = (jacobian || nt->has_ops) && nt->mode != MODE_SVD;
+            return CDYN_OK;
+        }
         if (st == CDYN_OK && step == 0.0 && !widened && can_widen(nt)) {
             widen(nt); /* the truncated direction does not descend: retry wider */
             widened = 1;

@@ -491,6 +491,43 @@ END_TEST
 
 
 
+/* An orifice c - 1e10 x|x| = 0 whose constant falls by 1e-4 per solve,
+ * from 1e5 to 1e-31, one object warm-started from each root. The first
+ * solve teaches it x's magnitude, 3.2e-3; from c = 1e-19 on, the last root
+ * (100 times the new one) was within rtol of that magnitude, the equation
+ * (the unknown's own term beside a constant 1e-4 of it) gave no scale to
+ * cap it, and x came back 1e2 to 1e8 times the root with CDYN_OK. An
+ * acceptance that rests on a learned magnitude no equation bounds now
+ * waits for one more iterate, whose fit over two iterates finds the
+ * constant: the root at every c. */
+static int drain_residual(const double *x, double *G, void *user)
+{
+    G[0] = *(const double *)user - 1e10 * x[0] * fabs(x[0]);
+    return 0;
+}
+
+static int drain_jacobian(const double *x, double *J, int ld, void *user)
+{
+    (void)ld, (void)user;
+    J[0] = -2e10 * fabs(x[0]);
+    return 0;
+}
+
+START_TEST(a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term)
+{
+    cdyn_newton *nt = cdyn_newton_create(1, 1, NULL);
+    ck_assert_ptr_nonnull(nt);
+    double x[1] = {1e-3};
+    for (double c = 1e5; c >= 1e-31; c *= 1e-4) {
+        ck_assert_int_eq(cdyn_newton_solve(nt, drain_residual, drain_jacobian, &c, x), CDYN_OK);
+        double root = sqrt(c / 1e10);
+        ck_assert_msg(fabs(x[0] - root) <= 1e-8 * root, "c = %g: x = %.6e, the root %.6e", c,
+                      x[0], root);
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 /* A root approached linearly with an exact Jacobian: G1 = a + b - 2,
  * G2 = a + b - 2 + 1000 u^5 + 1e-7 u (u = a - b), whose only root (1, 1)
  * is simple (1000 u^5 + 1e-7 u increases strictly; cond(J) there about
@@ -3012,6 +3049,7 @@ static Suite *newton_suite(void)
     tcase_set_timeout(conv, 60);
     tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
     tcase_add_test(conv, a_root_approached_linearly_is_not_taken_for_rounding);
+    tcase_add_test(conv, a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term);
     tcase_add_test(conv, a_differenced_jacobian_that_cannot_see_its_rank_is_refused);
     tcase_add_test(conv, no_descent_above_the_rounding_is_refused);
     tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);

@@ -546,6 +546,68 @@ START_TEST(a_feed_that_starts_leaves_the_pumps_rate_alone)
 }
 END_TEST
 
+/* A tank that drains to almost nothing (the third reviewer's case). Two
+ * storage junctions p0, p1 (compliance 1e-9 m^3/Pa), orifices Q0: p0 -> p1
+ * and Q1: p1 -> 0 (p = 1e10 Q|Q|), an inertance pipe Q2 from p0 to 0.
+ * States (Q0, Q1, Q2, p0, p1), masses (0, 0, 1e8, 1e-9, 1e-9):
+ *   F0 = p0 - p1 - 1e10 Q0|Q0|, F1 = p1 - 1e10 Q1|Q1|, F2 = p0 - 1e9 Q2,
+ *   F3 = -Q0 - Q2, F4 = Q0 - Q1.
+ * By hand, with p0 = 2 P, p1 = P: Q0 = Q1 = sqrt(P / 1e10) and
+ * p0' = -(Q0 + Q2) / 1e-9. One object evaluated at P falling by 1e-4 per
+ * call from 1e5 Pa: its Newton learned the flows' magnitude (3e-3 m^3/s)
+ * at the first call, and from P = 1e-19 the warm start's stale flows (100
+ * times the root) were within rtol of that magnitude, no equation gave a
+ * scale to cap it (each orifice's has its own term beside a pressure
+ * difference 1e-4 of it), and p0' came back 1e2 to 1e4 times too large
+ * with CDYN_OK. Now one more iterate fits the pressure difference as the
+ * equation's constant (newton.h): the hand values at every P. */
+static int tank_force(double t, const double *v, double *F, void *user)
+{
+    (void)t, (void)user;
+    F[0] = v[3] - v[4] - 1e10 * v[0] * fabs(v[0]);
+    F[1] = v[4] - 1e10 * v[1] * fabs(v[1]);
+    F[2] = v[3] - 1e9 * v[2];
+    F[3] = -v[0] - v[2];
+    F[4] = v[0] - v[1];
+    return 0;
+}
+
+static int tank_jacobian(double t, const double *v, double *values, void *user)
+{
+    (void)t, (void)user;
+    const double a[12] = {-2e10 * fabs(v[0]), -1.0, 1.0, -2e10 * fabs(v[1]), -1.0, -1e9,
+                          -1.0, 1.0, 1.0, 0.0, -1.0, 1.0};
+    memcpy(values, a, sizeof a);
+    return 0;
+}
+
+START_TEST(a_tank_that_drains_to_almost_nothing_keeps_its_rates)
+{
+    const double mass[5] = {0.0, 0.0, 1e8, 1e-9, 1e-9};
+    const int colptr[6] = {0, 3, 5, 7, 10, 12}, rowind[12] = {0, 3, 4, 1, 4, 2, 3, 0, 2, 3, 0, 1};
+    cdyn_sparse_dae *sd = cdyn_sparse_dae_create(5, mass, colptr, rowind, NULL);
+    ck_assert_ptr_nonnull(sd);
+    ck_assert_int_eq(cdyn_sparse_dae_set_model(sd, tank_force, tank_jacobian, NULL, NULL),
+                     CDYN_OK);
+    int integrated[5];
+    ck_assert_int_eq(cdyn_sparse_dae_split_states(sd, integrated, NULL), 3);
+    double v[5] = {1e-3, 1e-3, 1e-3, 2e5, 1e5};
+    ck_assert_int_eq(cdyn_sparse_dae_consistent(sd, 0.0, v), CDYN_OK);
+    for (double P = 1e5; P >= 1e-31; P *= 1e-4) {
+        double full[5] = {0.0, 0.0, 1e-8 * P, 2.0 * P, P}, y[3], ydot[3], vdot[5];
+        for (int i = 0; i < 3; ++i) y[i] = full[integrated[i]];
+        ck_assert_int_eq(cdyn_sparse_dae_rhs(sd, 0.0, y, ydot), CDYN_OK);
+        ck_assert_int_eq(cdyn_sparse_dae_last_state(sd, v, vdot), CDYN_OK);
+        double Q = sqrt(P / 1e10), rate = -(Q + full[2]) / 1e-9;
+        ck_assert_msg(fabs(v[0] - Q) <= 1e-8 * Q && fabs(v[1] - Q) <= 1e-8 * Q,
+                      "P = %g Pa: Q0 = %.6e, Q1 = %.6e, by hand %.6e", P, v[0], v[1], Q);
+        ck_assert_msg(fabs(vdot[3] - rate) <= 1e-8 * fabs(rate),
+                      "P = %g Pa: p0' = %.6e, by hand %.6e", P, vdot[3], rate);
+    }
+    cdyn_sparse_dae_free(sd);
+}
+END_TEST
+
 /* Without algebraic states the right-hand side is F / m: a force that is
  * NaN or a quotient that overflows is refused, never returned with CDYN_OK
  * (a wrong OK the fuzzer found: the check came only after the algebraic
@@ -647,6 +709,7 @@ static Suite *suite(void)
     tcase_add_test(tc, without_algebraic_states_overflow_is_refused);
     tcase_add_test(tc, a_pump_at_50_hz_late_in_a_long_run);
     tcase_add_test(tc, a_feed_that_starts_leaves_the_pumps_rate_alone);
+    tcase_add_test(tc, a_tank_that_drains_to_almost_nothing_keeps_its_rates);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -54,7 +54,17 @@
  * never more than the widest scale the equations at hand give x_j (their
  * other terms over its coefficient, below): one solution far out (1e20
  * where 3 is due next) would otherwise loosen every later solve until a
- * wrong root passed. For an unknown never seen non-zero, tol_j is at
+ * wrong root passed. Where no equation at the iterate gives x_j such a
+ * scale (each has x_j's term alone, as far as that iterate shows) and the
+ * correction still moves x_j by more than rtol |x_j|, the solve does not
+ * end there but takes one more iterate, so that the fit over two iterates
+ * (below) can find a constant hidden behind x_j's own stale term: an
+ * orifice's flow warm-started at 100 times its root, beside a pressure
+ * drop 1e-4 of that stale term, was otherwise returned as it was, within
+ * the learned tolerance (test_newton; through a compliance of 1e-9 the
+ * rate derived from it was 1e2 times too large, test_sparse_dae). A closed
+ * valve's flow costs that one iterate too, and then keeps its learned
+ * tolerance. For an unknown never seen non-zero, tol_j is at
  * least the change that moves each equation it enters by rtol of that
  * equation's other terms: those of the
  * other unknowns, and the part of |G| at the initial guess that no
