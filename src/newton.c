@@ -1638,6 +1638,7 @@ static int accepted_near(cdyn_newton *nt, int has_jacobian, const double *x)
     for (int i = 0; i < k; ++i) b->scratch[i] = -b->g[i];
     cdyn__newton_apply(nt, b->scratch, b->dx);
     tolerances(nt, b->jac, x, b->row_scale, b->col_scale);
+    if (nt->learned_unchecked) return 0; /* as in solve(): the next iterate fits it */
     double res = weighted_max(k, b->g, b->tol_g), err = weighted_max(p, b->dx, b->tol_x);
     double step = weighted_max(p, b->dx_prev, b->tol_x);
     if (!(res <= 1.0 && err <= 1.0 && err <= 0.1 * step)) return 0;
