@@ -48,6 +48,8 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
          * step and the tangent projection solve with Phi_q there through
          * the factorization it left (near_solve) */
         cdyn__newton_set_judge_near(mbs->projector, 1);
+        /* its steps are corrections of least change even for m = n (T4.9) */
+        cdyn__newton_set_min_norm(mbs->projector, 1);
         cdyn__newton_set_owner(mbs->projector, busy);
     }
     if (mbs->dependent) {

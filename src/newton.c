@@ -77,6 +77,7 @@ struct cdyn_newton {
     int solution_factored;      /* the last factorization is that of J at the solution */
     int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
     int judge_near;             /* accept on the last factorization's correction */
+    int min_norm_square;        /* square J# minimum-norm in x (cdyn__newton_set_min_norm) */
     int differenced;            /* the owner's Jacobian callback is a difference quotient */
     int has_known;              /* b.known holds the owner's terms for the next solve */
     const int *observed_count;  /* the owner's rows besides G, filled by its Jacobian */
@@ -345,6 +346,8 @@ void cdyn__newton_set_chord(cdyn_newton *nt, int on) { nt->chord = on != 0; }
 
 void cdyn__newton_set_judge_near(cdyn_newton *nt, int on) { nt->judge_near = on != 0; }
 
+void cdyn__newton_set_min_norm(cdyn_newton *nt, int on) { nt->min_norm_square = on != 0; }
+
 void cdyn__newton_keep_for_chord(cdyn_newton *nt)
 {
     buffers *b = &nt->b;
@@ -474,14 +477,15 @@ static void diagnose(cdyn_newton *nt, const double *J, int ldj, int rank)
     memcpy(nt->b.dropped_cols, w->jpvt + rank_cols, sizeof(int) * (size_t)nt->n_dropped_cols);
 }
 
-/* SVD of the equilibrated J (D_r J D_c; D_c = I for a wide J) into u, sv,
+/* SVD of the equilibrated J (D_r J D_c; D_c = I for a wide J, and for a
+ * square one whose owner asked for steps of minimum norm in x) into u, sv,
  * vt with its factors; the rank from the singular values (T2.3). */
 static int factor_svd(cdyn_newton *nt, const double *J, int ldj)
 {
     buffers *b = &nt->b;
     int k = nt->k, p = nt->p;
     cdyn__equilibrate(k, p, J, ldj, b->row_scale, b->col_scale);
-    if (k < p)
+    if (k < p || nt->min_norm_square)
         for (int j = 0; j < p; ++j) b->col_scale[j] = 1.0;
     for (int j = 0; j < p; ++j)
         for (int i = 0; i < k; ++i)

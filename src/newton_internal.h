@@ -96,6 +96,14 @@ int cdyn__newton_solution_factored(const cdyn_newton *nt);
  * owner that needs no exact J at the solution. Off at create. */
 void cdyn__newton_set_judge_near(cdyn_newton *nt, int on);
 
+/* A rank-deficient square J's outer inverse J# gives the minimum-norm step
+ * in x, the caller's coordinates, as a wide J's does (on: the projector,
+ * whose m = n rows of Phi_q with a redundant one must correct along the
+ * range of Phi_q^T; a column-equilibrated SVD corrected obliquely, 0.64 of
+ * the speed off with CDYN_OK). Off at create: a square system's steps are
+ * the same in any units of the unknowns (the DAE's algebraic solve). */
+void cdyn__newton_set_min_norm(cdyn_newton *nt, int on);
+
 /* 1 when the last cdyn_newton_solve() ended that way: the factorization
  * is of J at the iterate one full Newton step before the returned x (full
  * rank, pivoted QR). 0 otherwise. */

@@ -3107,6 +3107,86 @@ END_TEST
  * z . (W^-1 (h - P h)) = 0 (W^-1 = I or M at the unprojected q). These two
  * facts fix P h. Also: P is idempotent, and the call needs a projection
  * just before. */
+/* A circle q0^2 + q1^2 = 1 written twice (rows g and 3 g: m = n = 2, Phi_q
+ * square and of rank 1), masses 2 and 5 kg. Every projection's correction
+ * must lie in W Phi_q^T's range (mbs.h), W = I or M^-1; along the circle's
+ * one tangent t that gives, by hand, q' = (t^T W^-1 q'_0 / t^T W^-1 t) t,
+ * and positions moved along Phi_q^T = 2 q: radially, in the minimum-norm
+ * metric. The Newton's SVD path equilibrated the columns of a square
+ * Phi_q, so its minimum-norm step was taken in scaled coordinates: the
+ * speeds came back 0.64 of themselves off, with CDYN_OK (found by an
+ * adversarial review). */
+static int circle_twice_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    M[0] = 2.0, M[1] = 0.0, M[ld] = 0.0, M[ld + 1] = 5.0;
+    return 0;
+}
+
+static int circle_twice_force(double t, const double *q, const double *qd, double *Q,
+                              void *user)
+{
+    (void)t, (void)q, (void)qd, (void)user;
+    Q[0] = Q[1] = 0.0;
+    return 0;
+}
+
+static int circle_twice_phi(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    double g = q[0] * q[0] + q[1] * q[1] - 1.0;
+    Phi[0] = g, Phi[1] = 3.0 * g;
+    return 0;
+}
+
+static int circle_twice_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)user;
+    J[0] = 2.0 * q[0], J[ld] = 2.0 * q[1];
+    J[1] = 6.0 * q[0], J[1 + ld] = 6.0 * q[1];
+    return 0;
+}
+
+START_TEST(a_repeated_row_is_projected_along_the_range_of_phi_q_transposed)
+{
+    const double masses[2] = {2.0, 5.0};
+    for (int metric = 0; metric < 2; ++metric)
+        for (double angle = 0.3; angle < 6.0; angle += 1.1) {
+            cdyn_mbs *mbs = cdyn_mbs_create(2, 2, NULL);
+            ck_assert_ptr_nonnull(mbs);
+            ck_assert_int_eq(cdyn_mbs_set_model(mbs, circle_twice_mass, circle_twice_force,
+                                                circle_twice_phi, circle_twice_jacobian, NULL),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_set_projection_metric(
+                                 mbs, metric ? CDYN_PROJECT_MASS : CDYN_PROJECT_MIN_NORM),
+                             CDYN_OK);
+            double c = cos(angle), s = sin(angle), tangent[2] = {-s, c};
+            double v0[2] = {0.3, -0.7}, w[2]; /* W^-1 = I or M */
+            for (int j = 0; j < 2; ++j) w[j] = metric ? masses[j] : 1.0;
+            double along = (w[0] * tangent[0] * v0[0] + w[1] * tangent[1] * v0[1]) /
+                           (w[0] * tangent[0] * tangent[0] + w[1] * tangent[1] * tangent[1]);
+            double y[4] = {c, s, v0[0], v0[1]};
+            ck_assert_int_eq(cdyn_mbs_project_velocities(mbs, 0.0, y), CDYN_OK);
+            for (int j = 0; j < 2; ++j)
+                ck_assert_msg(fabs(y[2 + j] - along * tangent[j]) <= 1e-14,
+                              "metric %d angle %g: q'[%d] = %.17g, by hand %.17g", metric,
+                              angle, j, y[2 + j], along * tangent[j]);
+            /* the tangent projection of the same vector in both halves */
+            double h[4] = {v0[0], v0[1], v0[0], v0[1]};
+            ck_assert_int_eq(cdyn_mbs_project_tangent(mbs, h), CDYN_OK);
+            for (int j = 0; j < 4; ++j)
+                ck_assert_double_le(fabs(h[j] - along * tangent[j % 2]), 1e-14);
+            if (!metric) { /* positions: radially onto the circle */
+                double r = 1.0 + 5e-4, yp[4] = {r * c, r * s, v0[0], v0[1]};
+                ck_assert_int_eq(cdyn_mbs_project(mbs, 0.0, yp), CDYN_OK);
+                ck_assert_double_le(fabs(yp[0] - c), 1e-14);
+                ck_assert_double_le(fabs(yp[1] - s), 1e-14);
+            }
+            cdyn_mbs_free(mbs);
+        }
+}
+END_TEST
+
 START_TEST(project_tangent_is_the_metric_projection)
 {
     slider sc;
@@ -3847,6 +3927,7 @@ int main(void)
     TCase *tc_proj = tcase_create("projection");
     tcase_add_test(tc_proj, projection_puts_a_perturbed_pendulum_on_the_closest_point_of_the_circle);
     tcase_add_test(tc_proj, project_tangent_is_the_metric_projection);
+    tcase_add_test(tc_proj, a_repeated_row_is_projected_along_the_range_of_phi_q_transposed);
     tcase_add_test(tc_proj, projection_with_as_many_constraints_as_coordinates);
     tcase_add_test(tc_proj, projection_whose_step_turns_the_jacobian_factors_it_at_the_result);
     tcase_add_test(tc_proj, magnitudes_learned_in_the_mass_metric_do_not_carry_over);
