@@ -64,19 +64,41 @@
 typedef cdyn_status (*rhs_fn)(cdyn_mbs *mbs, double t, const double *x, double *fx);
 
 /* The magnitude of entry j of x (size 2h: coordinates, then speeds): the
- * caller's scale, else |x_j|, else the largest |x| of its half; a speed
- * half that is all zero takes the coordinates' magnitude per second. */
-static double magnitude(const double *x, const double *scale, int half, int j)
+ * caller's scale, else the largest |x| of its half (|x_j| among them); a
+ * speed half that is all zero takes the coordinates' magnitude per second.
+ * Not |x_j| alone: a value near 0 tells no more of the scale the model
+ * varies on than 0 does, and the steps are only ever refined, never
+ * widened (settle_column). A two-link arm held at 1e-6 rad from straight
+ * was stepped by 1e-9 rad, refined below what the sum of its angles
+ * resolves, and its stiffness column came back 0 with CDYN_OK (found by
+ * an adversarial review). A step too wide for a small entry's own scale
+ * is refined like any other. */
+static double magnitude(const double *x, const double *scale, int half, int j,
+                        const double *wide)
 {
     if (scale) return scale[j];
-    if (x[j] != 0.0) return fabs(x[j]);
     int lo = j < half ? 0 : half;
-    double largest = 0.0;
+    double largest = fabs(x[j]);
     for (int i = lo; i < lo + half; ++i) largest = fmax(largest, fabs(x[i]));
+    if (wide) largest = fmax(largest, wide[lo ? 1 : 0]);
     if (largest > 0.0) return largest;
     if (lo == half)
         for (int i = 0; i < half; ++i) largest = fmax(largest, fabs(x[i]));
+    if (lo == half && wide) largest = fmax(largest, wide[0]);
     return largest > 0.0 ? largest : 1.0;
+}
+
+/* wide (2) for magnitude(): the largest |q| and |q'| of the full state
+ * y (2n) of a partitioned x = [q_ind; q'_ind], whose half may hold one
+ * coordinate alone (a rail's one angle at 1e-6 rad beside a dependent one
+ * at 0.5 rad: the same stiffness column of 0 with CDYN_OK). */
+static void full_magnitudes(int n, const double *y, double wide[2])
+{
+    wide[0] = wide[1] = 0.0;
+    for (int i = 0; i < n; ++i) {
+        wide[0] = fmax(wide[0], fabs(y[i]));
+        wide[1] = fmax(wide[1], fabs(y[n + i]));
+    }
 }
 
 /* CDYN_ERR_ARG unless scale (size values; may be NULL) is finite and > 0. */
@@ -98,10 +120,12 @@ static double step_cap(const cdyn_mbs *mbs, const int *map, int half, int j)
 }
 
 /* The step of column j: LIN_STEP times its magnitude (at most cap unless
- * the caller scaled it), made representable. */
-static double column_step(const double *x, const double *scale, int half, int j, double cap)
+ * the caller scaled it), made representable. wide: see full_magnitudes
+ * (NULL: none). */
+static double column_step(const double *x, const double *scale, int half, int j, double cap,
+                          const double *wide)
 {
-    double size = magnitude(x, scale, half, j);
+    double size = magnitude(x, scale, half, j, wide);
     if (!scale && size > cap) size = cap;
     double h = LIN_STEP * size;
     volatile double ahead = x[j] + h;
@@ -571,7 +595,7 @@ static cdyn_status kkt_jacobian(cdyn_mbs *mbs, const char *fn, double t, const d
     }
     kkt_step_ctx ctx = {fn, t, y, phi0, phidot0, x, ys, 0};
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
-        double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j));
+        double h = column_step(y, scale, n, j, step_cap(mbs, NULL, n, j), NULL);
         ctx.j = j;
         st = settle_column(mbs, fn, t, j, y[j], &h, n + m, n, TERM_ROUNDING, kkt_step, &ctx, &w,
                            applies);
@@ -648,9 +672,11 @@ static cdyn_status difference_jacobian(cdyn_mbs *mbs, const char *fn, rhs_fn f, 
     save_committed(mbs, base + size, &before);
     memcpy(xs, x, sizeof(double) * (size_t)size);
     st = f(mbs, t, xs, base); /* a failure at x itself is reported as such */
+    double wide[2] = {0.0, 0.0}; /* of the consistent state at x, for a partitioned x */
+    if (map) full_magnitudes(mbs->n, mbs->y_part, wide);
     rhs_step_ctx ctx = {f, t, x, base, xs, fp, fm, 0, size};
     for (int j = 0; st == CDYN_OK && j < size; ++j) {
-        double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j));
+        double h = column_step(x, scale, half, j, step_cap(mbs, map, half, j), map ? wide : NULL);
         int finite = 1;
         ctx.j = j;
         for (int i = 0; i < size; ++i) w.noise[i] = fabs(base[i]);
@@ -795,9 +821,11 @@ static cdyn_status partition_chain_jacobian(cdyn_mbs *mbs, const char *fn, doubl
         st = cdyn__mbs_velocity_constraint(mbs, fn, t, y, y + n, mbs->jac_work, phidot0);
     }
     partition_step_ctx ctx = {fn, t, y, u, phidot0, accel, mu, ys, 0};
+    double wide[2];
+    full_magnitudes(n, y, wide);
     for (int j = 0; st == CDYN_OK && *applies && j < size; ++j) {
         int positions = j < d, k = j % d;
-        double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j));
+        double h = column_step(z, scale, d, j, step_cap(mbs, mbs->ind_index, d, j), wide);
         memset(unit, 0, sizeof(double) * (size_t)d);
         unit[k] = 1.0;
         memset(u, 0, sizeof(double) * 2 * (size_t)n);

@@ -1354,6 +1354,112 @@ START_TEST(redundant_rows_difference_the_right_hand_side)
 }
 END_TEST
 
+/* A two-link arm (point masses m1 = m2 = 1 kg at the ends of links 0.5 m
+ * long, relative joint angles from the downward vertical) held at rest by
+ * constant joint torques at theta1 = 0.5 rad and theta2 small: nearly
+ * straight. At rest and in equilibrium q'' = M^-1 (tau - G(q)) has
+ * d q''/dq = -M^-1 dG/dq by hand (the velocity terms are quadratic in q'),
+ * G1 = (m1 + m2) g l1 sin th1 + m2 g l2 sin(th1 + th2),
+ * G2 = m2 g l2 sin(th1 + th2). The steps of a column started at 1e-3 of
+ * |theta2| alone: from 1e-6 rad, refined below what th1 + th2 resolves,
+ * every difference was 0 and the stiffness column came back 0 with
+ * CDYN_OK (a mode lost), or CDYN_ERR_NOCONV at 1e-4 rad, or 5.4e-6 off at
+ * 0.01 rad (found by an adversarial review). Locking the base joint
+ * (Phi = th1 - 0.5) leaves the link-2 pendulum, omega^2 = g cos(th1 +
+ * th2) / l2, through cdyn_mbs_partition_jacobian, whose independent
+ * state holds theta2 alone. */
+typedef struct {
+    double tau[2];
+} held_arm;
+
+static const double arm_l = 0.5;
+
+static int arm_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)user;
+    double c2 = cos(q[1]), l = arm_l;
+    M[0] = 2.0 * l * l + l * l + 2.0 * l * l * c2;
+    M[1] = M[ld] = l * l + l * l * c2;
+    M[1 + ld] = l * l;
+    return 0;
+}
+
+static int arm_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t;
+    const held_arm *a = user;
+    double l = arm_l, h = l * l * sin(q[1]), s12 = sin(q[0] + q[1]);
+    Q[0] = a->tau[0] - 2.0 * G * l * sin(q[0]) - G * l * s12 +
+           h * (2.0 * qd[0] * qd[1] + qd[1] * qd[1]);
+    Q[1] = a->tau[1] - G * l * s12 - h * qd[0] * qd[0];
+    return 0;
+}
+
+static int arm_lock(double t, const double *q, double *Phi, void *user)
+{
+    (void)t, (void)user;
+    Phi[0] = q[0] - 0.5;
+    return 0;
+}
+
+static int arm_lock_jacobian(double t, const double *q, double *J, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    J[0] = 1.0, J[ld] = 0.0;
+    return 0;
+}
+
+START_TEST(a_held_arm_nearly_straight_keeps_its_stiffness)
+{
+    const double bends[] = {1e-14, 1e-8, 1e-6, 1e-4, 1e-2, 0.3};
+    for (size_t b = 0; b < sizeof bends / sizeof bends[0]; ++b) {
+        double th1 = 0.5, th2 = bends[b], l = arm_l, c12 = cos(th1 + th2);
+        held_arm a = {{2.0 * G * l * sin(th1) + G * l * sin(th1 + th2), G * l * sin(th1 + th2)}};
+        /* by hand: K = -M^-1 dG/dq */
+        double M[4], dG[4] = {2.0 * G * l * cos(th1) + G * l * c12, G * l * c12, G * l * c12,
+                              G * l * c12}; /* column-major, symmetric */
+        double q[2] = {th1, th2};
+        arm_mass(0.0, q, M, 2, NULL);
+        double det = M[0] * M[3] - M[1] * M[2], K[4];
+        K[0] = -(M[3] * dG[0] - M[2] * dG[1]) / det;
+        K[1] = -(-M[1] * dG[0] + M[0] * dG[1]) / det;
+        K[2] = -(M[3] * dG[2] - M[2] * dG[3]) / det;
+        K[3] = -(-M[1] * dG[2] + M[0] * dG[3]) / det;
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 0, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(cdyn_mbs_set_model(mbs, arm_mass, arm_force, arm_lock, arm_lock_jacobian, &a),
+                         CDYN_OK); /* m = 0: Phi unused */
+        double y[4] = {th1, th2, 0.0, 0.0}, J[16];
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+        for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < 2; ++i) {
+                double size = fmax(fabs(K[2 * j]), fabs(K[1 + 2 * j]));
+                ck_assert_msg(fabs(J[2 + i + 4 * j] - K[i + 2 * j]) <= 1e-8 * size,
+                              "theta2 = %g: dq''_%d/dq_%d = %.15g, by hand %.15g", th2, i, j,
+                              J[2 + i + 4 * j], K[i + 2 * j]);
+            }
+        cdyn_mbs_free(mbs);
+        /* the base locked: one independent coordinate, theta2 */
+        mbs = cdyn_mbs_create(2, 1, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(
+            cdyn_mbs_set_model(mbs, arm_mass, arm_force, arm_lock, arm_lock_jacobian, &a),
+            CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+        int independent = -1;
+        cdyn_mbs_partition_coordinates(mbs, &independent, NULL);
+        ck_assert_int_eq(independent, 1);
+        double z[2], A[4], w2 = G * c12 / l;
+        ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+        ck_assert_int_eq(cdyn_mbs_partition_jacobian(mbs, 0.0, z, NULL, A, 2), CDYN_OK);
+        ck_assert_msg(fabs(A[1] + w2) <= 1e-8 * w2, "theta2 = %g: A[1, 0] = %.15g, by hand %.15g",
+                      th2, A[1], -w2);
+        ck_assert_double_le(fabs(A[3]), 1e-8 * sqrt(w2));
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* The pendulum's force callback refuses states with x beyond a limit. */
 static double refuse_beyond;
 static int picky_force(double t, const double *q, const double *qd, double *Q, void *user)
@@ -1429,6 +1535,7 @@ int main(void)
     tcase_add_test(tc, steps_the_state_does_not_fit_are_refined_until_they_agree);
     tcase_add_test(tc, a_force_without_a_derivative_is_refused);
     tcase_add_test(tc, a_road_of_any_length_gives_its_slope);
+    tcase_add_test(tc, a_held_arm_nearly_straight_keeps_its_stiffness);
     tcase_add_test(tc, quadratic_drag_at_rest_has_its_zero_derivative);
     tcase_add_test(tc, differences_of_the_right_hand_side_refine_their_steps_too);
     suite_add_tcase(s, tc);

@@ -393,10 +393,14 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * central differences of M, Phi_q, Q and xi along it (6 evaluations each;
  * a speed moves only Q and xi) and a null-space solve with the
  * partition's factors at z. Steps 1e-3 of each entry's magnitude, from
- * scale (2d values > 0, may be NULL): NULL takes |z_j|, else the largest
- * |z| of the same half (coordinates, speeds), and a speed half that is
- * all zero takes the coordinates' magnitude per second; a coordinate
- * with a period P (cdyn_mbs_set_periods) at most P / (2 pi).
+ * scale (2d values > 0, may be NULL): NULL takes the largest of |z_j| and
+ * the |q| (for a speed |q'|) of the consistent state, and a speed half
+ * that is all zero takes the coordinates' magnitude per second; a
+ * coordinate with a period P (cdyn_mbs_set_periods) at most P / (2 pi).
+ * Not |z_j| alone: the steps are only refined, never widened, and an
+ * entry near 0 says no more of the scale the model varies on than 0 does
+ * (an arm held 1e-6 rad from straight, stepped by 1e-9 rad, lost its
+ * stiffness column to rounding with CDYN_OK; test_linearize).
  *
  * Verified steps: a state's size says nothing of the scale the model
  * varies on (an angle of many turns, a road profile under a car 100 km
