@@ -162,10 +162,14 @@ CDYN_API cdyn_status cdyn_dae_set_model(cdyn_dae *dae, cdyn_dae_force_fn force,
  * Check the model's derivative callbacks at (t, v): dF/dv (n x n) and
  * dF/dt, whichever were given, against central differences of F (each
  * state moved by eps^(1/3) times its magnitude as cdyn_dae_set_fd_step()
- * describes; t by eps^(1/3) s whatever t). The worst disagreement goes to
+ * describes, or on its rows' scale near 0: status.h; t by eps^(1/3) s
+ * whatever t). The worst disagreement goes to
  * report (status.h, cdyn_jacobian_check; col = n for dF/dt; suspect = 1
  * above 1e-6 relative). For use when writing a model: F is called 4n
- * times for dF/dv and 4 for dF/dt; needs cdyn_dae_set_model() only.
+ * times for dF/dv and 4 for dF/dt (4 more per column whose step is
+ * shortened or widened, status.h; n + 1 more for dF/dt without dF/dv,
+ * whose forward differences size the states' terms of F for the
+ * rounding of the time differences); needs cdyn_dae_set_model() only.
  * CDYN_OK when the check ran (whatever it found); CDYN_ERR_ARG (NULL, no
  * derivative callback given), CDYN_ERR_NONFINITE, CDYN_ERR_CALLBACK,
  * CDYN_ERR_BUSY; report is written only on CDYN_OK. Leaves the split and

@@ -49,11 +49,20 @@ typedef enum cdyn_status {
  * discrepancy exceeds 10 times the estimate's own error (the two steps'
  * disagreement plus the rounding of the function, 4 eps |f| / h), so an
  * entry below what the function's rounding can resolve is never flagged.
- * The first step is eps^(1/3) of the unknown's magnitude; where the two
- * steps' disagreement, not the rounding, keeps an entry from being judged
- * at 1e-6, a column's steps are shortened by 16 (up to 6 times), since a
- * magnitude need not be the scale the function varies on (an angle of
- * many turns).
+ * The first step is eps^(1/3) of the unknown's scale: its magnitude, or,
+ * where a row it enters says it moves that row by the row's size over a
+ * longer change (the row's largest term over the entry), that change, up
+ * to the largest magnitude of any unknown (what an unknown at exactly 0
+ * takes); the same scale stands for "the unknown's magnitude" above. An
+ * unknown near 0 (1e-10 beside terms of 1) was stepped by 6e-16, and a
+ * wrong sign went unnamed. Where the rounding of f still keeps a given
+ * non-zero entry (above 1e-8 of its row, terms of no unknown included)
+ * from being judged at 1e-6, the first step is widened once to the step
+ * that resolves it. Where the two steps' disagreement, not the rounding,
+ * keeps an entry from being judged, a column's steps are shortened by 16
+ * (up to 6 times), since a magnitude need not be the scale the function
+ * varies on (an angle of many turns). A column with no representable step
+ * (t = 1e300) is not judged.
  */
 typedef struct cdyn_jacobian_check {
     double worst;    /**< largest such relative error (0 when every entry agrees) */
