@@ -726,6 +726,43 @@ static cdyn_status check_periods(cdyn_mbs *mbs, const char *fn, double t, double
     return CDYN_OK;
 }
 
+/* The position solve of cdyn_mbs_project from x (its unknowns at the
+ * start q; start: that q, periods reduced), in x. Phi_q of redundant
+ * constraints has rank r < m on the manifold, and off it a singular value
+ * of the size of the distance: full-rank steps along that one amplify the
+ * redundant rows' O(distance^2) inconsistency into a drift along the
+ * manifold (a pendulum with a redundant rod-length row, 1e-3 off, ended
+ * 17 times the correction from the closest point, CDYN_OK). A solve that
+ * ends at rank r < m is therefore done again from the start with steps of
+ * rank r at most, and r is kept for the next projections; a solve so
+ * capped that fails is done again without the cap, which is dropped. */
+static cdyn_status project_positions(cdyn_mbs *mbs, const double *start, double *x)
+{
+    int n = mbs->n, m = mbs->m, cap = mbs->projector_rank_cap, refused = 0;
+    cdyn__newton_set_rank_cap(mbs->projector, cap);
+    cdyn_status st = cdyn_newton_solve(mbs->projector, projection_residual,
+                                       projection_jacobian, mbs, x);
+    for (int again = 0; again < 2; ++again) {
+        cdyn_newton_report report;
+        cdyn_newton_get_report(mbs->projector, &report);
+        if (st == CDYN_OK && report.rank < m && !refused && (cap == 0 || report.rank < cap)) {
+            cap = report.rank;
+        } else if (st == CDYN_ERR_NOCONV && cap > 0) {
+            cap = 0;
+            refused = 1;
+        } else {
+            break;
+        }
+        /* from the start again: x0 = L^T q (kept after it) or q */
+        const double *x0 = mbs->metric == CDYN_PROJECT_MASS ? mbs->lin_work + n : start;
+        memcpy(x, x0, sizeof(double) * (size_t)n);
+        cdyn__newton_set_rank_cap(mbs->projector, cap);
+        st = cdyn_newton_solve(mbs->projector, projection_residual, projection_jacobian, mbs, x);
+    }
+    mbs->projector_rank_cap = st == CDYN_OK ? cap : 0;
+    return st;
+}
+
 cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
 {
     if (!mbs) return CDYN_ERR_ARG;
@@ -766,8 +803,7 @@ cdyn_status cdyn_mbs_project(cdyn_mbs *mbs, double t, double *y)
     double *held = mbs->held_magnitudes;
     cdyn__newton_save_magnitudes(mbs->projector, held);
     /* T4.9 positions: Newton with minimum-norm steps dq = -Phi_q^+ Phi */
-    cdyn_status newton = cdyn_newton_solve(mbs->projector, projection_residual,
-                                           projection_jacobian, mbs, x);
+    cdyn_status newton = project_positions(mbs, start, x);
     if (newton != CDYN_OK && newton != CDYN_ERR_NOCONV)
         return cdyn__fail(mbs->msg, newton, "%s: %s", fn, cdyn_newton_last_error(mbs->projector));
     unknowns_to_coordinates(mbs, x);

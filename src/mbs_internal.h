@@ -67,6 +67,7 @@ struct cdyn_mbs {
     int has_periods, shifted;     /* any period set; the current projection has an origin */
     int tangent_valid;            /* the last call was a successful projection (cdyn_mbs_project_tangent) */
     int projector_near;           /* its factorization is of Phi_q one Newton iterate before (mbs.c) */
+    int projector_rank_cap;       /* Phi_q's rank at the last projection's solution if < m, else 0 */
     double *lin_work;             /* 6n^2 + n m1 + 15n + 7 m1: mbs_linearize.c; the projection origin (2n, mbs.c) */
     double *lin_rates;            /* 3 (n^2 + n m1 + n + m1) + 15 (n + max(n, m1)): mbs_linearize.c's verified steps */
     double time_error;            /* the largest error estimate of the time terms' differences since reset (mbs_time.c) */

@@ -78,6 +78,7 @@ struct cdyn_newton {
     int near_factored;          /* ... or of J one full step before it (cdyn__newton_set_judge_near) */
     int judge_near;             /* accept on the last factorization's correction */
     int min_norm_square;        /* square J# minimum-norm in x (cdyn__newton_set_min_norm) */
+    int rank_cap;               /* at most this rank per step, 0: none (cdyn__newton_set_rank_cap) */
     int differenced;            /* the owner's Jacobian callback is a difference quotient */
     int has_known;              /* b.known holds the owner's terms for the next solve */
     const int *observed_count;  /* the owner's rows besides G, filled by its Jacobian */
@@ -348,6 +349,12 @@ void cdyn__newton_set_judge_near(cdyn_newton *nt, int on) { nt->judge_near = on 
 
 void cdyn__newton_set_min_norm(cdyn_newton *nt, int on) { nt->min_norm_square = on != 0; }
 
+void cdyn__newton_set_rank_cap(cdyn_newton *nt, int cap)
+{
+    nt->rank_cap = cap > 0 ? cap : 0;
+    nt->factored_valid = 0; /* the same J may now factor otherwise */
+}
+
 void cdyn__newton_keep_for_chord(cdyn_newton *nt)
 {
     buffers *b = &nt->b;
@@ -497,6 +504,9 @@ static int factor_svd(cdyn_newton *nt, const double *J, int ldj)
     int numerical = rank;
     double floor = (double)(k > p ? k : p) * DBL_EPSILON * b->sv[0];
     while (numerical < k && b->sv[numerical] > floor) ++numerical;
+    if (nt->rank_cap > 0 && numerical > nt->rank_cap) /* no step, widened or not, beyond it */
+        numerical = nt->rank_cap;
+    if (rank > numerical) rank = numerical;
     nt->rank = nt->rank_used = rank;
     nt->rank_numerical = numerical;
     nt->smallest_kept = rank > 0 ? b->sv[rank - 1] / b->sv[0] : 0.0;
@@ -620,6 +630,7 @@ static int factor(cdyn_newton *nt, const double *J, int ldj)
                           NULL, NULL) < 0)
         rank = -1;
     if (rank < 0) return -1;
+    if (nt->rank_cap > 0 && rank > nt->rank_cap) rank = nt->rank_cap; /* the SVD's steps */
     if (rank == k) {
         nt->n_dependent_rows = nt->n_dropped_cols = 0;
         nt->mode = k == p ? MODE_QR_SQUARE : MODE_QR_WIDE;

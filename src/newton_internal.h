@@ -104,6 +104,16 @@ void cdyn__newton_set_judge_near(cdyn_newton *nt, int on);
  * the same in any units of the unknowns (the DAE's algebraic solve). */
 void cdyn__newton_set_min_norm(cdyn_newton *nt, int on);
 
+/* Steps of rank at most cap (0: none, the default): a J whose decided
+ * rank is higher takes the SVD step truncated to its cap largest singular
+ * values, never widened beyond them. For an owner that knows the rank of
+ * J at the solution: the projector of redundant constraints, whose Phi_q
+ * off the manifold has a singular value of the size of the distance to
+ * it, and whose full-rank steps along it amplify the redundant row's
+ * O(distance^2) inconsistency into a drift along the manifold (17 times
+ * the correction, with CDYN_OK). */
+void cdyn__newton_set_rank_cap(cdyn_newton *nt, int cap);
+
 /* 1 when the last cdyn_newton_solve() ended that way: the factorization
  * is of J at the iterate one full Newton step before the returned x (full
  * rank, pivoted QR). 0 otherwise. */
