@@ -252,7 +252,14 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
  * the step; the speed step then solves with Phi_q at the projected q by
  * iterations preconditioned with that factorization (two, typically),
  * factoring Phi_q there only if they fall short: one factorization per
- * projection where there were two. y is updated in
+ * projection where there were two. Redundant constraints (Phi_q of rank
+ * r < m at the solution): a position solve that ends at rank r is done
+ * again from the start with steps of rank r at most (full-rank steps
+ * along the singular value that only the distance to the manifold makes
+ * non-zero drifted along it, 17 times the correction, test_mbs), and the
+ * next projections start with that cap; a capped solve that fails is done
+ * again without it. The result is then the closest point (in the metric)
+ * to second order in the distance. y is updated in
  * place on success and on CDYN_ERR_NOCONV (best iterate; the Newton report
  * tells). CDYN_ERR_SINGULAR, y untouched, when the velocity constraints
  * are left unmet beyond the rounding of their terms (Phi_q rank deficient
