@@ -32,6 +32,7 @@ cdyn_dae *cdyn_dae_create(int n, cdyn_status *status)
     dae->rank_tol = CDYN__RANK_TOL;
     dae->fd_step = 1.5e-8;
     dae->max_index = 5;
+    dae->split_limit = 10.0;
     dae->rtol = 1e-10;
     int lwork = cdyn__gesvd_lwork(n, n);
     lwork = cdyn__max(lwork, cdyn__geqp3_lwork(n, n));
@@ -128,6 +129,7 @@ static void part_free(cdyn__dae_part *p)
     free(p->bottom_start);
     free(p->bottom_row);
     cdyn_nullspace_free(p->split_ns);
+    cdyn_nullspace_free(p->split_probe);
     memset(p, 0, sizeof *p);
 }
 
@@ -205,6 +207,7 @@ static int part_alloc(cdyn__dae_part *p, int n, int r, int timed)
     p->g0_at = doubles(q1);
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
+    if (st == CDYN_OK && q > 0 && q < n) p->split_probe = cdyn_nullspace_create(n, q, &st);
     int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
              p->beta_unit && p->mass_rows && p->beta_error && p->g0_noise &&
              p->range_rows && p->range_signs &&
@@ -553,6 +556,10 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     if (fresh.split_ns) {
         cdyn_nullspace_set_preferred_dependent(fresh.split_ns, fresh.massless);
         cdyn__nullspace_set_owner(fresh.split_ns, &dae->guard.in_callback);
+        /* the watch refactors it with the split kept while it is regular */
+        cdyn_nullspace_set_condition_limit(fresh.split_ns, DBL_MAX);
+        cdyn_nullspace_set_preferred_dependent(fresh.split_probe, fresh.massless);
+        cdyn__nullspace_set_owner(fresh.split_probe, &dae->guard.in_callback);
     }
     part_free(&dae->part);
     dae->part = fresh;
@@ -1081,5 +1088,30 @@ const char *cdyn_dae_last_error(const cdyn_dae *dae)
 cdyn_newton *cdyn_dae_newton(cdyn_dae *dae) { return dae ? dae->newton : NULL; }
 
 long cdyn_dae_svd_rate_solves(const cdyn_dae *dae) { return dae ? dae->svd_rate_solves : -1; }
+
+int cdyn_dae_split_event(const cdyn_dae *dae) { return dae ? dae->split_event : 0; }
+
+cdyn_status cdyn_dae_split_quality(const cdyn_dae *dae, double *current, double *best)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    if (!dae->split_done)
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG,
+                          "cdyn_dae_split_quality: call cdyn_dae_split first");
+    if (current) *current = dae->split_quality;
+    if (best) *best = dae->split_best;
+    return CDYN_OK;
+}
+
+cdyn_status cdyn_dae_set_split_limit(cdyn_dae *dae, double limit)
+{
+    if (!dae) return CDYN_ERR_ARG;
+    const char *fn = "cdyn_dae_set_split_limit";
+    if (cdyn__dae_check_idle(dae, fn)) return CDYN_ERR_BUSY;
+    if (!(limit >= 1.0) || isinf(limit))
+        return cdyn__fail(dae->msg, CDYN_ERR_ARG, "%s: limit = %g is not finite and >= 1", fn,
+                          limit);
+    dae->split_limit = limit;
+    return CDYN_OK;
+}
 
 int cdyn_dae_size(const cdyn_dae *dae) { return dae ? dae->n : -1; }

@@ -91,6 +91,7 @@ typedef struct cdyn__dae_part {
     double *bottom_source;          /* q x n */
     int bottom_valid;
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
+    cdyn_nullspace *split_probe; /* the same: the split a pivoted QR would choose now */
 } cdyn__dae_part;
 
 struct cdyn_dae {
@@ -148,6 +149,10 @@ struct cdyn_dae {
     int decoupled;          /* this evaluation: P^T M_a = 0, the rates need no A */
     int coupling_valid;     /* this evaluation: part.coef holds A */
     long svd_rate_solves;
+    /* the split's watch (dae_rhs.c, cdyn_dae_split_event): index 1 where the
+     * algebraic states were chosen (M(t), or massed states among them) */
+    int split_watch, split_event, split_singular;
+    double split_limit, split_quality, split_best;
     double t_eval;          /* time of the Newton residual evaluations */
     double *v_trial;        /* n, state assembled for the Newton callbacks */
 

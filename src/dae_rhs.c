@@ -232,6 +232,71 @@ static void learn_magnitudes(cdyn_dae *dae, const double *v)
     }
 }
 
+/* The massless states of M(t) at the t of the last mass evaluation, the
+ * split's first choice (cdyn_nullspace_set_preferred_dependent); with
+ * M(t) those of M(t0) said nothing of a later split (a rotating null
+ * space: the state massless at t0 was chosen again where it had become
+ * the wrong one). */
+static void prefer_massless_now(cdyn_dae *dae)
+{
+    int n = dae->n;
+    cdyn__dae_part *p = &dae->part;
+    for (int j = 0; j < n; ++j) {
+        p->massless[j] = 1;
+        for (int i = 0; i < n; ++i)
+            if (p->mass[i + (size_t)j * n] != 0.0) p->massless[j] = 0;
+    }
+    cdyn_nullspace_set_preferred_dependent(p->split_ns, p->massless);
+    cdyn_nullspace_set_preferred_dependent(p->split_probe, p->massless);
+}
+
+/* How good a factored split is (as a mechanism's partition, mbs.h): the
+ * larger of the condition estimate of its algebraic block of dG0/dv and
+ * its largest sensitivity |d v_a / d v_i|, in units of each state's column
+ * size in the history (unit-free). */
+static double split_quality_of(const cdyn_nullspace *ns)
+{
+    return fmax(cdyn_nullspace_condition(ns), cdyn_nullspace_dependence(ns));
+}
+
+/* The watch of a fresh split (index: the analysis's): only where the
+ * algebraic states were chosen, at index 1 (M(t), or fewer massless states
+ * than constraints, or more: a constant M whose massless states are the
+ * algebraic ones leaves no choice and needs none). */
+static void start_watch(cdyn_dae *dae, int index)
+{
+    int n = dae->n, q = dae->q, massless = 0;
+    for (int j = 0; q > 0 && q < n && j < n; ++j) massless += dae->part.massless[j] != 0;
+    dae->split_watch = q > 0 && q < n && index == 1 && (dae->mass_fn || massless != q);
+    dae->split_event = dae->split_singular = 0;
+    dae->split_quality = dae->split_best =
+        dae->split_watch ? split_quality_of(dae->part.split_ns) : 1.0;
+}
+
+/* After a successful index-1 evaluation (part.constraint_jac = dG0/dv at
+ * it): the split's quality at this state, and the best a pivoted QR would
+ * choose here where the split's passes the limit; the event when it is
+ * more than the limit times that best, or when the split's algebraic
+ * block has become singular (cdyn_dae_split_event, dae.h). */
+static void watch_split(cdyn_dae *dae)
+{
+    cdyn__dae_part *p = &dae->part;
+    int changed = 0;
+    if (dae->split_singular) return; /* until the next split */
+    cdyn_status st = cdyn_nullspace_update(p->split_ns, p->constraint_jac, dae->q, &changed);
+    if (st != CDYN_OK || changed) { /* the split's block is singular */
+        dae->split_quality = INFINITY;
+        dae->split_event = dae->split_singular = 1;
+        return;
+    }
+    dae->split_quality = dae->split_best = split_quality_of(p->split_ns);
+    dae->split_event = 0;
+    if (!(dae->split_quality > dae->split_limit)) return;
+    if (cdyn_nullspace_factor(p->split_probe, p->constraint_jac, dae->q) != CDYN_OK) return;
+    dae->split_best = fmin(dae->split_quality, split_quality_of(p->split_probe));
+    dae->split_event = dae->split_quality > dae->split_limit * dae->split_best;
+}
+
 cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
 {
     if (!dae) return CDYN_ERR_ARG;
@@ -257,7 +322,9 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
         for (int j = 0; j < r; ++j) dae->integrated[j] = j;
         for (int k = 0; k < q; ++k) dae->algebraic[k] = k;
     } else {
-        /* T3.3: dG0/dv = beta^T dF/dv; pivoted QR picks the algebraic states */
+        /* T3.3: dG0/dv = beta^T dF/dv; pivoted QR picks the algebraic states,
+         * the massless ones first: with M(t), those of M at t */
+        if (dae->mass_fn) prefer_massless_now(dae);
         cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, p->constraint_jac, q);
         st = cdyn_nullspace_factor(p->split_ns, p->constraint_jac, q);
         if (st != CDYN_OK)
@@ -280,6 +347,7 @@ cdyn_status cdyn_dae_split(cdyn_dae *dae, double t, const double *v)
     dae->split_done = 1;
     dae->state_valid = 0;
     dae->svd_rate_solves = 0;
+    start_watch(dae, index);
     install_tolerances(dae);
     return CDYN_OK;
 }
@@ -735,6 +803,7 @@ cdyn_status cdyn__dae_rhs_at(cdyn_dae *dae, const char *fn, double t, const doub
     if (dae->mass_fn) memcpy(p->beta_ref, p->beta, sizeof(double) * (size_t)n * q);
     p->g0_factored = dae->index2;
     dae->state_valid = 1;
+    if (dae->split_watch) watch_split(dae);
     return CDYN_OK;
 }
 

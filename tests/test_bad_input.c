@@ -1087,6 +1087,9 @@ WRAP(w_dae_input_matrix)
 }
 WRAP(w_dae_newton) { USE_ALL; o->val = cdyn_dae_newton(obj) != NULL; }
 WRAP(w_dae_svd_rate_solves) { USE_ALL; o->val = (double)cdyn_dae_svd_rate_solves(obj); }
+WRAP(w_dae_split_event) { USE_ALL; o->val = cdyn_dae_split_event(obj); }
+WRAP(w_dae_split_quality) { USE_ALL; o->st = cdyn_dae_split_quality(obj, p[0], p[1]); }
+WRAP(w_dae_set_split_limit) { USE_ALL; o->st = cdyn_dae_set_split_limit(obj, sc[0]); }
 WRAP(w_dae_get_counters) { USE_ALL; o->st = cdyn_dae_get_counters(obj, p[0]); }
 WRAP(w_dae_reset_counters) { USE_ALL; o->st = cdyn_dae_reset_counters(obj); }
 WRAP(w_dae_callback_code) { USE_ALL; o->val = cdyn_dae_callback_code(obj); }
@@ -1164,6 +1167,14 @@ static const fn_desc DAE_FNS[] = {
     {.fn = "cdyn_dae_newton", .ret = R_PTR, .has_obj = 1, .null_obj = XNULLU, .call = w_dae_newton},
     {.fn = "cdyn_dae_svd_rate_solves", .ret = R_INT, .has_obj = 1, .null_obj = XV(-1),
      .call = w_dae_svd_rate_solves},
+    {.fn = "cdyn_dae_split_event", .ret = R_INT, .has_obj = 1, .null_obj = XVU(0),
+     .call = w_dae_split_event},
+    {.fn = "cdyn_dae_split_quality", OBJ,
+     .arg = {A_OUT_OPT("current", 1), A_OUT_OPT("best", 1)}, .call = w_dae_split_quality},
+    {.fn = "cdyn_dae_set_split_limit", OBJ,
+     .sc = {SC("limit", 20.0, 5, BV(0.5, XARG), BV(0.0, XARG), BV(-2.0, XARG), BV(NAN, XARG),
+               BV(INFINITY, XARG))},
+     .call = w_dae_set_split_limit},
     {.fn = "cdyn_dae_get_counters", OBJ, .arg = {A_OUT("counters", DAC_LEN)},
      .call = w_dae_get_counters},
     {.fn = "cdyn_dae_reset_counters", OBJ, .call = w_dae_reset_counters},
@@ -1201,6 +1212,7 @@ static const hand_row DAE_HAND[] = {
     DAE_EARLY("cdyn_dae_split", dae_make_massed, XARG, "before set_functions"),
     DAE_EARLY("cdyn_dae_equation_levels", dae_make_unanalyzed, XARG, "before analyze"),
     DAE_EARLY("cdyn_dae_split_states", dae_make_unsplit, XV(-1), "before split"),
+    DAE_EARLY("cdyn_dae_split_quality", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_consistent", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_rhs", dae_make_unsplit, XARG, "before split"),
     DAE_EARLY("cdyn_dae_last_state", dae_make_norhs, XARG, "before any rhs"),

@@ -303,6 +303,122 @@ START_TEST(time_varying_rhs_does_not_allocate)
 }
 END_TEST
 
+/* ---- a split that goes singular (found by an adversarial review) --------
+ * M(t) = p p^T, p = (cos t, sin t); F = (-a + sin 3t, -k b), k = 2, v =
+ * (a, b). The hidden constraint p_perp^T F = 0 is G0 = sin t a - k cos t b
+ * - sin t sin 3t: index 1 for every t (det [p^T; dG0/dv] = -(k cos^2 t +
+ * sin^2 t)), but the split of t = 0, b algebraic, has dG0/db = -k cos t,
+ * 0 at pi/2. By hand, with u = p^T v: c a + s b = u and s a - k c b =
+ * s U (c = cos t, s = sin t, U = sin 3t) give a = (k c u + s^2 U) / D,
+ * b = (s u - c s U) / D, D = k c^2 + s^2, and u' = p'^T v + p^T F =
+ * -s a + c b + c (-a + U) - k s b; integrated by RK4 at 1e-5 s as the
+ * reference. Through cdyn (RK4, 1 ms) every call was CDYN_OK while the
+ * run crossed pi/2 with rates growing as 1 / (t - pi/2): 5.8e-3 off at
+ * t = 3. The event asks for the new split once, before pi/2 (tan t = 10
+ * there: the split's sensitivity |db/da| in units of the states' sizes,
+ * against 1 / tan t for a algebraic); split again there, the run ends on
+ * the hand solution. */
+static int turning_mass(double t, double *M, int ldm, void *user)
+{
+    (void)user;
+    double p[2] = {cos(t), sin(t)};
+    for (int j = 0; j < 2; ++j)
+        for (int i = 0; i < 2; ++i) M[i + j * ldm] = p[i] * p[j];
+    return 0;
+}
+
+static int turning_force(double t, const double *v, double *F, void *user)
+{
+    (void)user;
+    F[0] = -v[0] + sin(3.0 * t);
+    F[1] = -2.0 * v[1];
+    return 0;
+}
+
+static int turning_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t, (void)v, (void)user;
+    J[0] = -1.0, J[1] = 0.0, J[ld] = 0.0, J[1 + ld] = -2.0;
+    return 0;
+}
+
+static void turning_states(double t, double u, double *ab)
+{
+    double c = cos(t), s = sin(t), U = sin(3.0 * t), D = 2.0 * c * c + s * s;
+    ab[0] = (2.0 * c * u + s * s * U) / D;
+    ab[1] = (s * u - c * s * U) / D;
+}
+
+static double turning_u_rate(double t, double u)
+{
+    double ab[2], c = cos(t), s = sin(t);
+    turning_states(t, u, ab);
+    return -s * ab[0] + c * ab[1] + c * (-ab[0] + sin(3.0 * t)) - 2.0 * s * ab[1];
+}
+
+START_TEST(a_split_that_goes_singular_asks_for_a_new_one)
+{
+    const double T = 3.0, h = 1e-3;
+    double u = 1.0, href = 1e-5, ref[2];
+    for (long k = 0; k < 300000; ++k) { /* the reference */
+        double t = k * href, k1 = turning_u_rate(t, u);
+        double k2 = turning_u_rate(t + href / 2, u + href / 2 * k1);
+        double k3 = turning_u_rate(t + href / 2, u + href / 2 * k2);
+        double k4 = turning_u_rate(t + href, u + href * k3);
+        u += href / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+    }
+    turning_states(T, u, ref);
+
+    cdyn_dae *dae = cdyn_dae_create(2, NULL);
+    ck_assert_ptr_nonnull(dae);
+    ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, turning_mass, NULL, 0.0), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_set_model(dae, turning_force, turning_jacobian, NULL, NULL),
+                     CDYN_OK);
+    double v[2] = {1.0, 0.0}, current = 0.0, best = 0.0;
+    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+    int integrated = -1, events = 0;
+    cdyn_dae_split_states(dae, &integrated, NULL);
+    ck_assert_int_eq(integrated, 0); /* a; b algebraic */
+    double y = v[0], t = 0.0, event_t = -1.0;
+    for (int step = 0; step < 3000; ++step, t = step * h) {
+        double k[4], stage;
+        alloc_count_start(); /* the watch and its probe included */
+        cdyn_status st = cdyn_dae_rhs(dae, t, &y, &k[0]);
+        long allocations = alloc_count_stop();
+        ck_assert_int_eq(st, CDYN_OK);
+        ck_assert_int_eq(allocations, 0);
+        if (cdyn_dae_split_event(dae)) { /* at the accepted state: split again */
+            ck_assert_int_eq(cdyn_dae_split_quality(dae, &current, &best), CDYN_OK);
+            ck_assert_double_gt(current, 10.0 * best);
+            ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+            cdyn_dae_split_states(dae, &integrated, NULL);
+            ck_assert_int_eq(integrated, 1); /* b; a algebraic */
+            y = v[integrated];
+            event_t = t;
+            ++events;
+            ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &k[0]), CDYN_OK);
+            ck_assert_int_eq(cdyn_dae_split_event(dae), 0);
+        }
+        stage = y + 0.5 * h * k[0];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[1]), CDYN_OK);
+        stage = y + 0.5 * h * k[1];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[2]), CDYN_OK);
+        stage = y + h * k[2];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, t + h, &stage, &k[3]), CDYN_OK);
+        y += h / 6.0 * (k[0] + 2.0 * k[1] + 2.0 * k[2] + k[3]);
+    }
+    double ydot;
+    ck_assert_int_eq(cdyn_dae_rhs(dae, T, &y, &ydot), CDYN_OK);
+    ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+    ck_assert_int_eq(events, 1);
+    ck_assert_msg(event_t > 1.2 && event_t < 1.5708, "the event at t = %g", event_t);
+    ck_assert_msg(fabs(v[0] - ref[0]) <= 1e-8 && fabs(v[1] - ref[1]) <= 1e-8,
+                  "at t = 3: (%.12g, %.12g), by hand (%.12g, %.12g)", v[0], v[1], ref[0], ref[1]);
+    cdyn_dae_free(dae);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dae_mass");
@@ -314,6 +430,7 @@ int main(void)
     tcase_add_test(tc, rank_change_is_reported_not_integrated);
     tcase_add_test(tc, mass_callback_failure_and_bad_input);
     tcase_add_test(tc, time_varying_rhs_does_not_allocate);
+    tcase_add_test(tc, a_split_that_goes_singular_asks_for_a_new_one);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

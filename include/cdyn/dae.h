@@ -548,6 +548,54 @@ CDYN_API cdyn_status cdyn_dae_reset_counters(cdyn_dae *dae);
  */
 CDYN_API long cdyn_dae_svd_rate_solves(const cdyn_dae *dae);
 
+/**
+ * 1 when the last successful cdyn_dae_rhs() found the split a poor chart:
+ * the quality measure of its algebraic block (cdyn_dae_split_quality())
+ * more than `limit` (cdyn_dae_set_split_limit()) times that of the split a
+ * pivoted QR of dG0/dv would choose at that state, or the block singular
+ * (that 1 stays until the next cdyn_dae_split()). 0 otherwise, and for
+ * NULL. Watched at index 1 where the split had a choice: with M(t), or
+ * where the algebraic states are not just M's massless ones (a constant M
+ * whose zero columns are the algebraic states, as in hydraulics, leaves
+ * none, and nothing is watched). A split stays right while the DAE is
+ * index 1, but its block of dG0/dv can become singular along the way
+ * while another choice is regular: with M(t) = p p^T, p = (cos t, sin t),
+ * and G0 = sin t a - k cos t b, b chosen at t = 0 gets rates that grow as
+ * 1 / (t - pi/2), and an integrator's error test on a no longer controls
+ * the solution (b at pi/2 came back 5.9e8 where it is 0.29, every call
+ * CDYN_OK; test_dae_mass). The caller then splits again between steps:
+ * cdyn_dae_last_state() at the accepted step, cdyn_dae_split() there,
+ * the new y from cdyn_dae_split_states(), and the integrator restarted.
+ * Evaluate the right-hand side at the accepted (t, y) before asking: a
+ * trial stage's value says nothing of the accepted state. When no split
+ * beats the current one by that factor there is no event, however large
+ * the measure: splitting again could not help.
+ */
+CDYN_API int cdyn_dae_split_event(const cdyn_dae *dae);
+
+/**
+ * The event's values at the last successful cdyn_dae_rhs() (or the split
+ * itself before any): current (may be NULL) the quality measure of the
+ * split, the larger of the condition estimate of its algebraic block of
+ * dG0/dv and its largest sensitivity |d v_a / d v_i| with each state in
+ * units of its column's largest size since the split (as
+ * cdyn_mbs_partition_quality(): unit-free for one constraint, within a
+ * factor of about 4 for several); >= 1, INFINITY once the block is
+ * singular. best (may be NULL) the measure of the split a pivoted QR
+ * would choose at that state, computed only when current passes the
+ * limit (else equal to current). 1 for both where nothing is watched.
+ * CDYN_ERR_ARG for NULL or before cdyn_dae_split().
+ */
+CDYN_API cdyn_status cdyn_dae_split_quality(const cdyn_dae *dae, double *current, double *best);
+
+/**
+ * The factor by which the split's quality measure may exceed the best
+ * one's (cdyn_dae_split_quality()) before cdyn_dae_split_event() asks for
+ * a new split (default 10, >= 1). CDYN_ERR_ARG for NULL, a limit below 1,
+ * NaN or Inf; CDYN_ERR_BUSY from a callback.
+ */
+CDYN_API cdyn_status cdyn_dae_set_split_limit(cdyn_dae *dae, double limit);
+
 /** Non-zero code of the callback that failed last (0 if none or NULL). */
 CDYN_API int cdyn_dae_callback_code(const cdyn_dae *dae);
 

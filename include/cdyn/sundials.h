@@ -169,8 +169,11 @@ CDYN_API int cdyn_cvode_attach_mbs(void *cvode_mem, cdyn_mbs *mbs);
  * algebraic states are solved inside every evaluation (warm-started from
  * the last successful one); to get the full v at an output (t, y), call
  * cdyn_dae_rhs() there and then cdyn_dae_last_state(). CDYN_ERR_NOCONV (Newton
- * cap) is recoverable, CDYN_ERR_SINGULAR stops the integrator. No
- * allocation.
+ * cap) is recoverable, CDYN_ERR_SINGULAR stops the integrator. The split
+ * is the caller's: where it can go bad (M(t), dae.h), evaluate at each
+ * accepted step (CVodeGetCurrentTime, CVodeGetDky or the output) and ask
+ * cdyn_dae_split_event(); on 1 split again there and restart CVODE
+ * (CVodeReInit) with the new y. No allocation.
  */
 CDYN_API int cdyn_cvode_dae_rhs(sunrealtype t, N_Vector y, N_Vector ydot, void *user_data);
 
