@@ -760,6 +760,10 @@ static cdyn_status project_positions(cdyn_mbs *mbs, const double *start, double 
         st = cdyn_newton_solve(mbs->projector, projection_residual, projection_jacobian, mbs, x);
     }
     mbs->projector_rank_cap = st == CDYN_OK ? cap : 0;
+    /* the cap is the position solve's: a speed projection alone, at any
+     * configuration, factors Phi_q at its own rank (the factorization the
+     * speed step of this projection reuses is kept) */
+    cdyn__newton_set_rank_cap(mbs->projector, 0);
     return st;
 }
 
