@@ -130,6 +130,7 @@ static void part_free(cdyn__dae_part *p)
     free(p->bottom_row);
     cdyn_nullspace_free(p->split_ns);
     cdyn_nullspace_free(p->split_probe);
+    free(p->split_ref.amax);
     memset(p, 0, sizeof *p);
 }
 
@@ -208,12 +209,14 @@ static int part_alloc(cdyn__dae_part *p, int n, int r, int timed)
     cdyn_status st = CDYN_OK;
     if (q > 0 && q < n) p->split_ns = cdyn_nullspace_create(n, q, &st);
     if (st == CDYN_OK && q > 0 && q < n) p->split_probe = cdyn_nullspace_create(n, q, &st);
-    int ok = st == CDYN_OK && p->mass && p->mass_saved && p->beta && p->beta_rows &&
+    if (q > 0 && q < n) p->split_ref.amax = calloc(q1 * (size_t)n, sizeof(double));
+    int ok = st == CDYN_OK && (!(q > 0 && q < n) || p->split_ref.amax) && p->mass && p->mass_saved && p->beta && p->beta_rows &&
              p->beta_unit && p->mass_rows && p->beta_error && p->g0_noise &&
              p->range_rows && p->range_signs &&
              p->beta_signs && p->beta_ref && p->beta_time_work && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
-             p->range_t_mass && p->massless && p->constraint_jac && p->ga && p->coef &&
+             p->range_t_mass && p->massless && p->constraint_jac && p->ga &&
+             p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
              p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
              p->top_value && p->top_inverse && p->top_column && p->bottom_start &&

@@ -92,6 +92,8 @@ typedef struct cdyn__dae_part {
     int bottom_valid;
     cdyn_nullspace *split_ns; /* n states, q constraints (0 < q < n) */
     cdyn_nullspace *split_probe; /* the same: the split a pivoted QR would choose now */
+    cdyn__rank_ref split_ref;    /* q x n: dG0/dv's history since set_mass_fn, shared by
+                                  * both with M(t) (dae_rhs.c, prefer_massless_now) */
 } cdyn__dae_part;
 
 struct cdyn_dae {
@@ -149,8 +151,7 @@ struct cdyn_dae {
     int decoupled;          /* this evaluation: P^T M_a = 0, the rates need no A */
     int coupling_valid;     /* this evaluation: part.coef holds A */
     long svd_rate_solves;
-    /* the split's watch (dae_rhs.c, cdyn_dae_split_event): index 1 where the
-     * algebraic states were chosen (M(t), or massed states among them) */
+    /* the split's watch (dae_rhs.c, cdyn_dae_split_event): index 1, M(t) */
     int split_watch, split_event, split_singular;
     double split_limit, split_quality, split_best;
     double t_eval;          /* time of the Newton residual evaluations */

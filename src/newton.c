@@ -36,6 +36,7 @@ typedef struct buffers {
     double *g, *g_trial, *g_best; /* k */
     double *g_keep;             /* k: G at x_best */
     double *g_start;            /* k: the terms of no unknown, from the initial guess */
+    double *g_base;             /* k: of those, what the guess alone showed (constant_terms) */
     double *fit;                /* 3k: G, sum J x and sum |J x| at the iterate before */
     double *known;              /* k: the owner's size of those terms (next solve) */
     double *noise, *noise_best; /* k: the rounding of G at x, and at g_best's x */
@@ -109,7 +110,7 @@ struct cdyn_newton {
 static void buffers_free(buffers *b)
 {
     cdyn__rank_ws_free(&b->ws);
-    double *arrays[] = {b->g_start, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
+    double *arrays[] = {b->g_start, b->g_base, b->row_scale, b->col_scale, b->sv, b->u, b->vt,
                         b->svd_copy,  b->atol,      b->nominal, b->reached, b->gtol, b->jac,
                         b->g,         b->g_trial,   b->g_best,  b->tol_x,  b->tol_g,
                         b->rhs,       b->dx,        b->x_best,  b->x_prev, b->scratch,
@@ -165,6 +166,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->g_trial = doubles(kk);
     b->g_best = doubles(kk);
     b->g_start = doubles(kk);
+    b->g_base = doubles(kk);
     b->fit = doubles(3 * kk);
     b->known = doubles(kk);
     b->noise = doubles(kk);
@@ -197,7 +199,7 @@ static int buffers_alloc(buffers *b, int k, int p, int dense)
     b->kept_jpvt = calloc(pp, sizeof(int));
     ok = ok && b->row_scale && b->col_scale && b->sv && b->u && b->vt && b->svd_copy &&
          b->atol && b->nominal && b->reached && b->gtol && b->jac && b->jac_prev && b->g &&
-         b->g_trial && b->g_best && b->g_start && b->fit &&
+         b->g_trial && b->g_best && b->g_start && b->g_base && b->fit &&
          b->tol_x && b->tol_g && b->rhs && b->dx && b->x_best && b->x_prev && b->scratch &&
          b->g_keep && b->dx_prev && b->known && b->noise && b->noise_best && b->factored && b->col_abs && b->col_rows && b->idle &&
          b->size_scale && b->size_active &&
@@ -1394,8 +1396,19 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x, in
         if (first) { /* |G| - sum |J x|: a part below their rounding is none */
             double rest = b->g_start[i] - terms[i];
             double rounding = 4.0 * (p + 1) * DBL_EPSILON * (b->g_start[i] + terms[i]);
-            b->g_start[i] = rest > rounding ? rest : 0.0;
+            b->g_base[i] = rest > rounding ? rest : 0.0;
+            /* terms that cancel in G(x0) (two equal flows into and out of
+             * a junction) hide their size from the guess; an owner that
+             * knows them says so (cdyn__newton_set_known_terms) */
+            if (nt->has_known) b->g_base[i] = fmax(b->g_base[i], b->known[i]);
         }
+        /* the guess's part, and what this iterate shows: not the largest
+         * any iterate showed. The affine part of k Q|Q| is that term
+         * itself: kept from an early iterate (2.5e3 at Q = 5e-4 where the
+         * root is 2e-14) it passed the equation at 20 % of its terms,
+         * CDYN_OK with Q 10 % off from a fresh guess. A true constant
+         * shows at every iterate. */
+        b->g_start[i] = b->g_base[i];
         if (fabs(b->g[i]) < 0.5 * fabs(affine[i]) && isfinite(affine[i]))
             b->g_start[i] = fmax(b->g_start[i], fabs(affine[i]));
         if (!first && nt->fit_valid)
@@ -1404,11 +1417,6 @@ static void constant_terms(cdyn_newton *nt, const double *J, const double *x, in
         fit[i] = b->g[i];
         fit[k + i] = b->g[i] - affine[i];
         fit[2 * k + i] = terms[i];
-        if (!first) continue;
-        /* terms that cancel in G(x0) (two equal flows into and out of a
-         * junction) hide their size from the guess; an owner that knows them
-         * says so (cdyn__newton_set_known_terms) */
-        if (nt->has_known) b->g_start[i] = fmax(b->g_start[i], b->known[i]);
     }
     nt->fit_valid = 1;
 }
@@ -1483,6 +1491,40 @@ static void widen(cdyn_newton *nt)
  * max_backtracks times. Without must_descend a full step (a = 1) is always
  * taken (plain Newton). When no trial lowers the residual, x and b->g are
  * restored and *step is 0; otherwise *step = ||a dx||_inf. */
+/* The fraction a of the correction b->dx at which no unknown moves by
+ * more than 16 times the larger of its value and its learned magnitude
+ * (1: none would). From a flow of 3e-22 m^3/s (a drained tank, learned
+ * 3e-3) the correction toward a root at 3e-3 is 5e15, and 40 halvings of
+ * it never came back below the root: "no descent", CDYN_ERR_NOCONV, where
+ * a fresh guess converges. Only after the line search from the full
+ * step found no descent. */
+static double bounded_start(const cdyn_newton *nt, const double *x)
+{
+    double a = 1.0;
+    for (int j = 0; j < nt->p; ++j) {
+        double reach = 16.0 * fmax(fabs(x[j]), nt->b.nominal[j]), move = fabs(nt->b.dx[j]);
+        if (reach > 0.0 && move * a > reach) a = reach / move;
+    }
+    return a;
+}
+
+/* Did a doubled step put an unknown exactly on 0 while G is not 0 there?
+ * Halving corrections (x|x| far from a root c / k near 0) look like a
+ * double root, and the doubled step lands on x = 0 exactly, where J = 0:
+ * an orifice from a guess of 1e-3 m^3/s with a pressure drop of 1e-17 Pa
+ * ended CDYN_ERR_NOCONV ("J has rank 0"). Such a trial is not kept unless
+ * G is at its rounding there (a true double root at 0: a closed valve's
+ * flow beside its junction). b->x_prev: the step's start; b->g: G at the
+ * trial; b->jac: J at the step's start. */
+static int residual_at_rounding(cdyn_newton *nt, const double *J, const double *x);
+
+static int lands_on_zero(cdyn_newton *nt, const double *x)
+{
+    int landed = 0;
+    for (int j = 0; j < nt->p; ++j) landed |= x[j] == 0.0 && nt->b.x_prev[j] != 0.0;
+    return landed && !residual_at_rounding(nt, nt->b.jac, x);
+}
+
 static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void *user,
                                double *x, double current, double first, int must_descend,
                                double *step)
@@ -1501,7 +1543,7 @@ static cdyn_status line_search(cdyn_newton *nt, cdyn_residual_fn residual, void 
         /* a doubled step is kept only when it solves the equations (a
          * double root); far from a root the corrections halve too, and
          * there the doubled step would overshoot below the root */
-        int accept = a > 1.0 ? trial <= 1.0 : trial < current || (!must_descend && a == 1.0);
+        int accept = a > 1.0 ? trial <= 1.0 && !lands_on_zero(nt, x) : trial < current || (!must_descend && a == 1.0);
         if (accept) {
             *step = a * norm_inf(p, b->dx);
             return CDYN_OK;
@@ -1828,6 +1870,9 @@ static cdyn_status solve(cdyn_newton *nt, cdyn_residual_fn residual, cdyn_jacobi
             widened = 1;
             st = line_search(nt, residual, user, x, current, 1.0, 1, &step);
         }
+        double bounded = st == CDYN_OK && step == 0.0 ? bounded_start(nt, x) : 1.0;
+        if (bounded < 0.5) /* halvings from there, not from a step far past every scale */
+            st = line_search(nt, residual, user, x, current, bounded, 1, &step);
         nt->report.iterations++;
         nt->report.step_norm = step;
         pending = st == CDYN_OK && step > 0.0;

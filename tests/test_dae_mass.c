@@ -318,27 +318,29 @@ END_TEST
  * there: the split's sensitivity |db/da| in units of the states' sizes,
  * against 1 / tan t for a algebraic); split again there, the run ends on
  * the hand solution. */
+/* the states in units u (v = u v~): M u, F(u v~), dF/dv u */
 static int turning_mass(double t, double *M, int ldm, void *user)
 {
-    (void)user;
+    const double *u = user;
     double p[2] = {cos(t), sin(t)};
     for (int j = 0; j < 2; ++j)
-        for (int i = 0; i < 2; ++i) M[i + j * ldm] = p[i] * p[j];
+        for (int i = 0; i < 2; ++i) M[i + j * ldm] = p[i] * p[j] * u[j];
     return 0;
 }
 
 static int turning_force(double t, const double *v, double *F, void *user)
 {
-    (void)user;
-    F[0] = -v[0] + sin(3.0 * t);
-    F[1] = -2.0 * v[1];
+    const double *u = user;
+    F[0] = -u[0] * v[0] + sin(3.0 * t);
+    F[1] = -2.0 * u[1] * v[1];
     return 0;
 }
 
 static int turning_jacobian(double t, const double *v, double *J, int ld, void *user)
 {
-    (void)t, (void)v, (void)user;
-    J[0] = -1.0, J[1] = 0.0, J[ld] = 0.0, J[1 + ld] = -2.0;
+    (void)t, (void)v;
+    const double *u = user;
+    J[0] = -u[0], J[1] = 0.0, J[ld] = 0.0, J[1 + ld] = -2.0 * u[1];
     return 0;
 }
 
@@ -369,53 +371,61 @@ START_TEST(a_split_that_goes_singular_asks_for_a_new_one)
     }
     turning_states(T, u, ref);
 
-    cdyn_dae *dae = cdyn_dae_create(2, NULL);
-    ck_assert_ptr_nonnull(dae);
-    ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, turning_mass, NULL, 0.0), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_set_model(dae, turning_force, turning_jacobian, NULL, NULL),
-                     CDYN_OK);
-    double v[2] = {1.0, 0.0}, current = 0.0, best = 0.0;
-    ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
-    int integrated = -1, events = 0;
-    cdyn_dae_split_states(dae, &integrated, NULL);
-    ck_assert_int_eq(integrated, 0); /* a; b algebraic */
-    double y = v[0], t = 0.0, event_t = -1.0;
-    for (int step = 0; step < 3000; ++step, t = step * h) {
-        double k[4], stage;
-        alloc_count_start(); /* the watch and its probe included */
-        cdyn_status st = cdyn_dae_rhs(dae, t, &y, &k[0]);
-        long allocations = alloc_count_stop();
-        ck_assert_int_eq(st, CDYN_OK);
-        ck_assert_int_eq(allocations, 0);
-        if (cdyn_dae_split_event(dae)) { /* at the accepted state: split again */
-            ck_assert_int_eq(cdyn_dae_split_quality(dae, &current, &best), CDYN_OK);
-            ck_assert_double_gt(current, 10.0 * best);
-            ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
-            ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
-            cdyn_dae_split_states(dae, &integrated, NULL);
-            ck_assert_int_eq(integrated, 1); /* b; a algebraic */
-            y = v[integrated];
-            event_t = t;
-            ++events;
-            ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &k[0]), CDYN_OK);
-            ck_assert_int_eq(cdyn_dae_split_event(dae), 0);
+    /* the same in other units of the states (the split's choice and its
+     * watch must not depend on them) */
+    const double units[4][2] = {{1.0, 1.0}, {0.3, 1.0}, {1e-8, 1.0}, {1.0, 1e8}};
+    for (int w = 0; w < 4; ++w) {
+        const double *unit = units[w];
+        cdyn_dae *dae = cdyn_dae_create(2, NULL);
+        ck_assert_ptr_nonnull(dae);
+        ck_assert_int_eq(cdyn_dae_set_mass_fn(dae, turning_mass, (void *)unit, 0.0), CDYN_OK);
+        ck_assert_int_eq(
+            cdyn_dae_set_model(dae, turning_force, turning_jacobian, NULL, (void *)unit), CDYN_OK);
+        double v[2] = {1.0 / unit[0], 0.0}, current = 0.0, best = 0.0;
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+        int integrated = -1, events = 0;
+        cdyn_dae_split_states(dae, &integrated, NULL);
+        ck_assert_int_eq(integrated, 0); /* a; b algebraic */
+        double y = v[0], t = 0.0, event_t = -1.0;
+        for (int step = 0; step < 3000; ++step, t = step * h) {
+            double k[4], stage;
+            alloc_count_start(); /* the watch and its probe included */
+            cdyn_status st = cdyn_dae_rhs(dae, t, &y, &k[0]);
+            long allocations = alloc_count_stop();
+            ck_assert_int_eq(st, CDYN_OK);
+            ck_assert_int_eq(allocations, 0);
+            if (cdyn_dae_split_event(dae)) { /* at the accepted state: split again */
+                ck_assert_int_eq(cdyn_dae_split_quality(dae, &current, &best), CDYN_OK);
+                ck_assert_double_gt(current, 10.0 * best);
+                ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+                ck_assert_int_eq(cdyn_dae_split(dae, t, v), CDYN_OK);
+                cdyn_dae_split_states(dae, &integrated, NULL);
+                ck_assert_int_eq(integrated, 1); /* b; a algebraic */
+                y = v[integrated];
+                event_t = t;
+                ++events;
+                ck_assert_int_eq(cdyn_dae_rhs(dae, t, &y, &k[0]), CDYN_OK);
+                ck_assert_int_eq(cdyn_dae_split_event(dae), 0);
+            }
+            stage = y + 0.5 * h * k[0];
+            ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[1]), CDYN_OK);
+            stage = y + 0.5 * h * k[1];
+            ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[2]), CDYN_OK);
+            stage = y + h * k[2];
+            ck_assert_int_eq(cdyn_dae_rhs(dae, t + h, &stage, &k[3]), CDYN_OK);
+            y += h / 6.0 * (k[0] + 2.0 * k[1] + 2.0 * k[2] + k[3]);
         }
-        stage = y + 0.5 * h * k[0];
-        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[1]), CDYN_OK);
-        stage = y + 0.5 * h * k[1];
-        ck_assert_int_eq(cdyn_dae_rhs(dae, t + 0.5 * h, &stage, &k[2]), CDYN_OK);
-        stage = y + h * k[2];
-        ck_assert_int_eq(cdyn_dae_rhs(dae, t + h, &stage, &k[3]), CDYN_OK);
-        y += h / 6.0 * (k[0] + 2.0 * k[1] + 2.0 * k[2] + k[3]);
+        double ydot;
+        ck_assert_int_eq(cdyn_dae_rhs(dae, T, &y, &ydot), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
+        ck_assert_msg(events == 1, "units (%g, %g): %d events", unit[0], unit[1], events);
+        ck_assert_msg(event_t > 1.2 && event_t < 1.5708, "the event at t = %g", event_t);
+        double a = v[0] * unit[0], b = v[1] * unit[1];
+        ck_assert_msg(fabs(a - ref[0]) <= 1e-8 && fabs(b - ref[1]) <= 1e-8,
+                      "units (%g, %g), at t = 3: (%.12g, %.12g), by hand (%.12g, %.12g)", unit[0],
+                      unit[1], a, b, ref[0], ref[1]);
+        cdyn_dae_free(dae);
     }
-    double ydot;
-    ck_assert_int_eq(cdyn_dae_rhs(dae, T, &y, &ydot), CDYN_OK);
-    ck_assert_int_eq(cdyn_dae_last_state(dae, v, NULL), CDYN_OK);
-    ck_assert_int_eq(events, 1);
-    ck_assert_msg(event_t > 1.2 && event_t < 1.5708, "the event at t = %g", event_t);
-    ck_assert_msg(fabs(v[0] - ref[0]) <= 1e-8 && fabs(v[1] - ref[1]) <= 1e-8,
-                  "at t = 3: (%.12g, %.12g), by hand (%.12g, %.12g)", v[0], v[1], ref[0], ref[1]);
-    cdyn_dae_free(dae);
 }
 END_TEST
 

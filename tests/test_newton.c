@@ -528,6 +528,82 @@ START_TEST(a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term)
 }
 END_TEST
 
+/* Two orifices in series from a supply c: c - p - K Q|Q| = 0 and
+ * p - K Q|Q| = 0, K = 1e10, unknowns (Q, p). By hand Q = sqrt(c / 2K),
+ * p = c / 2. Found by a second adversarial review, all with default
+ * settings:
+ *   - from the fresh guess (1e-3, 1) at c = 1e-17: Q 10.5 % off with
+ *     CDYN_OK. The affine part G - J x of p - K Q|Q| is K Q|Q| itself;
+ *     taken at an early iterate (2.5e3 at Q = 5e-4) as a constant of the
+ *     equation and kept as the largest any iterate showed, it passed the
+ *     equation at 20 % of its terms. Now each iterate's own (and the
+ *     guess's) count;
+ *   - one orifice alone (c - K Q|Q|) from 1e-3 at c = 1e-17: the halving
+ *     corrections looked like a double root, the doubled step landed on
+ *     Q = 0 exactly, where J = 0: CDYN_ERR_NOCONV. Such a landing is kept
+ *     only where G is at its rounding;
+ *   - a tank drained to c = 1e-33 and refilled to 1e5 at once (warm
+ *     starts, the supply falling by 1e-2 per solve, 20 solves per cycle):
+ *     from Q = 3e-22 the correction toward 3e-3 was 5e15, and 40 halvings
+ *     never came back below the root: CDYN_ERR_NOCONV. The halvings now
+ *     start again from a step no unknown moves more than 16 times its
+ *     value or learned magnitude. */
+typedef struct {
+    double c, K;
+    int series;
+} orifices;
+
+static int orifices_residual(const double *x, double *G, void *user)
+{
+    const orifices *o = user;
+    double q = o->K * x[0] * fabs(x[0]);
+    if (!o->series) {
+        G[0] = o->c - q;
+        return 0;
+    }
+    G[0] = o->c - x[1] - q;
+    G[1] = x[1] - q;
+    return 0;
+}
+
+static int orifices_jacobian(const double *x, double *J, int ld, void *user)
+{
+    const orifices *o = user;
+    double d = 2.0 * o->K * fabs(x[0]);
+    J[0] = -d;
+    if (!o->series) return 0;
+    J[1] = -d, J[ld] = -1.0, J[1 + ld] = 1.0;
+    return 0;
+}
+
+START_TEST(orifices_from_far_guesses_and_through_a_drained_tank)
+{
+    for (int series = 0; series < 2; ++series) {
+        orifices o = {1e-17, 1e10, series};
+        int n = series ? 2 : 1;
+        double share = series ? 2.0 : 1.0; /* the drop across one orifice: c / share */
+        cdyn_newton *nt = cdyn_newton_create(n, n, NULL);
+        ck_assert_ptr_nonnull(nt);
+        double x[2] = {1e-3, 1.0};
+        cdyn_status st = cdyn_newton_solve(nt, orifices_residual, orifices_jacobian, &o, x);
+        double Q = sqrt(o.c / share / o.K);
+        ck_assert_msg(st == CDYN_OK && fabs(x[0] - Q) <= 1e-8 * Q,
+                      "series %d, fresh: status %d, Q = %.6e, by hand %.6e (%s)", series, st,
+                      x[0], Q, cdyn_newton_last_error(nt));
+        if (series) ck_assert_double_le(fabs(x[1] - o.c / 2.0), 1e-8 * o.c / 2.0);
+        for (int k = 0; k < 60; ++k) { /* three cycles 1e5 .. 1e-33 */
+            o.c = 1e5 * pow(1e-2, k % 20);
+            st = cdyn_newton_solve(nt, orifices_residual, orifices_jacobian, &o, x);
+            Q = sqrt(o.c / share / o.K);
+            ck_assert_msg(st == CDYN_OK && fabs(x[0] - Q) <= 1e-8 * Q,
+                          "series %d, c = %g: status %d, Q = %.6e, by hand %.6e (%s)", series,
+                          o.c, st, x[0], Q, cdyn_newton_last_error(nt));
+        }
+        cdyn_newton_free(nt);
+    }
+}
+END_TEST
+
 /* A root approached linearly with an exact Jacobian: G1 = a + b - 2,
  * G2 = a + b - 2 + 1000 u^5 + 1e-7 u (u = a - b), whose only root (1, 1)
  * is simple (1000 u^5 + 1e-7 u increases strictly; cond(J) there about
@@ -3050,6 +3126,7 @@ static Suite *newton_suite(void)
     tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
     tcase_add_test(conv, a_root_approached_linearly_is_not_taken_for_rounding);
     tcase_add_test(conv, a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term);
+    tcase_add_test(conv, orifices_from_far_guesses_and_through_a_drained_tank);
     tcase_add_test(conv, a_differenced_jacobian_that_cannot_see_its_rank_is_refused);
     tcase_add_test(conv, no_descent_above_the_rounding_is_refused);
     tcase_add_test(conv, quadratic_3x3_error_obeys_newton_bound_with_order_two);

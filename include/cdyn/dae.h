@@ -554,10 +554,12 @@ CDYN_API long cdyn_dae_svd_rate_solves(const cdyn_dae *dae);
  * more than `limit` (cdyn_dae_set_split_limit()) times that of the split a
  * pivoted QR of dG0/dv would choose at that state, or the block singular
  * (that 1 stays until the next cdyn_dae_split()). 0 otherwise, and for
- * NULL. Watched at index 1 where the split had a choice: with M(t), or
- * where the algebraic states are not just M's massless ones (a constant M
- * whose zero columns are the algebraic states, as in hydraulics, leaves
- * none, and nothing is watched). A split stays right while the DAE is
+ * NULL. Watched at index 1 with M(t) (cdyn_dae_set_mass_fn()), whose
+ * null space turns under the split. With a constant M nothing is watched
+ * (the event stays 0): a split there can go bad only through a nonlinear
+ * F, which was not seen, and the watch (a factorization of dG0/dv per
+ * call) cost 15 % of the right-hand side of a stiff circuit ladder
+ * (bench_stiff). A split stays right while the DAE is
  * index 1, but its block of dG0/dv can become singular along the way
  * while another choice is regular: with M(t) = p p^T, p = (cos t, sin t),
  * and G0 = sin t a - k cos t b, b chosen at t = 0 gets rates that grow as

@@ -72,7 +72,10 @@
  * those terms: far from the root that rounding is no constant of the
  * equation), or, at any iterate where the
  * equation nearly holds (|G_i| below half of it), the affine part
- * |G_i - sum_l J_il x_l|: a constant the unknowns' terms cancel; or, from
+ * |G_i - sum_l J_il x_l| there: a constant the unknowns' terms cancel
+ * (the present iterate's, not the largest any iterate showed: the affine
+ * part of k Q|Q| is that term itself, and one kept from an early iterate
+ * passed a fresh solve with Q 10 % off, test_newton); or, from
  * the second iterate on, the constant c of G_i = c + s sum_l J_il x_l
  * fitted over two iterates (s = 1/p for a term a x^p; counted for
  * 1/8 <= s <= 1, beyond the error a Jacobian accurate to 1e-6 leaves in
@@ -117,7 +120,10 @@
  * does not lower the weighted residual (cdyn_newton_set_max_backtracks()).
  * When two successive full corrections shrink by a factor near 2 (a double
  * root, e.g. the flow through a valve closing to zero, T2.5), the doubled
- * step is tried first and kept when it meets the residual test. When the
+ * step is tried first and kept when it meets the residual test, unless it
+ * puts an unknown exactly on 0 where G is not at its rounding (there J
+ * may vanish: an orifice with a pressure drop of 1e-17 Pa, from a guess
+ * of 1e-3 m^3/s, ended CDYN_ERR_NOCONV with "rank 0"). When the
  * bound is reached, x holds the iterate with the smallest weighted residual
  * (each iterate compared with the best so far under its own weights, which
  * both then share) and
@@ -211,8 +217,13 @@ CDYN_API cdyn_status cdyn_newton_set_max_iterations(cdyn_newton *nt, int max_ite
  * what carries Newton from a poor warm start (e.g. a valve reopening from
  * zero flow, where the linearization asks for a huge step) to the root's
  * neighbourhood; a full step that lowers the residual costs nothing extra.
- * A direction along which no halving lowers the residual ends the solve
- * with CDYN_ERR_NOCONV. Each halving costs one residual evaluation.
+ * Where no halving of the full step does, the halvings start once more
+ * from the step at which no unknown moves by more than 16 times the larger
+ * of its value and its learned magnitude (from a drained tank's flow of
+ * 3e-22 m^3/s toward 3e-3, the correction was 5e15 and 40 halvings never
+ * came back below the root). A direction along which still no halving
+ * lowers the residual ends the solve with CDYN_ERR_NOCONV. Each halving
+ * costs one residual evaluation.
  * CDYN_ERR_ARG for NULL or out of range, CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_newton_set_max_backtracks(cdyn_newton *nt, int max_backtracks);
