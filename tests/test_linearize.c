@@ -1460,6 +1460,54 @@ START_TEST(a_held_arm_nearly_straight_keeps_its_stiffness)
 }
 END_TEST
 
+/* A thin bearing film beside a crank of many turns (found by a second
+ * review of the step above): q = (theta, x), M = diag(0.01, 0.5), Q =
+ * (-2 sin theta, -1e-6 (1 / (c - x)^2 - 1 / (c + x)^2)), c = 1e-5 m, at
+ * theta = 1.2e5 rad. By hand dx''/dx = -1e-6 (2 / (c - x)^3 + 2 / (c + x)^3)
+ * / 0.5 and dtheta''/dtheta = -2 cos theta / 0.01. The broad first step of
+ * x (1e-3 of 1.2e5 rad, in metres) was refined seven times to 3.4e-7 m
+ * and came back 2e-5 to 2.6e-4 off with CDYN_OK, or CDYN_ERR_NOCONV at
+ * x = 8e-6 m; a broad step that does not settle at once now gives way to
+ * the entry's own. */
+static int film_mass(double t, const double *q, double *M, int ld, void *user)
+{
+    (void)t, (void)q, (void)user;
+    M[0] = 0.01, M[1] = 0.0, M[ld] = 0.0, M[1 + ld] = 0.5;
+    return 0;
+}
+
+static int film_force(double t, const double *q, const double *qd, double *Q, void *user)
+{
+    (void)t, (void)qd, (void)user;
+    const double c = 1e-5;
+    Q[0] = -2.0 * sin(q[0]);
+    Q[1] = -1e-6 * (1.0 / ((c - q[1]) * (c - q[1])) - 1.0 / ((c + q[1]) * (c + q[1])));
+    return 0;
+}
+
+START_TEST(a_thin_film_beside_a_crank_of_many_turns)
+{
+    const double c = 1e-5, gaps[] = {1e-6, 2e-6, 5e-6, 8e-6};
+    for (size_t k = 0; k < sizeof gaps / sizeof gaps[0]; ++k) {
+        double x = gaps[k], th = 1.2e5;
+        cdyn_mbs *mbs = cdyn_mbs_create(2, 0, NULL);
+        ck_assert_ptr_nonnull(mbs);
+        ck_assert_int_eq(
+            cdyn_mbs_set_model(mbs, film_mass, film_force, arm_lock, arm_lock_jacobian, NULL),
+            CDYN_OK); /* m = 0: Phi unused */
+        double y[4] = {th, x, 0.0, 0.0}, J[16];
+        ck_assert_int_eq(cdyn_mbs_rhs_jacobian(mbs, 0.0, y, NULL, J, 4), CDYN_OK);
+        double dxx = -1e-6 * (2.0 / pow(c - x, 3) + 2.0 / pow(c + x, 3)) / 0.5;
+        double dthth = -2.0 * cos(th) / 0.01;
+        ck_assert_msg(fabs(J[3 + 4] - dxx) <= 1e-8 * fabs(dxx), "x = %g: dx''/dx = %.12g, by "
+                      "hand %.12g", x, J[3 + 4], dxx);
+        ck_assert_msg(fabs(J[2] - dthth) <= 1e-8 * fabs(dthth), "x = %g: dth''/dth = %.12g, by "
+                      "hand %.12g", x, J[2], dthth);
+        cdyn_mbs_free(mbs);
+    }
+}
+END_TEST
+
 /* The pendulum's force callback refuses states with x beyond a limit. */
 static double refuse_beyond;
 static int picky_force(double t, const double *q, const double *qd, double *Q, void *user)
@@ -1536,6 +1584,7 @@ int main(void)
     tcase_add_test(tc, a_force_without_a_derivative_is_refused);
     tcase_add_test(tc, a_road_of_any_length_gives_its_slope);
     tcase_add_test(tc, a_held_arm_nearly_straight_keeps_its_stiffness);
+    tcase_add_test(tc, a_thin_film_beside_a_crank_of_many_turns);
     tcase_add_test(tc, quadratic_drag_at_rest_has_its_zero_derivative);
     tcase_add_test(tc, differences_of_the_right_hand_side_refine_their_steps_too);
     suite_add_tcase(s, tc);

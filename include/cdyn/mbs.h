@@ -406,10 +406,12 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * the |q| (for a speed |q'|) of the consistent state, and a speed half
  * that is all zero takes the coordinates' magnitude per second; a
  * coordinate with a period P (cdyn_mbs_set_periods) at most P / (2 pi).
- * Not |z_j| alone: the steps are only refined, never widened, and an
- * entry near 0 says no more of the scale the model varies on than 0 does
- * (an arm held 1e-6 rad from straight, stepped by 1e-9 rad, lost its
- * stiffness column to rounding with CDYN_OK; test_linearize).
+ * That broad step is tried first: an entry near 0 says no more of the
+ * scale the model varies on than 0 does (an arm held 1e-6 rad from
+ * straight, stepped by 1e-9 rad, lost its stiffness column to rounding
+ * with CDYN_OK); where it does not settle at once (agreement and an
+ * extrapolation within 1e-9), the column starts again from 1e-3 of |z_j|
+ * (a film 1e-6 m thick beside a crank at 1.2e5 rad; test_linearize).
  *
  * Verified steps: a state's size says nothing of the scale the model
  * varies on (an angle of many turns, a road profile under a car 100 km
