@@ -1245,6 +1245,88 @@ START_TEST(a_time_derivative_without_dfdv_counts_the_states_terms)
 }
 END_TEST
 
+/* A spring stiffer on one side (s(u) = 1e5 u for u >= 0, 0.9e5 u below)
+ * checked just beside its kink, G = (x0 - x1 + s(u), x0 - 1e5 - 1e-7,
+ * x1 - 1e5) at x = (1e5 + 1e-7, 1e5, u): u's rows' scale steps it by 6e-6,
+ * across the kink, where both central differences average the two slopes
+ * (found by a second review: the exact 1e5 named, 0.95e5 passed). The
+ * outer intervals' slopes differ by the kink's 10 %, which a smooth
+ * function's curvature would not keep as the step shrinks: the steps are
+ * shortened past the kink, the exact slope is clean and 5 % off named;
+ * at 1e-13 no step resolves it and nothing is judged. And sqrt(x0) at
+ * x0 = 1e-8 beside a term of 1e10, whose rows' scale stepped x0 out of
+ * its domain (CDYN_ERR_NONFINITE): the check runs. */
+static double g_kink_given;
+
+static int kink_residual(const double *x, double *G, void *user)
+{
+    (void)user;
+    double s = x[2] >= 0.0 ? 1e5 * x[2] : 0.9e5 * x[2];
+    G[0] = x[0] - x[1] + s;
+    G[1] = x[0] - 1e5 - 1e-7;
+    G[2] = x[1] - 1e5;
+    return 0;
+}
+
+static int kink_jacobian(const double *x, double *J, int ld, void *user)
+{
+    (void)x, (void)user;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + j * ld] = 0.0;
+    J[0] = 1.0, J[ld] = -1.0, J[2 * ld] = g_kink_given;
+    J[1] = 1.0, J[2 + ld] = 1.0;
+    return 0;
+}
+
+static int root_residual(const double *x, double *G, void *user)
+{
+    (void)user;
+    G[0] = sqrt(x[0]) + 1e5 * x[1];
+    G[1] = x[1] - 1e5;
+    return 0;
+}
+
+static int root_jacobian(const double *x, double *J, int ld, void *user)
+{
+    (void)user;
+    J[0] = 0.5 / sqrt(x[0]), J[ld] = 1e5;
+    J[1] = 0.0, J[1 + ld] = 1.0;
+    return 0;
+}
+
+START_TEST(a_kink_beside_the_point_and_a_step_out_of_the_domain)
+{
+    cdyn_newton *nt = cdyn_newton_create(3, 3, NULL);
+    ck_assert_ptr_nonnull(nt);
+    const double us[] = {1e-6, 1e-9, 1e-11, 1e-12};
+    for (size_t k = 0; k < sizeof us / sizeof us[0]; ++k)
+        for (int planted = 0; planted < 2; ++planted) {
+            g_kink_given = planted ? 0.95e5 : 1e5;
+            const double x[3] = {1e5 + 1e-7, 1e5, us[k]};
+            cdyn_jacobian_check c;
+            ck_assert_int_eq(cdyn_newton_check_jacobian(nt, kink_residual, kink_jacobian, NULL,
+                                                        x, &c),
+                             CDYN_OK);
+            if (planted)
+                ck_assert_msg(c.suspect == 1 && c.row == 0 && c.col == 2,
+                              "u = %g, 5 %% low: suspect %d at (%d, %d)", us[k], c.suspect,
+                              c.row, c.col);
+            else
+                ck_assert_msg(c.suspect == 0, "u = %g, exact: named, worst %g (%g vs %g)", us[k],
+                              c.worst, c.given, c.estimate);
+        }
+    cdyn_newton_free(nt);
+    nt = cdyn_newton_create(2, 2, NULL);
+    ck_assert_ptr_nonnull(nt);
+    const double x[2] = {1e-8, 1e5};
+    cdyn_jacobian_check c;
+    ck_assert_int_eq(cdyn_newton_check_jacobian(nt, root_residual, root_jacobian, NULL, x, &c),
+                     CDYN_OK);
+    ck_assert_int_eq(c.suspect, 0);
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 int main(void)
 {
 
@@ -1268,6 +1350,7 @@ int main(void)
     tcase_add_test(fa, an_unknown_near_zero_is_stepped_on_its_rows_scale);
     tcase_add_test(fa, a_time_derivative_late_in_a_run_is_judged_within_its_phase_rounding);
     tcase_add_test(fa, a_time_derivative_without_dfdv_counts_the_states_terms);
+    tcase_add_test(fa, a_kink_beside_the_point_and_a_step_out_of_the_domain);
     tcase_add_test(fa, dae_correct_dfdt_at_zero_not_suspect);
     suite_add_tcase(s, fa);
     return tu_run_suite(s);

@@ -61,8 +61,14 @@ typedef enum cdyn_status {
  * that resolves it. Where the two steps' disagreement, not the rounding,
  * keeps an entry from being judged, a column's steps are shortened by 16
  * (up to 6 times), since a magnitude need not be the scale the function
- * varies on (an angle of many turns). A column with no representable step
- * (t = 1e300) is not judged.
+ * varies on (an angle of many turns), and so are they where the slopes of
+ * the outer intervals [x + h, x + 2h] and [x - 2h, x - h] differ by more
+ * than 1e-2 of the entry and that bend does not shrink with the step (a
+ * kink inside the steps, which both central differences average over; a
+ * smooth function's curvature shrinks with h). A column with no
+ * representable step (t = 1e300) is not judged; one whose wider step
+ * leaves f's domain (NaN, or the callback's failure) is stepped from the
+ * unknown's own magnitude instead.
  */
 typedef struct cdyn_jacobian_check {
     double worst;    /**< largest such relative error (0 when every entry agrees) */
