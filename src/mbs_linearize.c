@@ -458,18 +458,20 @@ static cdyn_status settle_column(cdyn_mbs *mbs, const char *fn, double t, int j,
         double hc = finer_step(x0, *h), steps[3] = {*h, 2.0 * *h, hc};
         int count = hc > 0.0 ? 3 : 2, last = hc == 0.0 || level + 1 == LIN_LEVELS;
         mbs->time_error = 0.0;
-        for (int k = 0; k < count; ++k) {
+        int overflow = 0;
+        for (int k = 0; k < count && !overflow; ++k) {
             cdyn_status st = step(mbs, ctx, steps[k], k, w);
             if (st) return st;
-            if (cdyn__first_nonfinite(len, 1, w->odd[k], len) >= 0 ||
-                cdyn__first_nonfinite(len, 1, w->even[k], len) >= 0) {
-                *finite = 0;
-                return CDYN_OK;
-            }
+            overflow = cdyn__first_nonfinite(len, 1, w->odd[k], len) >= 0 ||
+                       cdyn__first_nonfinite(len, 1, w->even[k], len) >= 0;
+        }
+        if (overflow && !broad) {
+            *finite = 0;
+            return CDYN_OK;
         }
         int agree = 0;
         double score = INFINITY, bound = INFINITY, even_score, even_bound;
-        if (count == 3) {
+        if (count == 3 && !overflow) {
             agree = rates_agree(1, len, timed, mbs->time_error, rounding, *h, hc, w->odd, w->e,
                                 w->odd_size, w->peak_odd, w->noise, &score, &bound);
             agree &= rates_agree(2, len, timed, mbs->time_error, rounding, *h, hc, w->even,
