@@ -580,7 +580,7 @@ CDYN_API int cdyn_dae_split_event(const cdyn_dae *dae);
  * itself before any): current (may be NULL) the quality measure of the
  * split, the larger of the condition estimate of its algebraic block of
  * dG0/dv and its largest sensitivity |d v_a / d v_i| with each state in
- * units of its column's largest size since the split (as
+ * units of its column's largest size since cdyn_dae_set_mass_fn() (as
  * cdyn_mbs_partition_quality(): unit-free for one constraint, within a
  * factor of about 4 for several); >= 1, INFINITY once the block is
  * singular. best (may be NULL) the measure of the split a pivoted QR

@@ -258,8 +258,8 @@ CDYN_API cdyn_status cdyn_mbs_rhs(cdyn_mbs *mbs, double t, const double *y, doub
  * along the singular value that only the distance to the manifold makes
  * non-zero drifted along it, 17 times the correction, test_mbs), and the
  * next projections start with that cap; a capped solve that fails is done
- * again without it. The result is then the closest point (in the metric)
- * to second order in the distance. y is updated in
+ * again without it. In the minimum-norm metric the result is then the
+ * closest point to second order in the distance (test_mbs). y is updated in
  * place on success and on CDYN_ERR_NOCONV (best iterate; the Newton report
  * tells). CDYN_ERR_SINGULAR, y untouched, when the velocity constraints
  * are left unmet beyond the rounding of their terms (Phi_q rank deficient

@@ -309,7 +309,8 @@ CDYN_API cdyn_status cdyn_newton_step(cdyn_newton *nt, const double *J, int ldj,
  * the worst disagreement into report
  * (status.h, cdyn_jacobian_check: row, column, both values; suspect = 1
  * when it exceeds 1e-6 relative). For use when writing a model: it calls
- * G 4p times (4 more per column whose step is shortened or widened). CDYN_OK when the check ran (whatever it found);
+ * G 4p times (4 more per column whose step is shortened or widened).
+ * CDYN_OK when the check ran (whatever it found);
  * CDYN_ERR_ARG (NULL), CDYN_ERR_NONFINITE (x, G or J), CDYN_ERR_CALLBACK,
  * CDYN_ERR_BUSY; report is written only on CDYN_OK. The report of the last
  * solve and every setting are left as they were. No allocation.
