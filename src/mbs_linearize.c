@@ -120,8 +120,9 @@ static double step_cap(const cdyn_mbs *mbs, const int *map, int half, int j)
 
 /* The step of column j: LIN_STEP times its magnitude (at most cap unless
  * the caller scaled it), made representable. wide: see full_magnitudes
- * (NULL: none). *own: the step from |x_j| alone where that is less than
- * half of it (else 0): where the broad step does not settle at once
+ * (NULL: none). *own: the step from |x_j| alone (at 0, from its half's
+ * largest |x|) where that is less than half of it (else 0): where the
+ * broad step does not settle at once
  * (settle_column), the entry is stepped on its own size. A film 1e-6 m
  * thick beside a crank at 1.2e5 rad, stepped by 0.12 m from the broad
  * magnitude, was refined seven times to 3.4e-7 m and its stiffness
@@ -134,8 +135,9 @@ static double column_step(const double *x, const double *scale, int half, int j,
     volatile double ahead = x[j] + LIN_STEP * size;
     double h = ahead - x[j];
     *own = 0.0;
-    if (!scale && fabs(x[j]) > 0.0) {
-        volatile double near = x[j] + LIN_STEP * fmin(fabs(x[j]), cap);
+    if (!scale) { /* |x_j|, or at 0 its half's largest without the full state's */
+        double mine = fabs(x[j]) > 0.0 ? fabs(x[j]) : magnitude(x, NULL, half, j, NULL);
+        volatile double near = x[j] + LIN_STEP * fmin(mine, cap);
         double hj = near - x[j];
         if (hj > 0.0 && hj < 0.5 * h) *own = hj;
     }
