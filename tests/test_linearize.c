@@ -1487,7 +1487,7 @@ static int film_force(double t, const double *q, const double *qd, double *Q, vo
 
 START_TEST(a_thin_film_beside_a_crank_of_many_turns)
 {
-    const double c = 1e-5, gaps[] = {1e-6, 2e-6, 5e-6, 8e-6};
+    const double c = 1e-5, gaps[] = {0.0, 1e-6, 2e-6, 5e-6, 8e-6};
     for (size_t k = 0; k < sizeof gaps / sizeof gaps[0]; ++k) {
         double x = gaps[k], th = 1.2e5;
         cdyn_mbs *mbs = cdyn_mbs_create(2, 0, NULL);

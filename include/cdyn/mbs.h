@@ -424,7 +424,8 @@ CDYN_API cdyn_status cdyn_mbs_partition_state(cdyn_mbs *mbs, double t, const dou
  * agree the same way, so that a disagreement that merely crosses zero
  * does not pass. Where they disagree the step falls by 16.6 (at most 7
  * times); a step that agrees but whose extrapolation is not yet within
- * 1e-9 of its size, or that had to fall, is confirmed one level finer.
+ * 1e-9 of its size, or that had to fall, is confirmed one level finer
+ * (the last level too, unless its error bound is within 1e-6).
  * 2 evaluations more per column when the first step fits; a column that
  * agrees on no step gives CDYN_ERR_NOCONV naming it (a force without a
  * derivative there, such as dry friction at rest; quadratic drag at rest
