@@ -353,7 +353,9 @@ void cdyn__newton_set_min_norm(cdyn_newton *nt, int on) { nt->min_norm_square = 
 
 void cdyn__newton_set_rank_cap(cdyn_newton *nt, int cap)
 {
-    nt->rank_cap = cap > 0 ? cap : 0;
+    cap = cap > 0 ? cap : 0;
+    if (cap == nt->rank_cap) return; /* an unchanged J keeps its factorization */
+    nt->rank_cap = cap;
     nt->factored_valid = 0; /* the same J may now factor otherwise */
 }
 

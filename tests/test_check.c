@@ -1252,8 +1252,9 @@ END_TEST
  * (found by a second review: the exact 1e5 named, 0.95e5 passed). The
  * outer intervals' slopes differ by the kink's 10 %, which a smooth
  * function's curvature would not keep as the step shrinks: the steps are
- * shortened past the kink, the exact slope is clean and 5 % off named;
- * at 1e-13 no step resolves it and nothing is judged. And sqrt(x0) at
+ * shortened past the kink, the exact slope is clean and 5 % off named
+ * (down to u = 1e-12; closer than that no step that fits beside the kink
+ * resolves the entry, status.h). And sqrt(x0) at
  * x0 = 1e-8 beside a term of 1e10, whose rows' scale stepped x0 out of
  * its domain (CDYN_ERR_NONFINITE): the check runs. */
 static double g_kink_given;

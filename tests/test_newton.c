@@ -513,6 +513,31 @@ static int drain_jacobian(const double *x, double *J, int ld, void *user)
     return 0;
 }
 
+/* The price newton.h states: a closed valve (c = 0) whose flow sits at a
+ * stale 1e-14 after the object learned 3.2e-3 takes one iterate per solve
+ * (none before), halves the flow and keeps its learned tolerance: CDYN_OK
+ * with |x| within rtol times that magnitude. */
+START_TEST(a_closed_valve_with_a_stale_flow_costs_one_iterate)
+{
+    cdyn_newton *nt = cdyn_newton_create(1, 1, NULL);
+    ck_assert_ptr_nonnull(nt);
+    double c = 1e5, x[1] = {1e-3};
+    ck_assert_int_eq(cdyn_newton_solve(nt, drain_residual, drain_jacobian, &c, x), CDYN_OK);
+    c = 0.0;
+    x[0] = 1e-14;
+    for (int k = 0; k < 5; ++k) {
+        double before = x[0];
+        ck_assert_int_eq(cdyn_newton_solve(nt, drain_residual, drain_jacobian, &c, x), CDYN_OK);
+        cdyn_newton_report r;
+        ck_assert_int_eq(cdyn_newton_get_report(nt, &r), CDYN_OK);
+        ck_assert_int_eq(r.iterations, 1);
+        ck_assert_double_eq(x[0], 0.5 * before); /* Newton on k x|x| halves x, exactly */
+        ck_assert_double_le(fabs(x[0]), 1e-10 * sqrt(1e5 / 1e10));
+    }
+    cdyn_newton_free(nt);
+}
+END_TEST
+
 START_TEST(a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term)
 {
     cdyn_newton *nt = cdyn_newton_create(1, 1, NULL);
@@ -3126,6 +3151,7 @@ static Suite *newton_suite(void)
     tcase_add_test(conv, circle_line_error_follows_heron_identity_with_order_two);
     tcase_add_test(conv, a_root_approached_linearly_is_not_taken_for_rounding);
     tcase_add_test(conv, a_learned_magnitude_does_not_hide_a_constant_behind_a_stale_term);
+    tcase_add_test(conv, a_closed_valve_with_a_stale_flow_costs_one_iterate);
     tcase_add_test(conv, orifices_from_far_guesses_and_through_a_drained_tank);
     tcase_add_test(conv, a_differenced_jacobian_that_cannot_see_its_rank_is_refused);
     tcase_add_test(conv, no_descent_above_the_rounding_is_refused);
