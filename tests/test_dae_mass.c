@@ -433,6 +433,7 @@ int main(void)
 {
     Suite *s = suite_create("dae_mass");
     TCase *tc = tcase_create("time_varying_mass");
+    tcase_set_timeout(tc, 60); /* the split case integrates 8 unit scalings: ~4 s under ASan */
     tcase_add_test(tc, rotating_null_space_matches_analytic_solution);
     tcase_add_test(tc, a_mass_turning_at_50_hz_late_in_a_run);
     tcase_add_test(tc, a_mass_turning_at_up_to_100_khz);
