@@ -123,6 +123,8 @@ static void part_free(cdyn__dae_part *p)
     free(p->range_rows);
     free(p->range_signs);
     free(p->massless);
+    free(p->mass_start);
+    free(p->mass_row);
     free(p->ipiv);
     free(p->top_start);
     free(p->top_row);
@@ -176,6 +178,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r, int timed)
     p->range = doubles((size_t)n * r1);
     p->range_t_mass = doubles(r1 * (size_t)n);
     p->massless = malloc(sizeof(int) * (size_t)n);
+    p->mass_start = malloc(sizeof(int) * ((size_t)n + 1));
+    p->mass_row = malloc(sizeof(int) * (nn > 0 ? nn : 1));
     p->constraint_jac = doubles(q1 * (size_t)n);
     p->ga = doubles(q1 * q1);
     p->coef = doubles(q1 * r1);
@@ -215,7 +219,8 @@ static int part_alloc(cdyn__dae_part *p, int n, int r, int timed)
              p->range_rows && p->range_signs &&
              p->beta_signs && p->beta_ref && p->beta_time_work && p->beta_dot &&
              p->align && p->align_u && p->align_vt && p->align_sv && p->range &&
-             p->range_t_mass && p->massless && p->constraint_jac && p->ga &&
+             p->range_t_mass && p->massless && p->mass_start && p->mass_row &&
+             p->constraint_jac && p->ga &&
              p->coef &&
              p->vec_q && p->vec_q2 && p->reduced && p->reduced_rhs && p->ipiv &&
              p->rate_of_multiplier && p->range_t_fz && p->top_start && p->top_row &&
@@ -550,10 +555,13 @@ cdyn_status cdyn__dae_install_mass(cdyn_dae *dae, const char *fn, const double *
     cdyn__dae_detect_selection(&fresh, n);
     cdyn__gemm('T', 'N', r, n, n, 1.0, fresh.range, n, fresh.mass, n, 0.0, fresh.range_t_mass,
                r > 0 ? r : 1);
-    for (int j = 0; j < n; ++j) { /* states without mass: column j exactly zero */
-        fresh.massless[j] = 1;
+    fresh.mass_start[0] = 0;
+    for (int j = 0; j < n; ++j) { /* M's non-zero pattern; states without mass */
+        int count = fresh.mass_start[j];
         for (int i = 0; i < n; ++i)
-            if (fresh.mass[i + (size_t)j * n] != 0.0) fresh.massless[j] = 0;
+            if (fresh.mass[i + (size_t)j * n] != 0.0) fresh.mass_row[count++] = i;
+        fresh.mass_start[j + 1] = count;
+        fresh.massless[j] = count == fresh.mass_start[j]; /* column j exactly zero */
     }
     cdyn__dae_find_mass_rows(&fresh, n);
     if (fresh.split_ns) {

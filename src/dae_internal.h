@@ -38,6 +38,9 @@ typedef struct cdyn__dae_part {
     double *range;          /* n x r, P: orthonormal basis of the range of M */
     double *range_t_mass;   /* r x n, P^T M */
     int *massless;          /* n flags: column j of M is exactly zero */
+    int *mass_start;        /* n + 1: column j's non-zero entries of the installed M */
+    int *mass_row;          /* n x n at most: their rows (M v' of the residual form, for a
+                             * constant M; with M(t) it describes M(t0) only) */
     double *constraint_jac; /* q x n, dG0/dv */
     double *ga;             /* q x q */
     double *coef;           /* q x r, A = -G_a^# G_i (when coupling_valid) */

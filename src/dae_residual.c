@@ -7,12 +7,12 @@
 #include <math.h>
 #include <string.h>
 
-/* M at t into dae->resid_mass (the callback's M(t), or the constant M). */
-static cdyn_status mass_at(cdyn_dae *dae, const char *fn, double t)
+/* M at t: the callback's M(t) into dae->resid_mass, or the constant M
+ * where cdyn_dae_set_mass() keeps it (read only; no copy per call). */
+static cdyn_status mass_at(cdyn_dae *dae, const char *fn, double t, const double **mass)
 {
-    if (dae->mass_fn) return cdyn__dae_call_mass(dae, fn, t, dae->resid_mass);
-    memcpy(dae->resid_mass, dae->part.mass, sizeof(double) * (size_t)dae->n * (size_t)dae->n);
-    return CDYN_OK;
+    *mass = dae->mass_fn ? dae->resid_mass : dae->part.mass;
+    return dae->mass_fn ? cdyn__dae_call_mass(dae, fn, t, dae->resid_mass) : CDYN_OK;
 }
 
 cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v, const double *vdot,
@@ -28,16 +28,25 @@ cdyn_status cdyn_dae_residual(cdyn_dae *dae, double t, const double *v, const do
     long bad = cdyn__first_nonfinite(n, 1, vdot, n);
     if (bad >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: vdot[%ld] is not finite", fn, bad);
-    st = mass_at(dae, fn, t);
+    const double *mass = NULL;
+    st = mass_at(dae, fn, t, &mass);
     if (st == CDYN_OK) st = cdyn__dae_force(dae, fn, t, v, dae->resid_f);
     if (st != CDYN_OK) return st;
     double *out = dae->resid_out; /* r may alias v or vdot */
     for (int i = 0; i < n; ++i) out[i] = -dae->resid_f[i];
-    for (int j = 0; j < n; ++j) {
-        double vj = vdot[j];
-        if (vj == 0.0) continue;
-        const double *col = dae->resid_mass + (size_t)j * n;
-        for (int i = 0; i < n; ++i) out[i] += col[i] * vj;
+    if (dae->mass_fn) { /* M(t): dense */
+        for (int j = 0; j < n; ++j) {
+            double vj = vdot[j];
+            const double *col = mass + (size_t)j * n;
+            for (int i = 0; vj != 0.0 && i < n; ++i) out[i] += col[i] * vj;
+        }
+    } else { /* the constant M's non-zero entries (set at cdyn_dae_set_mass) */
+        const int *start = dae->part.mass_start, *row = dae->part.mass_row;
+        for (int j = 0; j < n; ++j) {
+            double vj = vdot[j];
+            const double *col = mass + (size_t)j * n;
+            for (int k = start[j]; k < start[j + 1]; ++k) out[row[k]] += col[row[k]] * vj;
+        }
     }
     bad = cdyn__first_nonfinite(n, 1, out, n);
     if (bad >= 0) /* finite inputs, but M v' - F overflowed */
@@ -61,14 +70,15 @@ cdyn_status cdyn_dae_residual_jacobian(cdyn_dae *dae, double t, double c_j, cons
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: c_j is not finite", fn);
     double *vv = dae->resid_v; /* the differences move one entry at a time */
     memcpy(vv, v, sizeof(double) * (size_t)n);
-    st = mass_at(dae, fn, t);
+    const double *mass = NULL;
+    st = mass_at(dae, fn, t, &mass);
     if (st == CDYN_OK && !dae->jacobian) st = cdyn__dae_force(dae, fn, t, vv, dae->resid_f);
     if (st == CDYN_OK)
         st = cdyn__dae_force_jacobian_to(dae, fn, t, vv, dae->resid_f, dae->resid_out,
                                          dae->resid_jac, n);
     if (st != CDYN_OK) return st; /* J untouched */
     double *A = dae->resid_jac; /* c_j M - dF/dv in place, then to J */
-    for (size_t k = 0; k < (size_t)n * (size_t)n; ++k) A[k] = c_j * dae->resid_mass[k] - A[k];
+    for (size_t k = 0; k < (size_t)n * (size_t)n; ++k) A[k] = c_j * mass[k] - A[k];
     long bad = cdyn__first_nonfinite(n, n, A, n);
     if (bad >= 0) /* finite inputs, but c_j M - dF/dv overflowed */
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: J(%ld, %ld) overflows at t = %g",

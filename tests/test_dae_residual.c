@@ -79,7 +79,8 @@ static cdyn_dae *make(model *m, int with_jacobian)
 
 /* Asserts: r = M v' - F to 1e-15 relative at two points, also with r
  * aliasing vdot and v; the iteration matrix c_j M - dF/dv exactly (the
- * callback) and to 1e-6 (differences); padding outside ldj untouched. */
+ * callback) and to 1e-6 (differences); padding outside ldj untouched; the
+ * residual of a second constant M with other zeros, and of M0 again. */
 START_TEST(residual_and_iteration_matrix_match_the_hand_values)
 {
     for (int with_jac = 0; with_jac < 2; ++with_jac) {
@@ -116,6 +117,18 @@ START_TEST(residual_and_iteration_matrix_match_the_hand_values)
                 }
                 ck_assert(J[3 + ld * j] == -77.0 && J[4 + ld * j] == -77.0);
             }
+        }
+        /* another constant M: the residual reads its entries (the pattern
+         * of M0's zeros is not kept), then M0's again */
+        static const double M1[9] = {0, 0, 4, 0, 3, 0, 4, 0, -0.5};
+        const double *masses[2] = {M1, M0};
+        for (int k = 0; k < 2; ++k) {
+            double v[3] = {0.7, -1.1, 0.2}, vd[3] = {-2.0, 0.5, 3.5}, r[3], want[3];
+            ck_assert_int_eq(cdyn_dae_set_mass(dae, masses[k], 3), CDYN_OK);
+            hand_residual(masses[k], 0.4, v, vd, want);
+            ck_assert_int_eq(cdyn_dae_residual(dae, 0.4, v, vd, r), CDYN_OK);
+            for (int i = 0; i < 3; ++i)
+                ck_assert_double_le(fabs(r[i] - want[i]), 1e-15 * (1.0 + fabs(want[i])));
         }
         cdyn_dae_free(dae);
     }

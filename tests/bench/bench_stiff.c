@@ -364,8 +364,10 @@ typedef struct {
     model *m;
     SUNContext ctx;
     double rtol;
-    int kind;            /* 0 IDA, 1 cdyn + J, 2 cdyn with CVODE's DQ Jacobian, 3 nullspace */
+    int kind;            /* 0 IDA, 1 cdyn + J, 2 cdyn with CVODE's DQ Jacobian, 3 nullspace,
+                            4 IDA through cdyn's adapter */
     cdyn_dae *dae;       /* kinds 1, 2 (and the split the errors are judged on) */
+    cdyn_ida_dae *ida;   /* kind 4 */
     cdyn_nullspace *ns;  /* kind 3 */
     int integrated[NMAX];
     double v_end[NMAX];  /* full state at t_end of the last run */
@@ -374,7 +376,9 @@ typedef struct {
 } run;
 
 static const char *KIND_NAME[] = {"IDA (hand residual + J)", "cdyn + CVODE, cdyn J",
-                                  "cdyn + CVODE, DQ J", "nullspace by hand + CVODE"};
+                                  "cdyn + CVODE, DQ J", "nullspace by hand + CVODE",
+                                  "cdyn + IDA (adapter)"};
+enum { KINDS = 5 };
 
 typedef struct {
     const double *M;
@@ -422,10 +426,14 @@ static void set_atol(N_Vector atol, const model *m, double rtol, const int *pick
     }
 }
 
+/* IDA on M v' = F: the hand-written residual and Jacobian (kind 0) or
+ * cdyn's adapter on the same model (kind 4: cdyn_ida_dae_residual and
+ * _jacobian, which check their inputs and outputs), from the same
+ * consistent values and with the same options. */
 static int run_ida(run *R)
 {
     const model *m = R->m;
-    int n = m->n;
+    int n = m->n, adapter = R->kind == 4;
     ida_data d = {m->M, m->force, m->jacobian, n, {0}};
     N_Vector v = N_VNew_Serial(n, R->ctx), vd = N_VNew_Serial(n, R->ctx),
              atol = N_VNew_Serial(n, R->ctx);
@@ -435,11 +443,15 @@ static int run_ida(run *R)
     void *mem = IDACreate(R->ctx);
     SUNMatrix A = SUNDenseMatrix(n, n, R->ctx);
     SUNLinearSolver LS = SUNLinSol_Dense(v, A, R->ctx);
-    int flag = IDAInit(mem, ida_residual, 0.0, v, vd);
+    int flag = IDAInit(mem, adapter ? cdyn_ida_dae_residual : ida_residual, 0.0, v, vd);
     flag |= IDASVtolerances(mem, R->rtol, atol);
-    flag |= IDASetUserData(mem, &d);
     flag |= IDASetLinearSolver(mem, LS, A);
-    flag |= IDASetJacFn(mem, ida_jacobian);
+    if (adapter) {
+        flag |= cdyn_ida_attach_dae(mem, R->ida, v);
+    } else {
+        flag |= IDASetUserData(mem, &d);
+        flag |= IDASetJacFn(mem, ida_jacobian);
+    }
     flag |= IDASetMaxNumSteps(mem, 1000000);
     N_Vector id = NULL;
     if (m->W) { /* index 2: the pressures out of the error test */
@@ -452,7 +464,8 @@ static int run_ida(run *R)
     sunrealtype t = 0.0;
     if (flag == 0) flag = IDASolve(mem, m->t_end, &t, v, vd, IDA_NORMAL);
     if (flag < 0)
-        snprintf(R->failure, sizeof R->failure, "IDA flag %d at t = %.3g s", flag, (double)t);
+        snprintf(R->failure, sizeof R->failure, "IDA flag %d at t = %.3g s%s%s", flag, (double)t,
+                 adapter ? ": " : "", adapter ? cdyn_ida_dae_last_error(R->ida) : "");
     memcpy(R->v_end, N_VGetArrayPointer(v), sizeof(double) * (size_t)n);
     IDAGetNumSteps(mem, &R->steps);
     IDAGetNumResEvals(mem, &R->rhs);
@@ -589,7 +602,7 @@ static int run_cvode(run *R)
 static int run_path(void *ctx)
 {
     run *R = ctx;
-    return R->kind == 0 ? run_ida(R) : R->kind == 3 ? run_ns(R) : run_cvode(R);
+    return R->kind == 0 || R->kind == 4 ? run_ida(R) : R->kind == 3 ? run_ns(R) : run_cvode(R);
 }
 
 /* Error of the integrated states at the end against the reference, in
@@ -610,10 +623,21 @@ static FILE *csv_out; /* NULL without --csv */
 static void bench_model(model *m, SUNContext ctx, int quick)
 {
     make_consistent(m);
-    cdyn_dae *dae_j = make_dae(m), *dae_dq = make_dae(m);
+    cdyn_dae *dae_j = make_dae(m), *dae_dq = make_dae(m), *dae_ida = make_dae(m);
     int integrated[NMAX];
     cdyn_dae_split_states(dae_j, integrated, NULL);
-    int ny = cdyn_dae_ode_size(dae_j), kinds = m->W ? 4 : 3;
+    int ny = cdyn_dae_ode_size(dae_j);
+    /* the paths of this model: the null space by hand for the index-2
+     * network, IDA through cdyn's adapter where the split is index 1 (the
+     * adapter refuses the index-2 form) */
+    int kinds = 0, kind_of[KINDS];
+    for (int kind = 0; kind < KINDS; ++kind)
+        if ((kind != 3 || m->W) && (kind != 4 || !cdyn_dae_index2(dae_j))) kind_of[kinds++] = kind;
+    cdyn_ida_dae *ida = cdyn_ida_dae_create(dae_ida, NULL);
+    if (!ida) {
+        fprintf(stderr, "bench_stiff: %s: the IDA adapter could not be created\n", m->name);
+        exit(EXIT_FAILURE);
+    }
     printf("\n%s: n = %d, %d integrated, %d algebraic%s, t in [0, %g] s\n", m->name, m->n, ny,
            m->n - ny, cdyn_dae_index2(dae_j) ? " (index-2 form: dependent flows and pressures)" : "",
            m->t_end);
@@ -638,34 +662,38 @@ static void bench_model(model *m, SUNContext ctx, int quick)
            "[min, max]", "ratio", "steps", "evals", "error");
     static const double rtols[] = {1e-6, 1e-8, 1e-10};
     for (int k = 0; k < 3; ++k) {
-        run R[4];
-        bu_path p[4];
-        for (int kind = 0; kind < kinds; ++kind) {
-            R[kind] = (run){.m = m, .ctx = ctx, .rtol = rtols[k], .kind = kind,
-                            .dae = kind == 2 ? dae_dq : dae_j, .ns = ns};
-            memcpy(R[kind].integrated, integrated, sizeof integrated);
-            p[kind] = (bu_path){.fn = run_path, .ctx = &R[kind]};
+        run R[KINDS];
+        bu_path p[KINDS];
+        for (int i = 0; i < kinds; ++i) {
+            int kind = kind_of[i];
+            R[i] = (run){.m = m, .ctx = ctx, .rtol = rtols[k], .kind = kind,
+                         .dae = kind == 2 ? dae_dq : dae_j, .ida = ida, .ns = ns};
+            memcpy(R[i].integrated, integrated, sizeof integrated);
+            p[i] = (bu_path){.fn = run_path, .ctx = &R[i]};
         }
         bu_measure(p, kinds, quick ? 3 : 11, quick ? 1e-3 : 0.2);
-        for (int kind = 0; kind < kinds; ++kind) {
+        for (int i = 0; i < kinds; ++i) {
+            int kind = R[i].kind;
             /* the counts and the end state of one more run, outside the timing */
-            int failed = run_path(&R[kind]);
+            int failed = run_path(&R[i]);
             printf("  %-8.0e %-26s %12.4e [%9.3e, %9.3e] %7.2f %8ld %8ld %10.2e%s\n", rtols[k],
-                   KIND_NAME[kind], p[kind].t.median, p[kind].t.min, p[kind].t.max,
-                   p[kind].t.median / p[0].t.median, R[kind].steps, R[kind].rhs,
-                   end_error(&R[kind], ref.v_end),
-                   failed || p[kind].failures ? "  FAILED" : "");
-            if (R[kind].failure[0]) printf("           (%s)\n", R[kind].failure);
+                   KIND_NAME[kind], p[i].t.median, p[i].t.min, p[i].t.max,
+                   p[i].t.median / p[0].t.median, R[i].steps, R[i].rhs,
+                   end_error(&R[i], ref.v_end),
+                   failed || p[i].failures ? "  FAILED" : "");
+            if (R[i].failure[0]) printf("           (%s)\n", R[i].failure);
             if (csv_out)
                 fprintf(csv_out, "\"%s\",%g,\"%s\",%.6e,%.6e,%.6e,%.4f,%ld,%ld,%.3e,%d\n",
-                        m->name, rtols[k], KIND_NAME[kind], p[kind].t.median, p[kind].t.min,
-                        p[kind].t.max, p[kind].t.median / p[0].t.median, R[kind].steps,
-                        R[kind].rhs, end_error(&R[kind], ref.v_end),
-                        failed || p[kind].failures ? 1 : 0);
+                        m->name, rtols[k], KIND_NAME[kind], p[i].t.median, p[i].t.min,
+                        p[i].t.max, p[i].t.median / p[0].t.median, R[i].steps,
+                        R[i].rhs, end_error(&R[i], ref.v_end),
+                        failed || p[i].failures ? 1 : 0);
         }
     }
+    cdyn_ida_dae_free(ida);
     cdyn_dae_free(dae_j);
     cdyn_dae_free(dae_dq);
+    cdyn_dae_free(dae_ida);
     cdyn_nullspace_free(ns);
 }
 
