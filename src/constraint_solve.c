@@ -86,9 +86,11 @@ static cdyn_status cleared(cdyn_constraint *c, cdyn_status status)
 }
 
 /* Step 1: equilibrate [M Phi^T; Phi 0] on the active rows of Phi_q (and
- * the columns of C^T) and write the scaled M into c->qr (full) and the
- * lower triangle of c->chol (what the factor of M~ starts from; same pass),
- * Phi~ into jac_scaled, C~ into coef_scaled (active rows only, gathered). */
+ * the columns of C^T) and write the lower triangle of the scaled M into
+ * c->chol (what the factor of M~ starts from), Phi~ into jac_scaled, C~
+ * into coef_scaled (active rows only, gathered). The scaled M is always
+ * diag(scale_q) M diag(scale_q) exactly (powers of two), so it is never
+ * kept whole: each plan forms what it factors. */
 static void scale_system(cdyn_constraint *c, const double *C, int ldc)
 {
     int n = c->n, m = c->active, m1 = c->m1;
@@ -100,10 +102,9 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
     cdyn__kkt_equilibrate(n, m, c->mass, n, c->jac_scaled, m1, c->scale_q, c->scale_g,
                           c->kkt_work);
     for (int j = 0; j < n; ++j) {
-        double *qr = c->qr + (size_t)j * n, *chol = c->chol + (size_t)j * n;
+        double *chol = c->chol + (size_t)j * n;
         const double *mass = c->mass + (size_t)j * n;
-        for (int i = 0; i < j; ++i) qr[i] = sq[i] * mass[i] * sq[j];
-        for (int i = j; i < n; ++i) chol[i] = qr[i] = sq[i] * mass[i] * sq[j];
+        for (int i = j; i < n; ++i) chol[i] = sq[i] * mass[i] * sq[j];
         for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= sg[i] * sq[j];
     }
     if (!C) return;
@@ -118,17 +119,16 @@ static void scale_system(cdyn_constraint *c, const double *C, int ldc)
             c->coef_scaled[i + (size_t)j * m1] = c->scale_f[i] * C[rows[i] + (size_t)j * ldc] * sq[j];
 }
 
-/* Scale the coordinates once more by s (n powers of two): scale_q, the
- * scaled M in c->qr, Phi~ in jac_scaled, C~ in coef_scaled (when C) and
- * the n x n lower triangle in `also` (c->chol: what the factor starts
- * from, or the augmented matrix). */
-static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c, double *also)
+/* Scale the coordinates once more by s (n powers of two): scale_q, Phi~
+ * in jac_scaled, C~ in coef_scaled (when C) and the n x n lower triangle
+ * of c->chol (the scaled M, or the augmented matrix). */
+static void rescale_coordinates(cdyn_constraint *c, const double *s, int with_c)
 {
     int n = c->n, m = c->active, m1 = c->m1;
     for (int j = 0; j < n; ++j) {
+        double *chol = c->chol + (size_t)j * n;
         c->scale_q[j] *= s[j];
-        for (int i = 0; i < n; ++i) c->qr[i + (size_t)j * n] *= s[i] * s[j];
-        for (int i = j; i < n; ++i) also[i + (size_t)j * n] *= s[i] * s[j];
+        for (int i = j; i < n; ++i) chol[i] *= s[i] * s[j];
         for (int i = 0; i < m; ++i) c->jac_scaled[i + (size_t)j * m1] *= s[j];
         for (int i = 0; with_c && i < m; ++i) c->coef_scaled[i + (size_t)j * m1] *= s[j];
     }
@@ -175,10 +175,10 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c, i
                                      "equilibrated matrix)",
                                      fn, info));
     }
-    /* M~ + Phi~^T D Phi~, D = 1 / (largest |entry| of each row)^2 as powers
-     * of two: every constraint adds about as much to the diagonal as the
-     * equilibrated M~ has */
-    memcpy(c->chol, c->qr, sizeof(double) * (size_t)n * n);
+    /* M~ + Phi~^T D Phi~ onto M~ in c->chol's lower triangle (scale_system),
+     * D = 1 / (largest |entry| of each row)^2 as powers of two: every
+     * constraint adds about as much to the diagonal as the equilibrated M~
+     * has */
     for (int i = 0; i < m; ++i) {
         double largest = 0.0;
         for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->jac_scaled[i + (size_t)j * m1]));
@@ -188,7 +188,7 @@ static cdyn_status factor_mass(cdyn_constraint *c, const char *fn, int with_c, i
     }
     cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->chol, n);
     cdyn__sym_equilibrate(n, c->chol, n, s);
-    rescale_coordinates(c, s, with_c, c->chol);
+    rescale_coordinates(c, s, with_c);
     int info = cdyn__potrf(n, c->chol, n);
     if (info != 0)
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
@@ -232,9 +232,9 @@ static cdyn_status prepare(cdyn_constraint *c, const char *fn, const double *C, 
 {
     int n = c->n, m = c->active;
     scale_system(c, C, ldc);
-    if (attempt == 1) {
-        cdyn__sym_equilibrate(n, c->qr, n, c->w);
-        rescale_coordinates(c, c->w, C != NULL, c->chol);
+    if (attempt == 1) { /* a unit diagonal for M~ (in c->chol) */
+        cdyn__sym_equilibrate(n, c->chol, n, c->w);
+        rescale_coordinates(c, c->w, C != NULL);
     }
     cdyn_status st = factor_mass(c, fn, C != NULL, augment);
     if (st) return st;

@@ -15,7 +15,7 @@
 #define CDYN_KKT_H
 
 /* Powers of two sq (n) and sg (m) that equilibrate the symmetric bordered
- * matrix [M G^T; G 0], reading M's lower triangle only (Ruiz: each sweep
+ * matrix [M G^T; G 0], reading both triangles of M (Ruiz: each sweep
  * divides every row and column by the square root of its largest entry,
  * rounded to a power of two, until every row's largest entry is within
  * [1/2, 2), from sq = sg = 1; at most 64 sweeps, each halving the spread
