@@ -28,7 +28,11 @@ int cdyn__rank_ws_init(cdyn__rank_ws *w, int rows, int cols, int min_lwork)
     w->tau = malloc(sizeof(double) * (size_t)big);
     w->jpvt = malloc(sizeof(int) * (size_t)big);
     w->work = malloc(sizeof(double) * (size_t)w->lwork);
-    if (w->row_scale && w->col_scale && w->qr && w->tau && w->jpvt && w->work) return 1;
+    w->match = malloc(sizeof(double) * 5 * ((size_t)big + 1));
+    w->match_index = malloc(sizeof(int) * 3 * ((size_t)big + 1));
+    if (w->row_scale && w->col_scale && w->qr && w->tau && w->jpvt && w->work && w->match &&
+        w->match_index)
+        return 1;
     cdyn__rank_ws_free(w);
     return 0;
 }
@@ -41,6 +45,8 @@ void cdyn__rank_ws_free(cdyn__rank_ws *w)
     free(w->tau);
     free(w->jpvt);
     free(w->work);
+    free(w->match);
+    free(w->match_index);
     memset(w, 0, sizeof *w);
 }
 
@@ -116,17 +122,142 @@ void cdyn__equilibrate_ref(int rows, int cols, const double *A, int lda, cdyn__r
     col_factors(rows, cols, S, ld, r, c);
 }
 
-int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
-                      const double *A, int lda, double tol, const int *leading,
-                      cdyn__rank_ref *ref, cdyn__rank *out)
+/* ---- the second opinion: the scaling of a maximum-product matching ------- */
+
+/* The costs of the matching: -log2 |a| for a non-zero entry (within
+ * +-1075), less LEAD_BONUS on a line the decision must take first, and
+ * NO_PAIR for a zero entry; each beyond every sum the smaller can make over
+ * `lines` pairs, so that the matching covers the leading lines first, then
+ * avoids zero entries, then maximizes the product. */
+#define LEAD_BONUS(lines) (4096.0 * ((lines) + 1.0))
+#define NO_PAIR(lines) (4.0 * ((lines) + 1.0) * LEAD_BONUS(lines))
+
+/* Minimum-cost assignment of the na rows of cost (na x ma, ld na, na <= ma)
+ * to distinct columns, by shortest augmenting paths with potentials (the
+ * Hungarian method, O(na^2 ma)). u (na + 1) and v (ma + 1) get duals with
+ * u_i + v_j <= cost_ij everywhere and equality on the pairs (1-based;
+ * index 0 is the algorithm's own). Scratch: minv (ma + 1) and the ints p,
+ * way, used (ma + 1 each). */
+static void assign(int na, int ma, const double *cost, double *u, double *v, double *minv,
+                   int *p, int *way, int *used)
 {
-    double *r = w->row_scale, *c = w->col_scale;
-    int ld;
-    const double *S = row_factors(rows, cols, A, lda, ref, r, &ld);
-    if (mode == CDYN__RANK_ROWS_METRIC)
-        for (int j = 0; j < cols; ++j) c[j] = 1.0;
-    else
-        col_factors(rows, cols, S, ld, r, c);
+    for (int i = 0; i <= na; ++i) u[i] = 0.0;
+    for (int j = 0; j <= ma; ++j) v[j] = 0.0, p[j] = 0, way[j] = 0;
+    for (int i = 1; i <= na; ++i) {
+        p[0] = i;
+        int j0 = 0;
+        for (int j = 0; j <= ma; ++j) minv[j] = INFINITY, used[j] = 0;
+        do {
+            used[j0] = 1;
+            int i0 = p[j0], j1 = 0;
+            double delta = INFINITY;
+            for (int j = 1; j <= ma; ++j) {
+                if (used[j]) continue;
+                double cur = cost[(i0 - 1) + (size_t)(j - 1) * na] - u[i0] - v[j];
+                if (cur < minv[j]) minv[j] = cur, way[j] = j0;
+                if (minv[j] < delta) delta = minv[j], j1 = j;
+            }
+            for (int j = 0; j <= ma; ++j) {
+                if (used[j]) {
+                    u[p[j]] += delta;
+                    v[j] -= delta;
+                } else {
+                    minv[j] -= delta;
+                }
+            }
+            j0 = j1;
+        } while (p[j0] != 0);
+        do { /* flip the augmenting path */
+            int j1 = way[j0];
+            p[j0] = p[j1];
+            j0 = j1;
+        } while (j0 != 0);
+    }
+}
+
+/* 2^e for the dual d rounded to an integer e (clamped to normal numbers);
+ * 1 for a line without a non-zero entry (d = NAN). */
+static double dual_scale(double d)
+{
+    if (!(d == d)) return 1.0;
+    double e = floor(d + 0.5);
+    return ldexp(1.0, (int)(e > 1000.0 ? 1000.0 : e < -1000.0 ? -1000.0 : e));
+}
+
+/* Row factors r and column factors c (powers of two) of the maximum-
+ * product matching of S (rows x cols, ld lds): |s_ij| r_i c_j <= 2 with
+ * every paired entry near 1, and each line tightened so that its largest
+ * entry is near 1. The pairing does not change when rows or columns are
+ * rescaled (every pairing's product scales alike), so neither does the
+ * scaled matrix, up to the freedom the duals leave where the matching is
+ * not unique. lead (flags, or NULL) marks lines that must be paired first
+ * (the decision's leading rows, by_rows, or columns). Uses w->qr for the
+ * costs and w->match, w->match_index. */
+static void matching_scales(cdyn__rank_ws *w, int rows, int cols, const double *S, int lds,
+                            const int *lead, int by_rows, double *r, double *c)
+{
+    int flip = rows > cols, na = flip ? cols : rows, ma = flip ? rows : cols;
+    double bonus = LEAD_BONUS(na), none = NO_PAIR(na);
+    double *cost = w->qr, *u = w->match, *v = u + (ma + 1), *minv = v + (ma + 1);
+    int *p = w->match_index, *way = p + (ma + 1), *used = way + (ma + 1);
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i) {
+            double a = fabs(S[i + (size_t)j * lds]), k = a > 0.0 ? -log2(a) : none;
+            if (lead && lead[by_rows ? i : j]) k -= bonus;
+            if (flip) cost[j + (size_t)i * na] = k;
+            else cost[i + (size_t)j * na] = k;
+        }
+    assign(na, ma, cost, u, v, minv, p, way, used);
+    /* back to the true costs: a leading line's dual takes the bonus back
+     * (still feasible, still tight on the pairs) */
+    for (int i = 0; lead && by_rows && i < rows; ++i)
+        if (lead[i]) (flip ? v : u)[i + 1] += bonus;
+    for (int j = 0; lead && !by_rows && j < cols; ++j)
+        if (lead[j]) (flip ? u : v)[j + 1] += bonus;
+    for (int j = 0; j < cols; ++j)
+        for (int i = 0; i < rows; ++i) {
+            double *k = flip ? cost + j + (size_t)i * na : cost + i + (size_t)j * na;
+            if (lead && lead[by_rows ? i : j]) *k += bonus;
+        }
+    /* tighten: u_i = min_j (cost_ij - v_j), then v_j = min_i (cost_ij - u_i),
+     * over the non-zero entries (NAN where a line has none) */
+    for (int i = 1; i <= na; ++i) {
+        double best = NAN;
+        for (int j = 1; j <= ma; ++j) {
+            double k = cost[(i - 1) + (size_t)(j - 1) * na];
+            if (k < none && !(k - v[j] >= best)) best = k - v[j];
+        }
+        u[i] = best;
+    }
+    for (int j = 1; j <= ma; ++j) {
+        double best = NAN;
+        for (int i = 1; i <= na; ++i) {
+            double k = cost[(i - 1) + (size_t)(j - 1) * na];
+            if (k < none && u[i] == u[i] && !(k - u[i] >= best)) best = k - u[i];
+        }
+        v[j] = best;
+    }
+    /* the duals are fixed only up to u + t, v - t (the same scaled matrix);
+     * the bonus and the zero entries' costs shift them far: centre them */
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 1; i <= na; ++i)
+        if (u[i] == u[i]) lo = fmin(lo, u[i]), hi = fmax(hi, u[i]);
+    double t = lo <= hi ? 0.5 * (lo + hi) : 0.0;
+    for (int i = 1; i <= na; ++i) u[i] -= t;
+    for (int j = 1; j <= ma; ++j) v[j] += t;
+    for (int i = 0; i < rows; ++i) r[i] = dual_scale(flip ? v[i + 1] : u[i + 1]);
+    for (int j = 0; j < cols; ++j) c[j] = dual_scale(flip ? u[j + 1] : v[j + 1]);
+}
+
+/* ---- decisions ----------------------------------------------------------- */
+
+/* The pivoted QR of B = D_r A D_c (w->row_scale, w->col_scale) or of B^T,
+ * and its verdict (cdyn__rank_decide). */
+static int factor_scaled(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
+                         const double *A, int lda, double tol, const int *leading,
+                         cdyn__rank *out)
+{
+    const double *r = w->row_scale, *c = w->col_scale;
     int by_columns = mode == CDYN__RANK_COLUMNS;
     int m = by_columns ? rows : cols, n = by_columns ? cols : rows; /* the factored m x n */
     for (int j = 0; j < cols; ++j)
@@ -154,6 +285,34 @@ int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int
         out->dropped = rank < count && r00 > 0.0 ? fabs(w->qr[rank + (size_t)rank * m]) / r00 : 0.0;
     }
     return rank;
+}
+
+int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,
+                      const double *A, int lda, double tol, const int *leading,
+                      cdyn__rank_ref *ref, cdyn__rank *out)
+{
+    double *r = w->row_scale, *c = w->col_scale;
+    int ld;
+    const double *S = row_factors(rows, cols, A, lda, ref, r, &ld);
+    if (mode == CDYN__RANK_ROWS_METRIC)
+        for (int j = 0; j < cols; ++j) c[j] = 1.0;
+    else
+        col_factors(rows, cols, S, ld, r, c);
+    int rank = factor_scaled(w, mode, rows, cols, A, lda, tol, leading, out);
+    int count = rows < cols ? rows : cols;
+    if (rank < 0 || rank >= count || mode == CDYN__RANK_ROWS_METRIC) return rank;
+    /* rank lost in this frame: the matching's frame (rank.h), the first
+     * frame's factors kept aside in case it finds no more */
+    int big = cdyn__max(rows, cols);
+    double *kept_r = w->match + 3 * ((size_t)big + 1), *kept_c = kept_r + big + 1;
+    memcpy(kept_r, r, sizeof(double) * (size_t)rows);
+    memcpy(kept_c, c, sizeof(double) * (size_t)cols);
+    matching_scales(w, rows, cols, S, ld, leading, mode == CDYN__RANK_ROWS, r, c);
+    int second = factor_scaled(w, mode, rows, cols, A, lda, tol, leading, out);
+    if (second < 0 || second > rank) return second;
+    memcpy(r, kept_r, sizeof(double) * (size_t)rows);
+    memcpy(c, kept_c, sizeof(double) * (size_t)cols);
+    return factor_scaled(w, mode, rows, cols, A, lda, tol, leading, out);
 }
 
 int cdyn__rank_full_rows(cdyn__rank_ws *w, int rows, int cols, const double *A, int lda,

@@ -6,10 +6,19 @@
  * Equilibration scales rows and columns by powers of two (exact: it adds
  * no rounding), rows first and then columns, so that every column has its
  * largest entry in [1/2, 1) and no row exceeds 1 (as LAPACK's dgeequb
- * does). Rescaling the
- * caller's equations (rows) or states (columns) by any factors changes the
- * equilibrated matrix by factors within [1/4, 4] only, so a rank decision
- * can move only for a matrix within that factor of the tolerance.
+ * does). That is cheap and right for most matrices, but it is not
+ * invariant under rescaling: a matrix whose rows' largest entries sit in
+ * the next column (an upper bidiagonal M with states in units 1e-8 ...
+ * 1e8) is balanced by it into a bidiagonal with a small diagonal, whose
+ * pivots fall below the tolerance although the matrix is regular in other
+ * units. So a decision that finds rank lost asks a second opinion in a
+ * frame the units cannot move: the scaling of a maximum-product matching
+ * (rows and columns paired so that the product of the paired |entries| is
+ * largest, which no rescaling changes; then every paired entry is 1 and
+ * no entry exceeds 1 after scaling, the duals of the matching). The rank
+ * is the larger of the two verdicts, so rank is never lost to a change
+ * of units the matching sees through, and a matrix that the first frame
+ * judges regular costs nothing more.
  *
  * Rank: column-pivoted QR (dgeqp3) of the equilibrated matrix B or of B^T;
  * the rank is the number of pivots |R_jj| > tol |R_00| (THEORY T2.2). One
@@ -51,6 +60,8 @@ typedef struct cdyn__rank_ws {
     int *jpvt;          /* max(rows, cols): 0-based pivot order after a decision */
     double *work;
     int lwork;
+    double *match;      /* 5 (max(rows, cols) + 1): the matching's duals and scratch */
+    int *match_index;   /* 3 (max(rows, cols) + 1) */
 } cdyn__rank_ws;
 
 /* Allocate for rows x cols (and the transpose) with at least min_lwork
@@ -104,7 +115,9 @@ enum cdyn__rank_mode {
  * Afterwards w->qr, w->tau hold the
  * pivoted QR of the equilibrated matrix (or transpose) as dgeqp3 leaves it,
  * w->jpvt the 0-based pivot order (the ranked rows or columns, strongest
- * first), w->row_scale and w->col_scale the factors (B = D_r A D_c).
+ * first), w->row_scale and w->col_scale the factors (B = D_r A D_c) of
+ * the frame whose verdict was taken (the matching's when it found the
+ * higher rank; not in ROWS_METRIC mode, whose columns keep the metric).
  * Returns the rank (pivots above tol times the largest) and fills *out
  * (may be NULL); -1 if LAPACK reports an internal error. */
 int cdyn__rank_decide(cdyn__rank_ws *w, enum cdyn__rank_mode mode, int rows, int cols,

@@ -444,6 +444,163 @@ START_TEST(regular_mass_with_condition_1e12_is_an_ode)
 END_TEST
 
 /* ======================================================================== */
+/* 1b'. A regular M whose states are in units far apart                      */
+/*                                                                           */
+/* M0 = the unit upper bidiagonal n x n matrix (det 1), F0(v) = b - A0 v     */
+/* with A0 = I (and A0[3][4] = 1 for n >= 5), b_i = i + 1: M0 v' = F0(v) is  */
+/* an ODE. Written with state j in units s_j (v_j = s_j w_j) it is            */
+/* M = M0 S, F(w) = F0(S w): still regular, still an ODE, with the same      */
+/* rates v' = M0^{-1} F0(v) (back substitution in long double here).         */
+
+enum { SPREAD_MAX = 10 };
+typedef struct {
+    int n;
+    double s[SPREAD_MAX];
+} spread_model;
+
+static double spread_a0(int n, int i, int j) { return i == j || (n >= 5 && i == 3 && j == 4) ? 1.0 : 0.0; }
+
+static int spread_force(double t, const double *w, double *F, void *user)
+{
+    (void)t;
+    const spread_model *sm = user;
+    for (int i = 0; i < sm->n; ++i) {
+        double sum = i + 1.0;
+        for (int j = 0; j < sm->n; ++j) sum -= spread_a0(sm->n, i, j) * sm->s[j] * w[j];
+        F[i] = sum;
+    }
+    return 0;
+}
+
+/* Asserts for n = 5 (units 1e-8, 1e-4, 1, 1e4, 1e8) and n = 10 (a factor
+ * 10^(16/9) from state to state, 1e-8 ... 1e8): rank n, index 0, split
+ * into n integrated states, consistent leaves every state exactly as
+ * given, rhs OK with the rates of the back substitution to 1e-13 of the
+ * largest. Regression: the first frame of the rank policy balanced M into
+ * a bidiagonal with a diagonal of 1e-4 beside off-diagonal ones of 1, its
+ * last pivot fell below 1e-10, and the ODE was taken for an index-1 DAE:
+ * consistent moved v2 from 0.5 to 3.49995 and the rates were wrong by 0.14
+ * of the equations' terms, every call CDYN_OK (found by a review). */
+START_TEST(a_regular_mass_in_units_far_apart_stays_an_ode)
+{
+    const int sizes[2] = {5, 10};
+    for (int k = 0; k < 2; ++k) {
+        spread_model sm = {.n = sizes[k]};
+        int n = sm.n;
+        double M[SPREAD_MAX * SPREAD_MAX] = {0}, w[SPREAD_MAX], y[SPREAD_MAX], ydot[SPREAD_MAX];
+        for (int j = 0; j < n; ++j) {
+            sm.s[j] = pow(10.0, -8.0 + 16.0 * j / (n - 1));
+            M[j + (size_t)j * n] = sm.s[j];
+            if (j > 0) M[(j - 1) + (size_t)j * n] = sm.s[j];
+            w[j] = 0.5 / sm.s[j];
+        }
+        cdyn_dae *dae = cdyn_dae_create(n, NULL);
+        ck_assert_ptr_nonnull(dae);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, n), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, spread_force, NULL, NULL, &sm), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_rank(dae), n);
+        int index = -1;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, w, &index), CDYN_OK);
+        ck_assert_int_eq(index, 0);
+        double v[SPREAD_MAX];
+        memcpy(v, w, sizeof v);
+        ck_assert_int_eq(cdyn_dae_split(dae, 0.0, v), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_ode_size(dae), n);
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, v), CDYN_OK);
+        for (int j = 0; j < n; ++j) ck_assert(v[j] == w[j]);
+        int integrated[SPREAD_MAX];
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integrated, NULL), n);
+        for (int j = 0; j < n; ++j) y[j] = w[integrated[j]];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, y, ydot), CDYN_OK);
+        /* the reference in base units: M0 x = F0(0.5), x_{n-1} first */
+        long double x[SPREAD_MAX], largest = 0.0L;
+        for (int i = n - 1; i >= 0; --i) {
+            long double f = i + 1.0L;
+            for (int j = 0; j < n; ++j) f -= spread_a0(n, i, j) * 0.5L;
+            x[i] = f - (i + 1 < n ? x[i + 1] : 0.0L);
+            largest = fmaxl(largest, fabsl(x[i]));
+        }
+        for (int j = 0; j < n; ++j) {
+            int state = integrated[j];
+            long double got = (long double)ydot[j] * sm.s[state];
+            ck_assert_msg(fabsl(got - x[state]) <= 1e-13L * largest,
+                          "n = %d: v'[%d] = %Lg, by hand %Lg", n, state, got, x[state]);
+        }
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+/* A tank, a pipe and an orifice into a junction without storage, SI:        */
+/*   Ct p' = Qin - Q,  L Q' = p - pj - Rf Q,  0 = Q - Q2,  0 = pj - K Q2|Q2| */
+/* (Ct = 1e-9, L = 1e8, Qin = 1e-3, Rf = 1e6, K = 1e10): index 1, the        */
+/* massless pj and Q2 algebraic (dG0/d(pj, Q2) = [0 -1; 1 -2K|Q2|], det 1). */
+/* State j in units s_j and equation i multiplied by e_i.                   */
+typedef struct {
+    double s[4], e[4];
+} unit_tank;
+
+static int unit_tank_force(double t, const double *w, double *F, void *user)
+{
+    (void)t;
+    const unit_tank *u = user;
+    double p = u->s[0] * w[0], Q = u->s[1] * w[1], pj = u->s[2] * w[2], Q2 = u->s[3] * w[3];
+    F[0] = u->e[0] * (1e-3 - Q);
+    F[1] = u->e[1] * (p - pj - 1e6 * Q);
+    F[2] = u->e[2] * (Q - Q2);
+    F[3] = u->e[3] * (pj - 1e10 * Q2 * fabs(Q2));
+    return 0;
+}
+
+/* Asserts, in SI and in the reviewer's units (states 7e-3, 6.2e4, 5.2e-7,
+ * 4.2e-6 and equations 2.7e-6, 6.5e5, 4e-4, 2.1e6, and others): index 1,
+ * split OK with p and Q integrated, the rates p' = (Qin - Q)/Ct and
+ * Q' = (p - pj - Rf Q)/L at the consistent state to 1e-12 relative.
+ * Regression: in those units the split was refused (CDYN_ERR_SINGULAR, "W
+ * is rank deficient"): the preferred columns (pj, Q2) of dG0/dv were taken
+ * first in a frame balanced by the pipe flow's column, where they looked
+ * dependent (a pivot ratio of 9.6e-11). */
+START_TEST(a_junction_in_units_far_apart_keeps_its_split)
+{
+    static const double units[4][8] = {
+        {1, 1, 1, 1, 1, 1, 1, 1},
+        {7.0e-3, 6.2e4, 5.2e-7, 4.2e-6, 2.7e-6, 6.5e5, 4.0e-4, 2.1e6},
+        {1.7e-3, 8.5e7, 0.27, 4.2e-5, 7.6e-4, 7.8e7, 5.2e6, 1.7e-7},
+        {1e5, 1e-8, 1e-5, 1e8, 1e-8, 1e8, 1e8, 1e-8}};
+    for (int k = 0; k < 4; ++k) {
+        unit_tank u;
+        memcpy(u.s, units[k], sizeof u.s);
+        memcpy(u.e, units[k] + 4, sizeof u.e);
+        const double Ct = 1e-9, L = 1e8;
+        double M[16] = {0};
+        M[0] = u.e[0] * Ct * u.s[0];
+        M[5] = u.e[1] * L * u.s[1];
+        cdyn_dae *dae = cdyn_dae_create(4, NULL);
+        ck_assert_ptr_nonnull(dae);
+        ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 4), CDYN_OK);
+        ck_assert_int_eq(cdyn_dae_set_model(dae, unit_tank_force, NULL, NULL, &u), CDYN_OK);
+        double w[4] = {2e5 / u.s[0], 2e-3 / u.s[1], 1e4 / u.s[2], 1e-3 / u.s[3]};
+        int index = -1;
+        ck_assert_int_eq(cdyn_dae_analyze(dae, 0.0, w, &index), CDYN_OK);
+        ck_assert_int_eq(index, 1);
+        ck_assert_msg(cdyn_dae_split(dae, 0.0, w) == CDYN_OK, "units %d: %s", k,
+                      cdyn_dae_last_error(dae));
+        ck_assert_int_eq(cdyn_dae_consistent(dae, 0.0, w), CDYN_OK);
+        int integrated[4];
+        ck_assert_int_eq(cdyn_dae_split_states(dae, integrated, NULL), 2);
+        ck_assert(integrated[0] == 0 && integrated[1] == 1);
+        double y[2] = {w[0], w[1]}, ydot[2];
+        ck_assert_int_eq(cdyn_dae_rhs(dae, 0.0, y, ydot), CDYN_OK);
+        double p = u.s[0] * w[0], Q = u.s[1] * w[1], pj = u.s[2] * w[2];
+        double want[2] = {(1e-3 - Q) / Ct, (p - pj - 1e6 * Q) / L};
+        for (int j = 0; j < 2; ++j)
+            ck_assert_double_le(fabs(ydot[j] * u.s[j] - want[j]), 1e-12 * fabs(want[j]) + 1e-20);
+        cdyn_dae_free(dae);
+    }
+}
+END_TEST
+
+/* ======================================================================== */
 /* 1c. Full-rank constraint rows scaled by 1e8 and 1e-8                      */
 /*                                                                           */
 /* Phi0 = [1 2 -1; 0.5 -1 3] (rows independent: the 2x2 minor of columns 1, */
@@ -4065,6 +4222,8 @@ static Suite *honest_suite(void)
     tcase_add_test(units, hidden_constraints_hold_where_a_constant_hides_at_the_guess);
     tcase_add_test(units, hydraulic_network_in_si_units_has_index_two);
     tcase_add_test(units, regular_mass_with_condition_1e12_is_an_ode);
+    tcase_add_test(units, a_regular_mass_in_units_far_apart_stays_an_ode);
+    tcase_add_test(units, a_junction_in_units_far_apart_keeps_its_split);
     tcase_add_test(units, kkt_with_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank);
     tcase_add_test(units, nullspace_of_rows_scaled_by_1e8_and_1e_minus_8_keeps_full_rank);
     suite_add_tcase(s, units);
