@@ -531,16 +531,32 @@ static cdyn_status factor_at_solution(cdyn_dae *dae, const char *fn, double t, c
 /* The backward error of the rates with the multipliers as unknowns of the
  * same linear system: cdyn__dae_rates_backward_error's measure, with
  * |P^T F_z| |z| added to the bound of each top row (F depends on z, whose
- * rounding is part of the solution's, not of the data). */
+ * rounding is part of the solution's, not of the data). The balances
+ * (bottom rows, G_v v' = -G_t) are then given the rounding the top rows
+ * leave in the rates they determine: rate j is resolved only to
+ * eps * bound_i / |(P^T M)_ij| by a top row i, so a balance whose rates
+ * are all that small (a network at rest: every rate is the rounding of
+ * pressure terms that cancel) is judged against that resolution, not
+ * against its own rounding-sized rates, which in some units made the
+ * certificate fail at every steady state (found by a review). */
 static double backward_error(cdyn_dae *dae, const double *vdot, const double *ptf)
 {
     int n = dae->n, r = dae->r, nz = dae->nz;
     cdyn__dae_rates_backward_error(dae, vdot, ptf);
-    const double *ptfz = dae->part.range_t_fz, *res = dae->residual;
+    const cdyn__dae_part *p = &dae->part;
+    const double *ptfz = p->range_t_fz, *res = dae->residual;
     double *bound = dae->bound, worst = 0.0;
     for (int l = 0; l < nz; ++l) {
         double z = fabs(dae->v_trial[dae->multiplier[l]]);
         for (int i = 0; i < r; ++i) bound[i] += fabs(ptfz[i + (size_t)l * r]) * z;
+    }
+    for (int j = 0; j < n; ++j) {
+        double resolution = 0.0; /* eps * max_i bound_i / |(P^T M)_ij| */
+        for (int e = p->top_start[j]; e < p->top_start[j + 1]; ++e)
+            resolution = fmax(resolution, bound[p->top_row[e]] / fabs(p->top_value[e]));
+        resolution *= DBL_EPSILON;
+        for (int e = p->bottom_start[j]; e < p->bottom_start[j + 1]; ++e)
+            bound[r + p->bottom_row[e]] += fabs(p->bottom_value[e]) * resolution;
     }
     for (int i = 0; i < n; ++i) {
         double w = bound[i] > 0.0 ? fabs(res[i]) / bound[i] : (res[i] == 0.0 ? 0.0 : INFINITY);
