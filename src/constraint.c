@@ -54,6 +54,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->mass_next = doubles(nn);
     c->jac_next = doubles(nm);
     c->accel_rhs = doubles((size_t)m1);
+    c->phi = doubles((size_t)m1 * 3);
+    if (c->phi) c->phi_dot = c->phi + m1, c->xi = c->phi_dot + m1;
     c->ref.amax = calloc(nm, sizeof(double));
     c->row_order = malloc(sizeof(int) * (size_t)m1);
     c->redundant_flag = calloc((size_t)m1, sizeof(int));
@@ -90,7 +92,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         vectors_ok &= (*vectors_m[i] = doubles((size_t)m1)) != NULL;
     c->kkt_work = doubles((size_t)(2 * n + m1)); /* the equilibration's */
     if (!ws_ok || !vectors_ok || !c->work || !c->kd || !c->kp || !c->alpha || !c->weight_exp || !c->mass ||
-        !c->force || !c->jac || !c->accel_rhs || !c->row_order || !c->redundant_flag ||
+        !c->force || !c->jac || !c->accel_rhs || !c->phi || !c->row_order || !c->redundant_flag ||
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
         !c->z_rows || !c->small || !c->qr || !c->tau || !c->jpvt || !c->sv ||
@@ -112,6 +114,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     cdyn__rank_ws_free(&c->ws);
     double *arrays[] = {c->work,      c->kd,          c->kp,          c->alpha,
                         c->mass,      c->force,       c->jac,         c->accel_rhs,
+                        c->phi,
                         c->gen_force, c->multipliers, c->scale_q,     c->scale_g,
                         c->scale_f,   c->aug_weight, c->mult_unit, c->chol,        c->jac_scaled,  c->coef_scaled,
                         c->x_rows,    c->z_rows,      c->small,
@@ -145,12 +148,16 @@ void cdyn__constraint_set_owner(cdyn_constraint *c, const int *owner_in_callback
 
 /* ---- settings --------------------------------------------------------- */
 
-/* c->stabilized from the gains as they now are. */
+/* c->stabilized from the gains as they now are; a loaded instant takes
+ * them too (its s is formed again before its next use: cdyn__constraint_
+ * restabilize), as a new rank tolerance re-decides it. */
 static void note_gains(cdyn_constraint *c)
 {
     size_t count = (size_t)c->m * c->m;
     c->stabilized = 0;
     for (size_t k = 0; k < count; ++k) c->stabilized |= c->kd[k] != 0.0 || c->kp[k] != 0.0;
+    c->gains_pending = c->loaded;
+    c->reusable = 0;
 }
 
 int cdyn__constraint_stabilized(const cdyn_constraint *c) { return c->stabilized; }
@@ -312,10 +319,40 @@ void cdyn__constraint_accel_rhs(const cdyn_constraint *c, const double *Phi, con
     }
 }
 
+/* out = x (m), 0 for a NULL x: the load's Phi, Phi', xi kept for gains
+ * set before the next load. */
+static inline void keep_term(int m, const double *restrict x, double *restrict out)
+{
+    if (x)
+        for (int i = 0; i < m; ++i) out[i] = x[i];
+    else
+        for (int i = 0; i < m; ++i) out[i] = 0.0;
+}
+
+cdyn_status cdyn__constraint_restabilize(cdyn_constraint *c, const char *fn)
+{
+    if (!c->terms_known)
+        return cdyn__fail(c->msg, CDYN_ERR_ARG,
+                          "%s: the gains changed after a load without Phi and Phi' (cdyn_mbs_rhs "
+                          "loads them only when some gain is set); load the instant again",
+                          fn);
+    double *s = c->vec_m; /* T4.6 with the new gains */
+    cdyn__constraint_accel_rhs(c, c->phi, c->phi_dot, c->xi, s);
+    if (cdyn__first_nonfinite(c->m, 1, s, c->m1) >= 0)
+        return cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
+                          "%s: s = xi - K_D Phi' - K_P Phi overflowed with the gains set after "
+                          "the load",
+                          fn);
+    if (c->m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)c->m);
+    c->gains_pending = 0;
+    return CDYN_OK;
+}
+
 /* The end of a load whose M and Phi_q are in the staging arrays and whose
  * inputs are finite: s (T4.6), and the staged instant made the loaded one. */
-static cdyn_status install(cdyn_constraint *c, const char *fn, const double *Q, const double *Phi,
-                           const double *Phi_dot, const double *xi)
+static inline cdyn_status install(cdyn_constraint *c, const char *fn, const double *Q,
+                                  const double *Phi, const double *Phi_dot, const double *xi,
+                                  int terms_known)
 {
     int n = c->n, m = c->m;
     /* T4.6: s = xi - K_D Phi' - K_P Phi, checked before anything is copied
@@ -333,6 +370,11 @@ static cdyn_status install(cdyn_constraint *c, const char *fn, const double *Q, 
     c->jac_next = swap;
     memcpy(c->force, Q, sizeof(double) * (size_t)n);
     if (m > 0) memcpy(c->accel_rhs, s, sizeof(double) * (size_t)m);
+    keep_term(m, Phi, c->phi);
+    keep_term(m, Phi_dot, c->phi_dot);
+    keep_term(m, xi, c->xi);
+    c->terms_known = terms_known;
+    c->gains_pending = 0;
     c->loaded = 1;
     c->reusable = 0;
     c->decided = 0;
@@ -379,7 +421,7 @@ cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm, c
     if (!st) st = check_vector(c, fn, "Phi_dot", m, Phi_dot);
     if (!st) st = check_vector(c, fn, "xi", m, xi);
     if (st) return st;
-    return install(c, fn, Q, Phi, Phi_dot, xi);
+    return install(c, fn, Q, Phi, Phi_dot, xi, 1);
 }
 
 cdyn_status cdyn__constraint_load_finite(cdyn_constraint *c, const double *M, const double *Q,
@@ -391,7 +433,7 @@ cdyn_status cdyn__constraint_load_finite(cdyn_constraint *c, const double *M, co
     if (cdyn__constraint_check_idle(c, fn)) return CDYN_ERR_BUSY;
     memcpy(c->mass_next, M, sizeof(double) * (size_t)n * n);
     if (m > 0) memcpy(c->jac_next, Phi_q, sizeof(double) * (size_t)m * n);
-    return install(c, fn, Q, Phi, Phi_dot, xi);
+    return install(c, fn, Q, Phi, Phi_dot, xi, (Phi && Phi_dot) || m == 0);
 }
 
 /* ---- the rank of Phi_q (rank policy) and the diagnosis ---------------- */

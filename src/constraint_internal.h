@@ -38,6 +38,10 @@ struct cdyn_constraint {
     double *jac;            /* m x n (ld m1), Phi_q */
     double *mass_next, *jac_next; /* load()'s staging copies, swapped in on success */
     double *accel_rhs;      /* m, s = xi - K_D Phi' - K_P Phi */
+    double *phi, *phi_dot, *xi; /* m each: the loaded Phi, Phi', xi (0 for NULL), so that
+                                 * gains set after the load apply to it */
+    int terms_known;        /* the load gave Phi and Phi' (or NULL meaning 0) */
+    int gains_pending;      /* gains set since the load: s is formed again before use */
 
     /* the rank of Phi_q by the rank policy, decided once per load */
     int decided;
@@ -155,6 +159,12 @@ int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const doub
  * may be NULL (zero). s must not alias the inputs. */
 void cdyn__constraint_accel_rhs(const cdyn_constraint *c, const double *Phi, const double *Phi_dot,
                                 const double *xi, double *s);
+
+/* s of the loaded instant formed again with the gains set since its load
+ * (call when c->gains_pending): CDYN_ERR_NONFINITE when it overflows,
+ * CDYN_ERR_ARG when the load left Phi and Phi' out (cdyn_mbs_rhs without
+ * gains); the instant is kept, and the next call tries again. */
+cdyn_status cdyn__constraint_restabilize(cdyn_constraint *c, const char *fn);
 
 /* Record a failure that is not about the rank: the rank facts are cleared
  * so that they never describe another call than last_error does. */

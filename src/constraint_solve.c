@@ -62,7 +62,7 @@ static cdyn_status check_loaded(cdyn_constraint *c, const char *fn)
         return cdyn__fail(c->msg, CDYN_ERR_ARG, "%s: no instant loaded; call cdyn_constraint_load",
                           fn);
     c->reusable = 0; /* every formulation works in the prepared-system workspace */
-    return CDYN_OK;
+    return c->gains_pending ? cdyn__constraint_restabilize(c, fn) : CDYN_OK;
 }
 
 /* Outputs of a formulation: qdd required, mult when m > 0, not overlapping. */
@@ -310,6 +310,22 @@ static int prepare_reactions_qr(cdyn_constraint *c)
     return rcond >= DBL_EPSILON * m1;
 }
 
+/* After prepare_reactions_qr() failed: is X itself (R of its pivoted QR,
+ * in c->qr) singular to working accuracy, by the same test as T'? Then the
+ * constrained system is, whatever C is (Phi_q M^-1 Phi_q^T = X X^T), and
+ * the failure says nothing about C. Uses c->small, ipiv, work, iwork. */
+static int whitened_rows_singular(cdyn_constraint *c)
+{
+    int n = c->n, m = c->active, m1 = c->m1;
+    for (int j = 0; j < m; ++j) /* R is its own LU (no row exchanges) */
+        for (int i = 0; i < m; ++i)
+            c->small[i + (size_t)j * m1] = i <= j ? c->qr[i + (size_t)j * n] : 0.0;
+    double anorm = cdyn__norm1(m, m, c->small, m1), rcond = 0.0;
+    if (cdyn__getrf(m, c->small, m1, c->ipiv) != 0) return 1;
+    cdyn__gecon(m, c->small, m1, anorm, &rcond, c->work, c->iwork);
+    return !(rcond >= DBL_EPSILON * m1);
+}
+
 /* y = (prepared operator)^{-1} r in place (r, m entries), by the path. */
 static void solve_multipliers(cdyn_constraint *c, double *r)
 {
@@ -405,17 +421,50 @@ static double solve_refined(cdyn_constraint *c, const double *C, int ldc, const 
     return omega;
 }
 
+/* Is a non-finite result overflow, i.e. does the certified solution lie
+ * beyond the double range? Only if the same factors solve the right-hand
+ * sides scaled down to a largest entry of about 1 (a power of two, so the
+ * same system) and that result is certified. A factor with a zero or
+ * rounding-sized pivot (the system singular to working accuracy, however
+ * moderate the inputs) gives NaN or an uncertified result for any scale.
+ * Uses delta_q (n) and delta_mult (m), free on this path. */
+static int result_overflowed(cdyn_constraint *c, const double *C, int ldc, const int *skip)
+{
+    int n = c->n, m = c->m;
+    double largest = 0.0, *f = c->delta_q, *s = c->delta_mult;
+    for (int j = 0; j < n; ++j) largest = fmax(largest, fabs(c->force[j]));
+    for (int i = 0; i < m; ++i) largest = fmax(largest, fabs(c->accel_rhs[i]));
+    double down = cdyn__inverse_power_of_two(largest);
+    for (int j = 0; j < n; ++j) f[j] = down * c->force[j];
+    for (int i = 0; i < m; ++i) s[i] = down * c->accel_rhs[i];
+    double omega = solve_refined(c, C, ldc, skip, f, s);
+    return omega <= cdyn__kkt_backward_tolerance(n, m);
+}
+
 /* The loaded instant's solve with the prepared factors, certified (see
- * solve_refined). */
+ * solve_refined). A non-finite result is CDYN_ERR_NONFINITE only when it
+ * is overflow (result_overflowed); otherwise the system is singular to
+ * working accuracy (stop 46: moderate Phi_q entries whose KKT system has a
+ * Skeel condition of 1e44 were reported as "inputs too large"). */
 static cdyn_status solve_certified(cdyn_constraint *c, const char *fn, const double *C, int ldc,
                                    const int *skip)
 {
     int n = c->n, m = c->m;
     double omega = solve_refined(c, C, ldc, skip, c->force, c->accel_rhs);
     double tolerance = cdyn__kkt_backward_tolerance(n, m);
-    cdyn_status st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
-    if (!st) st = check_overflow(c, fn, "the multipliers", m, 1, c->mult_result, c->m1);
-    if (st) return st;
+    const char *what = cdyn__first_nonfinite(n, 1, c->q_result, n) >= 0 ? "q''"
+                       : m > 0 && cdyn__first_nonfinite(m, 1, c->mult_result, c->m1) >= 0
+                           ? "the multipliers"
+                           : NULL;
+    if (what && result_overflowed(c, C, ldc, skip))
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
+                                     "%s: %s overflowed (inputs too large)", fn, what));
+    if (what)
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: the constrained system is singular to working accuracy "
+                                     "(its factors give no finite solution even for right-hand "
+                                     "sides of size 1)",
+                                     fn));
     if (!(omega <= tolerance))
         return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
                                      "%s: the constrained system is singular to working accuracy "
@@ -484,10 +533,17 @@ static cdyn_status solve_bordered(cdyn_constraint *c, const char *fn, const doub
         if (st == MASS_UNFIT) continue;
         if (st == CDYN_OK && !C) choose_lagrange_path(c);
         if (st == CDYN_OK && C && !prepare_product(c) && !prepare_reactions_qr(c))
-            st = cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                                       "%s: Phi_q M^-1 C^T is singular (Phi_q has full rank %d; "
-                                       "C does not act on the constrained motions)",
-                                       fn, c->active));
+            st = whitened_rows_singular(c)
+                     ? cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                             "%s: the constrained system is singular to working "
+                                             "accuracy (Phi_q M^-1 Phi_q^T is, although Phi_q "
+                                             "has full rank %d by the rank policy)",
+                                             fn, c->active))
+                     : cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                             "%s: Phi_q M^-1 C^T is singular to working accuracy "
+                                             "(Phi_q has full rank %d; C does not act on the "
+                                             "constrained motions)",
+                                             fn, c->active));
         if (st == CDYN_OK) st = solve_certified(c, fn, C, ldc, skip);
         if (st == CDYN_ERR_SINGULAR && c->path == CDYN__PATH_SCHUR && c->active > 0) {
             lagrange_qr_path(c); /* A's Cholesky path was not accurate enough */
@@ -545,18 +601,54 @@ cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int l
     return commit(c, fn, C, ldc, qdd, f);
 }
 
+/* The row weights of the minimum-norm choice (T4.7) into w (m): the
+ * Euclidean norm of each row of Phi_q with every column divided by its
+ * largest entry in the row-normalized |Phi_q| (exact quotients, no powers
+ * of two), 1 for a row of zeros. A row rescaled by any c gets c w_i and
+ * the other rows keep theirs, to rounding: the columns' divisors do not
+ * depend on the rows' units. Uses c->delta_q (n) for the divisors. */
+static void row_weights(cdyn_constraint *c, double *w)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    double *divisor = c->delta_q;
+    for (int i = 0; i < m; ++i) { /* w_i = largest |entry| of row i, for now */
+        w[i] = 0.0;
+        for (int j = 0; j < n; ++j) w[i] = fmax(w[i], fabs(c->jac[i + (size_t)j * m1]));
+    }
+    for (int j = 0; j < n; ++j) {
+        divisor[j] = 0.0;
+        for (int i = 0; i < m; ++i)
+            if (w[i] > 0.0)
+                divisor[j] = fmax(divisor[j], fabs(c->jac[i + (size_t)j * m1]) / w[i]);
+    }
+    for (int i = 0; i < m; ++i) {
+        double sum = 0.0; /* of terms <= 1: no overflow */
+        for (int j = 0; j < n && w[i] > 0.0; ++j) {
+            double a = fabs(c->jac[i + (size_t)j * m1]);
+            double t = divisor[j] > 0.0 ? a / w[i] / divisor[j] : 0.0;
+            sum += t * t;
+        }
+        w[i] = w[i] > 0.0 ? w[i] * sqrt(sum) : 1.0;
+    }
+}
+
 /* lambda <- the minimum-norm choice among the multipliers with the same
- * Phi_q^T lambda, measured in the frame of the rank decision, where every
- * constraint row is equilibrated: lambda = D_r mu with |mu| minimal. The
- * null space of (D_r Phi_q)^T comes from the decision's pivoted QR
- * B^T P = Q [R11 R12; 0 ~0] of B = D_r Phi_q D_c: it is spanned by the
- * columns of P [-R11^{-1} R12; I], orthonormalized by a QR (in c->qr). */
+ * Phi_q^T lambda, measured in the frame where every row of Phi_q has
+ * weight 1: lambda = W^-1 mu with |mu| minimal, W the row weights
+ * (row_weights). The null space of Phi_q^T comes from the decision's
+ * pivoted QR B^T P = Q [R11 R12; 0 ~0] of B = D_r Phi_q D_c: the columns
+ * of P [-R11^{-1} R12; I] span that of B^T, D_r times them that of
+ * Phi_q^T, and W D_r times them that of (W^-1 Phi_q)^T, orthonormalized by
+ * a QR (in c->qr). Before stop 46 the weights were the decision's D_r^-1,
+ * powers of two: a row written in units 3 times larger took a share 28 %
+ * off (constraint.h promises none). */
 static void minimum_norm_multipliers(cdyn_constraint *c, int rank)
 {
     int n = c->n, m = c->m, nulls = m - rank;
     if (nulls <= 0) return;
     const cdyn__rank_ws *w = &c->ws;
-    double *basis = c->qr, *mu = c->vec_m, *t = c->r;
+    double *basis = c->qr, *mu = c->vec_m, *t = c->r, *weight = c->delta_mult;
+    row_weights(c, weight);
     for (int k = 0; k < nulls; ++k) {
         double *v = basis + (size_t)k * m;
         memset(v, 0, sizeof(double) * (size_t)m);
@@ -564,16 +656,17 @@ static void minimum_norm_multipliers(cdyn_constraint *c, int rank)
         cdyn__trsm('L', 'U', 'N', 'N', rank, 1, 1.0, w->qr, n, t, c->m1);
         for (int i = 0; i < rank; ++i) v[w->jpvt[i]] = -t[i];
         v[w->jpvt[rank + k]] = 1.0;
+        for (int i = 0; i < m; ++i) v[i] *= weight[i] * w->row_scale[i];
     }
     memset(c->jpvt, 0, sizeof(int) * (size_t)nulls);
     cdyn__geqp3(m, nulls, basis, m, c->jpvt, c->tau, c->work, c->lwork);
-    /* mu = D_r^{-1} lambda; mu -= Q1 Q1^T mu; lambda = D_r mu */
-    for (int i = 0; i < m; ++i) mu[i] = c->mult_result[i] / w->row_scale[i];
+    /* mu = W lambda; mu -= Q1 Q1^T mu; lambda = W^-1 mu */
+    for (int i = 0; i < m; ++i) mu[i] = weight[i] * c->mult_result[i];
     memcpy(t, mu, sizeof(double) * (size_t)m);
     cdyn__ormqr('L', 'T', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
     memset(t + nulls, 0, sizeof(double) * (size_t)(m - nulls));
     cdyn__ormqr('L', 'N', m, 1, nulls, basis, m, c->tau, t, m, c->work, c->lwork);
-    for (int i = 0; i < m; ++i) c->mult_result[i] = w->row_scale[i] * (mu[i] - t[i]);
+    for (int i = 0; i < m; ++i) c->mult_result[i] = (mu[i] - t[i]) / weight[i];
 }
 
 cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *qdd, double *lambda)

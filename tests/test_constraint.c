@@ -1516,6 +1516,115 @@ static void parallelogram_instant(const parallelogram *g, double th, double w, d
     qref[5] = 0.0;
 }
 
+/* constraint.h: the pseudo-inverse's minimum-norm multipliers do "not
+ * depend on the units of the constraints". A row and its copy in units c
+ * times larger are the same constraint, so they share the multiplier:
+ * lambda_copy = lambda_orig / c, lambda_orig = Lambda / 2 (Lambda the
+ * single row's). Stop 46: the norm used the rank decision's power-of-two
+ * row factors, so c = 3 gave a split 28 % off and c = 1000 2.4 % off.
+ * Asserts (1e-12 relative, 1e-10 for the last):
+ *  - by hand, n = 2, M = I, Q = (0, -9.81), rows (0.6, 0.8) and c times
+ *    it, xi = (0.5, 0.5 c): Lambda = 0.8 Q_1 - 0.5 = -8.348, for c = 3,
+ *    1000, 1e-7, 1e8, -2.5 and the coordinates in units 1e-8..1e8 (which
+ *    leave lambda as it is);
+ *  - random: n = 4, two random rows a, b with copies c1 a, c2 b (c1, c2 =
+ *    +-10^U(-8, 8)), M SPD: lambda against Lambda_a, Lambda_b of the
+ *    two-row KKT system solved in quad (qref_solve), 20 draws;
+ *  - a dependent row that is no copy (row 2 = 0.7 row 0 - 1.3 row 1): each
+ *    row rescaled by 10^U(-8, 8) returns lambda_i / c_i, 20 draws. */
+static void expect_split(const double *l, const double *want, int m, double tol,
+                         const char *what)
+{
+    for (int i = 0; i < m; ++i)
+        ck_assert_msg(fabs(l[i] - want[i]) <= tol * fabs(want[i]),
+                      "%s: lambda[%d] = %.15g, want %.15g", what, i, l[i], want[i]);
+}
+
+START_TEST(pseudoinverse_split_does_not_depend_on_the_units_of_the_constraints)
+{
+    const double cs[6] = {3.0, 1000.0, 1e-7, 1e8, -2.5, 1.0}, units[3] = {1e-8, 1.0, 1e8};
+    const double Lambda = 0.8 * -9.81 - 0.5;
+    for (int k = 0; k < 6; ++k)
+        for (int u = 0; u < 9; ++u) {
+            double cf = cs[k], d[2] = {units[u % 3], units[u / 3]};
+            double M[4] = {d[0] * d[0], 0.0, 0.0, d[1] * d[1]}, Q[2] = {0.0, -9.81 * d[1]};
+            double P[4] = {0.6 * d[0], cf * 0.6 * d[0], 0.8 * d[1], cf * 0.8 * d[1]};
+            double xi[2] = {0.5, 0.5 * cf}, q[2], l[2];
+            double want[2] = {Lambda / 2.0, Lambda / (2.0 * cf)};
+            cdyn_constraint *c = make(2, 2);
+            ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, xi), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+            ck_assert_int_eq(cdyn_constraint_rank(c), 1);
+            expect_split(l, want, 2, 1e-12, "copy by hand");
+            cdyn_constraint_free(c);
+        }
+    tu_rng r;
+    tu_rng_seed(&r, 4646);
+    enum { n = 4, m = 4 };
+    for (int draw = 0; draw < 20; ++draw) {
+        double M[n * n], Q[n], base[2 * n], xb[2], P[m * n], xi[m], q[n], l[m];
+        tu_random_spd(&r, n, M, n);
+        tu_random(&r, n, 1, Q, n);
+        tu_random(&r, 2, n, base, 2);
+        tu_random(&r, 2, 1, xb, 2);
+        double c1 = copysign(pow(10.0, 8.0 * tu_uniform(&r)), tu_uniform(&r));
+        double c2 = copysign(pow(10.0, 8.0 * tu_uniform(&r)), tu_uniform(&r));
+        const double scale[m] = {1.0, c1, 1.0, c2};
+        const int src[m] = {0, 0, 1, 1};
+        for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < n; ++j) P[i + m * j] = scale[i] * base[src[i] + 2 * j];
+            xi[i] = scale[i] * xb[src[i]];
+        }
+        /* [M B^T; B 0] [q''; Lambda] = [Q; xb] in quad, B the two base rows */
+        quad K[36] = {0}, rhs[6], x[6];
+        for (int j = 0; j < n; ++j) {
+            for (int i = 0; i < n; ++i) K[i + 6 * j] = M[i + n * j];
+            for (int i = 0; i < 2; ++i)
+                K[(n + i) + 6 * j] = K[j + 6 * (n + i)] = base[i + 2 * j];
+            rhs[j] = Q[j];
+        }
+        rhs[n] = xb[0];
+        rhs[n + 1] = xb[1];
+        ck_assert_int_eq(qref_solve(6, K, rhs, x), 0);
+        const double want[m] = {(double)(x[n] / 2), (double)(x[n] / (2 * (quad)c1)),
+                                (double)(x[n + 1] / 2), (double)(x[n + 1] / (2 * (quad)c2))};
+        cdyn_constraint *c = make(n, m);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, n, Q, P, m, NULL, NULL, xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_rank(c), 2);
+        expect_split(l, want, m, 1e-12, "random copies");
+        cdyn_constraint_free(c);
+    }
+    for (int draw = 0; draw < 20; ++draw) {
+        enum { n3 = 3, m3 = 3 };
+        double M[n3 * n3], Q[n3], P[m3 * n3], xi[m3], q[n3], l1[m3], l[m3], Ps[m3 * n3], xs[m3];
+        tu_random_spd(&r, n3, M, n3);
+        tu_random(&r, n3, 1, Q, n3);
+        tu_random(&r, m3, n3, P, m3);
+        tu_random(&r, 2, 1, xi, m3);
+        for (int j = 0; j < n3; ++j) P[2 + m3 * j] = 0.7 * P[0 + m3 * j] - 1.3 * P[1 + m3 * j];
+        xi[2] = 0.7 * xi[0] - 1.3 * xi[1];
+        cdyn_constraint *c = make(n3, m3);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, n3, Q, P, m3, NULL, NULL, xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l1), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_rank(c), 2);
+        cdyn_constraint_free(c);
+        double cr[m3], want[m3];
+        for (int i = 0; i < m3; ++i) {
+            cr[i] = pow(10.0, 8.0 * tu_uniform(&r));
+            for (int j = 0; j < n3; ++j) Ps[i + m3 * j] = cr[i] * P[i + m3 * j];
+            xs[i] = cr[i] * xi[i];
+            want[i] = l1[i] / cr[i];
+        }
+        c = make(n3, m3);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, n3, Q, Ps, m3, NULL, NULL, xs), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, l), CDYN_OK);
+        expect_split(l, want, m3, 1e-10, "dependent row, rows rescaled");
+        cdyn_constraint_free(c);
+    }
+}
+END_TEST
+
 START_TEST(redundant_parallelogram_link_moves_correctly_under_pinv_and_penalty)
 {
     enum { n = 6, m = 6 };
@@ -1757,6 +1866,78 @@ static void check_decay(int n, int m, const double *M, const double *Q, const do
     free(ph);
     cdyn_constraint_free(ls.c);
 }
+
+/* Gains set after cdyn_constraint_load apply to the loaded instant, as a
+ * new rank tolerance does (stop 46: they were silently ignored until the
+ * next load, q'' = 0 with CDYN_OK). By hand, M = I (n = 2), Q = 0:
+ *  - m = 1, Phi_q = [1 0], Phi = 0.1, Phi' = 0.2, xi = 0: q0'' = s =
+ *    -K_D Phi' - K_P Phi = -4.5 for K_D = 10, K_P = 25 (set_gains), -0.8
+ *    for Baumgarte a = 1, b = 2, -2.1 for critical k = 3, 0 for a = b = 0;
+ *    the row in units r and the coordinate in units d (Phi_q = [r d 0],
+ *    M = diag(d^2, 1), Phi, Phi', xi times r) give q0'' = s / d, for r, d
+ *    in 1e-8..1e8; every exact formulation and the penalty form (1e-5),
+ *    and the exported B's last entry (s);
+ *  - m = 2, Phi_q = I, coupled K_D = [2 1; 1 2], K_P = [3 1; 1 3]: q'' = s
+ *    = xi - K_D Phi' - K_P Phi by loops here. */
+START_TEST(gains_set_after_the_load_apply_to_the_loaded_instant)
+{
+    const double units[3] = {1e-8, 1.0, 1e8};
+    for (int u = 0; u < 9; ++u) {
+        double r = units[u % 3], d = units[u / 3];
+        double M[4] = {d * d, 0.0, 0.0, 1.0}, Q[2] = {0.0, 0.0}, P[2] = {r * d, 0.0};
+        double Phi = 0.1 * r, Phid = 0.2 * r, xi = 0.0, q[2], l, A[25], B[5];
+        cdyn_constraint *c = make(2, 1);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 1, &Phi, &Phid, &xi), CDYN_OK);
+        for (int g = 0; g < 4; ++g) {
+            double KD = 10.0, KP = 25.0, k = 3.0, want;
+            if (g == 0) {
+                ck_assert_int_eq(cdyn_constraint_set_gains(c, &KD, 1, &KP, 1), CDYN_OK);
+                want = -4.5;
+            } else if (g == 1) {
+                ck_assert_int_eq(cdyn_constraint_set_baumgarte(c, 1.0, 2.0), CDYN_OK);
+                want = -0.8;
+            } else if (g == 2) {
+                ck_assert_int_eq(cdyn_constraint_set_critical_gains(c, &k), CDYN_OK);
+                want = -2.1;
+            } else {
+                ck_assert_int_eq(cdyn_constraint_set_baumgarte(c, 0.0, 0.0), CDYN_OK);
+                want = 0.0;
+            }
+            for (int form = 0; form < 4; ++form) {
+                cdyn_status st = form == 0   ? cdyn_constraint_lagrange(c, q, &l)
+                                 : form == 1 ? cdyn_constraint_reactions(c, P, 1, q, &l)
+                                 : form == 2 ? cdyn_constraint_pseudoinverse(c, q, &l)
+                                             : cdyn_constraint_penalty(c, q, &l);
+                ck_assert_int_eq(st, CDYN_OK);
+                double tol = form == 3 ? 1e-5 * (4.5 / d) : 1e-14 * (4.5 / d);
+                ck_assert_msg(fabs(q[0] - want / d) <= tol && fabs(q[1]) <= tol,
+                              "units r %g d %g, gains %d, form %d: q0'' = %.15g, want %.15g", r,
+                              d, g, form, q[0], want / d);
+            }
+            double h[2] = {0.0, 0.0};
+            ck_assert_int_eq(cdyn_constraint_export(c, CDYN_EXPORT_MULTIPLIERS, NULL, 1, h, A, 5,
+                                                    B),
+                             CDYN_OK);
+            ck_assert_double_le(fabs(B[4] - want * r), 1e-14 * 4.5 * r);
+        }
+        cdyn_constraint_free(c);
+    }
+    const double M[4] = {1.0, 0.0, 0.0, 1.0}, Q[2] = {0.0, 0.0}, P[4] = {1.0, 0.0, 0.0, 1.0};
+    const double Phi[2] = {0.1, -0.2}, Phid[2] = {0.3, 0.05}, xi[2] = {1.0, 2.0};
+    const double KD[4] = {2.0, 1.0, 1.0, 2.0}, KP[4] = {3.0, 1.0, 1.0, 3.0};
+    double s[2], q[2], l[2];
+    for (int i = 0; i < 2; ++i)
+        s[i] = xi[i] - KD[i] * Phid[0] - KD[i + 2] * Phid[1] - KP[i] * Phi[0] - KP[i + 2] * Phi[1];
+    cdyn_constraint *c = make(2, 2);
+    ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, Phi, Phid, xi), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK); /* no gains yet: q'' = xi */
+    ck_assert(fabs(q[0] - xi[0]) <= 1e-15 && fabs(q[1] - xi[1]) <= 1e-15);
+    ck_assert_int_eq(cdyn_constraint_set_gains(c, KD, 2, KP, 2), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, q, l), CDYN_OK);
+    ck_assert_double_le(reldiff(2, q, s), 1e-15);
+    cdyn_constraint_free(c);
+}
+END_TEST
 
 START_TEST(critical_gains_give_per_constraint_decay_rates)
 {
@@ -2210,6 +2391,82 @@ START_TEST(reactions_with_c_equal_to_phi_q_accept_what_lagrange_accepts)
                   (int)st, cdyn_constraint_rank(c), cdyn_constraint_last_error(c));
     ck_assert_double_le(reldiff(2, q, qx), 1e-9);
     ck_assert_double_le(reldiff(2, l, lx), 1e-5);
+    cdyn_constraint_free(c);
+}
+END_TEST
+
+/* Componentwise backward error of (q'', lambda) on [M Phi^T; Phi 0] =
+ * [Q; s] (n, m <= 2, ld 2), in long double: max over the rows of
+ * |residual| / (sum of |terms|). */
+/* Stop 46 (third adversarial review): n = m = 2, M = I, Q = (1, 1), s = 0
+ * and a Phi_q of moderate entries (1e-18..4e6) whose rank decision is
+ * clear (ratio 6e-8) but whose KKT system, with M = I tying the two
+ * coordinates' units, has a Skeel condition of 2e44: in the equilibrated
+ * frame X = Phi~ L^-T is singular to rounding. lagrange and pseudoinverse
+ * returned CDYN_ERR_NONFINITE "q'' overflowed (inputs too large)" and
+ * reactions with C = Phi_q "C does not act on the constrained motions".
+ * Asserts in the reviewer's units: CDYN_ERR_SINGULAR from all three, with
+ * "singular to working accuracy" and no "does not act"; in units rescaled
+ * by 1e-8..1e8 (rows of Phi_q, each coordinate): never NONFINITE, and a
+ * refusal says the same. (Some rescalings return CDYN_OK: whether those
+ * results are right is the certificate's matter, not this test's.)
+ * Genuine overflow stays CDYN_ERR_NONFINITE: M = diag(1e-300, 1), Q =
+ * (1e300, 0), Phi_q = [0 1] gives q0'' = 1e600; M = 1, Phi_q = 1e-300, Q =
+ * 1e10 gives lambda = 1e310. */
+START_TEST(constrained_system_singular_to_rounding_is_refused_as_singular)
+{
+    const double P0[4] = {-4.1909155179808423e-07, 2.2764325722548738e-18, 4420416.1066239197,
+                          -2.401092840069575e-05};
+    const double units[3] = {1e-8, 1.0, 1e8};
+    static const char *const names[3] = {"lagrange", "pseudoinverse", "reactions(C = Phi_q)"};
+    for (int u = 0; u < 82; ++u) { /* u = 0: the reviewer's units; then 81 rescalings */
+        int v = u - 1;
+        double r[2] = {u ? units[v % 3] : 1.0, u ? units[v / 3 % 3] : 1.0};
+        double d[2] = {u ? units[v / 9 % 3] : 1.0, u ? units[v / 27 % 3] : 1.0};
+        double M[4] = {d[0] * d[0], 0.0, 0.0, d[1] * d[1]}, Q[2] = {d[0], d[1]};
+        double P[4], s[2] = {0.0, 0.0};
+        for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < 2; ++i) P[i + 2 * j] = r[i] * P0[i + 2 * j] * d[j];
+        cdyn_constraint *c = make(2, 2);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, 2, Q, P, 2, NULL, NULL, s), CDYN_OK);
+        for (int form = 0; form < 3; ++form) {
+            double q[2] = {0.0, 0.0}, l[2] = {0.0, 0.0};
+            cdyn_status st = form == 0   ? cdyn_constraint_lagrange(c, q, l)
+                             : form == 1 ? cdyn_constraint_pseudoinverse(c, q, l)
+                                         : cdyn_constraint_reactions(c, P, 2, q, l);
+            const char *msg = cdyn_constraint_last_error(c);
+            ck_assert_msg(st == CDYN_OK || st == CDYN_ERR_SINGULAR,
+                          "rows x (%g, %g), coordinates x (%g, %g), %s: status %d \"%s\"",
+                          r[0], r[1], d[0], d[1], names[form], (int)st, msg);
+            if (u == 0) ck_assert_int_eq(st, CDYN_ERR_SINGULAR);
+            if (st == CDYN_ERR_SINGULAR)
+                ck_assert_msg(strstr(msg, "singular to working accuracy") &&
+                                  !strstr(msg, "does not act"),
+                              "%s: \"%s\"", names[form], msg);
+        }
+        cdyn_constraint_free(c);
+    }
+    /* genuine overflow (q0'' = 1e600 by hand), n = 2 and n = 8 */
+    for (int n = 2; n <= 8; n += 6) {
+        double M[64] = {0.0}, Q[8] = {0.0}, P[8] = {0.0}, xi = 0.0, q[8], l;
+        for (int i = 0; i < n; ++i) M[i + i * n] = 1.0;
+        M[0] = 1e-300;
+        Q[0] = 1e300;
+        P[1] = 1.0;
+        cdyn_constraint *c = make(n, 1);
+        ck_assert_int_eq(cdyn_constraint_load(c, M, n, Q, P, 1, NULL, NULL, &xi), CDYN_OK);
+        ck_assert_int_eq(cdyn_constraint_lagrange(c, q, &l), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(cdyn_constraint_pseudoinverse(c, q, &l), CDYN_ERR_NONFINITE);
+        ck_assert_int_eq(cdyn_constraint_reactions(c, P, 1, q, &l), CDYN_ERR_NONFINITE);
+        ck_assert_ptr_nonnull(strstr(cdyn_constraint_last_error(c), "overflowed"));
+        cdyn_constraint_free(c);
+    }
+    const double M1 = 1.0, Q1 = 1e10, P1 = 1e-300, xi1 = 0.0;
+    double q1, l1;
+    cdyn_constraint *c = make(1, 1);
+    ck_assert_int_eq(cdyn_constraint_load(c, &M1, 1, &Q1, &P1, 1, NULL, NULL, &xi1), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(c, &q1, &l1), CDYN_ERR_NONFINITE);
+    ck_assert_int_eq(cdyn_constraint_reactions(c, &P1, 1, &q1, &l1), CDYN_ERR_NONFINITE);
     cdyn_constraint_free(c);
 }
 END_TEST
@@ -2842,8 +3099,10 @@ static Suite *constraint_suite(void)
     tcase_add_test(mech, pendulum_matches_the_angle_equation_and_rod_tension);
     tcase_add_test(mech, slider_crank_formulations_agree_with_bordered_and_null_space_solves);
     tcase_add_test(mech, duplicated_row_is_named_by_lagrange_and_split_by_the_pseudoinverse);
+    tcase_add_test(mech, pseudoinverse_split_does_not_depend_on_the_units_of_the_constraints);
     tcase_add_test(mech, redundant_parallelogram_link_moves_correctly_under_pinv_and_penalty);
     tcase_add_test(mech, critical_gains_give_per_constraint_decay_rates);
+    tcase_add_test(mech, gains_set_after_the_load_apply_to_the_loaded_instant);
     suite_add_tcase(s, mech);
 
     TCase *io = tcase_create("export_force");
@@ -2859,6 +3118,7 @@ static Suite *constraint_suite(void)
     tcase_add_test(rank, rank_tolerance_decides_nearly_dependent_rows);
     tcase_add_test(rank, rank_loss_facts_agree_with_the_status_near_a_singular_pose);
     tcase_add_test(rank, reactions_with_c_equal_to_phi_q_accept_what_lagrange_accepts);
+    tcase_add_test(rank, constrained_system_singular_to_rounding_is_refused_as_singular);
     suite_add_tcase(s, rank);
 
     TCase *bad = tcase_create("bad_input");

@@ -2415,6 +2415,36 @@ static cdyn_mbs *pendulum_with_gains(pendulum *p, int stabilized)
     return mbs;
 }
 
+/* Gains set on cdyn_mbs_constraint() after a right-hand side without gains
+ * (which loads no Phi, Phi': they were not needed) cannot apply to that
+ * loaded instant: a formulation called on the kernel directly refuses it
+ * with CDYN_ERR_ARG ("load the instant again"; stop 46: gains set after a
+ * load apply to the loaded instant when it has Phi and Phi'), and the next
+ * cdyn_mbs_rhs uses them. By hand, pendulum (m = 2, l = 1.2, g = 9.81) at
+ * q = (1.3, 0), q' = (0.1, 0.5): Phi = 0.25, Phi' = 0.26, xi = -0.52, so
+ * with a = 1, b = 2: s = -0.52 - 2 (0.26) - 4 (0.25) = -2.04, x'' = s / 2.6
+ * (Phi_q = (2.6, 0)) and y'' = -g. */
+START_TEST(gains_set_on_the_kernel_after_a_rhs_without_them_apply_from_the_next_rhs)
+{
+    const tm_pendulum p = {2.0, 1.2, 9.81};
+    cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+    ck_assert_int_eq(tm_pendulum_set(mbs, &p, 1), CDYN_OK);
+    const double y[4] = {1.3, 0.0, 0.1, 0.5};
+    double ydot[4], q[2], l;
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    cdyn_constraint *k = cdyn_mbs_constraint(mbs);
+    ck_assert_int_eq(cdyn_constraint_set_baumgarte(k, 1.0, 2.0), CDYN_OK);
+    ck_assert_int_eq(cdyn_constraint_lagrange(k, q, &l), CDYN_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(cdyn_constraint_last_error(k), "load the instant again"));
+    ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, y, ydot), CDYN_OK);
+    ck_assert_double_le(fabs(ydot[2] + 2.04 / 2.6), 1e-14);
+    ck_assert_double_le(fabs(ydot[3] + 9.81), 1e-14);
+    ck_assert_int_eq(cdyn_constraint_lagrange(k, q, &l), CDYN_OK); /* loaded with Phi, Phi' */
+    ck_assert_double_le(fabs(q[0] + 2.04 / 2.6), 1e-14);
+    cdyn_mbs_free(mbs);
+}
+END_TEST
+
 /* The residuals cdyn_mbs_last_residuals reports are those of the state of
  * the last rhs, by hand: Phi = x^2 + y^2 - l^2, Phi' = 2 (x x' + y y'),
  * whether the rhs evaluated them (Baumgarte gains) or left them to the
@@ -4077,6 +4107,7 @@ int main(void)
     tcase_add_test(tc_bad, calls_before_the_model_is_set_are_rejected);
     tcase_add_test(tc_bad, bad_arrays_and_values_are_rejected_and_the_object_works_afterwards);
     tcase_add_test(tc_bad, partitioning_needs_some_but_not_all_coordinates_constrained);
+    tcase_add_test(tc_bad, gains_set_on_the_kernel_after_a_rhs_without_them_apply_from_the_next_rhs);
     suite_add_tcase(s, tc_bad);
 
     TCase *tc_alloc = tcase_create("allocation");

@@ -600,6 +600,84 @@ START_TEST(ida_adapter_takes_the_model_from_the_dae)
 }
 END_TEST
 
+/* A purely algebraic DAE (M = 0, r = 0), states in units u0, u1:
+ *   0 = v0 / u0 - sin t,  0 = v1 / u1 - (v0 / u0)^2,
+ * so v = (u0 sin t, u1 sin^2 t) and, by d/dt G0 = 0, the rates are
+ * v' = (u0 cos t, 2 u1 sin t cos t). */
+static int alg_force(double t, const double *v, double *F, void *user)
+{
+    const double *u = user;
+    F[0] = v[0] / u[0] - sin(t);
+    F[1] = v[1] / u[1] - (v[0] / u[0]) * (v[0] / u[0]);
+    return 0;
+}
+
+static int alg_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    (void)t;
+    const double *u = user;
+    J[0] = 1.0 / u[0];
+    J[1] = -2.0 * v[0] / (u[0] * u[0]);
+    J[ld] = 0.0;
+    J[ld + 1] = 1.0 / u[1];
+    return 0;
+}
+
+static int alg_time(double t, const double *v, double *dFdt, void *user)
+{
+    (void)v, (void)user;
+    dFdt[0] = -cos(t);
+    dFdt[1] = 0.0;
+    return 0;
+}
+
+/* sundials.h: cdyn_ida_dae_consistent's v' has "the algebraic rates satisfy
+ * d/dt G0 = 0" — for M = 0 too, where it returned v' = 0 before (stop 46).
+ * Asserts at t0 = 0.5, for units 1e-8..1e8 on each state, with the exact
+ * derivative callbacks (1e-12 relative to the analytic rates) and with
+ * cdyn's differences (1e-6): v and v' as above. */
+START_TEST(ida_consistent_rates_of_a_purely_algebraic_dae)
+{
+    const double units[] = {1e-8, 1.0, 3.0, 1e8}, t0 = 0.5;
+    SUNContext ctx = NULL;
+    ck_assert_int_eq(SUNContext_Create(SUN_NO_COMM, &ctx), 0);
+    N_Vector v = N_VNew_Serial(2, ctx), vdot = N_VNew_Serial(2, ctx);
+    double *vd = N_VGetArrayPointer(v), *pd = N_VGetArrayPointer(vdot);
+    for (int exact = 0; exact < 2; ++exact)
+        for (int a = 0; a < 4; ++a)
+            for (int b = 0; b < 4; ++b) {
+                double u[2] = {units[a], units[b]};
+                const double M[4] = {0.0, 0.0, 0.0, 0.0};
+                cdyn_dae *dae = cdyn_dae_create(2, NULL);
+                ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 2), CDYN_OK);
+                ck_assert_int_eq(cdyn_dae_set_model(dae, alg_force,
+                                                    exact ? alg_jacobian : NULL,
+                                                    exact ? alg_time : NULL, u),
+                                 CDYN_OK);
+                vd[0] = 0.1 * u[0];
+                vd[1] = 0.1 * u[1];
+                ck_assert_int_eq(cdyn_dae_split(dae, t0, vd), CDYN_OK);
+                cdyn_ida_dae *ida = cdyn_ida_dae_create(dae, NULL);
+                ck_assert_ptr_nonnull(ida);
+                ck_assert_int_eq(cdyn_ida_dae_consistent(ida, t0, v, vdot), CDYN_OK);
+                double want_v[2] = {u[0] * sin(t0), u[1] * sin(t0) * sin(t0)};
+                double want_p[2] = {u[0] * cos(t0), 2.0 * u[1] * sin(t0) * cos(t0)};
+                double tol = exact ? 1e-12 : 1e-6;
+                for (int i = 0; i < 2; ++i)
+                    ck_assert_msg(fabs(vd[i] - want_v[i]) <= 1e-12 * fabs(want_v[i]) &&
+                                      fabs(pd[i] - want_p[i]) <= tol * fabs(want_p[i]),
+                                  "units (%g, %g), exact %d: v[%d] = %.15g (want %.15g), "
+                                  "v'[%d] = %.15g (want %.15g)",
+                                  u[0], u[1], exact, i, vd[i], want_v[i], i, pd[i], want_p[i]);
+                cdyn_ida_dae_free(ida);
+                cdyn_dae_free(dae);
+            }
+    N_VDestroy(v);
+    N_VDestroy(vdot);
+    SUNContext_Free(&ctx);
+}
+END_TEST
+
 /* CVODE (BDF, rtol 1e-10) over 2 s with the given Jacobian function (NULL:
  * CVODE's difference quotients); returns y at the end and the counts */
 typedef struct {
@@ -738,6 +816,7 @@ static Suite *sundials_suite(void)
     tcase_add_test(tc, cvode_integrates_the_index_two_form_and_ida_refuses_it);
     tcase_add_test(tc, mbs_jacobian_adapters_give_the_hand_jacobian_and_drive_cvode_and_ida);
     tcase_add_test(tc, ida_adapter_takes_the_model_from_the_dae);
+    tcase_add_test(tc, ida_consistent_rates_of_a_purely_algebraic_dae);
     suite_add_tcase(s, tc);
     return s;
 }

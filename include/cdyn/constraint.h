@@ -29,9 +29,13 @@
  * result is certified: its componentwise backward error on the caller's
  * system is a few rounding errors (after at most two refinement steps),
  * else CDYN_ERR_SINGULAR. The error of an OK result is then about
- * cond(KKT) times machine epsilon, in any units. At n <= 16, lagrange first
- * tries the blocks of the system in the rank decision's own QR of Phi_q
- * (docs/theory.md, "Small sizes"), taken only for M positive definite,
+ * cond(KKT) times machine epsilon, in any units. A result beyond the
+ * double range is CDYN_ERR_NONFINITE only when it is overflow (the same
+ * factors solve the right-hand sides scaled to size 1, certified); factors
+ * that give Inf or NaN for those too mean a system singular to working
+ * accuracy, CDYN_ERR_SINGULAR, however moderate the inputs. At n <= 16,
+ * lagrange first tries the blocks of the system in the rank decision's own
+ * QR of Phi_q (docs/theory.md, "Small sizes"), taken only for M positive definite,
  * Phi_q and the mass on the free motions conditioned within 1e6, and a
  * result certified as above; everything else takes the general path and
  * gets its verdict. That frame is equilibrated against the history below,
@@ -95,6 +99,12 @@ CDYN_API void cdyn_constraint_free(cdyn_constraint *c);
 /**
  * Baumgarte stabilization (T4.5): K_D = 2a I, K_P = b^2 I; a = b = 0 (the
  * default) is no stabilization. a, b >= 0 and finite, else CDYN_ERR_ARG.
+ * Gains (this and the two setters below) apply to the loaded instant too:
+ * the next formulation or export forms its s = xi - K_D Phi' - K_P Phi
+ * again from the Phi, Phi', xi of the load (CDYN_ERR_NONFINITE there if s
+ * overflows; CDYN_ERR_ARG for an instant that cdyn_mbs_rhs() loaded
+ * without gains, which leaves Phi and Phi' out: the next right-hand side
+ * loads again).
  */
 CDYN_API cdyn_status cdyn_constraint_set_baumgarte(cdyn_constraint *c, double a, double b);
 
@@ -174,7 +184,8 @@ CDYN_API cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c);
  * Phi      m, constraint values, or NULL (zero).
  * Phi_dot  m, Phi' = Phi_q q' + Phi_t, or NULL (zero).
  * xi       m, right-hand side of Phi_q q'' = xi (T4.1), or NULL (zero).
- * Computes s = xi - K_D Phi' - K_P Phi. Returns CDYN_OK, CDYN_ERR_ARG,
+ * Computes s = xi - K_D Phi' - K_P Phi, and keeps Phi, Phi', xi for gains
+ * set before the next load. Returns CDYN_OK, CDYN_ERR_ARG,
  * CDYN_ERR_NONFINITE. No allocation.
  */
 CDYN_API cdyn_status cdyn_constraint_load(cdyn_constraint *c, const double *M, int ldm,
@@ -204,7 +215,9 @@ CDYN_API cdyn_status cdyn_constraint_lagrange(cdyn_constraint *c, double *qdd, d
  * <= 1e6, otherwise through the pivoted QR of L^{-1} Phi_q^T without
  * forming it; certified as for lagrange. qdd (n), f (m) out.
  * CDYN_ERR_SINGULAR as for lagrange, and when Phi_q M^{-1} C^T is
- * numerically singular (C does not act on the constrained motions).
+ * numerically singular: the message says whether Phi_q M^{-1} Phi_q^T is
+ * too (the constrained system singular to working accuracy, whatever C
+ * is) or C does not act on the constrained motions.
  */
 CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double *C, int ldc,
                                                double *qdd, double *f);
@@ -215,8 +228,12 @@ CDYN_API cdyn_status cdyn_constraint_reactions(cdyn_constraint *c, const double 
  * dependent rows, being combinations of them, are met too when their s is
  * consistent), solved and certified as for lagrange; lambda is then the
  * minimum-norm choice among all multipliers with the same Phi_q^T lambda,
- * the norm taken with every row of Phi_q scaled as in the rank decision
- * (so the choice does not depend on the units of the constraints). On rank
+ * the norm taken with every row of Phi_q scaled to weight 1 (its
+ * Euclidean norm once each column is divided by its largest entry in the
+ * row-normalized |Phi_q|), so a row rescaled by any c takes lambda / c
+ * and the others are unchanged, to rounding: the choice does not depend on
+ * the units of the constraints (a row and its copy in other units share
+ * the multiplier equally). On rank
  * loss the facts are recorded and cdyn_constraint_last_error() describes
  * the dropped rows, with CDYN_OK. CDYN_ERR_SINGULAR as for lagrange
  * except for the rank of Phi_q.

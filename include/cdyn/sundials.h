@@ -271,7 +271,8 @@ CDYN_API cdyn_status cdyn_ida_dae_id(cdyn_ida_dae *ida_dae, N_Vector id);
  * (cdyn_dae_consistent(), G0 = 0 to the Newton tolerance); v' out: the
  * rates of the minimum-order ODE at that point (cdyn_dae_rhs(), then
  * cdyn_dae_last_state()), so M v' = F(v, t0) holds to rounding and the
- * algebraic rates satisfy d/dt G0 = 0. Returns the cdyn_dae's status
+ * algebraic rates satisfy d/dt G0 = 0 (also with M = 0, where every rate
+ * comes from that). Returns the cdyn_dae's status
  * (CDYN_ERR_NOCONV: no consistent v found, v holds the best iterate and
  * v' is untouched); CDYN_ERR_ARG for NULL or wrong lengths.
  */

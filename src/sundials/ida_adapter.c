@@ -168,11 +168,10 @@ cdyn_status cdyn_ida_dae_consistent(cdyn_ida_dae *a, sunrealtype t0, N_Vector v,
     cdyn_status st = cdyn_dae_consistent(a->dae, t0, a->v);
     if (st == CDYN_OK || st == CDYN_ERR_NOCONV) memcpy(vd, a->v, sizeof(double) * (size_t)n);
     if (st != CDYN_OK) return fail(a, st, "%s: %s", fn, cdyn_dae_last_error(a->dae));
+    /* v' by one evaluation of the minimum-order ODE, which differentiates
+     * G0 = 0 for the algebraic rates (T3.3) — with r = 0 (M = 0) too, where
+     * y is empty and every rate comes from G_v v' = -G_t */
     int r = cdyn_dae_split_states(a->dae, a->integrated, NULL);
-    if (r == 0) { /* purely algebraic: no rates to integrate */
-        memset(pd, 0, sizeof(double) * (size_t)n);
-        return CDYN_OK;
-    }
     st = r < 0 ? CDYN_ERR_ARG : CDYN_OK;
     if (st == CDYN_OK) {
         for (int j = 0; j < r; ++j) a->y[j] = a->v[a->integrated[j]];
