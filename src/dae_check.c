@@ -96,7 +96,7 @@ cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const double *v,
     if (!st && dae->time_derivative && !dae->jacobian)
         st = state_terms(dae, &call, &w, terms);
     if (!st && dae->time_derivative) {
-        st = cdyn__dae_force_time(dae, FN, t, dae->v_trial); /* the callback's dF/dt */
+        st = cdyn__dae_force_time(dae, FN, t, dae->v_trial, NULL); /* the callback's */
         double time = t, scale = 1.0; /* a 1 s time scale, as dF/dt's differences */
         if (!st)
             st = cdyn__check_jacobian(n, 1, dae->force_dt, n, &time, &scale, terms, force_of_t,

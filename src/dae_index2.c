@@ -405,13 +405,18 @@ static cdyn_status multiplier_appears(cdyn_dae *dae, const char *fn, double t, i
  * 1e-8 would reach the rates directly, since every dependent state x_d has
  * mass), and one shift of all multipliers together along their directions
  * to confirm that G0 does not see them (direction_absent's test, with the
- * differenced columns). F(v) is in force_val. */
+ * differenced columns). F(v) is in force_val. The columns' differences
+ * of F also size its terms in x and w for dF/dt's differences
+ * (cdyn__dae_terms_of; the multipliers' are not needed: the hidden
+ * constraints do not see them). */
 static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double t)
 {
     int n = dae->n, q = dae->q, r = dae->r, nz = dae->nz;
     cdyn__dae_part *p = &dae->part;
     double *v = dae->v_trial, *up = dae->force_shift, *down = dae->force_dt;
     double *g_up = p->vec_q, *g_down = dae->residual; /* q each */
+    double *terms = cdyn__dae_time_terms(dae);
+    if (terms) memset(terms, 0, sizeof(double) * (size_t)n);
     memset(p->constraint_jac, 0, sizeof(double) * (size_t)q * n);
     for (int j = 0; j < r + q - nz; ++j) {
         int x = x_state(dae, j);
@@ -433,6 +438,8 @@ static cdyn_status constraint_differences(cdyn_dae *dae, const char *fn, double 
         cdyn__dae_beta_t(dae, 1, down, n, 1.0, g_down, q);
         double *col = p->constraint_jac + (size_t)x * q;
         for (int k = 0; k < q; ++k) col[k] = (g_up[k] - g_down[k]) / (ahead + behind);
+        for (int i = 0; terms && i < n; ++i)
+            terms[i] += fabs(up[i] - down[i]) / (ahead + behind) * fabs(saved);
     }
     /* saved (n), shift (n), dz (nz): free until the certificate */
     double *saved = dae->bound, *shift = dae->tau, *dz = p->multiplier_step;
@@ -488,7 +495,12 @@ static cdyn_status constraint_data(cdyn_dae *dae, const char *fn, double t)
     } else if (st == CDYN_OK) {
         st = constraint_differences(dae, fn, t);
     }
-    if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
+    if (st == CDYN_OK) {
+        const double *terms = dae->jacobian
+                                  ? cdyn__dae_terms_of(dae, dae->force_jac, dae->v_trial)
+                                  : cdyn__dae_time_terms(dae); /* constraint_differences' */
+        st = cdyn__dae_force_time(dae, fn, t, dae->v_trial, terms);
+    }
     if (st != CDYN_OK) return st;
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0)
         return cdyn__fail(dae->msg, CDYN_ERR_NONFINITE, "%s: dG0/dv overflowed at t = %g", fn, t);

@@ -245,8 +245,20 @@ double cdyn__dae_step_scale(const cdyn_dae *dae, const double *v, int j);
 
 /* dF/dt at (t, v) into dae->force_dt: the callback, or central
  * differences stepped CDYN__TIME_STEP s and a quarter of it whatever t,
- * checked against each other (cdyn__time_derivative). */
-cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v);
+ * checked against each other against the rounding of F's terms (n, or
+ * NULL when unknown: cdyn__time_derivative). */
+cdyn_status cdyn__dae_force_time(cdyn_dae *dae, const char *fn, double t, const double *v,
+                                 const double *terms);
+
+/* Where the size of F's terms goes for cdyn__dae_force_time (n doubles of
+ * dae->time_work): NULL when dF/dt is the callback's (not needed). */
+double *cdyn__dae_time_terms(cdyn_dae *dae);
+
+/* F's terms at v from dF/dv there (jac, n x n, ld n): sum_j |dF_ij v_j|,
+ * into cdyn__dae_time_terms (returned; NULL with the dF/dt callback). At
+ * a consistent state an algebraic equation's F_i is its residual, about
+ * 0, while its rounding is that of these terms (THEORY T3.3). */
+const double *cdyn__dae_terms_of(cdyn_dae *dae, const double *jac, const double *v);
 
 /* M(t) by the mass callback into out (n x n, ld n), with the callback and
  * finiteness checks. */

@@ -122,8 +122,8 @@ cdyn_status cdyn__dae_beta_rate(cdyn_dae *dae, const char *fn, double t)
     mass_in_time at = {dae, fn, t};
     double *spare = w + (size_t)CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) * nq;
     cdyn_status st = cdyn__time_derivative((int)nq, (int)nq, t, CDYN__TIME_STEP,
-                                           CDYN__TIME_LEVELS, null_basis_offset, &at, &work,
-                                           spare, p->beta_dot, &best);
+                                           CDYN__TIME_LEVELS, NULL, null_basis_offset, &at,
+                                           &work, spare, p->beta_dot, &best);
     memcpy(p->mass, p->mass_saved, sizeof(double) * (size_t)n * n);
     memcpy(p->range, range_saved, sizeof(double) * nr);
     if (st == CDYN_OK && !isfinite(best))

@@ -474,7 +474,9 @@ static cdyn_status algebraic_rates(cdyn_dae *dae, const char *fn, double t)
      * factorization of G_a is at hand: dF/dv is in force_jac already */
     int reuse = dae->jacobian && cdyn__newton_solution_factored(dae->newton);
     cdyn_status st = reuse ? CDYN_OK : cdyn__dae_force_jacobian(dae, fn, t, dae->v_trial);
-    if (st == CDYN_OK) st = cdyn__dae_force_time(dae, fn, t, dae->v_trial);
+    if (st == CDYN_OK)
+        st = cdyn__dae_force_time(dae, fn, t, dae->v_trial,
+                                  cdyn__dae_terms_of(dae, dae->force_jac, dae->v_trial));
     if (st != CDYN_OK) return st;
     cdyn__dae_beta_t_jacobian(dae, n, dae->force_jac, n, p->constraint_jac, q);
     if (cdyn__first_nonfinite(q, n, p->constraint_jac, q) >= 0) /* LAPACK must not see it */

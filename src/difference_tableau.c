@@ -205,26 +205,50 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
     return st;
 }
 
+/* The size of entry i's values, whose rounding the differences carry:
+ * the largest |f_i| at the steps, and its terms when the caller knows
+ * them (at a consistent state an algebraic equation's value is its
+ * residual, about 0, while its terms are as large as its inputs: THEORY
+ * T3.3). */
+static double value_size(int i, const double *terms, const double *a, const double *b)
+{
+    return fmax(terms ? terms[i] : 0.0, fmax(fabs(a[i]), fabs(b[i])));
+}
+
+/* A slow drift on large terms (a reservoir of 1e7 Pa drawn down by
+ * 1e-3 Pa/s moves by 6e-9 Pa, 3 ulps, over 6e-6 s): a difference whose
+ * rounding eps size / h is above this part of it goes on to longer steps. */
+#define TIME_ROUNDING 1e-6
+
 /* The two central differences D0 (step h0) and D1 (h1 = h0 / 4) agree
  * entry by entry when their distance is within the rounding of the
  * quotients (D0, the longer step, is then the better) or within 1e-4 of
  * the extrapolated E = D1 + (D1 - D0) / 15 (whose error is then about
  * 1e-4^2 / 200 of it for a smooth input: the h^4 term over the h^2 term
  * is about (w h0)^2 / 6, and the h^2 term is the distance). Entries that
- * agree are written to out, the others are marked NaN there; returns how
- * many do not agree. */
+ * agree are written to out, the others are marked NaN there. With terms,
+ * an entry that agrees to the rounding but whose D0 is not within
+ * TIME_ROUNDING of itself gets D0 in longer[i] and its size in size[i]
+ * (NaN in longer[i] for the others), unless it is 0 at both steps and,
+ * where f was probed further ahead (probe, may be NULL), the same bits
+ * there. Returns how many do not agree. */
 static int time_levels_disagree(int m, double h0, double h1, const double *plus0,
                                 const double *minus0, const double *plus1, const double *minus1,
-                                double *out)
+                                const double *probe, const double *terms, double *longer,
+                                double *size, double *out)
 {
     int count = 0;
     for (int i = 0; i < m; ++i) {
         double d0 = (plus0[i] - minus0[i]) / (2.0 * h0), d1 = (plus1[i] - minus1[i]) / (2.0 * h1);
         double extrapolated = d1 + (d1 - d0) / 15.0, distance = fabs(d1 - d0);
-        double size = fmax(fmax(fabs(plus0[i]), fabs(minus0[i])),
-                           fmax(fabs(plus1[i]), fabs(minus1[i])));
-        if (distance <= 4.0 * DBL_EPSILON * size / h1) {
+        double s = fmax(value_size(i, terms, plus0, minus0), value_size(i, NULL, plus1, minus1));
+        longer[i] = NAN;
+        if (distance <= 4.0 * DBL_EPSILON * s / h1) {
             out[i] = d0;
+            size[i] = s;
+            int moved = d0 != 0.0 || d1 != 0.0 || (probe && probe[i] != plus0[i]);
+            if (terms && moved && DBL_EPSILON * s / h0 > TIME_ROUNDING * fabs(d0))
+                longer[i] = d0;
         } else if (distance <= 1e-4 * fabs(extrapolated)) {
             out[i] = extrapolated;
         } else {
@@ -233,6 +257,49 @@ static int time_levels_disagree(int m, double h0, double h1, const double *plus0
         }
     }
     return count;
+}
+
+/* The entries with a number in longer (their D at the step h0 there, their
+ * size in size) go on with steps 4 h0, 16 h0, ... (as representable at
+ * t), up to CDYN__TIME_LONGER of them, into out (plus, minus: m1 doubles
+ * of scratch each): while each D agrees with the one a step shorter to
+ * that one's rounding (4 eps size / h, as the first two levels), it is
+ * the better, and the entry stops once its rounding eps size / h is
+ * within TIME_ROUNDING of it. A D that does not agree ends the entry:
+ * the steps have reached the time scale of its input, or a jump. Its
+ * extrapolation with the shorter one is taken when the two are within
+ * 1e-4 of it (as the first two levels), else the shorter D stays. */
+static cdyn_status longer_steps(int m, double t, double h0, cdyn__offset_fn f, void *ctx,
+                                double *longer, double *size, double *plus, double *minus,
+                                double *out)
+{
+    double shorter = h0, step = h0;
+    for (int k = 0; k < CDYN__TIME_LONGER; ++k) {
+        int going = 0;
+        for (int i = 0; i < m; ++i) going |= !isnan(longer[i]);
+        if (!going) break;
+        step *= 4.0;
+        volatile double ahead = t + step;
+        double h = ahead - t;
+        cdyn_status st = f(ctx, h, plus);
+        if (st == CDYN_OK) st = f(ctx, -h, minus);
+        if (st != CDYN_OK) return st;
+        for (int i = 0; i < m; ++i) {
+            if (isnan(longer[i])) continue;
+            double d = (plus[i] - minus[i]) / (2.0 * h), distance = fabs(d - longer[i]);
+            size[i] = value_size(i, size, plus, minus);
+            if (distance <= 4.0 * DBL_EPSILON * size[i] / shorter) {
+                out[i] = longer[i] = d;
+                if (DBL_EPSILON * size[i] / h <= TIME_ROUNDING * fabs(d)) longer[i] = NAN;
+                continue;
+            }
+            double extrapolated = longer[i] + (longer[i] - d) / 15.0;
+            if (distance <= 1e-4 * fabs(extrapolated)) out[i] = extrapolated;
+            longer[i] = NAN;
+        }
+        shorter = h;
+    }
+    return CDYN_OK;
 }
 
 /* f restricted to the entries marked NaN in marks (m of them in all). */
@@ -259,8 +326,9 @@ static cdyn_status marked_offset(void *ctx, double tau, double *out)
 }
 
 cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
-                                  cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
-                                  double *spare, double *out, double *best)
+                                  const double *terms, cdyn__offset_fn f, void *ctx,
+                                  const cdyn__tableau_work *w, double *spare, double *out,
+                                  double *best)
 {
     volatile double ahead = t + c, ahead1 = t + 0.25 * c; /* as in the tableau */
     double h0 = ahead - t, h1 = ahead1 - t, *below = w->row; /* f(-h1) */
@@ -268,22 +336,46 @@ cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
     cdyn_status st = f(ctx, h0, w->plus);
     if (st == CDYN_OK) st = f(ctx, -h0, w->minus);
     if (st != CDYN_OK) return st;
+    /* f the same bits at t +- h0: it does not depend on t there, unless a
+     * drift on large terms moved them by less than an ulp (1e-4 Pa/s on
+     * 1e7 Pa: 6e-10 Pa against ulps of 1.9e-9): with terms known, f at
+     * t + 256 h0 (as representable) decides, one more evaluation (drifts
+     * down to about eps terms / 3e-3 s show there) */
+    double *probe = NULL;
     if (memcmp(w->plus, w->minus, sizeof(double) * (size_t)m) == 0) {
-        for (int i = 0; i < m; ++i) out[i] = 0.0; /* f does not depend on t here */
-        return CDYN_OK;
+        if (terms) {
+            volatile double further = t + 256.0 * c;
+            probe = spare + 2 * (size_t)m1;
+            st = f(ctx, further - t, probe);
+            if (st != CDYN_OK) return st;
+        }
+        if (!probe || memcmp(w->plus, probe, sizeof(double) * (size_t)m) == 0) {
+            for (int i = 0; i < m; ++i) out[i] = 0.0;
+            return CDYN_OK;
+        }
     }
     st = f(ctx, h1, w->center);
     if (st == CDYN_OK) st = f(ctx, -h1, below);
     if (st != CDYN_OK) return st;
+    /* the longer steps' D and size in w->least and w->error (the tableau
+     * sets those afresh), their values in spare */
+    double *longer = w->least, *size = w->error;
     int count = m;
     if (h1 > 0.0 && h1 < h0)
-        count = time_levels_disagree(m, h0, h1, w->plus, w->minus, w->center, below, out);
+        count = time_levels_disagree(m, h0, h1, w->plus, w->minus, w->center, below, probe,
+                                     terms, longer, size, out);
     else
-        for (int i = 0; i < m; ++i) out[i] = NAN;
-    if (count == 0) return CDYN_OK;
+        for (int i = 0; i < m; ++i) out[i] = longer[i] = NAN;
+    st = longer_steps(m, t, h0, f, ctx, longer, size, spare, spare + m1, out);
+    if (st != CDYN_OK || count == 0) return st;
     /* entries that vary faster than the steps, or jump near t: the tableau
      * for those alone (the others would lose accuracy to its finer steps'
-     * rounding), its first two levels from these evaluations */
+     * rounding), its first two levels from these evaluations. No floor at
+     * the rounding of the terms there: they disagreed beyond it, and where
+     * the finest steps no longer see the input (a ramp's end at t, where
+     * its second derivative jumps and its first is 0) their estimate of
+     * exactly 0 is the right winner, which such a floor turned into one
+     * 5e-7 of the rates off (examples/looped_network at t = 1 s) */
     marked_entries e = {f, ctx, out, spare, m};
     gather_marked(m, out, w->plus, w->plus);
     gather_marked(m, out, w->minus, w->minus);

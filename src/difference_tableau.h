@@ -2,7 +2,9 @@
  * the time terms of a mechanism (mbs_time.c: Phi_t, xi), and a DAE's
  * dF/dt and beta'(t) (cdyn__time_derivative: two levels verified against
  * each other, the tableau only where they disagree; the tableau's 8 more
- * evaluations of F per right-hand side cost 25-42 % on bench_stiff). */
+ * evaluations of F per right-hand side cost 25-42 % on bench_stiff;
+ * longer steps only where the rounding of large terms hides a slow
+ * drift). */
 #ifndef CDYN_DIFFERENCE_TABLEAU_H
 #define CDYN_DIFFERENCE_TABLEAU_H
 
@@ -71,30 +73,47 @@ cdyn_status cdyn__tableau_derivative(int order, int m, int m1, double t, double 
                                      double *out, double *best);
 
 /* A DAE's time derivatives without a callback: the first step [s]
- * (eps^(1/3) of a 1 s time scale) and the tableau's levels where the
- * first two disagree (down to 3.7e-10 s); their work is CDYN__TIME_WORK
- * vectors (the tableau's, laid out by cdyn__tableau_layout, then
- * cdyn__time_derivative's spare two). */
+ * (eps^(1/3) of a 1 s time scale), the tableau's levels where the first
+ * two disagree (down to 3.7e-10 s) and the most longer steps where they
+ * agree only to the rounding of large terms (up to CDYN__TIME_STEP
+ * 4^CDYN__TIME_LONGER); their work is CDYN__TIME_WORK vectors (the
+ * tableau's, laid out by cdyn__tableau_layout, then
+ * cdyn__time_derivative's spare three, then the caller's terms at
+ * CDYN__TIME_TERMS). */
 #define CDYN__TIME_STEP 6e-6
 #define CDYN__TIME_LEVELS 8
-#define CDYN__TIME_WORK (CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) + 2)
+#define CDYN__TIME_LONGER 9
+#define CDYN__TIME_TERMS (CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) + 3)
+#define CDYN__TIME_WORK (CDYN__TIME_TERMS + 1)
 
 /* The first derivative in t of f (m values) at tau = 0 into out, where
  * cdyn cannot know f's time scale (a DAE's dF/dt and beta'(t) in G_t:
  * THEORY T3.2, T3.3): central differences D0 and D1 stepped c and c / 4
- * (as representable at t), checked against each other entry by entry. f
- * the same bits at t +- h0: 0 exactly (2 evaluations; f does not depend
- * on t there). Else (4 evaluations) each entry is D0 where D1 - D0 is
- * within the rounding of the quotients, the extrapolation
- * E = D1 + (D1 - D0) / 15 where it is within 1e-4 |E|; the entries that
- * are neither (f varies faster than about 0.025 / c rad/s, or jumps within
- * c of t) come from the tableau of cdyn__tableau_derivative from c, 3 to
- * `levels` levels, on those entries alone (work as there, w->row holding
- * f(-c/4) before; spare: 2 m1 more doubles). *best: 0, or the tableau's
- * estimate (INFINITY when no entry was finite: out then holds NaN).
- * Returns f's status. */
+ * (as representable at t), checked against each other entry by entry,
+ * against the rounding of entry i's values: eps times the larger of
+ * terms[i] (the size of the terms that make up f_i, which cancel where f_i
+ * is a residual; terms NULL: 0) and |f_i| at the steps. f the same bits at
+ * t +- h0 (and, with terms, at t + 256 c too: a slow drift on large terms
+ * can leave its bits over +- h0): 0 exactly (2 evaluations, 3 with terms;
+ * f does not depend on t there). Else (4 evaluations) each entry is D0
+ * where D1 - D0 is within that rounding, the extrapolation
+ * E = D1 + (D1 - D0) / 15 where it is within 1e-4 |E|. With terms, an
+ * entry of D0 whose rounding eps size / c is above 1e-6 |D0| (a slow drift
+ * on large terms; not one the same bits at all its steps) goes on to the
+ * steps 4 c, 16 c, ... (2 evaluations each, up to CDYN__TIME_LONGER) while
+ * each agrees with the one before to the rounding, until its rounding is
+ * within 1e-6 of it; at one that does not, the extrapolation of the two
+ * where they agree within 1e-4, else the shorter. The entries that are
+ * none of these (f varies faster than about 0.025 / c rad/s, or jumps
+ * within c of t) come from the tableau of cdyn__tableau_derivative from
+ * c, 3 to `levels` levels, on those entries alone, without a rounding
+ * floor (work as there, w->row holding f(-c/4) before; the longer steps
+ * use w->least and w->error too; spare: 3 m1 more doubles). *best: 0, or
+ * the tableau's estimate (INFINITY when no entry was finite: out then
+ * holds NaN). Returns f's status. */
 cdyn_status cdyn__time_derivative(int m, int m1, double t, double c, int levels,
-                                  cdyn__offset_fn f, void *ctx, const cdyn__tableau_work *w,
-                                  double *spare, double *out, double *best);
+                                  const double *terms, cdyn__offset_fn f, void *ctx,
+                                  const cdyn__tableau_work *w, double *spare, double *out,
+                                  double *best);
 
 #endif

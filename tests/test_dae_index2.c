@@ -1057,6 +1057,33 @@ static int pulsed_force(double t, const double *v, double *F, void *user)
     return 0;
 }
 
+/* The pulsed network without its pump, the junction drawn on by
+ * Qd0 - c t instead and its equation scaled by s. */
+typedef struct {
+    pulsed net;
+    double Qd0, c, s;
+} drawn;
+
+static int drawn_force(double t, const double *v, double *F, void *user)
+{
+    const drawn *d = user;
+    pulsed_force(t, v, F, (void *)&d->net);
+    F[2] = d->s * (v[0] + (d->Qd0 - d->c * t) - v[1]);
+    return 0;
+}
+
+static int drawn_jacobian(double t, const double *v, double *J, int ld, void *user)
+{
+    const drawn *d = user;
+    (void)t, (void)v;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) J[i + j * ld] = 0.0;
+    J[0] = -d->net.R1, J[2 * ld] = -1.0;
+    J[1 + ld] = -d->net.R2, J[1 + 2 * ld] = 1.0;
+    J[2] = d->s, J[2 + ld] = -d->s;
+    return 0;
+}
+
 /* One right-hand side of the pulsed network at T, split and made
  * consistent there (index-2 form, one integrated flow): its error
  * against the hand rate, relative to the pump's rate amplitude Q0 w.
@@ -1096,7 +1123,8 @@ static double pulsed_rate_error(pulsed *n, double T)
  * rate at t = 1 s to 1e5 s: within 1e-6 of the pump's rate amplitude
  * Q0 w (2e-7 measured; its phase w t itself rounds to 7e-9 rad at 1e5 s).
  * And without the pump, each right-hand side costs the same evaluations
- * (dF/dt two: F the same bits at t +- h is 0 exactly). */
+ * (dF/dt three: F the same bits at t +- h and at t + 256 h is 0
+ * exactly). */
 START_TEST(a_pulsating_inflow_late_in_a_long_run)
 {
     pulsed n = {2e8, 3e8, 1e9, 2e9, 1e7, 1e5, 1e-4, 314.15926535897932, 0};
@@ -1293,6 +1321,54 @@ START_TEST(a_network_at_rest_is_consistent_in_any_units)
 }
 END_TEST
 
+/* The pulsed network's junction drawn on slowly instead: its inflow
+ * Qd0 - c t, with ps set so that Q1' = I2 c / (I1 + I2) comes from the
+ * drift alone, the junction equation scaled by s. dF/dt's differences
+ * were judged against the rounding of F's values, about 0 at a consistent
+ * state, not of the balance's flows of 3e-3 m^3/s: Q1' came back 8e-5 off
+ * for c = 1e-9 m^3/s^2 and 0 for 1e-12, with CDYN_OK. Asserted with
+ * dF/dv and by differences, c = 1e-9 and 1e-12, s = 1e-8, 1 and 1e8, at
+ * t = 1 s and 3600 s: within 1e-5 of the hand rate (measured 4e-8 and
+ * 1.5e-6). */
+START_TEST(a_slow_draw_on_the_junction_without_dF_dt)
+{
+    const double drifts[2] = {1e-9, 1e-12}, scales[3] = {1e-8, 1.0, 1e8}, times[2] = {1.0, 3600.0};
+    for (int exact = 0; exact < 2; ++exact)
+        for (int ic = 0; ic < 2; ++ic)
+            for (int is = 0; is < 3; ++is)
+                for (int it = 0; it < 2; ++it) {
+                    drawn n = {{2e8, 3e8, 1e9, 2e9, 0.0, 1e5, 0.0, 0.0, 1}, 1e-3, drifts[ic],
+                               scales[is]};
+                    double T = times[it], Q1 = 2e-3, Q2 = Q1 + n.Qd0 - n.c * T;
+                    n.net.ps = n.net.pt + n.net.R1 * Q1 + n.net.R2 * Q2;
+                    cdyn_dae *dae = cdyn_dae_create(3, NULL);
+                    double M[9] = {n.net.I1, 0, 0, 0, n.net.I2, 0, 0, 0, 0};
+                    ck_assert_int_eq(cdyn_dae_set_mass(dae, M, 3), CDYN_OK);
+                    ck_assert_int_eq(cdyn_dae_set_model(dae, drawn_force,
+                                                        exact ? drawn_jacobian : NULL, NULL, &n),
+                                     CDYN_OK);
+                    double v[3] = {Q1, Q2, n.net.ps - n.net.R1 * Q1};
+                    ck_assert_int_eq(cdyn_dae_split(dae, T, v), CDYN_OK);
+                    ck_assert_int_eq(cdyn_dae_index2(dae), 1);
+                    ck_assert_int_eq(cdyn_dae_consistent(dae, T, v), CDYN_OK);
+                    int integrated[3], algebraic[3];
+                    ck_assert_int_eq(cdyn_dae_split_states(dae, integrated, algebraic), 1);
+                    double y[1] = {v[integrated[0]]}, ydot[1], w[3], wdot[3];
+                    ck_assert_int_eq(cdyn_dae_rhs(dae, T, y, ydot), CDYN_OK);
+                    ck_assert_int_eq(cdyn_dae_last_state(dae, w, wdot), CDYN_OK);
+                    cdyn_dae_free(dae);
+                    long double Q2w = (long double)w[0] + n.Qd0 - (long double)n.c * T;
+                    long double by_hand = ((long double)n.net.ps - n.net.pt -
+                                        (long double)n.net.R1 * w[0] - n.net.R2 * Q2w +
+                                        (long double)n.net.I2 * n.c) /
+                                       (n.net.I1 + n.net.I2);
+                    double error = (double)(fabsl(wdot[0] - by_hand) / fabsl(by_hand));
+                    ck_assert_msg(error <= 1e-5, "%s, c = %g, s = %g, t = %g: Q1' off by %.3e",
+                                  exact ? "dF/dv" : "differences", n.c, n.s, T, error);
+                }
+}
+END_TEST
+
 /* F evaluations of one cdyn_dae_rhs at (t, q_a), and its results checked
  * against the hand solution */
 static long rhs_checked(cdyn_dae *dae, const net *m, int integ, double t, double qa)
@@ -1402,6 +1478,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pumps_up_to_100_khz_without_dF_dt);
     tcase_add_test(tc, two_pumps_in_any_units_without_dF_dt);
     tcase_add_test(tc, a_network_at_rest_is_consistent_in_any_units);
+    tcase_add_test(tc, a_slow_draw_on_the_junction_without_dF_dt);
     tcase_add_test(tc, no_allocation_per_step);
     suite_add_tcase(s, tc);
     return s;

@@ -192,15 +192,28 @@ CDYN_API cdyn_status cdyn_dae_check_jacobian(cdyn_dae *dae, double t, const doub
  * circuit at rest) is grown until one does, up to four times (at most 1e8
  * each). dF/dt, when not given, comes from central differences stepped
  * h = 6e-6 s and h / 4 whatever t, checked against each other entry by
- * entry: F the same bits at t +- h gives 0 exactly (two F evaluations);
- * else (four) an entry is the longer difference where the two agree to
- * rounding, their Richardson extrapolation where they agree within 1e-4
- * (its error then about 5e-11 of the entry for a smooth input), and the
- * others from a tableau of finer steps (down to 3.7e-10 s) on those
- * entries alone: inputs faster than about 700 Hz, or a jump within 6e-6 s
- * of t. Measured (test_dae_index2, test_sparse_dae): pumps of 50 Hz to
- * 100 kHz within 1.4e-9 of their rate amplitude at t = 1 s (one difference,
+ * entry against the rounding of F's terms (sum_j |dF_ij/dv_j v_j| at v,
+ * dF/dv the callback's or its differences; at a consistent state an
+ * algebraic equation's value is its residual, about 0, while its rounding
+ * is that of terms as large as its inputs): F the same bits at t +- h and
+ * at t + 256 h gives 0 exactly (three F evaluations); else (four) an
+ * entry is the longer difference where the two agree to that rounding,
+ * their Richardson extrapolation where they agree within 1e-4 (its error
+ * then about 5e-11 of the entry for a smooth input), and the others from
+ * a tableau of finer steps (down to 3.7e-10 s) on those entries alone:
+ * inputs faster than about 700 Hz, or a jump within 6e-6 s of t.
+ * Measured (test_dae_index2, test_sparse_dae): pumps of 50 Hz to 100 kHz
+ * within 1.4e-9 of their rate amplitude at t = 1 s (one difference,
  * before: 9e-5 at 1 kHz, 0.9 % at 10 kHz, 20 % at 100 kHz, with CDYN_OK).
+ * Where the rounding of the terms is above 1e-6 of the longer difference
+ * (a slow drift on large terms), the steps go on to 4 h, 16 h, ... up to
+ * 1.6 s (two F evaluations each, at most 18) while each agrees with the
+ * one before to its rounding, until that is within 1e-6 of the difference
+ * (test_dae, test_sparse_dae: a reservoir of 1e7 Pa drawn down by 0.1 to
+ * 1e-4 Pa/s, in any units, within 6e-6 of its orifice's hand rate;
+ * before, 6.6e-3 off and 0, with CDYN_OK); slower drifts are within about
+ * eps |terms| / 1.6 s, and one that leaves F's bits as they are at
+ * t + 256 h (below about eps |terms| / 3e-3 s) reads 0.
  * Late in a run the inputs' own rounding sets the limit: sin(w t) in F
  * rounds its phase by about eps w t, which the differences turn into
  * about eps t / h of the rate (4e-6 at t = 1e4 s and 100 kHz). The size

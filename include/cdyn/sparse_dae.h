@@ -98,13 +98,18 @@ CDYN_API void cdyn_sparse_dae_free(cdyn_sparse_dae *sd);
 /**
  * The model: F and dF/dv are required; dF/dt may be NULL: central
  * differences in t stepped 6e-6 s and 1.5e-6 s whatever t, checked
- * against each other as cdyn_dae's are (dae.h, cdyn_dae_set_fd_step()):
- * two more F calls per evaluation when F does not depend on t, four when
- * it does, more for inputs faster than about 700 Hz (test_sparse_dae: pumps
- * of 1 kHz to 100 kHz within 1.4e-9 of their rate amplitude; one
- * difference, before, was 2.4e-4 to 116 % off with CDYN_OK). Steps of
- * 6e-6 |t|, before, crossed whole periods of a 50 Hz pump late in a run
- * (within 1e-6 of its rate amplitude up to t = 1e5 s now).
+ * against each other as cdyn_dae's are (dae.h, cdyn_dae_set_fd_step()),
+ * against the rounding of the algebraic equations' terms
+ * (sum_j |dF_ij/dv_j v_j| from dF/dv; their values are residuals, about
+ * 0): three more F calls per evaluation when F does not depend on t, four
+ * when it does, more for inputs faster than about 700 Hz (test_sparse_dae:
+ * pumps of 1 kHz to 100 kHz within 1.4e-9 of their rate amplitude; one
+ * difference, before, was 2.4e-4 to 116 % off with CDYN_OK) and for slow
+ * drifts on large terms (up to 18 more: a reservoir of 1e7 Pa drawn down
+ * by 0.1 to 1e-4 Pa/s, in any units, within 6e-6 of its orifice's hand
+ * rate; before, 6.6e-3 off and 0, with CDYN_OK). Steps of 6e-6 |t|,
+ * before, crossed whole periods of a 50 Hz pump late in a run (within
+ * 1e-6 of its rate amplitude up to t = 1e5 s now).
  * Returns CDYN_ERR_ARG (NULL force or jacobian), CDYN_ERR_BUSY.
  */
 CDYN_API cdyn_status cdyn_sparse_dae_set_model(cdyn_sparse_dae *sd,

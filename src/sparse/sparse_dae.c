@@ -639,12 +639,33 @@ static cdyn_status algebraic_force_offset(void *ctx, double tau, double *out)
     return CDYN_OK;
 }
 
+/* The size of the algebraic equations' terms at v_trial into terms (q):
+ * sum_j |dF_Aj v_j| over their row of dF/dv (values, at v_trial: the
+ * block and the coupling). Their values are residuals, about 0, while
+ * their rounding is that of these terms (THEORY T3.3). */
+static void algebraic_terms(const cdyn_sparse_dae *sd, double *terms)
+{
+    memset(terms, 0, sizeof(double) * (size_t)sd->q);
+    for (int j = 0; j < sd->q; ++j) {
+        double size = fabs(sd->v_trial[sd->algebraic[j]]);
+        for (int e = sd->a_start[j]; e < sd->a_start[j + 1]; ++e)
+            terms[sd->a_row[e]] += fabs(sd->values[sd->a_src[e]]) * size;
+    }
+    for (int l = 0; l < sd->nd; ++l) {
+        double size = fabs(sd->v_trial[sd->integrated[l]]);
+        for (int e = sd->c_start[l]; e < sd->c_start[l + 1]; ++e)
+            terms[sd->c_row[e]] += fabs(sd->values[sd->c_src[e]]) * size;
+    }
+}
+
 /* dF_A/dt at v_trial into b: the callback, or differences stepped
  * CDYN__TIME_STEP seconds and a quarter of it whatever t, checked against
  * each other (as cdyn_dae's, dae.h: the size of t says nothing of the time
  * scale of the inputs; steps of 6e-6 |t|, before, crossed whole periods
  * of a 50 Hz pump late in a run, and one difference alone was 2.4e-4 off
- * at 1 kHz). */
+ * at 1 kHz), against the rounding of the equations' terms (their values
+ * are residuals: a reservoir of 1e7 Pa drawn down by 1e-3 Pa/s had its
+ * orifice's rate come back 0, with CDYN_OK). */
 static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
 {
     if (sd->time_derivative) {
@@ -663,9 +684,11 @@ static cdyn_status time_rates(cdyn_sparse_dae *sd, const char *fn, double t)
         cdyn__tableau_work work = cdyn__tableau_layout(w, q1, CDYN__TIME_LEVELS);
         force_in_time at = {sd, t};
         double *spare = w + (size_t)CDYN__TABLEAU_WORK(CDYN__TIME_LEVELS) * q1;
+        double *terms = w + (size_t)CDYN__TIME_TERMS * q1;
+        algebraic_terms(sd, terms);
         cdyn_status st = cdyn__time_derivative(sd->q, (int)q1, t, CDYN__TIME_STEP,
-                                               CDYN__TIME_LEVELS, algebraic_force_offset, &at,
-                                               &work, spare, sd->b, &best);
+                                               CDYN__TIME_LEVELS, terms, algebraic_force_offset,
+                                               &at, &work, spare, sd->b, &best);
         if (st != CDYN_OK)
             return cdyn__fail(sd->msg, CDYN_ERR_CALLBACK, "%s: force callback returned %d", fn,
                               sd->callback_code);
