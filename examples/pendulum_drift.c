@@ -53,27 +53,30 @@
  *     keep Phi at the level of their Newton tolerance (relative 1e-12) by
  *     construction: max |Phi| 4.0e-12 and 3.4e-12 m^2 in this run.
  *
- * Partitioning: the pivoted QR of Phi_q = [2x 2y] makes the coordinate of
- * the larger entry dependent. At theta0 = 1.2 rad |x| > |y|: x is dependent
- * and y integrated. That cannot last through the lowest point, where x = 0
- * and y stops being a coordinate (x = +-sqrt(l^2 - y^2)): the partition must
+ * Partitioning: the pivoted QR of Phi_q = [2x 2y], each coordinate in its
+ * unit of the chart frame (cdyn_mbs_partition_quality(): M = m I makes x
+ * and y commensurate), makes the coordinate of the larger entry
+ * dependent. At theta0 = 1.2 rad |x| > |y|: x is dependent and y
+ * integrated. That cannot last through the lowest point, where x = 0 and y
+ * stops being a coordinate (x = +-sqrt(l^2 - y^2)): the partition must
  * switch before it. cdyn raises cdyn_mbs_partition_event() when the
  * current partition has become more than PARTITION_LIMIT times worse than
- * the one a pivoted QR would choose at the same configuration
- * (cdyn_mbs_set_partition_limit(); 1.2 here, a 20 % hysteresis). A
- * partition's quality is the larger of its dependent block's condition and
- * its largest sensitivity |d q_dep / d q_ind|, each coordinate measured in
- * units of its range of motion so far (cdyn_mbs_partition_quality()): here
- * the sensitivity |d x / d y| = |y / x| (or the reverse after a switch) in
- * those units. The partition then switches near theta = +-37 deg on the way
- * down and +-49 deg on the way up (the first switch, from rest at 69 deg,
- * at 44 deg), four times per swing period: 182 repartitions in 100 s.
+ * the one cdyn_mbs_partition() would choose at the same configuration
+ * (cdyn_mbs_set_partition_limit(); 1.2 here, a 20 % hysteresis; the
+ * default is 1.1). A partition's quality is its largest sensitivity
+ * |d q_dep / d q_ind| in those units, at least 1: here |d x / d y| =
+ * |y / x| (or the reverse after a switch), with the units of x and y
+ * between equal (the masses) and what Phi_q's history has seen. The
+ * partition then switches near theta = +-38 deg on the way down and +-50
+ * deg on the way up (tan 50 deg = 1.2; the first switch, from rest at 69
+ * deg, at 43 deg), four times per swing period: 182 repartitions in 100 s.
  * Switching early matters: the integrated y carries x = sqrt(l^2 - y^2),
  * whose n-th derivative grows like the ratio^(2n-1), and RK4's error with
- * it: the largest relative energy errors over 100 s were 1.0e-6 with the
- * limit 1.2 (182 repartitions), 1.1e-5 with 1.5 (181), 7.6e-5 with 2 (181),
- * 2.2e-3 with 10 (one late switch, 4 deg before the lowest point), and with
- * 30 (one switch, 2 deg before it) the mass lost half its energy (4.9e-1).
+ * it: the largest relative energy errors over 100 s were 1.9e-7 with the
+ * limit 1.2 (182 repartitions), 4.1e-7 with 1.1 (182), 7.9e-6 with 1.5
+ * (181), 6.2e-5 with 2 (181), 2.2e-3 with 10 (one late switch, 4 deg
+ * before the lowest point), and with 30 (one switch, 2 deg before it) the
+ * mass lost half its energy (5.1e-1).
  *
  * Time step: fixed-step RK4, "the caller's integrator", dt = 1e-2 s. The
  * fastest motion is the swing, omega0 = sqrt(g/l) = 3.13 rad/s, at most

@@ -29,7 +29,7 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->n = n;
     mbs->m = m;
     mbs->m1 = m1;
-    mbs->partition_limit = 10.0;
+    mbs->partition_limit = 1.1;
     mbs->quality = mbs->best_quality = -1.0;
     cdyn_status st = CDYN_OK;
     mbs->kernel = cdyn_constraint_create(n, m, &st);
@@ -93,11 +93,17 @@ cdyn_mbs *cdyn_mbs_create(int n, int m, cdyn_status *status)
     mbs->reaction_force = malloc(sizeof(double) * (size_t)n);
     mbs->reaction_mult = malloc(sizeof(double) * (size_t)m1);
     mbs->partition_ref.amax = calloc(nm, sizeof(double));
+    mbs->partition_inertia = calloc((size_t)n, sizeof(double));
+    mbs->inertia_saved = malloc(sizeof(double) * (size_t)n);
+    int frames = mbs->partition_inertia && mbs->inertia_saved;
     if (mbs->partition) { /* partition and probe judged in one frame */
         cdyn__nullspace_share_references(mbs->partition, mbs->partition_ref);
         cdyn__nullspace_share_references(mbs->probe, mbs->partition_ref);
+        frames = frames &&
+                 cdyn__nullspace_use_chart_frame(mbs->partition, mbs->partition_inertia) &&
+                 cdyn__nullspace_use_chart_frame(mbs->probe, mbs->partition_inertia);
     }
-    if (!mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
+    if (!frames || !mbs->partition_ref.amax || !mbs->M || !mbs->Q || !mbs->Phi || !mbs->Phi_q || !mbs->Phi_t || !mbs->Phi_dot ||
         !mbs->xi_val || !mbs->q_work || !mbs->qdot_work || !mbs->vec_n || !mbs->vec_m ||
         !mbs->vec_m2 || !mbs->fd_work || !mbs->chol || !mbs->mass_scale || !mbs->jac_work || !mbs->q_base || !mbs->held_magnitudes || !mbs->period || !mbs->origin || !mbs->lin_work || !mbs->lin_rates || !mbs->y_part || !mbs->report_y || !mbs->report_saved ||
         !mbs->ind_index || !mbs->dep_index || !mbs->reaction_force || !mbs->reaction_mult)
@@ -122,7 +128,7 @@ void cdyn_mbs_free(cdyn_mbs *mbs)
                         mbs->Phi_dot, mbs->xi_val, mbs->q_work,  mbs->qdot_work, mbs->vec_n,
                         mbs->vec_m,  mbs->vec_m2,  mbs->chol,    mbs->jac_work, mbs->q_base,
                         mbs->y_part, mbs->reaction_force, mbs->reaction_mult, mbs->fd_work,
-                        mbs->mass_scale, mbs->partition_ref.amax, mbs->lin_work, mbs->lin_rates,
+                        mbs->mass_scale, mbs->partition_ref.amax, mbs->partition_inertia, mbs->inertia_saved, mbs->lin_work, mbs->lin_rates,
                         mbs->held_magnitudes, mbs->report_y, mbs->report_saved,
                         mbs->period, mbs->origin};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
@@ -159,6 +165,7 @@ cdyn_status cdyn_mbs_set_model(cdyn_mbs *mbs, cdyn_mbs_mass_fn mass, cdyn_mbs_fo
     mbs->user = user;
     cdyn_constraint_reset_scales(mbs->kernel); /* a new mechanism: no history */
     memset(mbs->partition_ref.amax, 0, sizeof(double) * (size_t)mbs->m1 * (size_t)mbs->n);
+    memset(mbs->partition_inertia, 0, sizeof(double) * (size_t)mbs->n);
     return CDYN_OK;
 }
 

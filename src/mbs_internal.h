@@ -44,6 +44,8 @@ struct cdyn_mbs {
     cdyn_nullspace *probe;        /* the best partition at the current Phi_q (events) */
     cdyn_mbs_counters counters;   /* since create or the last reset */
     cdyn__rank_ref partition_ref; /* m1 x n: the history both judge Phi_q by (rank.h) */
+    double *partition_inertia;    /* n: sqrt of the largest M_jj so far (the chart frame's) */
+    double *inertia_saved;        /* n: that before a cdyn_mbs_partition() */
     cdyn_newton *dependent;       /* m x m */
     int partitioned, event;
     double partition_limit;

@@ -35,12 +35,23 @@ static cdyn_status need_partition_to_change(cdyn_mbs *mbs, const char *fn)
     return need_partition(mbs, fn);
 }
 
-/* How good a factored partition is: the larger of the condition estimate
- * of its dependent block and its largest sensitivity |d q_dep / d q_ind|,
- * both in the equilibrated frame (unit-free). */
+/* How good a factored partition is (T4.10): its largest sensitivity
+ * |d q_dep / d q_ind|, every coordinate in its unit of the chart frame
+ * (nullspace_internal.h: the balance of Phi_q's history, so unit-free), at
+ * least 1. A fixed-step integrator's error grows with it: the chart's
+ * derivatives of order k grow like its power 2k - 1 near a fold. */
 static double quality_of(const cdyn_nullspace *ns)
 {
-    return fmax(cdyn_nullspace_condition(ns), cdyn_nullspace_dependence(ns));
+    return fmax(1.0, cdyn_nullspace_dependence(ns));
+}
+
+/* The chart frame's inertia row (nullspace_internal.h): sqrt of the
+ * largest M_jj each coordinate has had, from the M just evaluated. */
+static void learn_inertia(cdyn_mbs *mbs)
+{
+    for (int j = 0; j < mbs->n; ++j)
+        mbs->partition_inertia[j] =
+            fmax(mbs->partition_inertia[j], sqrt(fabs(mbs->M[j + (size_t)j * mbs->n])));
 }
 
 cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
@@ -51,13 +62,19 @@ cdyn_status cdyn_mbs_partition(cdyn_mbs *mbs, double t, const double *y)
     if (!st) st = need_partition_object(mbs, fn);
     if (!st) st = cdyn__mbs_check_state(mbs, fn, t, y);
     if (!st) st = cdyn__mbs_jacobian(mbs, fn, t, y, mbs->Phi_q);
+    if (!st) st = cdyn__mbs_mass(mbs, fn, t, y); /* for the frame's inertia */
     if (st) return st;
-    /* T4.10 = T1.2 with W = Phi_q: the best-conditioned m columns become
-     * the dependent coordinates */
+    size_t inertia_bytes = sizeof(double) * (size_t)mbs->n;
+    memcpy(mbs->inertia_saved, mbs->partition_inertia, inertia_bytes);
+    learn_inertia(mbs);
+    /* T4.10 = T1.2 with W = Phi_q: the best m columns in the chart frame
+     * become the dependent coordinates */
     st = cdyn_nullspace_factor(mbs->partition, mbs->Phi_q, mbs->m1);
-    if (st)
+    if (st) {
+        memcpy(mbs->partition_inertia, mbs->inertia_saved, inertia_bytes);
         return cdyn__fail(mbs->msg, st, "%s at t = %g: %s", fn, t,
                           cdyn_nullspace_last_error(mbs->partition));
+    }
     memcpy(mbs->y_part, y, sizeof(double) * 2 * (size_t)mbs->n);
     mbs->partitioned = 1;
     mbs->counters.partitions++;
@@ -223,6 +240,7 @@ cdyn_status cdyn_mbs_partition_rhs(cdyn_mbs *mbs, double t, const double *z, dou
     for (int i = 0; i < m; ++i) mbs->reaction_mult[i] = -mbs->vec_m2[i];
     cdyn__gemv('T', m, n, 1.0, mbs->Phi_q, mbs->m1, mbs->reaction_mult, 0.0, mbs->reaction_force);
     /* commit (zdot written last: it may alias z) */
+    learn_inertia(mbs);
     watch_partition(mbs);
     memcpy(mbs->y_part, q, sizeof(double) * (size_t)n);
     memcpy(mbs->y_part + n, qdot, sizeof(double) * (size_t)n);

@@ -37,6 +37,15 @@ static void partition_free(partition *p)
     free(p->beta);
 }
 
+static void chart_frame_free(chart_frame *f)
+{
+    if (!f) return;
+    double *arrays[] = {f->rho, f->gamma, f->at, f->logh, f->weight, f->scaled, f->system};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    free(f->root);
+    free(f);
+}
+
 cdyn_nullspace *cdyn_nullspace_create(int n, int m, cdyn_status *status)
 {
     cdyn_status dummy;
@@ -113,11 +122,36 @@ void cdyn_nullspace_free(cdyn_nullspace *ns)
                         ns->vec_m2,    ns->residual_top, ns->delta_v, ns->residual_bottom,
                         ns->delta_lambda, ns->neg_c,   ns->kkt_work,  ns->own_ref.amax, ns->saved_ref.amax};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
+    chart_frame_free(ns->chart);
     free(ns->mark);
     free(ns->prefer);
     free(ns->iwork);
     free(ns->redundant);
     free(ns);
+}
+
+int cdyn__nullspace_use_chart_frame(cdyn_nullspace *ns, const double *inertia)
+{
+    if (ns->chart) return 1;
+    size_t rows = (size_t)ns->m + 1, n = (size_t)ns->n;
+    chart_frame *f = calloc(1, sizeof *f);
+    if (!f) return 0;
+    f->inertia = inertia;
+    f->rho = doubles(rows);
+    f->gamma = doubles(n);
+    f->at = doubles(rows * n);
+    f->logh = doubles(rows * n);
+    f->weight = doubles(rows * n);
+    f->scaled = doubles(rows * n);
+    f->system = doubles(rows * rows);
+    f->root = malloc(sizeof(int) * rows);
+    if (!f->rho || !f->gamma || !f->at || !f->logh || !f->weight || !f->scaled || !f->system ||
+        !f->root) {
+        chart_frame_free(f);
+        return 0;
+    }
+    ns->chart = f;
+    return 1;
 }
 
 void cdyn__nullspace_set_owner(cdyn_nullspace *ns, const int *owner_in_callback)
@@ -195,6 +229,149 @@ static void sort_indices(int *list, int count, int range, int *mark)
         if (mark[i]) list[k++] = i;
 }
 
+/* --- the chart frame (THEORY T4.10) ------------------------------------
+ * A partition's quality is a sensitivity |d q_dep / d q_ind|, which has
+ * the units of the coordinates: it needs a unit for each, the mechanism's
+ * own. Two sources give them. The history H of Phi_q (rank.h): H_ij says
+ * how much a unit of q_j moves constraint i. And the inertia sqrt(M_jj)
+ * (the owner's row, the largest each coordinate has had): the kinetic
+ * energy a unit of q_j at unit speed carries. The frame balances both,
+ * one more row of H: row and column log factors rho, gamma minimize
+ * sum w_ij (log H_ij + rho_i + gamma_j)^2 over the entries > 0 (a
+ * coordinate's unit is exp(gamma_j)). A change of units scales H's and
+ * M's rows and columns, which shifts rho and gamma and leaves the balanced
+ * matrix exp(log H + rho + gamma) and every decision taken in it as they
+ * were (to rounding); the row maximum of the old frame (column_sizes)
+ * mixed the units of different columns, and a slider crank in km chose
+ * another partition than in m. The history's weights start at 1; an entry
+ * far below its balanced neighbours (a cos(pi/2) of 6e-17 beside 1) would
+ * pull the least-squares frame by a power of its smallness, so two more
+ * passes weight each by its balanced size squared (capped at 1, floored
+ * at 1e-8, where the entry no longer moves the frame and the system stays
+ * well conditioned). The inertia keeps weight 1: it ties what the history
+ * has not seen yet, and at a first partition next to a fold the history's
+ * entries that vanish there are fresh and tiny (a slider crank started at
+ * its dead centre: from the history alone the slider's unit, against the
+ * crank's, came out 170 times smaller than a quarter turn later, the
+ * slider was made independent a step from its fold, and the energy was
+ * 2 % off after that step). Rows not linked through a
+ * column share one free factor (a common scale of those rows and the
+ * inverse on their columns): the sum of their rho is fixed at 0, which
+ * leaves the balanced matrix as it is. */
+enum { FRAME_PASSES = 3 };
+static const double FRAME_INERTIA_WEIGHT = 1.0;
+
+static int frame_root(int *root, int i)
+{
+    while (root[i] != i) i = root[i] = root[root[i]];
+    return i;
+}
+
+/* Rows that share a column belong together (their factors are tied). */
+static void frame_components(chart_frame *f, int rows, int n)
+{
+    for (int i = 0; i < rows; ++i) f->root[i] = i;
+    for (int j = 0; j < n; ++j) {
+        int first = -1;
+        for (int i = 0; i < rows; ++i) {
+            if (!(f->weight[i + (size_t)j * rows] > 0.0)) continue;
+            int r = frame_root(f->root, i);
+            if (first < 0) first = r;
+            else if (r != first) f->root[r] = first;
+        }
+    }
+    for (int i = 0; i < rows; ++i) f->root[i] = frame_root(f->root, i);
+}
+
+/* One weighted least-squares balance of the rows x n log entries: gamma
+ * eliminated (gamma_j is minus the weighted mean of log H_ij + rho_i down
+ * column j), the rows' normal equations (diag(row weights) - S S^T) rho =
+ * -sum_j w_ij (log H_ij - mean_j), S_ij = w_ij / sqrt(column weight j),
+ * plus 1 between the rows of one component (the gauge), by Cholesky.
+ * Returns 0, or the potrf info. */
+static int frame_pass(chart_frame *f, int rows, int n)
+{
+    double *A = f->system, *rho = f->rho, *gamma = f->gamma;
+    for (int i = 0; i < rows; ++i) {
+        rho[i] = 0.0;
+        for (int k = i; k < rows; ++k)
+            A[k + (size_t)i * rows] = f->root[k] == f->root[i] ? 1.0 : 0.0;
+    }
+    for (int j = 0; j < n; ++j) {
+        const double *w = f->weight + (size_t)j * rows, *l = f->logh + (size_t)j * rows;
+        double *s = f->scaled + (size_t)j * rows, sum = 0.0, mean = 0.0;
+        for (int i = 0; i < rows; ++i) {
+            sum += w[i];
+            mean += w[i] * l[i];
+        }
+        gamma[j] = sum; /* the column's weight, until gamma is solved */
+        double root_sum = sum > 0.0 ? sqrt(sum) : 1.0;
+        if (sum > 0.0) mean /= sum;
+        for (int i = 0; i < rows; ++i) {
+            s[i] = w[i] / root_sum;
+            A[i + (size_t)i * rows] += w[i];
+            rho[i] -= w[i] * (l[i] - mean);
+        }
+    }
+    cdyn__syrk('L', 'N', rows, n, -1.0, f->scaled, rows, 1.0, A, rows);
+    int info = cdyn__potrf(rows, A, rows);
+    if (info != 0) return info;
+    cdyn__potrs(rows, 1, A, rows, rho, rows);
+    for (int j = 0; j < n; ++j) {
+        const double *w = f->weight + (size_t)j * rows, *l = f->logh + (size_t)j * rows;
+        double sum = gamma[j], acc = 0.0;
+        for (int i = 0; i < rows; ++i) acc += w[i] * (l[i] + rho[i]);
+        gamma[j] = sum > 0.0 ? -acc / sum : 0.0;
+    }
+    return 0;
+}
+
+/* The chart frame of the present history and inertia (kept while they do
+ * not change): rows m + 1, the inertia last. */
+static void chart_frame_update(cdyn_nullspace *ns)
+{
+    chart_frame *f = ns->chart;
+    int m = ns->m, n = ns->n, rows = m + 1;
+    size_t count = (size_t)m * (size_t)n;
+    const double *h = ns->ref.amax;
+    if (f->valid && memcmp(f->at, h, sizeof(double) * count) == 0 &&
+        memcmp(f->at + count, f->inertia, sizeof(double) * (size_t)n) == 0)
+        return;
+    memcpy(f->at, h, sizeof(double) * count);
+    memcpy(f->at + count, f->inertia, sizeof(double) * (size_t)n);
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < rows; ++i) {
+            double x = i < m ? h[i + (size_t)j * m] : f->inertia[j];
+            size_t k = i + (size_t)j * rows;
+            f->weight[k] = x > 0.0 ? (i < m ? 1.0 : FRAME_INERTIA_WEIGHT) : 0.0;
+            f->logh[k] = x > 0.0 ? log(x) : 0.0;
+        }
+    frame_components(f, rows, n);
+    for (int pass = 0; pass < FRAME_PASSES; ++pass) {
+        if (pass > 0) /* each entry of H by its balanced size (see above) */
+            for (int j = 0; j < n; ++j)
+                for (int i = 0; i < m; ++i) {
+                    size_t k = i + (size_t)j * rows;
+                    if (!(f->weight[k] > 0.0)) continue;
+                    double balanced = f->logh[k] + f->rho[i] + f->gamma[j];
+                    f->weight[k] = fmax(1e-8, fmin(1.0, exp(2.0 * balanced)));
+                }
+        if (frame_pass(f, rows, n) != 0) { /* not expected: the system is SPD */
+            for (int i = 0; i < rows; ++i) f->rho[i] = 0.0;
+            for (int j = 0; j < n; ++j) f->gamma[j] = 0.0;
+            break;
+        }
+    }
+    f->valid = 1;
+}
+
+/* |beta_ij| (d q_dep_i / d q_ind_j) with both coordinates in frame units. */
+static double frame_sensitivity(const chart_frame *f, double beta, int dep, int ind)
+{
+    if (beta == 0.0) return 0.0;
+    return exp(log(fabs(beta)) + f->gamma[ind] - f->gamma[dep]);
+}
+
 /* The size of each column of the history (size, n entries): its largest
  * entry with every row divided by the row's largest (row sizes in
  * ns->vec_m). A column never touched has size 0. */
@@ -250,20 +427,31 @@ static int factor_scratch(cdyn_nullspace *ns, const double *W, int ldw)
     p->cond = rcond > 0.0 ? fmax(1.0, 1.0 / rcond) : INFINITY;
     cdyn__getrs('N', m, d, p->w2_lu, m, p->ipiv, p->beta, m);
     /* equilibrated beta~ = -W2~^{-1} W1~; beta = D_dep beta~ D_ind^{-1}.
-     * The dependence is measured with each state in units of its column's
-     * size in the history, each row divided exactly by its own largest
-     * entry (not rounded to powers of two: a monitor with a limit such as
-     * 1.2 must not move by factors of 2; for m = 1 it is unit-free to
-     * rounding) */
+     * The dependence is measured with each state in its unit of the chart
+     * frame when there is one (a mechanism's partition, unit-free), else
+     * in units of its column's size in the history, each row divided
+     * exactly by its own largest entry (not rounded to powers of two: a
+     * monitor with a limit such as 1.2 must not move by factors of 2; for
+     * m = 1 it is unit-free to rounding); where it is largest is kept for
+     * chart_exchanges */
     double *size = ns->vec_n3;
-    column_sizes(ns, size);
+    if (ns->chart) chart_frame_update(ns);
+    else column_sizes(ns, size);
     p->dependence = 0.0;
+    p->worst_dep = p->worst_ind = 0;
     for (int j = 0; j < d; ++j)
         for (int i = 0; i < m; ++i) {
-            double *b = p->beta + i + (size_t)j * m;
+            double *b = p->beta + i + (size_t)j * m, sensitivity = 0.0;
             *b = -*b * c[dep[i]] / c[ind[j]];
-            if (size[ind[j]] > 0.0)
-                p->dependence = fmax(p->dependence, fabs(*b) * size[dep[i]] / size[ind[j]]);
+            if (ns->chart)
+                sensitivity = frame_sensitivity(ns->chart, *b, dep[i], ind[j]);
+            else if (size[ind[j]] > 0.0)
+                sensitivity = fabs(*b) * size[dep[i]] / size[ind[j]];
+            if (sensitivity > p->dependence) {
+                p->dependence = sensitivity;
+                p->worst_dep = i;
+                p->worst_ind = j;
+            }
         }
     if (cdyn__first_nonfinite(m, d, p->beta, m) >= 0) return -1;
     return 0;
@@ -302,6 +490,53 @@ static void choose_preferred(cdyn_nullspace *ns, const double *W, int ldw)
     for (int k = 0; k < r.rank; ++k) ns->mark[columns[ns->ws.jpvt[k]]] = 1;
 }
 
+/* The partition's first choice in the chart frame: the pivot order of a
+ * pivoted QR of the balanced W, exp(rho_i) W_ij exp(gamma_j), into
+ * ns->ws.jpvt (0-based). The rank decision before it is the rank policy's
+ * own (rank.h); this only ranks the columns, in the frame the partition
+ * is judged in, so that the choice does not follow the units. Returns the
+ * dgeqp3 info. */
+static int chart_pivots(cdyn_nullspace *ns, const double *W, int ldw)
+{
+    int m = ns->m, n = ns->n;
+    chart_frame_update(ns);
+    const chart_frame *f = ns->chart;
+    double *B = ns->ws.qr;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+            double w = W[i + (size_t)j * ldw];
+            B[i + (size_t)j * m] =
+                w == 0.0 ? 0.0 : copysign(exp(log(fabs(w)) + f->rho[i] + f->gamma[j]), w);
+        }
+    for (int j = 0; j < n; ++j) ns->ws.jpvt[j] = 0;
+    int info = cdyn__geqp3(m, n, B, m, ns->ws.jpvt, ns->ws.tau, ns->ws.work, ns->ws.lwork);
+    for (int j = 0; j < n; ++j) --ns->ws.jpvt[j];
+    return info;
+}
+
+/* Improve the scratch partition by exchanges: while some |d q_dep_i / d
+ * q_ind_j| in frame units exceeds 1 + 1/16, exchange the two coordinates
+ * (the frame's |det W2| grows by that factor, so this ends; a partition
+ * where no entry exceeds 1 is one of largest volume among its neighbours,
+ * the best a partition can be in this measure). At most 4 (m + 1)
+ * exchanges; each refactors. Returns factor_scratch's info of the last. */
+static int chart_exchanges(cdyn_nullspace *ns, const double *W, int ldw)
+{
+    partition *p = &ns->scratch;
+    int n = ns->n, m = ns->m, d = ns->d;
+    for (int round = 0; round < 4 * (m + 1) && p->dependence > 1.0625; ++round) {
+        int *dep = p->order + d, *ind = p->order;
+        int i = p->worst_dep, j = p->worst_ind, column = dep[i];
+        dep[i] = ind[j];
+        ind[j] = column;
+        sort_indices(ind, d, n, ns->mark);
+        sort_indices(dep, m, n, ns->mark);
+        int info = factor_scratch(ns, W, ldw);
+        if (info != 0) return info;
+    }
+    return 0;
+}
+
 /* Select the partition by pivoted QR of the equilibrated W (T1.2) into the
  * scratch slot and factor it. Preferred states, if any, are taken as
  * dependent first. */
@@ -335,6 +570,8 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
                           ns->n_redundant > 1 ? "s" : "", ns->redundant[0],
                           ns->n_redundant > 1 ? " ..." : "");
     }
+    if (ns->chart && !ns->has_preference && chart_pivots(ns, W, ldw) != 0)
+        return cdyn__fail(ns->msg, CDYN_ERR_LAPACK, "%s: dgeqp3 failed on W", fn);
     /* First m pivot columns are the dependent states; both sets sorted so
      * vbar keeps the caller's state order. */
     for (int j = 0; j < m; ++j) order[d + j] = ns->ws.jpvt[j];
@@ -342,6 +579,7 @@ static cdyn_status select_partition(cdyn_nullspace *ns, const char *fn, const do
     sort_indices(order, d, n, ns->mark);
     sort_indices(order + d, m, n, ns->mark);
     int info = factor_scratch(ns, W, ldw);
+    if (info == 0 && ns->chart && !ns->has_preference) info = chart_exchanges(ns, W, ldw);
     if (info < 0)
         return cdyn__fail(ns->msg, CDYN_ERR_NONFINITE,
                           "%s: beta = -W2^-1 W1 overflows (W's columns differ by more than the "

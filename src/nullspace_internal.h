@@ -23,7 +23,27 @@ typedef struct partition {
     double *beta;     /* m x d, -W2^{-1} W1: the lower block of alpha (T1.2) */
     double cond;      /* 1-norm condition estimate of the equilibrated W2 */
     double dependence; /* largest |entry| of -W2^{-1} W1 in reference units */
+    int worst_dep, worst_ind; /* chart frame: where that entry is (dependent row, independent column) */
 } partition;
+
+/* The chart frame (THEORY T4.10, a mechanism's partition): row and column
+ * factors exp(rho), exp(gamma) that balance log H in the least-squares
+ * sense, H the history of W with one more row, the inertia (sqrt of the
+ * largest M_jj each coordinate has had), each entry weighted down by its
+ * own balanced size; a pure function of H and the inertia (recomputed
+ * when either changes). */
+typedef struct chart_frame {
+    const double *inertia; /* n, the owner's (cdyn__nullspace_use_chart_frame) */
+    double *rho;     /* m + 1: log row factors (the last one the inertia's) */
+    double *gamma;   /* n: log column factors (a coordinate's unit is exp(gamma)) */
+    double *at;      /* m x n, then n: the history and inertia the frame belongs to */
+    double *logh;    /* (m + 1) x n: their logs where > 0 */
+    double *weight;  /* (m + 1) x n: 0 where not > 0 */
+    double *scaled;  /* (m + 1) x n: the weights over sqrt of their column sums */
+    double *system;  /* (m + 1) x (m + 1): the rows' normal equations */
+    int *root;       /* m + 1: the rows' connected components (one free factor each) */
+    int valid;
+} chart_frame;
 
 struct cdyn_nullspace {
     int n, m, d;
@@ -41,6 +61,7 @@ struct cdyn_nullspace {
     cdyn__rank_ref own_ref; /* m x n */
     cdyn__rank_ref saved_ref; /* m x n: the history before the current call */
     cdyn__rank_ws ws;   /* rank decisions on W and W^T */
+    chart_frame *chart; /* NULL, or the frame the partition is chosen and judged in */
     cdyn__guard guard;
     /* workspace, all sized at create time */
     int *mark;          /* n, for sort_indices and choose_preferred */
@@ -76,6 +97,16 @@ cdyn_status cdyn__nullspace_check_idle(const cdyn_nullspace *ns, const char *fn)
  * must judge partitions of the same moving W in one frame (the partition
  * and the probe of a cdyn_mbs). */
 void cdyn__nullspace_share_references(cdyn_nullspace *ns, cdyn__rank_ref ref);
+
+/* Choose and judge the partition in the chart frame (THEORY T4.10, for a
+ * mechanism's coordinates): the dependence is the largest |d q_dep /
+ * d q_ind| with every coordinate in its frame unit, and the choice, a
+ * pivoted QR in that frame, is improved by exchanges until no entry
+ * exceeds 1 + 1/16. inertia (n, the owner's, kept alive as long as ns):
+ * sqrt of the largest M_jj each coordinate has had, 0 where unknown; the
+ * owner updates it. Allocates the frame (at create time of the owner);
+ * returns 0 on allocation failure. */
+int cdyn__nullspace_use_chart_frame(cdyn_nullspace *ns, const double *inertia);
 
 /* x <- W2^{-1} x (trans 'N') or W2^{-T} x (trans 'T') for the committed
  * partition, x of length m. */

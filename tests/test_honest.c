@@ -3558,57 +3558,72 @@ START_TEST(nullspace_dependence_along_a_motion_is_the_same_in_any_units)
 }
 END_TEST
 
+/* The unit ratio u_x / u_y of the chart frame (mbs.h, nullspace.c) for
+ * the pendulum below, derived by hand: two rows (Phi_q's history
+ * [2 l sin th, 2 l] and the inertia [sqrt m, sqrt m]) and two columns make
+ * one cycle, so the weighted least-squares balance of the logs puts the
+ * cycle's log C = log((2 l sin th) sqrt m / (2 l sqrt m)) = log sin th on
+ * its four entries in proportion to 1 / weight: lambda = log C / (1/w_x +
+ * 1/w_y + 2), e_x = lambda / w_x, e_y = -lambda / w_y on the history, -+
+ * lambda on the inertia (weight 1). gamma_x - gamma_y is then e_Ix - e_Iy
+ * = -2 lambda. Three passes, the history's weights first 1, then
+ * exp(2 e) capped at 1 (floored at 1e-8). */
+static double pendulum_unit_ratio(double th)
+{
+    double log_c = log(sin(th)), wx = 1.0, wy = 1.0, lambda = 0.0;
+    for (int pass = 0; pass < 3; ++pass) {
+        if (pass > 0) {
+            double ex = lambda / wx, ey = -lambda / wy;
+            wx = fmax(1e-8, fmin(1.0, exp(2.0 * ex)));
+            wy = fmax(1e-8, fmin(1.0, exp(2.0 * ey)));
+        }
+        lambda = log_c / (1.0 / wx + 1.0 / wy + 2.0);
+    }
+    return exp(-2.0 * lambda);
+}
+
 /* The Cartesian pendulum of tests/models.h with m = 1 kg, l = 1 m,
  * g = 9.81 (th'' = -(g/l) sin th gives x'' = -g sin th cos th
- * - l th'^2 sin th), partitioned at the bottom (th = 0: Phi_q = [0 -2l], so the
- * pivoted QR must make y dependent, x independent), then partition_rhs at
- * consistent states of rising angles (z = (x, x') from the geometry, rate
- * 0.5 rad/s), for limits 1.2 and 1.25, a fresh object each (references
- * start at cdyn_mbs_set_model()). By hand (mbs.h: measured on Phi_q's
- * history, the largest magnitude each entry has had; the sensitivity with
- * each coordinate in units of its column's largest size in it):
- *  - the row [2x 2y] has its largest entry 2l at the bottom and never more
- *    (|2x|, |2y| <= 2l), so its scaling is constant and cancels from the
- *    ratio of the column sizes, which are 2l (y, at the bottom) and
- *    2l sin th (x, the largest so far as th rises);
- *  - current: W2 = [2y] has condition 1, and the sensitivity |dy/dx| =
- *    |x/y| = tan th in reference units is tan th (2l) / (2l sin th) =
- *    1 / cos th: quality max(1, 1/cos th) = 1/cos th;
- *  - the other partition (x dependent): condition 1, sensitivity
- *    |dx/dy| = cot th (2l sin th) / (2l) = cos th < 1: quality 1. A
- *    pivoted QR of Phi_q in the references' frame chooses it once the
- *    scaled x entry is the larger: exactly, |x| / (l sin th) = 1 against
- *    |y| / l = cos th, so for every th > 0; with the library's power-of-two
- *    factors of the history (rank.h: 1/4 for the row, 1 for y's column, 2
- *    for x's while l sin th / 2 is in [1/4, 1/2)) sin th against
- *    cos th / 2, from th = atan(1/2) = 26.6 deg on;
- *  - best = current while current <= limit (mbs.h), else the QR choice's
- *    (1 here); the event once current > limit x best, staying 1.
- * So the event comes where the reference-unit sensitivity 1/cos th first
- * exceeds limit x 1: past acos(1/1.2) = 33.56 deg for limit 1.2 and
- * acos(1/1.25) = 36.87 deg for 1.25 (both after the QR's switch at 26.6).
- * Asserts at 10, 20, 30, 33, 34, 36.5, 37.2, 45, 60, 80 deg: partition_rhs
+ * - l th'^2 sin th), partitioned at the bottom (th = 0: Phi_q = [0 -2l], so
+ * y must be dependent, x independent), then partition_rhs at consistent
+ * states of rising angles (z = (x, x') from the geometry, rate 0.5 rad/s),
+ * for limits 1.2 and 1.25, a fresh object each (histories start at
+ * cdyn_mbs_set_model()). By hand (mbs.h: the quality is the largest
+ * |d q_dep / d q_ind| with each coordinate in its unit of the chart frame,
+ * at least 1; the frame balances Phi_q's history, whose x entry is the
+ * largest 2 l sin th so far, with the inertia sqrt(M_jj) = 1 of both):
+ *  - current (x independent): |dy/dx| = tan th, quality max(1, tan th
+ *    u_x / u_y) with u_x / u_y from pendulum_unit_ratio (1.57 at 10 deg,
+ *    1.18 at 45, 1.008 at 80: between the history's 1 / sin th and the
+ *    kinetic metric's 1);
+ *  - the other partition: |dx/dy| = cot th, quality max(1, cot th u_y /
+ *    u_x); the probe (a pivoted QR in the frame, improved by exchanges
+ *    until no sensitivity exceeds 1 + 1/16) chooses it once tan th u_x /
+ *    u_y > 1 + 1/16, its quality then 1;
+ *  - best = current while current <= limit (mbs.h), else the probe's; the
+ *    event once current > limit x best, staying 1.
+ * So the event comes where tan th u_x / u_y first exceeds the limit: past
+ * 45.66 deg for 1.2 and 47.14 deg for 1.25.
+ * Asserts at 10, 20, 30, 40, 45, 46, 46.8, 47.5, 60, 80 deg: partition_rhs
  * OK; the reported current and best within 1e-9 of the hand values (the
  * dependent y comes from Newton with relative tolerance 1e-10); the event
- * 0 before and 1 from the derived angle (34 deg for 1.2, 37.2 for 1.25),
- * and equal to (current > limit x best) on the reported values whenever it
- * first turns on; x'' within 1e-9 relative of the hand value.
+ * 0 before and 1 from 46 deg (1.2) and 47.5 deg (1.25), and equal to
+ * (current > limit x best) on the reported values whenever it first turns
+ * on; x'' within 1e-9 relative of the hand value.
  * Then the other half of the rule ("When no partition beats the current
- * one by that factor there is no event, however large the measure"): the
- * compound pendulum of 6 partitioned at th = 0.35, where the pivoted QR
- * makes x independent (quality ~ 4 by section 6's derivation: cond_1 of
- * W2~ = [0 -1; 1 -1] is 4), with the smallest limit, 1. A partition_rhs at
- * the same state finds current = 4 > 1, but the partition a pivoted QR
- * would choose there, in the same frame, is the current one: best =
- * current, and no event. Asserts: current > 2 (the premise), best ==
- * current, event 0. */
+ * one by that factor there is no event"): the compound pendulum of 6
+ * partitioned at th = 0.35 with the smallest limit, 1. A partition_rhs at
+ * the same state finds the partition a probe would choose there, in the
+ * same frame, to be the current one: best = current (at most 1 + 1/16),
+ * and no event. (Before this frame, its quality was 4, the condition of
+ * its dependent block in a power-of-two frame.) */
 START_TEST(partition_event_follows_limit_times_best_quality)
 {
     const tm_pendulum p = {1.0, 1.0, 9.81};
     const double deg = PI / 180.0, rate = 0.5;
-    const double angles[10] = {10.0, 20.0, 30.0, 33.0, 34.0, 36.5, 37.2, 45.0, 60.0, 80.0};
+    const double angles[10] = {10.0, 20.0, 30.0, 40.0, 45.0, 46.0, 46.8, 47.5, 60.0, 80.0};
     const double limits[2] = {1.2, 1.25};
-    const double first_event[2] = {34.0, 37.2};
+    const double first_event[2] = {46.0, 47.5};
     for (int l = 0; l < 2; ++l) {
         cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
         ck_assert_ptr_nonnull(mbs);
@@ -3628,7 +3643,9 @@ START_TEST(partition_event_follows_limit_times_best_quality)
                           angles[k], st, cdyn_mbs_last_error(mbs));
             double current = -1.0, best = -1.0;
             ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, &best), CDYN_OK);
-            double cur_hand = 1.0 / cos(th), best_hand = cur_hand > limits[l] ? 1.0 : cur_hand;
+            double ratio = pendulum_unit_ratio(th);
+            double cur_hand = fmax(1.0, tan(th) * ratio);
+            double best_hand = cur_hand > limits[l] ? fmax(1.0, 1.0 / (tan(th) * ratio)) : cur_hand;
             ck_assert_msg(fabs(current - cur_hand) <= 1e-9 * cur_hand &&
                               fabs(best - best_hand) <= 1e-9 * best_hand,
                           "limit %g, %g deg: current %.12g (hand %.12g), best %.12g (hand "
@@ -3663,7 +3680,7 @@ START_TEST(partition_event_follows_limit_times_best_quality)
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, &best), CDYN_OK);
-    ck_assert_msg(current > 2.0, "premise: current quality %.6g > 2", current);
+    ck_assert_msg(current <= 1.0625, "the chosen partition's quality %.6g", current);
     ck_assert_msg(best == current && cdyn_mbs_partition_event(mbs) == 0,
                   "limit 1 at the partition's own state: current %.6g, best %.6g, event %d",
                   current, best, cdyn_mbs_partition_event(mbs));

@@ -94,16 +94,6 @@ static void solve2(const double *A, const double *b, double *x)
     x[1] = (A[0] * b[1] - b[0] * A[1]) / det;
 }
 
-/* 1-norm condition number of a 2x2 matrix (column-major), exactly. */
-static double cond1_2x2(const double *B)
-{
-    double det = B[0] * B[3] - B[2] * B[1];
-    double n1 = fmax(fabs(B[0]) + fabs(B[1]), fabs(B[2]) + fabs(B[3]));
-    /* inverse = [B3 -B2; -B1 B0] / det */
-    double ninv = fmax(fabs(B[3]) + fabs(B[1]), fabs(B[2]) + fabs(B[0])) / fabs(det);
-    return n1 * ninv;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Failure injection shared by every model: each model struct starts with a  */
 /* fault, counting the calls of each callback; the armed one returns a code  */
@@ -435,6 +425,7 @@ static void rod_exact(const rod *r, double t, double rr, double rd, double *qdd,
 typedef struct slider {
     fault f;
     double a, b;
+    double flywheel; /* inertia added to the crank's [kg m^2], 0 by default */
 } slider;
 
 static void slider_init(slider *sc, double a, double b)
@@ -442,15 +433,16 @@ static void slider_init(slider *sc, double a, double b)
     fault_reset(&sc->f);
     sc->a = a;
     sc->b = b;
+    sc->flywheel = 0.0;
 }
 
-static void slider_M(const double *q, double *M, int ldm)
+static void slider_M(const slider *sc, const double *q, double *M, int ldm)
 {
     double s3 = sin(q[2]);
     for (int j = 0; j < 3; ++j)
         for (int i = 0; i < 3; ++i) M[i + j * ldm] = 0.0;
     M[0] = 2.5;
-    M[1 + ldm] = 3.0 / 400.0;
+    M[1 + ldm] = 3.0 / 400.0 + sc->flywheel;
     M[2 + 2 * ldm] = 129.0 / 1000.0;
     M[2] = M[2 * ldm] = s3 / 4.0;
 }
@@ -489,7 +481,7 @@ static int sc_mass(double t, const double *q, double *M, int ldm, void *user)
     int poison, rc = fault_hit(user, CB_MASS, &poison);
     (void)t;
     if (rc) return rc;
-    slider_M(q, M, ldm);
+    slider_M(user, q, M, ldm);
     if (poison) M[0] = NAN;
     return 0;
 }
@@ -565,7 +557,7 @@ static void slider_state(const slider *sc, double th1, double th1d, double *y)
 static void slider_reference(const slider *sc, const double *y, double *qdd, double *lambda)
 {
     double M[9], Q[3], W[6], xi[2], c[2], l[2];
-    slider_M(y, M, 3);
+    slider_M(sc, y, M, 3);
     slider_Q(y, y + 3, Q);
     slider_J(sc, y, W, 2);
     slider_xi_exact(sc, y, y + 3, xi);
@@ -1147,7 +1139,7 @@ static proj_result project_slider(cdyn_mbs *mbs, const slider *sc, double scale)
         d[i] = y[i] - y0c[i];
         dv[i] = y[3 + i] - y0c[3 + i];
     }
-    slider_M(y0c, M, 3);
+    slider_M(sc, y0c, M, 3);
     tu_matvec(3, 3, M, 3, d, Md);
     tu_matvec(3, 3, M, 3, dv, Mdv);
     proj_result r;
@@ -1688,7 +1680,9 @@ START_TEST(rhs_jacobian_of_a_crank_of_many_turns_with_its_period)
 END_TEST
 
 /* The state matrix in minimal coordinates (cdyn_mbs_partition_jacobian)
- * for a crank of many turns with its period given: the crank angle is the
+ * for a crank of many turns with its period given: with a flywheel on the
+ * crank (1 kg m^2; without one the 2.5 kg slider is the coordinate the
+ * partition measures the others by, mbs.h) the crank angle is the
  * independent coordinate there, and its difference step is at most 1e-3
  * P / (2 pi) (without the cap, 120 rad at 1.2e5 rad). Asserted: at 10
  * angles near 1.2e5 rad at 3000 rpm, A matches the one at the same state
@@ -1697,6 +1691,7 @@ START_TEST(partition_jacobian_of_a_crank_of_many_turns_with_its_period)
 {
     slider sc;
     slider_init(&sc, 0.375, 1.0);
+    sc.flywheel = 1.0; /* an engine's: the crank, not the 2.5 kg slider, carries the motion */
     cdyn_mbs *mbs = slider_new(&sc, 1);
     const double period[3] = {0.0, 2.0 * M_PI, 2.0 * M_PI};
     ck_assert_int_eq(cdyn_mbs_set_periods(mbs, period), CDYN_OK);
@@ -1734,6 +1729,7 @@ START_TEST(jacobians_of_a_crank_of_many_turns_without_periods_refine_their_steps
 {
     slider sc;
     slider_init(&sc, 0.375, 1.0);
+    sc.flywheel = 1.0; /* the crank angle independent, as above */
     cdyn_mbs *mbs = slider_new(&sc, 1);
     double worst_rhs = 0.0, worst_partition = 0.0;
     for (int k = 0; k < 10; ++k) {
@@ -2094,25 +2090,26 @@ START_TEST(partitioned_pendulum_matches_the_kkt_rhs_and_the_analytic_solution)
     double y[4];
     pendulum_state(&p, 0.7, 1.3, y);
     check_partition_against_rhs(mbs, 2, 1, 0.0, y, FD_RTOL, pend_levels, &p);
-    /* The partition comes from a pivoted QR of the equilibrated Phi_q (one
-     * rank policy): at 0.7 rad, Phi_q = (2x, 2y) = (1.933, -2.295); the row
-     * is scaled by 1/4 to (0.483, -0.574), then each column to a largest
-     * entry in [1/2, 1): (0.966, -0.574). The QR takes x's column first:
-     * x dependent, y independent (by raw norms it would be the other way). */
+    /* The partition is chosen in the chart frame (mbs.h): M = m I makes x
+     * and y commensurate, and at 0.7 rad |y| = 0.76 l > |x| = 0.64 l, so
+     * the QR takes y's column first: y dependent, x independent, with
+     * |dy/dx| = tan 0.7 = 0.84 (the other way, 1.19). Before, the
+     * power-of-two column scaling of the one row chose by the entries'
+     * mantissas (0.966 for x against 0.574 for y): x dependent. */
     int ind = -1, dep = -1;
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, &dep), 1);
-    ck_assert_int_eq(ind, 1);
-    ck_assert_int_eq(dep, 0);
-    /* a new independent state: x and x' come from Newton and Phi_q q' = 0 on
+    ck_assert_int_eq(ind, 0);
+    ck_assert_int_eq(dep, 1);
+    /* a new independent state: y and y' come from Newton and Phi_q q' = 0 on
      * the same branch, the acceleration from the analytic solution */
     double th = 0.55, thd = -0.9, y2[4], z[2], zdot[2], qdd[2], lam, gf, yps[4];
     double gfv[2];
     pendulum_state(&p, th, thd, y2);
-    z[0] = y2[1];
-    z[1] = y2[3];
+    z[0] = y2[0];
+    z[1] = y2[2];
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     pendulum_exact(&p, th, thd, qdd, &lam, gfv);
-    expect_near(zdot[1], qdd[1], FD_RTOL * vmax_abs(2, qdd), "y''");
+    expect_near(zdot[1], qdd[0], FD_RTOL * vmax_abs(2, qdd), "x''");
     ck_assert_int_eq(cdyn_mbs_last_reactions(mbs, NULL, &gf), CDYN_OK);
     expect_near(gf, lam, FD_RTOL * lam, "lambda");
     ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
@@ -2133,19 +2130,20 @@ START_TEST(partitioned_slider_crank_matches_the_kkt_rhs)
             slider_state(&sc, th1[k], th1d[k], y);
             check_partition_against_rhs(mbs, 3, 2, 0.0, y, with_xi ? 1e-10 : FD_RTOL,
                                         slider_levels, &sc);
-            /* column norms 1 (s), a (th1), b (th3) with b |c3| > a |c1|:
-             * the pivoted QR makes s and th3 dependent, th1 independent */
+            /* whichever coordinate the chart frame makes independent
+             * (mbs.h), no |d q_dep / d q_ind| in its units exceeds 1 + 1/16
+             * there, and the reference KKT solve agrees */
             int ind = -1, dep[2] = {-1, -1};
             ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, dep), 1);
-            ck_assert_int_eq(ind, 1);
-            ck_assert_int_eq(dep[0] + dep[1], 2);
+            ck_assert_int_eq(ind + dep[0] + dep[1], 3);
             ck_assert_int_ne(dep[0], dep[1]);
-            /* the reference KKT solve agrees too */
-            double z[2] = {y[1], y[4]}, zdot[2], qdd[3], lam[2];
+            double z[2] = {y[ind], y[3 + ind]}, zdot[2], qdd[3], lam[2], current = 0.0;
             ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, NULL), CDYN_OK);
+            ck_assert_double_le(current, 1.0625);
             slider_reference(&sc, y, qdd, lam);
-            expect_near(zdot[1], qdd[1], (with_xi ? 1e-10 : FD_RTOL) * vmax_abs(3, qdd),
-                        "th1'' vs dgesv");
+            expect_near(zdot[1], qdd[ind], (with_xi ? 1e-10 : FD_RTOL) * vmax_abs(3, qdd),
+                        "q_ind'' vs dgesv");
         }
         cdyn_mbs_free(mbs);
     }
@@ -2181,23 +2179,32 @@ START_TEST(partitioned_rheonomic_model_takes_the_dependent_speed_from_phi_t)
 }
 END_TEST
 
-/* Slider-crank with a = 1.2, b = 2.5, partitioned at th1 = 1.5: the column
- * norms are 1 (s), 1.2 (th1), 2.5 (th3); with th3 taken first, the norms
- * left after removing its direction are 0.88 (s) and 1.09 (th1): th3 and th1
- * dependent, s independent. Driving s towards the outer dead centre a + b (th1 -> 0)
- * makes the dependent block B = [-a s1, -b s3; a c1, -b c3]
- * (det = a b sin(th1 + th3)) ill conditioned. dgecon's estimate of
- * |B^-1|_1 never exceeds the true value, so the event must stay 0 while the
- * exact cond_1(B) (computed here) is below the limit, and must be 1 once it
- * is far above it. Repartitioning then makes s dependent and th1
- * independent. */
+/* Slider-crank with a = 1.2, b = 2.5 and T6.1's masses (slider 2.5 kg,
+ * crank 0.0075 kg m^2), partitioned at th1 = 1.5, default limit. In the
+ * chart frame (mbs.h) no |d q_dep / d q_ind| of the chosen partition
+ * exceeds 1 + 1/16; here it makes s independent (|dth1/ds| = 0.80 rad/m).
+ * Driving s towards the outer dead centre a + b (th1 -> 0) folds that
+ * chart: |dth1/ds| = 1 / |a s1 + b s3 dth3/dth1| grows without bound. The
+ * frame's unit of s against th1's lies between what each of its rows says
+ * (a least-squares balance of logs): Phi_q's history, a = 1.2 m per rad,
+ * and the kinetic metric, sqrt(0.0075 / 2.5) = 0.055 m per rad. So the
+ * quality is at least 0.055 m |dth1/ds|, and the event (quality above
+ * 1.1 times that of the best partition, at most 1 + 1/16) must be on once
+ * 0.055 |dth1/ds| > 1.1 (1 + 1/16), |dth1/ds| > 21.2 rad/m, th1 <= 0.025
+ * here. Asserted at each state: the right-hand side, still computed with
+ * the current partition, agrees with the KKT one; the event equals
+ * (current > limit x best) on the reported values; it is on by th1 =
+ * 0.025 and stays on. Repartitioning then makes an angle independent, by
+ * a partition whose quality is at most 1 + 1/16, and it agrees with KKT.
+ * (Before, the quality was the condition of the dependent block in a
+ * power-of-two frame, asserted against a hand condition number; the limit
+ * was 10.) */
 START_TEST(partition_event_fires_near_the_slider_crank_dead_centre_and_repartitioning_fixes_it)
 {
     slider sc;
     slider_init(&sc, 1.2, 2.5);
     cdyn_mbs *mbs = slider_new(&sc, 1);
-    const double limit = 30.0;
-    ck_assert_int_eq(cdyn_mbs_set_partition_limit(mbs, limit), CDYN_OK);
+    const double limit = 1.1, exchange = 1.0625;
     double y[6], z[2], zdot[2], yps[6], ydot[6];
     slider_state(&sc, 1.5, 1.0, y);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
@@ -2216,32 +2223,34 @@ START_TEST(partition_event_fires_near_the_slider_crank_dead_centre_and_repartiti
         /* still computed with the current partition, and right */
         ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
         expect_near(zdot[1], ydot[3], 1e-9 * vmax_abs(3, ydot + 3), "s''");
-        double J[6];
-        slider_J(&sc, yps, J, 2);
-        double cond = cond1_2x2(J + 2); /* columns th1, th3 */
+        double current = -1.0, best = -1.0;
+        ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, &best), CDYN_OK);
         int event = cdyn_mbs_partition_event(mbs);
-        if (!fired && cond <= limit)
-            ck_assert_msg(event == 0, "event at cond %.3g <= limit %.3g (th1 = %g)", cond,
-                          limit, th1[k]);
-        if (cond > 3.0 * limit)
-            ck_assert_msg(event == 1, "no event at cond %.3g > 3 * limit (th1 = %g)", cond,
-                          th1[k]);
+        ck_assert_msg(event == (current > limit * best),
+                      "th1 = %g: event %d, current %.6g, best %.6g", th1[k], event, current,
+                      best);
+        ck_assert_msg(best <= exchange, "th1 = %g: best %.6g", th1[k], best);
+        if (th1[k] <= 0.025) ck_assert_msg(event, "no event at th1 = %g", th1[k]);
+        ck_assert_msg(!fired || event, "the event went off at th1 = %g", th1[k]);
         fired = fired || event;
     }
-    ck_assert_int_eq(fired, 1);
     /* repartition from the consistent state at the last accepted (t, z) */
     ck_assert_int_eq(cdyn_mbs_partition_state(mbs, 0.0, z, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, yps), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
     int dep[2];
     ck_assert_int_eq(cdyn_mbs_partition_coordinates(mbs, &ind, dep), 1);
-    ck_assert_int_eq(ind, 1);
-    ck_assert_int_eq(dep[0] + dep[1], 2);
+    ck_assert_int_ne(ind, 0);
+    ck_assert_int_eq(ind + dep[0] + dep[1], 3);
     ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, yps, z), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
     ck_assert_int_eq(cdyn_mbs_partition_event(mbs), 0);
+    double current = -1.0;
+    ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &current, NULL), CDYN_OK);
+    ck_assert_double_le(current, exchange);
     ck_assert_int_eq(cdyn_mbs_rhs(mbs, 0.0, yps, ydot), CDYN_OK);
-    expect_near(zdot[1], ydot[4], 1e-10 * vmax_abs(3, ydot + 3), "th1'' after repartition");
+    expect_near(zdot[1], ydot[3 + ind], 1e-10 * vmax_abs(3, ydot + 3),
+                "angle'' after repartition");
     cdyn_mbs_free(mbs);
 }
 END_TEST
@@ -2303,6 +2312,365 @@ START_TEST(partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is
                   "no partition event with x independent at th = %g (l/|y| = %.3g > 3 * limit "
                   "%g); event at the last point (l/|y| = %.3g): %d",
                   missed_th, missed_ratio, limit, final_ratio, final_event);
+}
+END_TEST
+
+/* ---- The documented partition loop (mbs.h) with a fixed-step RK4 -------- */
+/* Review 3 (stop 46): with the default limit the event came too late for
+ * RK4 at 10 ms near a chart's fold (the pendulum over the top 1.25 rad off
+ * after 5 s, every call CDYN_OK), and the partition and its quality
+ * changed with the length unit (a slider crank in km). Models with every
+ * length in units of L (lengths divided by L, masses of translation times
+ * L^2), the time terms exact. */
+
+typedef struct unit_pendulum {
+    double m, l, g, L;
+} unit_pendulum;
+
+static int up_mass(double t, const double *q, double *M, int ld, void *u)
+{
+    const unit_pendulum *p = u;
+    (void)t, (void)q;
+    M[0] = M[1 + ld] = p->m * p->L * p->L;
+    M[1] = M[ld] = 0.0;
+    return 0;
+}
+
+static int up_force(double t, const double *q, const double *qd, double *Q, void *u)
+{
+    const unit_pendulum *p = u;
+    (void)t, (void)q, (void)qd;
+    Q[0] = 0.0;
+    Q[1] = -p->m * p->g * p->L;
+    return 0;
+}
+
+static int up_phi(double t, const double *q, double *P, void *u)
+{
+    const unit_pendulum *p = u;
+    double l = p->l / p->L;
+    (void)t;
+    P[0] = q[0] * q[0] + q[1] * q[1] - l * l;
+    return 0;
+}
+
+static int up_jac(double t, const double *q, double *J, int ld, void *u)
+{
+    (void)t, (void)u;
+    J[0] = 2.0 * q[0];
+    J[ld] = 2.0 * q[1];
+    return 0;
+}
+
+static int up_xi(double t, const double *q, const double *qd, double *xi, void *u)
+{
+    (void)t, (void)q, (void)u;
+    xi[0] = -2.0 * (qd[0] * qd[0] + qd[1] * qd[1]);
+    return 0;
+}
+
+/* The slider crank of the review: crank a, rod b, slider s on the x axis,
+ * q = (th, phi, s), M = diag(J, Jr, ms), no forces. */
+typedef struct unit_crank {
+    double a, b, J, Jr, ms, L;
+} unit_crank;
+
+static int uc_mass(double t, const double *q, double *M, int ld, void *u)
+{
+    const unit_crank *c = u;
+    (void)t, (void)q;
+    for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 3; ++i) M[i + j * ld] = 0.0;
+    M[0] = c->J;
+    M[1 + ld] = c->Jr;
+    M[2 + 2 * ld] = c->ms * c->L * c->L;
+    return 0;
+}
+
+static int uc_force(double t, const double *q, const double *qd, double *Q, void *u)
+{
+    (void)t, (void)q, (void)qd, (void)u;
+    Q[0] = Q[1] = Q[2] = 0.0;
+    return 0;
+}
+
+static int uc_phi(double t, const double *q, double *P, void *u)
+{
+    const unit_crank *c = u;
+    double a = c->a / c->L, b = c->b / c->L;
+    (void)t;
+    P[0] = a * cos(q[0]) + b * cos(q[1]) - q[2];
+    P[1] = a * sin(q[0]) - b * sin(q[1]);
+    return 0;
+}
+
+static int uc_jac(double t, const double *q, double *J, int ld, void *u)
+{
+    const unit_crank *c = u;
+    double a = c->a / c->L, b = c->b / c->L;
+    (void)t;
+    J[0] = -a * sin(q[0]);
+    J[1] = a * cos(q[0]);
+    J[ld] = -b * sin(q[1]);
+    J[1 + ld] = -b * cos(q[1]);
+    J[2 * ld] = -1.0;
+    J[1 + 2 * ld] = 0.0;
+    return 0;
+}
+
+static int uc_xi(double t, const double *q, const double *qd, double *xi, void *u)
+{
+    const unit_crank *c = u;
+    double a = c->a / c->L, b = c->b / c->L, w0 = qd[0] * qd[0], w1 = qd[1] * qd[1];
+    (void)t;
+    xi[0] = a * cos(q[0]) * w0 + b * cos(q[1]) * w1;
+    xi[1] = a * sin(q[0]) * w0 - b * sin(q[1]) * w1;
+    return 0;
+}
+
+/* The loop of mbs.h with RK4 of step h over `steps` steps from y (a
+ * consistent state with one degree of freedom; overwritten by the final
+ * one): partition_rhs at the accepted (t, z), then the event; on 1
+ * partition_state, partition, gather. Returns the number of
+ * repartitions. */
+static int rk4_partition_loop(cdyn_mbs *mbs, double *y, double h, long steps)
+{
+    enum { d = 1 };
+    double z[2 * d], zt[2 * d], k1[2 * d], k2[2 * d], k3[2 * d], k4[2 * d], t = 0.0;
+    int events = 0;
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, t, y), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    for (long k = 0; k < steps; ++k) {
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t, z, k1), CDYN_OK);
+        if (cdyn_mbs_partition_event(mbs)) {
+            ++events;
+            ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t, z, y), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_partition(mbs, t, y), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t, z, k1), CDYN_OK);
+        }
+        for (int i = 0; i < 2 * d; ++i) zt[i] = z[i] + 0.5 * h * k1[i];
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t + 0.5 * h, zt, k2), CDYN_OK);
+        for (int i = 0; i < 2 * d; ++i) zt[i] = z[i] + 0.5 * h * k2[i];
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t + 0.5 * h, zt, k3), CDYN_OK);
+        for (int i = 0; i < 2 * d; ++i) zt[i] = z[i] + h * k3[i];
+        ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, t + h, zt, k4), CDYN_OK);
+        for (int i = 0; i < 2 * d; ++i) z[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
+        t += h;
+    }
+    ck_assert_int_eq(cdyn_mbs_partition_state(mbs, t, z, y), CDYN_OK);
+    return events;
+}
+
+/* th(T) of th'' = -(g/l) sin th from (0, w0), long double RK4 of step 1e-5 s. */
+static long double pendulum_angle_reference(double g_over_l, double w0, double T)
+{
+    long N = lround(T / 1e-5);
+    long double th = 0.0L, w = w0, H = (long double)T / N, k = g_over_l;
+    for (long i = 0; i < N; ++i) {
+        long double a1 = w, b1 = -k * sinl(th);
+        long double a2 = w + H / 2 * b1, b2 = -k * sinl(th + H / 2 * a1);
+        long double a3 = w + H / 2 * b2, b3 = -k * sinl(th + H / 2 * a2);
+        long double a4 = w + H * b3, b4 = -k * sinl(th + H * a3);
+        th += H / 6 * (a1 + 2 * a2 + 2 * a3 + a4);
+        w += H / 6 * (b1 + 2 * b2 + 2 * b3 + b4);
+    }
+    return th;
+}
+
+/* The pendulum (l = 1 m, m = 1 kg, g = 9.81) in Cartesian coordinates,
+ * started at the bottom, once over the top (8 rad/s, 5 s) and once in a
+ * swing of 86 deg (10 s), the documented loop with RK4 at h = 10 ms and
+ * default settings, lengths in units L = 1e-8 ... 1e8 m. Reference: th(T)
+ * of th'' = -(g/l) sin th in long double (RK4, 1e-5 s). No chart of x or y
+ * is good near its fold (x = +-l or y = +-l): at 8 rad/s the best one,
+ * switched where |dx/dy| = 1, is about 5 steps of 10 ms from its fold, and
+ * RK4 on it ends 1.2e-4 rad off (RK4 on th itself: 4.7e-7), 5.7e-7 in the
+ * swing (1.4e-8). Asserted: th(T) within 1e-3 rad over the top and 1e-5
+ * rad in the swing (3.3e-4 and 1.4e-6 measured; before, 1.25 rad and
+ * 8.6e-2 with CDYN_OK, the event firing within a step of the fold), and in
+ * every unit the same repartitions and th(T) within 1e-9 rad of L = 1 m. */
+START_TEST(partition_loop_with_rk4_follows_the_pendulum_over_the_top_in_any_unit)
+{
+    const double l = 1.0, g = 9.81, h = 0.01;
+    const double w0[2] = {8.0, sqrt(2.0 * g / l * (1.0 - cos(86.0 * M_PI / 180.0)))};
+    const double T[2] = {5.0, 10.0}, bound[2] = {1e-3, 1e-5};
+    const double units[5] = {1e-8, 1e-4, 1.0, 1e4, 1e8};
+    for (int c = 0; c < 2; ++c) {
+        double th_ref = (double)pendulum_angle_reference(g / l, w0[c], T[c]), th_si = 0.0;
+        int events_si = -1;
+        for (int k = 0; k < 5; ++k) {
+            unit_pendulum p = {1.0, l, g, units[k]};
+            cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+            ck_assert_int_eq(cdyn_mbs_set_model(mbs, up_mass, up_force, up_phi, up_jac, &p),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, NULL, up_xi), CDYN_OK);
+            double y[4] = {0.0, -l / p.L, l * w0[c] / p.L, 0.0};
+            int events = rk4_partition_loop(mbs, y, h, lround(T[c] / h));
+            double th = atan2(y[0], -y[1]), err = remainder(th - th_ref, 2.0 * M_PI);
+            ck_assert_msg(fabs(err) <= bound[c], "%s, L = %g m: th(T) off by %.3e rad (%d events)",
+                          c ? "86 deg swing" : "over the top", p.L, err, events);
+            if (p.L == 1.0) {
+                th_si = th;
+                events_si = events;
+            }
+            cdyn_mbs_free(mbs);
+        }
+        for (int k = 0; k < 5; ++k) { /* again, now against the SI run */
+            unit_pendulum p = {1.0, l, g, units[k]};
+            cdyn_mbs *mbs = cdyn_mbs_create(2, 1, NULL);
+            ck_assert_int_eq(cdyn_mbs_set_model(mbs, up_mass, up_force, up_phi, up_jac, &p),
+                             CDYN_OK);
+            ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, NULL, up_xi), CDYN_OK);
+            double y[4] = {0.0, -l / p.L, l * w0[c] / p.L, 0.0};
+            int events = rk4_partition_loop(mbs, y, h, lround(T[c] / h));
+            ck_assert_int_eq(events, events_si);
+            ck_assert_msg(fabs(remainder(atan2(y[0], -y[1]) - th_si, 2.0 * M_PI)) <= 1e-9,
+                          "L = %g m: th(T) %.3e rad from the SI run", p.L,
+                          remainder(atan2(y[0], -y[1]) - th_si, 2.0 * M_PI));
+            cdyn_mbs_free(mbs);
+        }
+    }
+}
+END_TEST
+
+/* I(th) = J + Jr phi_th^2 + ms s_th^2 of the crank below and its
+ * derivative, in long double (phi = asin(k sin th), k = a / b). */
+static void crank_inertia(const unit_crank *c, long double th, long double *I, long double *dI)
+{
+    long double k = c->a / c->b, sp = k * sinl(th), cp = sqrtl(1.0L - sp * sp);
+    long double p1 = k * cosl(th) / cp;                          /* phi_th */
+    long double p2 = (-k * sinl(th) + k * cosl(th) * (sp / cp) * p1) / cp; /* phi_thth */
+    long double s1 = -c->a * sinl(th) - c->b * sp * p1;
+    long double s2 = -c->a * cosl(th) - c->b * cp * p1 * p1 - c->b * sp * p2;
+    *I = c->J + c->Jr * p1 * p1 + c->ms * s1 * s1;
+    *dI = 2.0L * (c->Jr * p1 * p2 + c->ms * s1 * s2);
+}
+
+/* th(T) of the crank with energy E: exactly (th' = sqrt(2 E / I(th)),
+ * RK4 of step T / 4e5), and by RK4 of step h on the minimal second-order
+ * ODE I th'' + I' th'^2 / 2 = 0 (what a partition on th would integrate). */
+static void crank_references(const unit_crank *c, double th0, double w0, double T, double h,
+                             double *exact, double *minimal)
+{
+    long double I, dI;
+    crank_inertia(c, th0, &I, &dI);
+    long double E = 0.5L * I * w0 * w0, x = th0, H = (long double)T / 400000;
+    for (long i = 0; i < 400000; ++i) {
+        long double kk[4], arg = x;
+        for (int s = 0; s < 4; ++s) {
+            crank_inertia(c, arg, &I, &dI);
+            kk[s] = sqrtl(2.0L * E / I);
+            arg = x + (s < 2 ? H / 2 : H) * kk[s];
+        }
+        x += H / 6 * (kk[0] + 2 * kk[1] + 2 * kk[2] + kk[3]);
+    }
+    *exact = (double)x;
+    long double th = th0, w = w0, hh = h;
+    for (long i = 0; i < lround(T / h); ++i) {
+        long double a[4], b[4], tht = th, wt = w;
+        for (int s = 0; s < 4; ++s) {
+            crank_inertia(c, tht, &I, &dI);
+            a[s] = wt;
+            b[s] = -0.5L * dI * wt * wt / I;
+            long double f = s < 2 ? hh / 2 : hh;
+            tht = th + f * a[s];
+            wt = w + f * b[s];
+        }
+        th += hh / 6 * (a[0] + 2 * a[1] + 2 * a[2] + a[3]);
+        w += hh / 6 * (b[0] + 2 * b[1] + 2 * b[2] + b[3]);
+    }
+    *minimal = (double)th;
+}
+
+/* The review's slider crank (a = 1.2 m, b = 2.5 m, J = 1, Jr = 0.1 kg m^2,
+ * ms = 1 kg), from th = 1.5 at 10 rad/s, partitioned there, the loop with
+ * RK4 at h = 10 ms for 2 s and default settings, lengths in units L =
+ * 1e-8 ... 1e8 m. References: th(2 s) exactly (energy, long double), and
+ * RK4 with the same h on the minimal ODE in th. Asserted: th(2 s) within
+ * 2.5 times the minimal ODE's own error (9.9e-4 rad; 1.6e-3 measured;
+ * before, 0.59 rad with CDYN_OK: the slider chart was kept until 0.07 rad
+ * from the dead centre), and in every unit the same partition at every
+ * step (the same repartitions, the same independent coordinate at the end,
+ * the same quality to 1e-9 relative at the start) and th(2 s) within 1e-9
+ * rad of the SI run's (before, lengths in km chose the rod angle at
+ * th = 1.5, quality 1.43 against 4.03 in m). */
+/* One run of the test below in units c->L: the first partition's
+ * independent coordinate and quality at th = 1.5, then the loop. */
+typedef struct crank_run {
+    double th, quality;
+    int events, first, last;
+} crank_run;
+
+static cdyn_mbs *crank_new(unit_crank *c)
+{
+    cdyn_mbs *mbs = cdyn_mbs_create(3, 2, NULL);
+    ck_assert_ptr_nonnull(mbs);
+    ck_assert_int_eq(cdyn_mbs_set_model(mbs, uc_mass, uc_force, uc_phi, uc_jac, c), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_set_time_terms(mbs, NULL, uc_xi), CDYN_OK);
+    return mbs;
+}
+
+static crank_run crank_loop(unit_crank *c, double th0, double w0, double h, double T)
+{
+    crank_run r;
+    double k = c->a / c->b, ph = asin(k * sin(th0)), php = k * cos(th0) * w0 / cos(ph);
+    double y[6] = {th0, ph, (c->a * cos(th0) + c->b * cos(ph)) / c->L, w0, php,
+                   (-c->a * sin(th0) * w0 - c->b * sin(ph) * php) / c->L};
+    double z[2], zdot[2];
+    cdyn_mbs *mbs = crank_new(c);
+    ck_assert_int_eq(cdyn_mbs_partition(mbs, 0.0, y), CDYN_OK);
+    cdyn_mbs_partition_coordinates(mbs, &r.first, NULL);
+    ck_assert_int_eq(cdyn_mbs_partition_gather(mbs, y, z), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_rhs(mbs, 0.0, z, zdot), CDYN_OK);
+    ck_assert_int_eq(cdyn_mbs_partition_quality(mbs, &r.quality, NULL), CDYN_OK);
+    cdyn_mbs_free(mbs);
+    mbs = crank_new(c);
+    r.events = rk4_partition_loop(mbs, y, h, lround(T / h));
+    cdyn_mbs_partition_coordinates(mbs, &r.last, NULL);
+    r.th = y[0];
+    cdyn_mbs_free(mbs);
+    return r;
+}
+
+/* The review's slider crank (a = 1.2 m, b = 2.5 m, J = 1, Jr = 0.1 kg m^2,
+ * ms = 1 kg), from th = 1.5 at 10 rad/s, partitioned there, the loop with
+ * RK4 at h = 10 ms for 2 s and default settings, lengths in units L =
+ * 1e-8 ... 1e8 m. References: th(2 s) exactly (energy, long double), and
+ * RK4 with the same h on the minimal ODE in th. Asserted: th(2 s) within
+ * 2.5 times the minimal ODE's own error (9.9e-4 rad; 1.6e-3 measured;
+ * before, 0.59 rad with CDYN_OK: the slider chart was kept until 0.07 rad
+ * from the dead centre), and in every unit the same partitions (the first
+ * one's independent coordinate and quality, to 1e-9 relative, the number
+ * of repartitions and the last independent coordinate) and th(2 s) within
+ * 1e-9 rad of the SI run's (before, lengths in km chose the rod angle at
+ * th = 1.5, quality 1.43 against 4.03 in m). */
+START_TEST(partition_loop_with_rk4_follows_the_slider_crank_in_any_unit)
+{
+    const double h = 0.01, T = 2.0, th0 = 1.5, w0 = 10.0;
+    const double units[5] = {1e-8, 1e-4, 1.0, 1e4, 1e8};
+    unit_crank c = {1.2, 2.5, 1.0, 0.1, 1.0, 1.0};
+    double exact, minimal;
+    crank_references(&c, th0, w0, T, h, &exact, &minimal);
+    double rk4_error = fabs(minimal - exact);
+    ck_assert_msg(rk4_error > 1e-4 && rk4_error < 1e-2, "premise: RK4's own error %.3e",
+                  rk4_error);
+    crank_run si = crank_loop(&c, th0, w0, h, T);
+    for (int k = 0; k < 5; ++k) {
+        c.L = units[k];
+        crank_run r = crank_loop(&c, th0, w0, h, T);
+        ck_assert_msg(fabs(r.th - exact) <= 2.5 * rk4_error,
+                      "L = %g m: th(2 s) off by %.3e rad, RK4 on the minimal ODE %.3e (%d "
+                      "events)", c.L, r.th - exact, rk4_error, r.events);
+        ck_assert_msg(r.first == si.first && r.events == si.events && r.last == si.last,
+                      "L = %g m: first independent %d (SI %d), %d events (SI %d), last "
+                      "independent %d (SI %d)", c.L, r.first, si.first, r.events, si.events,
+                      r.last, si.last);
+        ck_assert_msg(fabs(r.quality - si.quality) <= 1e-9 * si.quality,
+                      "L = %g m: quality %.12g, SI %.12g", c.L, r.quality, si.quality);
+        ck_assert_msg(fabs(r.th - si.th) <= 1e-9, "L = %g m: th(2 s) %.3e rad from SI", c.L,
+                      r.th - si.th);
+    }
 }
 END_TEST
 
@@ -3316,7 +3684,7 @@ START_TEST(project_tangent_is_the_metric_projection)
         double y[6], w[6] = {0.3, -1.2, 0.7, 2.0, 0.1, -0.4}, before[6];
         slider_state(&sc, 0.6, 2.0, y);
         double M[9];
-        slider_M(y, M, 3); /* the metric's M: at the unprojected q */
+        slider_M(&sc, y, M, 3); /* the metric's M: at the unprojected q */
         y[0] += 1e-4;
         y[4] += 1e-3;
         double w_saved[6];
@@ -4081,6 +4449,9 @@ int main(void)
     tcase_add_test(
         tc_part,
         partition_event_fires_when_the_pendulum_nears_the_horizontal_and_x_is_independent);
+    tcase_add_test(tc_part, partition_loop_with_rk4_follows_the_pendulum_over_the_top_in_any_unit);
+    tcase_add_test(tc_part, partition_loop_with_rk4_follows_the_slider_crank_in_any_unit);
+    tcase_set_timeout(tc_part, 60);
     suite_add_tcase(s, tc_part);
 
     TCase *tc_int = tcase_create("integration");

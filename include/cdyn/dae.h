@@ -593,9 +593,10 @@ CDYN_API int cdyn_dae_split_event(const cdyn_dae *dae);
  * itself before any): current (may be NULL) the quality measure of the
  * split, the larger of the condition estimate of its algebraic block of
  * dG0/dv and its largest sensitivity |d v_a / d v_i| with each state in
- * units of its column's largest size since cdyn_dae_set_mass_fn() (as
- * cdyn_mbs_partition_quality(): unit-free for one constraint, within a
- * factor of about 4 for several); >= 1, INFINITY once the block is
+ * units of its column's largest size since cdyn_dae_set_mass_fn()
+ * (unit-free for one constraint, within a factor of about 4 for several;
+ * a mechanism's partition has a chart frame instead, mbs.h); >= 1,
+ * INFINITY once the block is
  * singular. best (may be NULL) the measure of the split a pivoted QR
  * would choose at that state, computed only when current passes the
  * limit (else equal to current). 1 for both where nothing is watched.
