@@ -4380,6 +4380,7 @@ int main(void)
 {
     Suite *s = suite_create("mbs");
     TCase *tc_rhs = tcase_create("rhs");
+    tcase_set_timeout(tc_rhs, 60); /* 3000 Jacobian pairs: 4 s and more under ASan */
     tcase_add_test(tc_rhs,
                    lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_differenced_xi);
     tcase_add_test(tc_rhs, lagrange_rhs_gives_the_pendulum_accelerations_and_tension_with_exact_xi);
