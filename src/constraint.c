@@ -48,6 +48,7 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     c->kp = calloc(mm, sizeof(double));
     c->alpha = doubles((size_t)m1);
     c->weight_exp = malloc(sizeof(int) * (size_t)m1);
+    c->mass_exp = malloc(sizeof(int) * (size_t)m1);
     c->mass = doubles(nn);
     c->force = doubles((size_t)n);
     c->jac = doubles(nm);
@@ -91,7 +92,8 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
     for (size_t i = 0; i < sizeof vectors_m / sizeof vectors_m[0]; ++i)
         vectors_ok &= (*vectors_m[i] = doubles((size_t)m1)) != NULL;
     c->kkt_work = doubles((size_t)(2 * n + m1)); /* the equilibration's */
-    if (!ws_ok || !vectors_ok || !c->work || !c->kd || !c->kp || !c->alpha || !c->weight_exp || !c->mass ||
+    if (!ws_ok || !vectors_ok || !c->work || !c->kd || !c->kp || !c->alpha || !c->weight_exp ||
+        !c->mass_exp || !c->mass ||
         !c->force || !c->jac || !c->accel_rhs || !c->phi || !c->row_order || !c->redundant_flag ||
         !c->gen_force || !c->multipliers || !c->redundant || !c->scale_q || !c->scale_g ||
         !c->scale_f || !c->aug_weight || !c->mult_unit || !c->chol || !c->jac_scaled || !c->coef_scaled || !c->x_rows ||
@@ -99,7 +101,11 @@ cdyn_constraint *cdyn_constraint_create(int n, int m, cdyn_status *status)
         !c->active_rows || !c->ipiv || !c->iwork || !c->kkt_work || !c->ref.amax ||
         !c->mass_next || !c->jac_next)
         goto fail;
-    for (int i = 0; i < m1; ++i) c->weight_exp[i] = INT_MIN; /* no history */
+    for (int i = 0; i < m1; ++i) { /* no history */
+        c->weight_exp[i] = INT_MIN;
+        c->mass_exp[i] = INT_MAX;
+    }
+    c->mass_history = 0;
     *status = CDYN_OK;
     return c;
 fail:
@@ -127,6 +133,7 @@ void cdyn_constraint_free(cdyn_constraint *c)
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(c->row_order);
     free(c->weight_exp);
+    free(c->mass_exp);
     free(c->active_rows);
     free(c->redundant_flag);
     free(c->redundant);
@@ -290,7 +297,11 @@ cdyn_status cdyn_constraint_reset_scales(cdyn_constraint *c)
     if (!c) return CDYN_ERR_ARG;
     if (cdyn__constraint_check_idle(c, "cdyn_constraint_reset_scales")) return CDYN_ERR_BUSY;
     memset(c->ref.amax, 0, sizeof(double) * (size_t)c->m1 * (size_t)c->n);
-    for (int i = 0; i < c->m1; ++i) c->weight_exp[i] = INT_MIN;
+    for (int i = 0; i < c->m1; ++i) {
+        c->weight_exp[i] = INT_MIN;
+        c->mass_exp[i] = INT_MAX;
+    }
+    c->mass_history = 0;
     c->decided = c->reusable = 0; /* the loaded instant is decided again, against itself */
     return CDYN_OK;
 }

@@ -29,6 +29,12 @@ struct cdyn_constraint {
     double *alpha;          /* m, penalty (T4.8): the caller's, or the default's of the last solve */
     int alpha_given;        /* cdyn_constraint_set_penalty with alpha; else the default */
     int *weight_exp;        /* m: per row, the largest E (w_i ~ 2^E) of the default alpha so far */
+    int *mass_exp;          /* m: per row, the smallest E (h_i ~ 2^E, the mass it moves while
+                               the others hold) of the default alpha so far; INT_MAX: none */
+    int mass_history;       /* effective masses measured since create or reset_scales */
+    int penalty_refined;    /* the last penalty solve's result is refined (default alpha) */
+    int penalty_held;       /* the last default penalty solve found a row's effective mass past
+                               its history (near a singular pose; constraint_solve.c) */
     cdyn__guard guard;
 
     /* the loaded instant, in the caller's units */

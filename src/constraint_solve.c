@@ -43,15 +43,35 @@
 #define SCHUR_COND_LIMIT 1e6
 
 /* The default penalty form's constraint masses over the mass each
- * constraint moves (default_penalty): its error is O(1 / PENALTY_STIFFNESS)
- * (about 1e-6 of the accelerations and forces of well-conditioned
- * constraints). Stiffer penalties are more accurate up to 2^26, where
- * rounding (PENALTY_STIFFNESS eps) takes over, but make the right-hand
- * side stiff near a singular pose: the two-link arm of
+ * constraint moves (default_penalty): one solve's error is
+ * O(1 / PENALTY_STIFFNESS) of the multipliers, which the refinement
+ * (penalty_refine) then contracts by about that factor per solve. Stiffer
+ * penalties make the right-hand side stiff near a singular pose, where the
+ * refinement does not contract: the two-link arm of
  * examples/two_link_singular.c with RK4 at 1 ms runs through its fold at
- * tip speeds up to 1 m/s with 2^20 and 2^21, and breaks up at 0.6 or
- * 1 m/s from 2^23 on (docs/theory.md T4.8). */
+ * tip speeds up to 1 m/s with 2^20 and 2^21, and broke up at 0.6 or 1 m/s
+ * from 2^23 on (unrefined; docs/theory.md T4.8). */
 #define PENALTY_STIFFNESS 0x1p20
+
+/* The refinement of the default penalty form (penalty_refine, T4.8): at
+ * most PENALTY_SOLVES solves with the one factor, going on while the
+ * constraint residuals shrink by PENALTY_CONVERGING or more per step. The
+ * contraction in a direction is 1 / (1 + mu), mu an
+ * eigenvalue of alpha G (G = Phi_q M^-1 Phi_q^T); the default masses give
+ * mu >= 2^20 / m except where a row's effective mass has grown past its
+ * history (effective_masses): near a singular pose, where mu << 1 and the
+ * direction barely moves. A result whose residual is above
+ * PENALTY_ACCURACY of a row's terms is refused (CDYN_ERR_NOCONV) unless
+ * the pose is near a singular one: the rank decision finds Phi_q rank
+ * deficient or within PENALTY_NEAR_SINGULAR of it (its smallest kept
+ * pivot over the largest), or a row's effective mass is
+ * 2^PENALTY_HELD or more times its history's. There the penalty's own,
+ * bounded answer is the form's purpose. */
+#define PENALTY_SOLVES 8
+#define PENALTY_CONVERGING 0x1p-10
+#define PENALTY_ACCURACY 0x1p-20
+#define PENALTY_NEAR_SINGULAR 0x1p-10
+#define PENALTY_HELD 4 /* log2 of the growth of a row's effective mass past its history */
 
 /* ---- shared steps ----------------------------------------------------- */
 
@@ -723,6 +743,149 @@ static double penalty_solve(cdyn_constraint *c, const double *f, const double *s
     return omega;
 }
 
+/* One step of the refinement (penalty_refine): the correction of the
+ * penalty form's bordered matrix [M Phi_q^T; Phi_q -alpha^-1] for the
+ * residuals r1 (n) and r2 (m) of the exact one, K dq = r1 + Phi_q^T alpha r2
+ * and dl = alpha (Phi_q dq - r2), by one solve with K's factor (the
+ * refinement corrects its rounding). Uses c->w, c->vec_m. */
+static void penalty_correction(cdyn_constraint *c, const double *r1, const double *r2, double *dq,
+                               double *dl)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    const double *alpha = c->alpha;
+    for (int i = 0; i < m; ++i) c->vec_m[i] = alpha[i] * r2[i];
+    for (int j = 0; j < n; ++j) { /* w = D (r1 + Phi_q^T alpha r2) */
+        const double *pj = c->jac + (size_t)j * m1;
+        double b = r1[j];
+        for (int i = 0; i < m; ++i) b += pj[i] * c->vec_m[i];
+        c->w[j] = c->scale_q[j] * b;
+    }
+    cdyn__potrs(n, 1, c->chol, n, c->w, n);
+    for (int i = 0; i < m; ++i) dl[i] = -r2[i];
+    for (int j = 0; j < n; ++j) {
+        const double *pj = c->jac + (size_t)j * m1;
+        double x = dq[j] = c->scale_q[j] * c->w[j];
+        for (int i = 0; i < m; ++i) dl[i] += pj[i] * x;
+    }
+    for (int i = 0; i < m; ++i) dl[i] *= alpha[i];
+}
+
+/* The residuals of (q, lambda) = (c->q_result, c->mult_result) in the
+ * exact bordered system, r1 = f - M q - Phi_q^T lambda (c->residual_top;
+ * M symmetric) and r2 = s - Phi_q q (c->residual_bottom), and each row's
+ * terms sum_j |Phi_ij q_j| + |s_i| (c->bottom), in one pass over the
+ * columns of M and Phi_q. Returns the largest |r2_i| over its terms
+ * (unit-free: the componentwise backward error of row i; Inf for a
+ * residual without terms). */
+static double penalty_residuals(cdyn_constraint *c, const double *f, const double *s)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    const double *q = c->q_result, *l = c->mult_result;
+    double *r1 = c->residual_top, *r2 = c->residual_bottom, *terms = c->bottom, worst = 0.0;
+    for (int i = 0; i < m; ++i) {
+        r2[i] = s[i];
+        terms[i] = fabs(s[i]);
+    }
+    for (int j = 0; j < n; ++j) {
+        const double *mj = c->mass + (size_t)j * n, *pj = c->jac + (size_t)j * m1;
+        double qj = q[j], top = f[j];
+        for (int i = 0; i < n; ++i) top -= mj[i] * q[i];
+        for (int i = 0; i < m; ++i) {
+            double t = pj[i] * qj;
+            top -= pj[i] * l[i];
+            r2[i] -= t;
+            terms[i] += fabs(t);
+        }
+        r1[j] = top;
+    }
+    for (int i = 0; i < m; ++i) {
+        double v = r2[i] == 0.0 ? 0.0 : fabs(r2[i]) / terms[i];
+        if (!(v <= worst)) worst = v;
+    }
+    return worst;
+}
+
+/* The largest |r2_i| over the fixed scales scale_i (unit-free; a row
+ * without one takes its present terms). */
+static double penalty_size(const cdyn_constraint *c, const double *scale)
+{
+    double size = 0.0;
+    for (int i = 0; i < c->m; ++i) {
+        double r = fabs(c->residual_bottom[i]), u = scale[i] > 0.0 ? scale[i] : c->bottom[i];
+        double e = r == 0.0 ? 0.0 : r / u;
+        if (!(e <= size)) size = e;
+    }
+    return size;
+}
+
+/* The default penalty form refined towards the exact constrained solution
+ * (docs/theory.md T4.8), from the penalty solve in c->q_result and
+ * c->mult_result: the residuals of the exact bordered system are
+ * corrected through the penalty form's own matrix (penalty_correction),
+ * the augmented Lagrangian update lambda += alpha (Phi_q q - s) written
+ * as iterative refinement. One penalty solve leaves the multipliers off
+ * by 1 / (1 + mu) in a direction where alpha G has the eigenvalue mu
+ * (G = Phi_q M^-1 Phi_q^T; mu >= 2^20 / m with the default masses away
+ * from singular poses), but the accelerations of a light coordinate tied
+ * to a heavy one, (Q - Phi_q^T lambda) / m_light, are a cancellation that
+ * multiplies that error by the mass ratio (2^-20 1e12 for 1e6 kg beside
+ * 1e-6 kg: found by review). Each step contracts the error by 1 / (1 + mu)
+ * again, down to a rounding floor of about eps times that ratio. Steps go
+ * on while a row is above the certificate's tolerance (kkt.h) and the
+ * residuals, each row over its terms at the penalty solve (a scale that
+ * does not move with the iterates), shrink by PENALTY_CONVERGING, up to
+ * PENALTY_SOLVES solves. When the first step does not shrink them so, a
+ * direction has mu < 2^10: a pose near a singular one, whose penalty
+ * answer is kept (the step undone), since each further step would stiffen
+ * that direction as a larger alpha would (the two-link arm of
+ * examples/two_link_singular.c broke up at 0.84 to 0.97 m/s with them).
+ * With may_undo 0 (the Jacobian's solves, cdyn__constraint_solve_again,
+ * for a right-hand side that was refined) the step is kept. Sets
+ * c->penalty_refined to whether the result is refined. Returns the
+ * largest row residual over its terms (penalty_residuals) of the result.
+ * Uses c->residual_top, c->residual_bottom, c->bottom, c->r,
+ * c->delta_q, c->delta_mult, c->q_scaled, c->mult_scaled, c->w, c->vec_m. */
+static double penalty_refine(cdyn_constraint *c, const double *f, const double *s, int may_undo)
+{
+    int n = c->n, m = c->m;
+    double *q = c->q_result, *l = c->mult_result, *scale = c->r;
+    double tolerance = cdyn__kkt_backward_tolerance(n, m);
+    double worst = penalty_residuals(c, f, s), penalty_worst = worst;
+    c->penalty_refined = 1;
+    memcpy(scale, c->bottom, sizeof(double) * (size_t)m);
+    memcpy(c->q_scaled, q, sizeof(double) * (size_t)n); /* the penalty's own answer */
+    memcpy(c->mult_scaled, l, sizeof(double) * (size_t)m);
+    double size = penalty_size(c, scale);
+    for (int solves = 1; solves < PENALTY_SOLVES && !(worst <= tolerance); ++solves) {
+        penalty_correction(c, c->residual_top, c->residual_bottom, c->delta_q, c->delta_mult);
+        for (int j = 0; j < n; ++j) q[j] += c->delta_q[j];
+        for (int i = 0; i < m; ++i) l[i] += c->delta_mult[i];
+        worst = penalty_residuals(c, f, s);
+        double next = penalty_size(c, scale);
+        int converging = next <= PENALTY_CONVERGING * size;
+        size = next;
+        if (converging || worst <= tolerance) continue;
+        if (solves == 1 && may_undo) { /* near a singular pose: the penalty's answer */
+            memcpy(q, c->q_scaled, sizeof(double) * (size_t)n);
+            memcpy(l, c->mult_scaled, sizeof(double) * (size_t)m);
+            c->penalty_refined = 0;
+            return penalty_worst;
+        }
+        break; /* at the rounding, or a direction that the first step hid */
+    }
+    return worst;
+}
+
+/* Is the refined default penalty form's result (largest row residual
+ * worst, penalty_refine) as accurate as constraint.h says, or is the pose
+ * near a singular one (see PENALTY_SOLVES), where the penalty's own answer
+ * is the form's point? */
+static int penalty_accepted(const cdyn_constraint *c, double worst)
+{
+    return worst <= PENALTY_ACCURACY || c->decision.rank < c->m ||
+           c->decision.ratio <= PENALTY_NEAR_SINGULAR || c->penalty_held;
+}
+
 /* Is row i of the loaded Phi_q all zeros? */
 static int row_is_zero(const cdyn_constraint *c, int i)
 {
@@ -763,8 +926,11 @@ static int row_weight(const cdyn_constraint *c, int i, const double *mass, int s
  * coordinates with M_jj > 0 (the diagonal estimate of Phi_i M^-1 Phi_i^T,
  * the inverse of the mass the constraint moves), as a power of two, with
  * w_i the largest this row has had since create or
- * cdyn_constraint_reset_scales (c->weight_exp). w_i changes with the
- * units of q and of Phi_i exactly as Phi_i M^-1 Phi_i^T does, so every
+ * cdyn_constraint_reset_scales (c->weight_exp); or PENALTY_STIFFNESS h_i
+ * when that is larger, h_i the mass the row moves while the others hold
+ * (effective_masses), the smallest it has had (c->mass_exp). w_i changes
+ * with the units of q and of Phi_i exactly as Phi_i M^-1 Phi_i^T does (and
+ * h_i as its inverse's diagonal), so every
  * constraint outweighs the mass it moves by the same factor whatever the
  * units. The history keeps a row that vanishes at a singular pose from
  * taking an ever stiffer penalty (the form's point there), and powers of
@@ -811,7 +977,10 @@ static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
                                          "default alpha_c; give one by "
                                          "cdyn_constraint_set_penalty",
                                          fn, i));
-        c->alpha[i] = largest == INT_MIN ? 0.0 : ldexp(PENALTY_STIFFNESS, -largest);
+        int held = c->mass_exp[i]; /* INT_MAX: none */
+        c->alpha[i] = largest == INT_MIN ? 0.0
+                      : held != INT_MAX && held > -largest ? ldexp(PENALTY_STIFFNESS, held)
+                                                            : ldexp(PENALTY_STIFFNESS, -largest);
         if (largest != INT_MIN && !(c->alpha[i] >= DBL_MIN && c->alpha[i] < INFINITY))
             return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NONFINITE,
                                          "%s: the default alpha_c[%d] is beyond the double "
@@ -824,6 +993,102 @@ static cdyn_status default_penalty(cdyn_constraint *c, const char *fn)
     return CDYN_OK;
 }
 
+/* The mass each row moves while the other rows hold, h_i = (G^-1)_ii,
+ * G = Phi_q M^-1 Phi_q^T (docs/theory.md T4.8), into the history
+ * c->mass_exp (per row the smallest E with h_i nearest 2^E; INT_MAX:
+ * none). The diagonal estimate w_i of default_penalty ignores the other
+ * rows: a light coupler between two heavy bodies, Phi_q = [1 -1 0; 0 1
+ * -1], makes both rows move mostly the coupler (w ~ 1 / m_light) while the
+ * bodies move together (h ~ m_heavy / 2), so that alpha G had an
+ * eigenvalue of 2^20 m_light / m_heavy and the penalty lost that
+ * direction (found by review). From the loaded K = M + Phi_q^T alpha
+ * Phi_q and its factor (M may be singular): Y = L^-1 D (alpha^1/2
+ * Phi_q)^T, T = Y^T Y = B (I + B)^-1 with B = alpha^1/2 G alpha^1/2, so
+ * diag(T^-1) = 1 + h_i / alpha_i. h_i / alpha_i is about 2^-20 or more
+ * (h_i w_i >= 1 for a diagonal M), so the subtraction loses about 20 of
+ * the 52 bits, and T's condition, 1 + 1 / mu_min over the eigenvalues mu
+ * of B, costs more only below mu_min = 2^-32; only a power of two is kept.
+ * A row with alpha_i = 0 or of zeros takes no part; a T that is singular
+ * to working accuracy (a singular pose, redundant rows) leaves the history
+ * as it was. Sets c->penalty_held when a row's h_i is 2^PENALTY_HELD or
+ * more times its history's (a pose near a singular one, penalty_accepted).
+ * Returns 1 when the default alpha rises by it (K must be formed again).
+ * Uses c->z_rows (Y, n x m), c->small (T). */
+static int effective_masses(cdyn_constraint *c)
+{
+    int n = c->n, m = c->m, m1 = c->m1, rises = 0;
+    c->penalty_held = 0;
+    double *Y = c->z_rows, *T = c->small;
+    for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j)
+            Y[j + (size_t)i * n] = c->scale_q[j] * c->x_rows[i + (size_t)j * m1];
+    cdyn__trsm('L', 'L', 'N', 'N', n, m, 1.0, c->chol, n, Y, n);
+    cdyn__syrk('L', 'T', m, n, 1.0, Y, n, 0.0, T, m);
+    for (int i = 0; i < m; ++i)
+        if (T[i + (size_t)i * m] == 0.0) T[i + (size_t)i * m] = 1.0; /* a row without a penalty */
+    if (cdyn__potrf(m, T, m) != 0 || cdyn__trtri_lower(m, T, m) != 0) return 0;
+    c->mass_history = 1;
+    for (int i = 0; i < m; ++i) {
+        double d = 0.0; /* (T^-1)_ii: column i of L_T^-1 */
+        for (int k = i; k < m; ++k) d += T[k + (size_t)i * m] * T[k + (size_t)i * m];
+        double h = (d - 1.0) * c->alpha[i];
+        if (!(h > 0.0 && h < INFINITY)) continue;
+        int e;
+        double f = frexp(h, &e); /* h = f 2^e, f in [1/2, 1): nearest 2^E */
+        e -= f < 0.70710678118654752;
+        if (c->mass_exp[i] != INT_MAX && e - c->mass_exp[i] >= PENALTY_HELD) c->penalty_held = 1;
+        if (e + 20 >= DBL_MAX_EXP - 1) continue; /* no alpha of that size */
+        if (e < c->mass_exp[i]) {
+            rises |= ldexp(PENALTY_STIFFNESS, e) > c->alpha[i];
+            c->mass_exp[i] = e;
+        }
+    }
+    return rises;
+}
+
+/* K = M + Phi_q^T alpha_c Phi_q (T4.8) formed in c->qr (both triangles)
+ * and factored by the definiteness policy (symmetric equilibration,
+ * Cholesky) into c->chol, c->scale_q; c->x_rows = alpha^1/2 Phi_q. */
+static cdyn_status penalty_matrix(cdyn_constraint *c, const char *fn)
+{
+    int n = c->n, m = c->m, m1 = c->m1;
+    for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+            c->x_rows[i + (size_t)j * m1] = sqrt(c->alpha[i]) * c->jac[i + (size_t)j * m1];
+    memcpy(c->qr, c->mass, sizeof(double) * (size_t)n * n);
+    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->qr, n);
+    for (int j = 0; j < n; ++j)
+        for (int i = j + 1; i < n; ++i) c->qr[j + (size_t)i * n] = c->qr[i + (size_t)j * n];
+    cdyn_status st = check_overflow(c, fn, "M + Phi_q^T alpha_c Phi_q", n, n, c->qr, n);
+    if (st) return st;
+    int info = cdyn__spd_factor(n, c->qr, n, c->chol, n, c->scale_q);
+    if (info != 0)
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
+                                     "%s: M + Phi_q^T alpha_c Phi_q is not positive definite "
+                                     "(leading minor %d of the equilibrated matrix): some "
+                                     "motion has no mass and no constraint",
+                                     fn, info));
+    return CDYN_OK;
+}
+
+/* The default alpha (or the caller's) and K's factor (penalty_matrix). */
+static cdyn_status penalty_factor(cdyn_constraint *c, const char *fn)
+{
+    cdyn_status st = c->alpha_given ? CDYN_OK : default_penalty(c, fn);
+    return st ? st : penalty_matrix(c, fn);
+}
+
+/* The penalty form's solve of the loaded instant, refined for the default
+ * masses: K's backward error into *omega; returns the refinement's largest
+ * row residual (0 for a caller's alpha_c or a solve not certified). */
+static double penalty_solution(cdyn_constraint *c, double *omega)
+{
+    *omega = penalty_solve(c, c->force, c->accel_rhs);
+    c->penalty_refined = 0;
+    if (c->alpha_given || !(*omega <= cdyn__kkt_backward_tolerance(c->n, 0))) return 0.0;
+    return penalty_refine(c, c->force, c->accel_rhs, 1);
+}
+
 cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda)
 {
     if (!c) return CDYN_ERR_ARG;
@@ -833,28 +1098,24 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
     if (!st) st = check_outputs(c, fn, qdd, lambda, "lambda");
     if (!st) st = decide(c, fn, &rank); /* only for the monitor */
     if (st) return st;
-    if (!c->alpha_given) st = default_penalty(c, fn);
+    /* T4.8: K q'' = b, K = M + Phi_q^T alpha Phi_q, b = Q + Phi_q^T alpha s.
+     * The rows' effective masses (effective_masses) are measured at the
+     * first solve of a history and where the refinement leaves a row
+     * unconverged, away from singular poses; K is formed again when they
+     * raise the default alpha */
+    int measure = !c->alpha_given && m > 0 && c->decision.rank == m && /* once per call */
+                  c->decision.ratio > PENALTY_NEAR_SINGULAR; /* else T is singular with Phi_q */
+    c->penalty_held = 0;
+    st = penalty_factor(c, fn);
+    if (!st && measure && !c->mass_history && (measure = 0, effective_masses(c)))
+        st = penalty_factor(c, fn);
     if (st) return st;
-    /* T4.8: K q'' = b, K = M + Phi_q^T alpha Phi_q, b = Q + Phi_q^T alpha s;
-     * K formed in c->qr (both triangles), factored by the definiteness
-     * policy (symmetric equilibration, Cholesky) into c->chol */
-    for (int j = 0; j < n; ++j)
-        for (int i = 0; i < m; ++i)
-            c->x_rows[i + (size_t)j * m1] = sqrt(c->alpha[i]) * c->jac[i + (size_t)j * m1];
-    memcpy(c->qr, c->mass, sizeof(double) * (size_t)n * n);
-    cdyn__syrk('L', 'T', n, m, 1.0, c->x_rows, m1, 1.0, c->qr, n);
-    for (int j = 0; j < n; ++j)
-        for (int i = j + 1; i < n; ++i) c->qr[j + (size_t)i * n] = c->qr[i + (size_t)j * n];
-    st = check_overflow(c, fn, "M + Phi_q^T alpha_c Phi_q", n, n, c->qr, n);
-    if (st) return st;
-    int info = cdyn__spd_factor(n, c->qr, n, c->chol, n, c->scale_q);
-    if (info != 0)
-        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_SINGULAR,
-                                     "%s: M + Phi_q^T alpha_c Phi_q is not positive definite "
-                                     "(leading minor %d of the equilibrated matrix): some "
-                                     "motion has no mass and no constraint",
-                                     fn, info));
-    double omega = penalty_solve(c, c->force, c->accel_rhs);
+    double omega, worst = penalty_solution(c, &omega);
+    if (measure && !(worst <= PENALTY_ACCURACY) && effective_masses(c)) {
+        st = penalty_factor(c, fn);
+        if (st) return st;
+        worst = penalty_solution(c, &omega);
+    }
     double tolerance = cdyn__kkt_backward_tolerance(n, 0);
     st = check_overflow(c, fn, "q''", n, 1, c->q_result, n);
     if (st) return st;
@@ -863,6 +1124,14 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
                                      "%s: M + Phi_q^T alpha_c Phi_q is singular to working "
                                      "accuracy (componentwise backward error %.2e > %.2e)",
                                      fn, omega, tolerance));
+    if (!penalty_accepted(c, worst))
+        return cleared(c, cdyn__fail(c->msg, CDYN_ERR_NOCONV,
+                                     "%s: the default penalty form did not reach the "
+                                     "constrained solution within %d solves (a constraint "
+                                     "residual %.2e of its terms, away from singular poses: "
+                                     "pivot ratio of Phi_q %.2g); masses too far apart for the "
+                                     "default: use cdyn_constraint_lagrange, or give alpha_c",
+                                     fn, PENALTY_SOLVES, worst, c->decision.ratio));
     st = commit(c, fn, c->jac, m1, qdd, lambda);
     c->reusable = st == CDYN_OK ? REUSE_PENALTY : 0;
     return st;
@@ -928,8 +1197,9 @@ int cdyn__constraint_solve_again(cdyn_constraint *c, const double *f, const doub
                                  double *lambda)
 {
     int n = c->n, m = c->m, certified = 0;
-    if (c->reusable == REUSE_PENALTY)
-        certified = penalty_solve(c, f, s) <= cdyn__kkt_backward_tolerance(n, 0);
+    if (c->reusable == REUSE_PENALTY) /* refined where the right-hand side was */
+        certified = penalty_solve(c, f, s) <= cdyn__kkt_backward_tolerance(n, 0) &&
+                    (!c->penalty_refined || penalty_accepted(c, penalty_refine(c, f, s, 0)));
     else if (c->reusable == REUSE_BORDERED && c->path == CDYN__PATH_DECIDED)
         certified = cdyn__constraint_decided_solve(c, f, s, c->q_result, c->mult_result);
     else if (c->reusable == REUSE_BORDERED)

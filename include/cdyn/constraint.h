@@ -137,22 +137,40 @@ CDYN_API cdyn_status cdyn_constraint_set_critical_gains(cdyn_constraint *c, cons
  * with M_jj > 0, and w_i the largest the row has had since create or
  * cdyn_constraint_reset_scales() (so that a row that vanishes at a
  * singular pose does not take an ever stiffer penalty; reset when the
- * object is reused for other units or another mechanism). A row of zeros
+ * object is reused for other units or another mechanism); or 2^20 h_i
+ * when that is larger, h_i = (G^-1)_ii (G = Phi_q M^-1 Phi_q^T) the mass
+ * the row moves while the other rows hold, the smallest measured since
+ * then (at the first solve, and where the refinement below does not
+ * converge; not within 2^-10 of rank loss). A row of zeros
  * without such a history gets 0 (no multiplier). A row whose coordinates
  * are all massless takes, for each of them, the mass the other rows lend
  * it (sum_k alpha_k Phi_kj^2 / 2^20); one that no row on a mass reaches
  * has no default (cdyn_constraint_penalty then returns CDYN_ERR_ARG
- * naming it). With well-conditioned constraints the default form agrees
- * with the exact ones to about 1e-6 of q'' and lambda (tests: 1.0e-5 on
- * random instants, 1.1e-6 on a pendulum, in units 1e+-8 apart); the error
- * grows with the conditioning of Phi_q M^-1 Phi_q^T (measured 1.1e-2 for
- * a random square 16 x 16 Phi_q). Stiffer penalties are more accurate (to
- * 1e-7 at 2^26) but stiffen the right-hand side near singular poses: 2^20
- * runs examples/two_link_singular.c through its fold with RK4 at 1 ms
- * (checked at its default tip speed; measured at 0.02 to 1 m/s), 2^23 and
- * above break up there at 0.6 or 1 m/s. The former
- * default, 10 in any units, left a pendulum bob of 1 t with 96 % of its
- * tension missing.
+ * naming it).
+ *
+ * The default form is then refined towards the exact one with the same
+ * factor (augmented Lagrangian steps, at most 8 solves in all), because
+ * one penalty solve leaves lambda 2^-20 off and a light coordinate tied
+ * to a heavy one turns that into an error of q'' times the mass ratio.
+ * Away from singular poses the result is the exact forms' up to about eps
+ * times the largest mass ratio a constraint ties over 2^20 (tests: 5e-16
+ * of the largest q'' and lambda on random instants, 1.0e-10 for 1e6 kg
+ * tied to 1e-6 kg, in units 1e+-8 apart against a quad-precision KKT
+ * solve); a result whose constraint residual stays above 2^-20 of a
+ * row's terms there is refused with CDYN_ERR_NOCONV (masses some 1e20 to
+ * 1e30 apart and beyond; the message says so: use cdyn_constraint_lagrange
+ * or give alpha). Near a singular pose (the rank decision finds Phi_q rank
+ * deficient or within 2^-10 of it, or a row's effective mass h_i is 16 or
+ * more times its history's), where a direction of alpha G is small and
+ * the first step does not contract it, the penalty solve's own answer is
+ * kept: further steps would stiffen that direction as a larger alpha
+ * does. That keeps the right-hand side bounded through the pose:
+ * examples/two_link_singular.c runs through its fold with RK4 at 1 ms at
+ * tip speeds 0.02 to 1 m/s (every 0.01), ending within 1.1e-9 rad of the
+ * exact pose (unrefined: 1.1e-6; 2^23 unrefined broke up at 0.6 or 1 m/s).
+ * A caller's alpha is used as given, unrefined: the penalty form of
+ * those masses. The former default, 10 in any units, left a pendulum bob
+ * of 1 t with 96 % of its tension missing.
  */
 CDYN_API cdyn_status cdyn_constraint_set_penalty(cdyn_constraint *c, const double *alpha);
 
@@ -245,15 +263,18 @@ CDYN_API cdyn_status cdyn_constraint_pseudoinverse(cdyn_constraint *c, double *q
  * Modified Lagrange (penalty) form (T4.8):
  * (M + Phi_q^T alpha_c Phi_q) q'' = Q + Phi_q^T alpha_c s, and the multiplier
  * estimate lambda = alpha_c (Phi_q q'' - s). Needs only M + Phi_q^T alpha_c
- * Phi_q positive definite: M may be singular and Phi_q rank deficient. It
- * is a penalty form: q'' meets Phi_q q'' = s only up to O(1/alpha_c), and
- * lambda, alpha_c times a difference that cancels to that, carries
- * alpha_c eps of the terms' rounding (cdyn_constraint_set_penalty: the
- * default's accuracy). CDYN_ERR_SINGULAR when the leading matrix is not
- * positive definite; CDYN_ERR_ARG when the default alpha_c cannot be
- * formed (a row that moves only massless coordinates no other row
- * reaches), CDYN_ERR_NONFINITE when a default alpha_c is beyond the double
- * range.
+ * Phi_q positive definite: M may be singular and Phi_q rank deficient.
+ * With a caller's alpha_c it is a penalty form: q'' meets Phi_q q'' = s
+ * only up to O(1/alpha_c), and lambda, alpha_c times a difference that
+ * cancels to that, carries alpha_c eps of the terms' rounding. The
+ * default alpha_c is refined to the exact forms' answer away from
+ * singular poses (cdyn_constraint_set_penalty: the default's accuracy).
+ * CDYN_ERR_SINGULAR when the leading matrix is not positive definite;
+ * CDYN_ERR_NOCONV when the default form's refinement does not reach the
+ * stated accuracy away from a singular pose (outputs untouched);
+ * CDYN_ERR_ARG when the default alpha_c cannot be formed (a row that
+ * moves only massless coordinates no other row reaches),
+ * CDYN_ERR_NONFINITE when a default alpha_c is beyond the double range.
  */
 CDYN_API cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lambda);
 
