@@ -426,14 +426,28 @@ static void cholesky_solve(int n, const double *L, int ldl, const double *inv, d
     }
 }
 
-double cdyn__null_probe_start(int n, double *x)
+double cdyn__null_probe_start(int n, const double *sign, double *x)
 {
     double norm2 = 0.0;
     for (int i = 0; i < n; ++i) {
         x[i] = 1.0 + 0.125 * (double)(i % 8);
+        if (sign) x[i] *= sign[i];
         norm2 += x[i] * x[i];
     }
     return norm2;
+}
+
+void cdyn__factor_orientation(int n, const double *L, int ldl, double *d)
+{
+    /* top down: every row below i in column i is oriented already; the
+     * strongest of them (in A = D A0 D all of them agree) orients i */
+    for (int i = n - 1; i >= 0; --i) {
+        const double *col = L + (size_t)i * ldl;
+        int parent = -1;
+        for (int j = i + 1; j < n; ++j)
+            if (col[j] != 0.0 && (parent < 0 || fabs(col[j]) > fabs(col[parent]))) parent = j;
+        d[i] = parent < 0 ? 1.0 : (col[parent] > 0.0 ? -d[parent] : d[parent]);
+    }
 }
 
 int cdyn__null_probe_verdict(int n, const double *x, double before, double floor)
@@ -452,8 +466,9 @@ int cdyn__null_probe_verdict(int n, const double *x, double before, double floor
 
 int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv)
 {
+    cdyn__factor_orientation(n, L, ldl, inv);
+    double before = cdyn__null_probe_start(n, inv, x);
     for (int i = 0; i < n; ++i) inv[i] = 1.0 / L[i + (size_t)i * ldl];
-    double before = cdyn__null_probe_start(n, x);
     cholesky_solve(n, L, ldl, inv, x);
     return cdyn__null_probe_verdict(n, x, before, 0.5 * CDYN__DEFINITE_TOL);
 }

@@ -162,22 +162,37 @@ int cdyn__spd_factor(int n, const double *A, int lda, double *L, int ldl, double
  * singular matrix (a pivot is the smallest eigenvalue over the square of
  * the null vector's entry at its row, and that entry can be 1e-4). One
  * step of inverse iteration with the factor L (n x n, ld ldl, from
- * cdyn__spd_factor: of S A S, whose diagonal lies in [1/2, 2)) from a
- * positive start (a ring's null vector is positive; an entry of it is at
- * least its own size over sqrt(n) in the start's direction) bounds the
- * smallest eigenvalue of S A S from above, up to that overlap: at or
- * below CDYN__DEFINITE_TOL / 2 the matrix counts as singular. Returns 0,
- * or 1 + the row of the largest entry of the near null vector. x, inv:
- * n each (the iterate, the reciprocals of L's diagonal). */
+ * cdyn__spd_factor: of S A S, whose diagonal lies in [1/2, 2)) bounds the
+ * smallest eigenvalue of S A S from above, up to the start's overlap with
+ * its eigenvector: at or below CDYN__DEFINITE_TOL / 2 the matrix counts as
+ * singular. The start is oriented by the factor (cdyn__factor_orientation),
+ * so that its overlap is at least 1 / (2 sqrt(n)) for every matrix that is
+ * a Laplacian up to the signs of its rows and columns (a ring's, with each
+ * state's orientation the caller's choice), and the verdict is the same
+ * for D A D as for A, D any diagonal of +-1 (a fixed positive start
+ * missed 12 of 20000 such rings). Returns 0, or 1 + the row of the largest
+ * entry of the near null vector. x, inv: n each (the iterate, the
+ * reciprocals of L's diagonal). */
 int cdyn__spd_nearly_singular(int n, const double *L, int ldl, double *x, double *inv);
 
+/* The orientation d (n, +-1) of the probe's start from a Cholesky factor L
+ * (lower, ld ldl): top down, d_i = -d_j sign(L_ji) for the largest |L_ji|,
+ * j > i (1 where column i has none below the diagonal: a root of the
+ * elimination tree). If A = D A0 D with A0 a Z-matrix (off-diagonal
+ * entries <= 0) then L = D L0 D with L0's off-diagonal entries <= 0, also
+ * as computed (no cancellation: every update has one sign), so d = +-D on
+ * each part; and the eigenvector of A0's smallest eigenvalue is positive
+ * (Perron-Frobenius), that of A is D times it. O(n^2) reads, no flops. */
+void cdyn__factor_orientation(int n, const double *L, int ldl, double *d);
+
 /* The probe of cdyn__spd_nearly_singular, for a factor it cannot solve
- * with itself (a network's CHOLMOD factor): x (n) = the positive start
- * 1 + (i mod 8) / 8, returning its squared norm; after one solve
- * x <- A^-1 x, the verdict: 0 when ||x|| / ||start|| stays below 1 /
+ * with itself (a network's CHOLMOD factor): x (n) = the start
+ * sign_i (1 + (i mod 8) / 8) (sign NULL: +1; the caller orients it as the
+ * null vector's signs would be), returning its squared norm; after one
+ * solve x <- A^-1 x, the verdict: 0 when ||x|| / ||start|| stays below 1 /
  * floor (no eigenvalue of A at or below floor, up to the start's overlap
  * with the null vector), else 1 + the row of x's largest entry. */
-double cdyn__null_probe_start(int n, double *x);
+double cdyn__null_probe_start(int n, const double *sign, double *x);
 int cdyn__null_probe_verdict(int n, const double *x, double before, double floor);
 
 #endif

@@ -27,9 +27,16 @@
  * eigenvalue at or below 1e3 eps; otherwise the constraint rows that
  * depend on the others are named (cdyn_network_redundant_rows(); the
  * largest entry of the near null vector for the second test) and the load
- * fails with CDYN_ERR_SINGULAR. S does not change when states are
+ * fails with CDYN_ERR_SINGULAR. The iteration starts from a vector
+ * oriented by the signs of W (along every pipe of two entries), so each
+ * junction balance may be written "in - out" or "out - in": the verdict
+ * is the same either way. S does not change when states are
  * rescaled and changes only by the equilibration when equations are, so
- * the verdict is the same in any units. Every solve is certified by the
+ * the verdict is the same in any units. The message tells a W that is
+ * rank deficient (a part not joined to the ambient, a duplicated
+ * balance) from a W of full rank whose S is singular to working accuracy
+ * because the conductances it combines are too far apart (a supply line
+ * 1e13 times the inertance of the dead-end stub after it). Every solve is certified by the
  * backward error of its result (up to 4 refinement steps if needed): CDYN_OK
  * means M v' - F - W^T lambda and W v' - g vanish to a few rounding errors
  * of their own terms.

@@ -27,7 +27,7 @@ void cdyn_network_free(cdyn_network *net)
                       net->rowptr, net->rowcol, net->rowpos, net->tree_pipe, net->tree_order,
                       net->dependent, net->Mval, net->Mfac, net->Mscale, net->Mroot,
                       net->Minv, net->Wval,
-                      net->Sscale, net->perm, net->pinv, net->sdiag, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
+                      net->Sscale, net->perm, net->pinv, net->sdiag, net->row_sign, net->blockwork, net->x, net->y, net->dx, net->dy, net->rf,
                       net->rg, net->t, net->ux, net->uy, net->redundant, net->dropped};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) free(arrays[i]);
     free(net);
@@ -311,7 +311,7 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
     ok = ok && NET_ALLOC(net->Mval, net->nmass) && NET_ALLOC(net->Mfac, net->nmass) &&
          NET_ALLOC(net->Mscale, n) && NET_ALLOC(net->Mroot, n) && NET_ALLOC(net->Minv, n) &&
          NET_ALLOC(net->Wval, net->nnz) &&
-         NET_ALLOC(net->Sscale, m) &&
+         NET_ALLOC(net->Sscale, m) && NET_ALLOC(net->row_sign, m) &&
          NET_ALLOC(net->blockwork, (long)net->max_block * (net->max_rows + 1)) &&
          NET_ALLOC(net->x, n) && NET_ALLOC(net->y, m) && NET_ALLOC(net->dx, n) &&
          NET_ALLOC(net->dy, m) && NET_ALLOC(net->rf, n) && NET_ALLOC(net->rg, m) &&
@@ -319,6 +319,8 @@ cdyn_network *cdyn_network_create(int n, int m, const int *colptr, const int *ro
          NET_ALLOC(net->redundant, m) && NET_ALLOC(net->dropped, m) &&
          NET_ALLOC(net->tree_pipe, m) &&
          NET_ALLOC(net->tree_order, m) && NET_ALLOC(net->dependent, n);
+    if (ok && net->nnz) /* copy_w reads the previous values */
+        memset(net->Wval, 0, sizeof(double) * (size_t)net->nnz);
     if (ok && m > 0) ok = build_schur(net);
     if (!ok) {
         cdyn_network_free(net);
@@ -396,6 +398,21 @@ static int factor_mass(cdyn_network *net)
     return -1;
 }
 
+/* S <- D S D with D the symmetric equilibration of S (powers of two), in
+ * S's (permuted) order; Sscale is kept in W's row order. Uses net->t. */
+static void equilibrate_schur(cdyn_network *net)
+{
+    double *Sx = net->S->x;
+    const int *Sp = net->S->p, *Si = net->S->i;
+    double *sp = net->t;
+    for (int k = 0; k < net->m; ++k) {
+        sp[k] = cdyn__sym_scale(Sx[net->sdiag[k]]);
+        net->Sscale[net->perm[k]] = sp[k];
+    }
+    for (int k = 0; k < net->m; ++k)
+        for (int q = Sp[k]; q < Sp[k + 1]; ++q) Sx[q] *= sp[Si[q]] * sp[k];
+}
+
 /* S = W M^-1 W^T (its stored triangle, permuted), equilibrated: S <- D S D. */
 static void assemble_schur(cdyn_network *net)
 {
@@ -430,15 +447,7 @@ static void assemble_schur(cdyn_network *net)
                 Sx[*pos++] += sum;
             }
     }
-    /* equilibrate, in S's (permuted) order; Sscale is kept in W's row order */
-    const int *Sp = net->S->p, *Si = net->S->i;
-    double *sp = net->t;
-    for (int k = 0; k < net->m; ++k) {
-        sp[k] = cdyn__sym_scale(Sx[net->sdiag[k]]);
-        net->Sscale[net->perm[k]] = sp[k];
-    }
-    for (int k = 0; k < net->m; ++k)
-        for (int q = Sp[k]; q < Sp[k + 1]; ++q) Sx[q] *= sp[Si[q]] * sp[k];
+    equilibrate_schur(net);
 }
 
 /* Diagonal entry k of the factor (in the factor's order). */
@@ -484,18 +493,65 @@ static int factor_schur(cdyn_network *net, double smallest)
  * pivot 1.9e-9: the load returned CDYN_OK, and the pressures' level was
  * arbitrary (2e5 Pa apart in Pa and in bar). So the factor that passed is
  * also checked by the probe of cdyn__spd_nearly_singular (rank.h): one
- * solve from a positive start (a ring's null vector is positive) with the
- * factor of the equilibrated S (three solves cost a third of a load).
+ * solve with the factor of the equilibrated S (three solves cost a third
+ * of a load) from a start oriented by net->row_sign (orient_rows).
  * Returns the place k (S's order) of a row to take out, the largest entry
  * of the iterate, when an eigenvalue is at or below the pivot policy's
  * CDYN__DEFINITE_TOL times the smallest diagonal entry; else -1. Uses
  * net->dy and net->t. */
 static int nearly_dependent_row(cdyn_network *net, double smallest)
 {
-    double before = cdyn__null_probe_start(net->m, net->dy);
+    double before = cdyn__null_probe_start(net->m, net->row_sign, net->dy);
     cdyn__net_schur_solve(net->L, net->perm, net->dy, net->t);
     int row = cdyn__null_probe_verdict(net->m, net->dy, before, CDYN__DEFINITE_TOL * smallest);
     return row > 0 ? net->pinv[row - 1] : -1;
+}
+
+/* The probe's orientation (THEORY T1.5): d_i = +-1 with d_a w_ak and d_b w_bk
+ * of opposite signs for every pipe k joining junctions a and b (a column of
+ * two entries), set breadth first along such pipes (1 at the first row of
+ * each part they join). A null vector u of S = W M^-1 W^T, whatever the
+ * blocks of M, has u^T W = 0 (u^T S u = |M^-1/2 W^T u|^2), so along such a
+ * pipe u_b = -u_a w_ak / w_bk: d u has one sign on each part, and a
+ * start d_i (1 + (i mod 8) / 8) overlaps it by at least 1 / (2 sqrt(m)).
+ * With a diagonal M and every balance written with one convention
+ * (each cycle of pipes then oriented consistently), d S d is an M-matrix
+ * and the eigenvector of its smallest eigenvalue is positive too
+ * (Perron-Frobenius), nearly singular or not. A positive start assumed
+ * every balance written "in - out": with some rows written "out - in" (a
+ * ring of 5 junctions, rows 2 and 4 flipped) its overlap was nearly 0 and
+ * 85 of 400 unit systems loaded the closed ring with CDYN_OK. Flipping
+ * rows now flips d with them (up to one sign per part), and the probe's
+ * arithmetic only changes signs: where those parts are S's own (pipes of
+ * one or two entries, a diagonal M) the verdict is bit for bit that of
+ * the uniform convention.
+ * Columns of one entry (the ambient) or more than two orient nothing. It depends only on the signs of W's values:
+ * copy_w keeps it while none changes. Uses net->redundant (m) as the
+ * queue: call before the loop that fills it. */
+static void orient_rows(cdyn_network *net)
+{
+    net->oriented = 1;
+    double *d = net->row_sign;
+    int *queue = net->redundant, m = net->m;
+    for (int i = 0; i < m; ++i) d[i] = 0.0;
+    for (int root = 0; root < m; ++root) {
+        if (d[root] != 0.0) continue;
+        d[root] = 1.0;
+        int tail = 0;
+        queue[tail++] = root;
+        for (int head = 0; head < tail; ++head) {
+            int i = queue[head];
+            for (int q = net->rowptr[i]; q < net->rowptr[i + 1]; ++q) {
+                int k = net->rowcol[q], p = net->colptr[k];
+                if (net->colptr[k + 1] - p != 2) continue;
+                int j = net->rowind[p] == i ? p + 1 : p, other = net->rowind[j];
+                double wi = net->Wval[net->rowpos[q]], wj = net->Wval[j];
+                if (d[other] != 0.0 || wi == 0.0 || wj == 0.0) continue;
+                d[other] = (wi > 0.0) == (wj > 0.0) ? -d[i] : d[i];
+                queue[tail++] = other;
+            }
+        }
+    }
 }
 
 /* Make row and column k of the equilibrated (permuted) S those of the
@@ -507,6 +563,68 @@ static void decouple_row(cholmod_sparse *S, int k)
     for (int j = 0; j < (int)S->ncol; ++j)
         for (int q = Sp[j]; q < Sp[j + 1]; ++q)
             if (j == k || Si[q] == k) Sx[q] = (j == k && Si[q] == k) ? 1.0 : 0.0;
+}
+
+/* For the message of a refused load only: whether W itself has full row
+ * rank by the same policy, judged on S with M^-1 replaced by the metric
+ * of W's own equilibration, diag(c_k^2) with c the column factors of
+ * rank.h (rows to largest entries in [1/2, 1), then columns): the Gram
+ * matrix of the equilibrated W, whatever the conductances. When it passes
+ * the pivot test and the probe, the rows S lost were lost to the spread
+ * of the conductances (a supply line of inertance 1e13 times that of the
+ * dead-end stub after it: the stub's pressure is the line's to 1e-13),
+ * not to W. Overwrites S and its factor (the load fails anyway) and
+ * net->t, net->x, net->dy. */
+static int w_has_full_rank(cdyn_network *net)
+{
+    int n = net->n, m = net->m;
+    double *r = net->t, *c = net->x, *Sx = net->S->x;
+    for (int i = 0; i < m; ++i) r[i] = 0.0;
+    for (int p = 0; p < net->nnz; ++p)
+        r[net->rowind[p]] = fmax(r[net->rowind[p]], fabs(net->Wval[p]));
+    for (int i = 0; i < m; ++i) r[i] = cdyn__inverse_power_of_two(r[i]);
+    for (int k = 0; k < n; ++k) {
+        double largest = 0.0;
+        for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
+            largest = fmax(largest, fabs(net->Wval[p]) * r[net->rowind[p]]);
+        c[k] = cdyn__inverse_power_of_two(largest);
+    }
+    /* S_ac = sum_k w_ak c_k^2 w_ck, at the places of column k's block */
+    memset(Sx, 0, sizeof(double) * net->S->nzmax);
+    for (int k = 0; k < n; ++k) {
+        int b = net->state_blk[k];
+        const int *pos = net->pair_pos + net->pair_ptr[b];
+        for (int p = net->colptr[k]; p < net->colptr[k + 1]; ++p)
+            for (int q = net->colptr[k]; q <= p; ++q) {
+                int a = net->local_row[q], e = net->local_row[p]; /* a <= e */
+                Sx[pos[e * (e + 1) / 2 + a]] += net->Wval[q] * c[k] * c[k] * net->Wval[p];
+            }
+    }
+    equilibrate_schur(net);
+    double smallest = INFINITY;
+    for (int i = 0; i < m; ++i)
+        if (Sx[net->sdiag[i]] > 0.0) smallest = fmin(smallest, Sx[net->sdiag[i]]);
+    return smallest < INFINITY && factor_schur(net, smallest) == -1 &&
+           nearly_dependent_row(net, smallest) == -1;
+}
+
+/* Wval <- W, and the orientation marked stale when an entry may have
+ * changed its sign or become or stopped being 0: old and new values that
+ * differ with a product not positive (an underflowing product only costs
+ * a needless orientation). One multiply and two compares per entry, in
+ * doubles so that it vectorizes (2 % of the instructions of a load of
+ * 114 pipes); orienting at every load cost 13 % of them, 6 % at 1014. */
+static void copy_w(cdyn_network *net, const double *W)
+{
+    double *restrict to = net->Wval;
+    const double *restrict from = W;
+    double changed = 0.0;
+    for (int p = 0; p < net->nnz; ++p) {
+        double before = to[p], after = from[p];
+        changed += before * after <= 0.0 && before != after ? 1.0 : 0.0;
+        to[p] = after;
+    }
+    if (changed > 0.0) net->oriented = 0;
 }
 
 cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *W)
@@ -526,7 +644,7 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
     net->nredundant = 0;
     for (int i = 0; i < net->m; ++i) net->dropped[i] = 0;
     memcpy(net->Mval, M, sizeof(double) * (size_t)net->nmass);
-    if (net->nnz) memcpy(net->Wval, W, sizeof(double) * (size_t)net->nnz);
+    copy_w(net, W);
     int b = factor_mass(net);
     if (b >= 0)
         return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
@@ -550,6 +668,7 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
 
     /* rank loss: name the dependent row (pivot k is row perm[k] of W), take
      * it out, go on (at most m) */
+    if (!net->oriented) orient_rows(net);
     int k;
     for (;;) {
         k = factor_schur(net, smallest);
@@ -569,11 +688,21 @@ cdyn_status cdyn_network_load(cdyn_network *net, const double *M, const double *
         for (int i = 0; i < net->nredundant && i < 8 && used < sizeof list - 16; ++i)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "",
                                      net->redundant[i]);
+        int plural = net->nredundant > 1;
+        if (w_has_full_rank(net))
+            return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
+                              "cdyn_network_load: S = W M^-1 W^T is singular to working "
+                              "accuracy: %d constraint row%s (%s%s) depend%s on the others in S "
+                              "although W has full row rank: the conductances W M^-1 W^T "
+                              "combines are too far apart for double precision "
+                              "(cdyn_network_redundant_rows)",
+                              net->nredundant, plural ? "s" : "", list,
+                              net->nredundant > 8 ? ", ..." : "", plural ? "" : "s");
         return cdyn__fail(net->msg, CDYN_ERR_SINGULAR,
                           "cdyn_network_load: W is rank deficient: %d constraint row%s (%s%s) "
                           "depend%s on the others (cdyn_network_redundant_rows)",
-                          net->nredundant, net->nredundant > 1 ? "s" : "", list,
-                          net->nredundant > 8 ? ", ..." : "", net->nredundant > 1 ? "" : "s");
+                          net->nredundant, plural ? "s" : "", list,
+                          net->nredundant > 8 ? ", ..." : "", plural ? "" : "s");
     }
     net->loaded = 1;
     return CDYN_OK;

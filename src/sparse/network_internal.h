@@ -49,6 +49,8 @@ struct cdyn_network {
     double *Sscale;      /* m: equilibration of S (powers of two), W's row order */
     int *perm, *pinv;    /* m: S is stored as P S P^T; row perm[k] of W is S's k */
     int *sdiag;          /* m: place of S's diagonal entry k in S->x */
+    double *row_sign;    /* m: +-1, the orientation of the rows' probe (network.c) */
+    int oriented;        /* row_sign holds for the signs of Wval */
     double *blockwork;   /* max_block * max_rows */
     double *x, *y, *dx, *dy, *rf, *rg, *t; /* n, m, n, m, n, m, max(n, m) */
     double *ux, *uy;     /* n, m: backward-error bounds */
