@@ -1107,8 +1107,10 @@ cdyn_status cdyn_constraint_penalty(cdyn_constraint *c, double *qdd, double *lam
                   c->decision.ratio > PENALTY_NEAR_SINGULAR; /* else T is singular with Phi_q */
     c->penalty_held = 0;
     st = penalty_factor(c, fn);
-    if (!st && measure && !c->mass_history && (measure = 0, effective_masses(c)))
-        st = penalty_factor(c, fn);
+    if (!st && measure && !c->mass_history) {
+        measure = 0; /* a fresh history's masses are measured here, once */
+        if (effective_masses(c)) st = penalty_factor(c, fn);
+    }
     if (st) return st;
     double omega, worst = penalty_solution(c, &omega);
     if (measure && !(worst <= PENALTY_ACCURACY) && effective_masses(c)) {
